@@ -1,0 +1,122 @@
+"""The command line: argument parsing, exit codes, logging set-up; nothing else.
+
+Every verb is a small function that calls into the library; exceptions are
+mapped to exit codes in `main` alone (0 success, 2 bad input, 1 the rest),
+printed as `slurm-drf: <category>: <message>`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable, Sequence
+
+import orjson
+
+from slurm_drf import __version__
+from slurm_drf.config import Config, default_config, find_config_path, load_config
+from slurm_drf.drf import compute_plan
+from slurm_drf.errors import DrfError, InputError
+from slurm_drf.report import render_plan_json, render_plan_table
+from slurm_drf.slurm.snapshot_file import SnapshotFileSource
+
+logger = logging.getLogger("slurm_drf")
+
+
+def _load_config(path: str | None) -> Config:
+    found = find_config_path(path, os.environ)
+    return load_config(found) if found is not None else default_config()
+
+
+def _emit(data: object) -> None:
+    sys.stdout.buffer.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+    sys.stdout.flush()
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    config = _load_config(args.config)
+    snapshot = SnapshotFileSource(args.snapshot).fetch_snapshot()
+    plan = compute_plan(snapshot, config)
+    if args.format == "json":
+        _emit(render_plan_json(plan))
+    else:
+        print(render_plan_table(plan, args.limit))
+    for warning in plan.warnings:
+        logger.warning("%s", warning)
+    return 0
+
+
+def cmd_check_config(args: argparse.Namespace) -> int:
+    config = load_config(args.file)
+    print(f"{args.file}: OK (mode {config.mode}, {len(config.weights)} weighted account(s), "
+          f"resources {', '.join(config.resources)})")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="slurm-drf", description="Dominant resource fairness for Slurm: order pending jobs by "
+        "each account's dominant share and write the order back.")
+    parser.add_argument("--version", action="version", version=f"slurm-drf {__version__}")
+    parser.add_argument("--debug", action="store_true", help="log debug messages and show tracebacks")
+    parser.add_argument("-q", "--quiet", action="store_true", help="log only errors")
+    verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)
+
+    plan = verbs.add_parser("plan", help="the plan for a saved snapshot (no Slurm needed)")
+    plan.add_argument("--snapshot", required=True, metavar="FILE", help="snapshot JSON (slurm-drf-snapshot/1)")
+    plan.add_argument("--config", metavar="FILE", help="config YAML (default: $SLURM_DRF_CONFIG, "
+                      "/etc/slurm-drf/config.yaml, built-in defaults)")
+    plan.add_argument("--format", choices=("table", "json"), default="table")
+    plan.add_argument("--limit", type=int, default=20, metavar="N",
+                      help="table: jobs shown per pool (0: all)")
+    plan.set_defaults(func=cmd_plan)
+
+    check = verbs.add_parser("check-config", help="validate a config file: exit 0 or a clear error")
+    check.add_argument("file", metavar="FILE")
+    check.set_defaults(func=cmd_check_config)
+    return parser
+
+
+def _setup_logging(args: argparse.Namespace) -> None:
+    level = logging.DEBUG if args.debug else logging.ERROR if args.quiet else logging.INFO
+    logging.basicConfig(level=level, format="slurm-drf: %(levelname)s: %(message)s", stream=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _setup_logging(args)
+    func: Callable[[argparse.Namespace], int] = args.func
+    try:
+        return func(args)
+    except InputError as error:
+        _report(error, args.debug)
+        return 2
+    except DrfError as error:
+        _report(error, args.debug)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `slurm-drf plan ... | head`: the reader left; that is not a failure.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except Exception as error:
+        if args.debug:
+            raise
+        print(f"slurm-drf: internal error: {type(error).__name__}: {error} (run with --debug for a traceback)",
+              file=sys.stderr)
+        return 1
+
+
+def _report(error: DrfError, debug: bool) -> None:
+    if debug:
+        logger.exception("%s", error)
+    for line in str(error).splitlines() or [""]:
+        print(f"slurm-drf: {error.category}: {line}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,647 @@
+"""The policy: pools, shares, levels, the DRF order, the tie rule, values.
+
+Pure: `compute_plan(snapshot, config, state) -> Plan` reads no clock, file
+or environment. It sits under the daemon and the CLI and imports only the
+model, the config dataclasses and numpy.
+
+How the order is computed (SPEC §2). The *level* of an account's k-th
+pending job is the account's weighted dominant share over its running
+usage plus the demand of its first k-1 pending jobs. Progressive filling
+always serves the account with the lowest current share, so the DRF order
+of all pending jobs is the order of their levels: one exclusive cumulative
+sum per account and one sort, vectorised with numpy. Floats only find the
+candidates for a tie: runs of levels within a relative 1e-9 of each other
+are re-sorted with exact fractions, and exactly equal levels go to the tie
+rule. `reference_order` below is the textbook heap loop on exact fractions,
+kept as the oracle the tests and benchmarks compare against.
+
+The tie rule, applied to exactly equal levels, in turn: the accounts'
+weighted share vectors sorted largest first (lexicographically, smaller
+first); fewer remembered tie wins first; a key that rotates with the
+epoch. An account wins a tie when it is placed while another account waits
+at the same level. Wins count within the plan and carry over through
+`PolicyState`, halved every `tie_half_life` epochs. The epoch advances only
+when the set of running jobs changed, so replanning an unchanged cluster
+gives the same order and writes nothing.
+
+Values (SPEC §5): raw = round(scale x level); along the DRF order every
+job's value is raised to at least one more than its predecessor's, so the
+order is strict even for tied levels, and Slurm never falls back to submit
+order. nice = user's nice + value - offset (at most -1, so Slurm's clamp of
+priority to >= 1 never merges two jobs); site_factor and priority =
+offset - value (at least 1; priority 0 means held).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from fractions import Fraction
+from types import MappingProxyType
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from slurm_drf.config import NICE_LIMIT, Config
+from slurm_drf.model import Job, Snapshot, Tres
+
+DEFAULT_POOL: Final = "default"
+# Relative distance under which two float levels are compared exactly.
+TIE_RTOL: Final = 1e-9
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+
+
+# --------------------------------------------------------------------------
+# State carried between plans
+
+
+@dataclass(frozen=True, slots=True)
+class JobMemory:
+    """What the daemon remembers of one job it wrote to."""
+
+    user_nice: int
+    written: int
+    mode: str
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyState:
+    """The engine's memory between cycles; the daemon persists it.
+
+    `tie_wins` are the committed, decayed win counts; `plan_wins` the wins
+    the last plan counted, committed when the epoch next advances.
+    """
+
+    epoch: int = 0
+    fingerprint: str = ""
+    tie_wins: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    plan_wins: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    jobs: Mapping[str, JobMemory] = field(default_factory=lambda: MappingProxyType({}))
+
+
+EMPTY_STATE: Final = PolicyState()
+
+
+# --------------------------------------------------------------------------
+# The plan
+
+
+@dataclass(frozen=True, slots=True)
+class PoolPlan:
+    name: str
+    partitions: tuple[str, ...]
+    nodes: int
+    capacity: Mapping[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class AccountShare:
+    account: str
+    pool: str
+    weight: Fraction
+    running_jobs: int
+    pending_jobs: int
+    usage: Mapping[str, int]
+    shares: Mapping[str, float]
+    dominant_resource: str | None
+    dominant_share: float
+    weighted_share: float
+    rank: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobPlan:
+    """One pending job's decision. `order` is None for skipped jobs."""
+
+    job_id: str
+    account: str
+    user: str
+    pool: str | None
+    order: int | None
+    level: float | None
+    value: int | None
+    current: int | None
+    action: str
+    reason: str | None = None
+    tie: bool = False
+    user_nice: int = 0
+    array_tasks: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    cluster: str
+    mode: str
+    scale: int
+    resources: tuple[str, ...]
+    pools: tuple[PoolPlan, ...]
+    accounts: tuple[AccountShare, ...]
+    jobs: tuple[JobPlan, ...]
+    warnings: tuple[str, ...]
+    state: PolicyState
+    taken_at: str = ""
+
+    @property
+    def writes(self) -> tuple[JobPlan, ...]:
+        return tuple(j for j in self.jobs if j.action == "set")
+
+
+# --------------------------------------------------------------------------
+# Pools and capacity
+
+
+def build_pools(snapshot: Snapshot, config: Config) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """(name, partitions) of every pool; the default pool holds every managed partition."""
+    if config.pools:
+        return tuple((p.name, p.partitions) for p in config.pools)
+    if config.partitions is not None:
+        return ((DEFAULT_POOL, config.partitions),)
+    seen: dict[str, None] = {}
+    for node in snapshot.nodes:
+        seen.update(dict.fromkeys(node.partitions))
+    for job in snapshot.jobs:
+        seen.update(dict.fromkeys(job.partitions))
+    return ((DEFAULT_POOL, tuple(seen)),)
+
+
+def compute_capacity(snapshot: Snapshot, partitions: Iterable[str], resources: Sequence[str],
+                     include_unavailable: bool = False) -> tuple[dict[str, int], int]:
+    """Summed node TRES over the pool's nodes (each node once) and the node count."""
+    wanted = set(partitions)
+    capacity = dict.fromkeys(resources, 0)
+    count = 0
+    for node in snapshot.nodes:
+        if not wanted.intersection(node.partitions):
+            continue
+        if not include_unavailable and not node.eligible:
+            continue
+        count += 1
+        for name in resources:
+            capacity[name] += node.tres.get(name, 0)
+    return capacity, count
+
+
+# --------------------------------------------------------------------------
+# Shares
+
+
+def weighted_share(usage: Sequence[int], capacity: Sequence[int], weight: Fraction) -> Fraction:
+    """Exact max_r(usage_r / capacity_r) / weight; capacity-0 resources ignored."""
+    best = Fraction(0)
+    for used, cap in zip(usage, capacity, strict=True):
+        if cap > 0:
+            share = Fraction(used, cap)
+            best = max(best, share)
+    return best / weight
+
+
+def share_vector(usage: Sequence[int], capacity: Sequence[int], weight: Fraction) -> tuple[Fraction, ...]:
+    """Weighted shares, largest first: the tie rule's lexicographic key."""
+    return tuple(sorted((Fraction(u, c) / weight for u, c in zip(usage, capacity, strict=True) if c > 0),
+                        reverse=True))
+
+
+def rotation_key(epoch: int, account: str) -> int:
+    """A per-epoch pseudo-random rank of an account; not its name's order."""
+    digest = hashlib.blake2b(f"{epoch}\0{account}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big")
+
+
+def decay_factor(half_life: float) -> float:
+    return float(0.5 ** (1.0 / half_life))
+
+
+def running_fingerprint(jobs: Iterable[Job]) -> str:
+    """Identifies the set of running jobs: the epoch advances when it changes."""
+    ids = sorted(j.job_id for j in jobs if j.holding)
+    return hashlib.blake2b("\n".join(ids).encode(), digest_size=16).hexdigest()
+
+
+def advance_state(state: PolicyState, fingerprint: str, half_life: float) -> tuple[int, dict[str, float]]:
+    """The epoch and committed tie wins this plan starts from."""
+    if state.fingerprint == fingerprint:
+        return state.epoch, dict(state.tie_wins)
+    factor = decay_factor(half_life)
+    merged: dict[str, float] = {}
+    for account in set(state.tie_wins) | set(state.plan_wins):
+        value = (state.tie_wins.get(account, 0.0) + state.plan_wins.get(account, 0.0)) * factor
+        if value > 1e-6:
+            merged[account] = value
+    return state.epoch + 1, merged
+
+
+# --------------------------------------------------------------------------
+# Slurm's own order of an account's pending jobs
+
+
+def job_number(job_id: str) -> int:
+    """The numeric part of a job id (array and het suffixes dropped)."""
+    head = job_id.split("_", 1)[0].split("+", 1)[0]
+    return int(head) if head.isdigit() else 0
+
+
+def base_priority(job: Job, mode: str, memory: JobMemory | None) -> int:
+    """Slurm's priority with this daemon's own adjustment removed."""
+    if memory is None or memory.mode != mode:
+        return job.priority
+    if mode == "nice":
+        return job.priority + (job.nice - memory.user_nice)
+    if mode == "site_factor":
+        return job.priority - memory.written
+    return 0  # priority mode: Slurm's own value is gone; submit order decides
+
+
+def user_nice(job: Job, mode: str, memory: JobMemory | None) -> int:
+    """The nice the user chose: what the job had before we first wrote it.
+
+    If the job's nice is no longer what we wrote, somebody changed it since,
+    and that is the user's (or an admin's) new choice.
+    """
+    if memory is None or mode != "nice" or memory.mode != "nice":
+        return job.nice
+    if job.nice != memory.written:
+        return job.nice
+    return memory.user_nice
+
+
+# --------------------------------------------------------------------------
+# Levels and order within one pool
+
+
+@dataclass(slots=True)
+class _PoolJobs:
+    jobs: list[Job]
+    account_index: IntArray  # into accounts
+    demand: IntArray  # (J, R) whole-record demand: tres x tasks
+    first_usage: IntArray  # (J, R) usage before the job (running + earlier pending)
+    level: FloatArray
+
+
+def _sorted_pending(pending: list[Job], accounts: dict[str, int], mode: str,
+                    memory: Mapping[str, JobMemory]) -> list[Job]:
+    keyed = [(accounts[j.account], -base_priority(j, mode, memory.get(j.job_id)), j.submit_time,
+              job_number(j.job_id), j.job_id, j) for j in pending]
+    keyed.sort(key=lambda k: k[:5])
+    return [k[5] for k in keyed]
+
+
+def compute_levels(pending: list[Job], account_of: IntArray, usage: IntArray, capacity: IntArray,
+                   weights: FloatArray, resources: Sequence[str]) -> tuple[IntArray, IntArray, FloatArray]:
+    """Per-job usage-before-the-job and float level; `pending` grouped by account.
+
+    usage: (A, R) running usage; capacity: (R,); weights: (A,).
+    """
+    count = len(pending)
+    width = len(resources)
+    demand = np.zeros((count, width), dtype=np.int64)
+    if count:
+        tasks = np.fromiter((j.array_tasks for j in pending), dtype=np.int64, count=count)
+        for col, name in enumerate(resources):
+            demand[:, col] = np.fromiter((j.tres.get(name, 0) for j in pending), dtype=np.int64, count=count)
+        demand *= tasks[:, None]
+    cumulative = np.cumsum(demand, axis=0)
+    exclusive = cumulative - demand
+    if count:
+        starts = np.flatnonzero(np.r_[True, account_of[1:] != account_of[:-1]])
+        group_len = np.diff(np.r_[starts, count])
+        exclusive -= np.repeat(exclusive[starts], group_len, axis=0)
+    before = exclusive + usage[account_of]
+    usable = capacity > 0
+    if count and usable.any():
+        ratio = before[:, usable] / capacity[usable]
+        level = ratio.max(axis=1) / weights[account_of]
+    else:
+        level = np.zeros(count, dtype=np.float64)
+    return demand, before, level
+
+
+def _exact_level(before: Sequence[int], capacity: Sequence[int], weight: Fraction) -> Fraction:
+    return weighted_share(before, capacity, weight)
+
+
+def order_jobs(level: FloatArray, before: IntArray, account_of: IntArray, capacity: Sequence[int],
+               weights: Sequence[Fraction], account_names: Sequence[str], epoch: int,
+               wins: dict[str, float], plan_wins: dict[str, float]) -> tuple[IntArray, npt.NDArray[np.bool_]]:
+    """The DRF order (indices into the level array) and which jobs won or lost a tie.
+
+    `wins` holds the committed wins and is updated in place with this
+    plan's, as is `plan_wins`.
+    """
+    count = len(level)
+    order = np.argsort(level, kind="stable")
+    tied = np.zeros(count, dtype=np.bool_)
+    if count < 2:
+        return order, tied
+    sorted_level = level[order]
+    gap = np.diff(sorted_level)
+    close = gap <= TIE_RTOL * np.maximum(np.abs(sorted_level[1:]), 1e-300)
+    if not close.any():
+        return order, tied
+    # Runs of consecutive close levels: [start, end) in sorted positions.
+    edges = np.flatnonzero(np.diff(np.r_[False, close, False].astype(np.int8)))
+    caps = [int(c) for c in capacity]
+    for start, stop in zip(edges[0::2], edges[1::2] + 1, strict=True):
+        segment = [int(i) for i in order[start:stop]]
+        exact = {i: _exact_level([int(x) for x in before[i]], caps, weights[account_of[i]]) for i in segment}
+        # Stable: within an account the Slurm order (index order) is kept.
+        segment.sort(key=lambda i: (exact[i], i))
+        resolved: list[int] = []
+        position = 0
+        while position < len(segment):
+            end = position + 1
+            while end < len(segment) and exact[segment[end]] == exact[segment[position]]:
+                end += 1
+            group = segment[position:end]
+            if len({int(account_of[i]) for i in group}) > 1:
+                group = _break_ties(group, before, account_of, caps, weights, account_names, epoch,
+                                    wins, plan_wins)
+                tied[group] = True
+            resolved.extend(group)
+            position = end
+        order[start:stop] = resolved
+    return order, tied
+
+
+def _break_ties(group: list[int], before: IntArray, account_of: IntArray, capacity: list[int],
+                weights: Sequence[Fraction], account_names: Sequence[str], epoch: int,
+                wins: dict[str, float], plan_wins: dict[str, float]) -> list[int]:
+    """Order jobs of equal level: share vector, then tie wins, then rotation."""
+    queues: dict[int, list[int]] = {}
+    for i in group:  # group is in index order within each account: Slurm's order
+        queues.setdefault(int(account_of[i]), []).append(i)
+    for queue in queues.values():
+        queue.reverse()  # pop() from the end takes the next job
+    out: list[int] = []
+    while queues:
+        def key(account: int) -> tuple[tuple[Fraction, ...], float, int, str]:
+            job = queues[account][-1]
+            name = account_names[account]
+            return (share_vector([int(x) for x in before[job]], capacity, weights[account]),
+                    wins.get(name, 0.0), rotation_key(epoch, name), name)
+        winner = min(queues, key=key)
+        if len(queues) > 1:
+            name = account_names[winner]
+            wins[name] = wins.get(name, 0.0) + 1.0
+            plan_wins[name] = plan_wins.get(name, 0.0) + 1.0
+        out.append(queues[winner].pop())
+        if not queues[winner]:
+            del queues[winner]
+    return out
+
+
+def map_values(level_sorted: FloatArray, scale: int) -> tuple[IntArray, int]:
+    """Strictly increasing values along the order, and how many distinct levels collided.
+
+    raw = round(scale x level); each value is at least its predecessor + 1.
+    """
+    raw = np.floor(level_sorted * scale + 0.5)
+    raw = np.minimum(raw, float(2**62)).astype(np.int64)
+    index = np.arange(len(raw), dtype=np.int64)
+    values: IntArray = np.maximum.accumulate(raw - index) + index
+    collisions = 0
+    if len(raw) > 1:
+        distinct = level_sorted[1:] != level_sorted[:-1]
+        collisions = int(np.count_nonzero(distinct & (raw[1:] <= raw[:-1])))
+    return values, collisions
+
+
+def mode_value(mode: str, value: int, offset: int, nice: int) -> int:
+    """The number written to Slurm for one job in `mode` (SPEC §5)."""
+    if mode == "nice":
+        ours = min(value - offset, -1)
+        return max(-NICE_LIMIT, min(NICE_LIMIT, nice + ours))
+    return max(1, min(NICE_LIMIT, offset - value))
+
+
+def current_value(job: Job, mode: str, memory: JobMemory | None) -> int | None:
+    if mode == "nice":
+        return job.nice
+    if mode == "priority":
+        return job.priority
+    if job.site_factor is not None:
+        return job.site_factor
+    if memory is not None and memory.mode == mode:
+        return memory.written
+    return None
+
+
+# --------------------------------------------------------------------------
+# The plan
+
+
+def _tres_vector(tres: Tres, resources: Sequence[str]) -> list[int]:
+    return [tres.get(r, 0) for r in resources]
+
+
+def compute_plan(snapshot: Snapshot, config: Config, state: PolicyState = EMPTY_STATE) -> Plan:
+    """The whole decision for one snapshot: shares, order and values."""
+    resources = config.resources
+    mode = config.mode
+    pools = build_pools(snapshot, config)
+    pool_of_partition: dict[str, str] = {}
+    for name, partitions in pools:
+        for partition in partitions:
+            pool_of_partition.setdefault(partition, name)
+
+    fingerprint = running_fingerprint(snapshot.jobs)
+    epoch, wins = advance_state(state, fingerprint, config.tie_half_life)
+    committed = dict(wins)  # what this plan starts from; `wins` also counts its own
+    plan_wins: dict[str, float] = {}
+
+    running: dict[str, list[Job]] = {name: [] for name, _ in pools}
+    pending: dict[str, list[Job]] = {name: [] for name, _ in pools}
+    skipped: list[JobPlan] = []
+    excluded = config.exclude_accounts
+    for job in snapshot.jobs:
+        pool = next((pool_of_partition[p] for p in job.partitions if p in pool_of_partition), None)
+        if job.holding:
+            if pool is not None and job.account not in excluded:
+                running[pool].append(job)
+            continue
+        if not job.pending:
+            continue
+        reason = None
+        if pool is None:
+            reason = "partition not managed"
+        elif job.account in excluded:
+            reason = "account excluded"
+        elif job.held or job.priority == 0:
+            reason = "held"
+        if reason is not None:
+            skipped.append(JobPlan(job.job_id, job.account, job.user, pool, None, None, None,
+                                   current_value(job, mode, state.jobs.get(job.job_id)), "skip", reason,
+                                   user_nice=job.nice, array_tasks=job.array_tasks))
+            continue
+        assert pool is not None
+        pending[pool].append(job)
+
+    warnings: list[str] = []
+    pool_plans: list[PoolPlan] = []
+    account_rows: list[AccountShare] = []
+    job_rows: list[JobPlan] = []
+    for name, partitions in pools:
+        capacity_map, node_count = compute_capacity(snapshot, partitions, resources,
+                                                    config.include_unavailable_nodes)
+        pool_plans.append(PoolPlan(name, tuple(partitions), node_count, MappingProxyType(capacity_map)))
+        if not any(capacity_map.values()) and (pending[name] or running[name]):
+            warnings.append(f"pool {name}: no capacity in {', '.join(resources)}; its jobs are ordered "
+                            "by Slurm's own order only")
+        rows, shares = _plan_pool(name, capacity_map, running[name], pending[name], config, state,
+                                  epoch, wins, plan_wins, warnings)
+        job_rows.extend(rows)
+        account_rows.extend(shares)
+    job_rows.extend(skipped)
+
+    weight_sum = sum(v for k, v in snapshot.priority_weights.items() if k.startswith("PriorityWeight")
+                     and k != "PriorityWeightTRES")
+    if weight_sum and weight_sum * 100 > config.scale:
+        warnings.append(f"Slurm's PriorityWeight* sum to {weight_sum}: they can reorder jobs whose levels "
+                        f"differ by less than {weight_sum / config.scale:.3g}; raise scale to "
+                        f"{weight_sum * 100} or more")
+
+    next_state = PolicyState(epoch=epoch, fingerprint=fingerprint, tie_wins=MappingProxyType(committed),
+                             plan_wins=MappingProxyType(plan_wins), jobs=state.jobs)
+    return Plan(cluster=snapshot.cluster, mode=mode, scale=config.scale, resources=tuple(resources),
+                pools=tuple(pool_plans), accounts=tuple(account_rows), jobs=tuple(job_rows),
+                warnings=tuple(warnings), state=next_state, taken_at=snapshot.taken_at)
+
+
+def _plan_pool(pool: str, capacity_map: Mapping[str, int], running: list[Job], pending: list[Job],
+               config: Config, state: PolicyState, epoch: int, wins: dict[str, float],
+               plan_wins: dict[str, float], warnings: list[str]) -> tuple[list[JobPlan], list[AccountShare]]:
+    resources = config.resources
+    mode = config.mode
+    names: dict[str, int] = {}
+    for job in running:
+        names.setdefault(job.account, len(names))
+    for job in pending:
+        names.setdefault(job.account, len(names))
+    account_names = list(names)
+    fractions = [config.weight(a) for a in account_names]
+    weights = np.array([float(w) for w in fractions], dtype=np.float64)
+    usage = np.zeros((len(names), len(resources)), dtype=np.int64)
+    running_count = [0] * len(names)
+    for job in running:
+        index = names[job.account]
+        usage[index] += _tres_vector(job.tres, resources)
+        running_count[index] += 1
+    capacity = np.array([capacity_map[r] for r in resources], dtype=np.int64)
+
+    ordered = _sorted_pending(pending, names, mode, state.jobs)
+    account_of = np.fromiter((names[j.account] for j in ordered), dtype=np.int64, count=len(ordered))
+    _, before, level = compute_levels(ordered, account_of, usage, capacity, weights, resources)
+    order, tied = order_jobs(level, before, account_of, capacity.tolist(), fractions, account_names,
+                             epoch, wins, plan_wins)
+    level_sorted = level[order]
+    values, collisions = map_values(level_sorted, config.scale)
+    if collisions:
+        warnings.append(f"pool {pool}: scale {config.scale} cannot separate {collisions} pair(s) of distinct "
+                        "levels; their values were spread apart to keep the order strict (raise scale)")
+    # nice: value - offset <= -1; site_factor, priority: offset - value >= 1.
+    saturated = int(np.count_nonzero(values > config.offset - 1))
+    if saturated:
+        warnings.append(f"pool {pool}: {saturated} job(s) have levels beyond what scale {config.scale} and "
+                        f"offset {config.offset} can express; they share the lowest value")
+
+    rows: list[JobPlan] = []
+    pending_count = [0] * len(names)
+    for position, (index, value) in enumerate(zip(order.tolist(), values.tolist(), strict=True)):
+        job = ordered[index]
+        memory = state.jobs.get(job.job_id)
+        own_nice = user_nice(job, mode, memory)
+        written = mode_value(mode, value, config.offset, own_nice)
+        current = current_value(job, mode, memory)
+        pending_count[int(account_of[index])] += 1
+        rows.append(JobPlan(job.job_id, job.account, job.user, pool, position, float(level[index]), written,
+                            current, "keep" if current == written else "set", None, bool(tied[index]),
+                            own_nice, job.array_tasks))
+
+    shares_rows = _account_shares(pool, account_names, fractions, usage, capacity_map, resources,
+                                  running_count, pending_count)
+    return rows, shares_rows
+
+
+def _account_shares(pool: str, account_names: list[str], fractions: list[Fraction], usage: IntArray,
+                    capacity_map: Mapping[str, int], resources: Sequence[str], running_count: list[int],
+                    pending_count: list[int]) -> list[AccountShare]:
+    caps = [capacity_map[r] for r in resources]
+    rows = []
+    for index, account in enumerate(account_names):
+        used = [int(x) for x in usage[index]]
+        shares = {r: (u / c if c > 0 else 0.0) for r, u, c in zip(resources, used, caps, strict=True)}
+        exact = weighted_share(used, caps, fractions[index])
+        dominant = max((r for r, c in zip(resources, caps, strict=True) if c > 0),
+                       key=lambda r: shares[r], default=None)
+        dominant_share = shares[dominant] if dominant is not None else 0.0
+        rows.append((exact, account, AccountShare(account, pool, fractions[index], running_count[index],
+                                                  pending_count[index], MappingProxyType(dict(zip(resources, used,
+                                                                                                  strict=True))),
+                                                  MappingProxyType(shares), dominant, dominant_share,
+                                                  float(exact), 0)))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    out = []
+    for rank, (_, _, row) in enumerate(rows, start=1):
+        out.append(AccountShare(row.account, row.pool, row.weight, row.running_jobs, row.pending_jobs,
+                                row.usage, row.shares, row.dominant_resource, row.dominant_share,
+                                row.weighted_share, rank))
+    return out
+
+
+# --------------------------------------------------------------------------
+# The reference oracle: textbook progressive filling with a heap
+
+
+def reference_order(pending_by_account: Mapping[str, Sequence[Sequence[int]]], usage: Mapping[str, Sequence[int]],
+                    capacity: Sequence[int], weights: Mapping[str, Fraction], epoch: int = 1,
+                    wins: Mapping[str, float] | None = None) -> list[tuple[str, int]]:
+    """The DRF order by the greedy loop: always serve the lowest current share.
+
+    `pending_by_account[a]` lists the demand vectors of a's pending jobs in
+    Slurm's order (an array record's demand already multiplied by its
+    tasks). Returns (account, index in its list) in order. Exact fractions,
+    same tie rule as `order_jobs`. O(J log A).
+    """
+    tie_wins = dict(wins or {})
+    current = {a: [int(x) for x in usage.get(a, [0] * len(capacity))] for a in pending_by_account}
+    taken = dict.fromkeys(pending_by_account, 0)
+
+    def entry(account: str) -> tuple[Fraction, tuple[Fraction, ...], float, int, str]:
+        weight = weights.get(account, Fraction(1))
+        return (weighted_share(current[account], capacity, weight),
+                share_vector(current[account], capacity, weight),
+                tie_wins.get(account, 0.0), rotation_key(epoch, account), account)
+
+    heap = [entry(a) for a, jobs in pending_by_account.items() if jobs]
+    heapq.heapify(heap)
+    out: list[tuple[str, int]] = []
+    while heap:
+        level, *_, account = heapq.heappop(heap)
+        if heap and heap[0][0] == level:
+            tie_wins[account] = tie_wins.get(account, 0.0) + 1.0
+        index = taken[account]
+        out.append((account, index))
+        demand = pending_by_account[account][index]
+        current[account] = [c + int(d) for c, d in zip(current[account], demand, strict=True)]
+        taken[account] = index + 1
+        if taken[account] < len(pending_by_account[account]):
+            heapq.heappush(heap, entry(account))
+    return out
+
+
+def plan_order_pairs(plan: Plan, pool: str) -> list[tuple[str, int]]:
+    """(account, index within the account's Slurm order) of a pool's ordered jobs."""
+    counters: dict[str, int] = {}
+    ordered = sorted((j for j in plan.jobs if j.pool == pool and j.order is not None),
+                     key=lambda j: j.order if j.order is not None else -1)
+    # Index within account follows Slurm order, which the plan's order keeps per account.
+    out = []
+    for job in ordered:
+        index = counters.get(job.account, 0)
+        counters[job.account] = index + 1
+        out.append((job.account, index))
+    return out

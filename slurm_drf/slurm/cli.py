@@ -1,0 +1,173 @@
+"""A ClusterSource that reads the cluster through Slurm's command-line tools.
+
+Sits between the daemon and Slurm: `fetch_snapshot` runs
+
+- `squeue --json --all` for every job (pending arrays stay one record: JSON
+  output is never expanded per task, and `--array` is not passed);
+- `scontrol --all --json show nodes` (23.02 and later) or `sinfo --json
+  --all` (22.05, whose scontrol has no JSON) for the nodes; the release is
+  taken from squeue's meta, and the other command is tried when the first
+  fails;
+- `scontrol show config` for the PriorityWeight* values and ClusterName;
+
+and turns their output into a Snapshot with the pure parsers of parse.py.
+The argv lists and the environment are built by pure `build_*` functions;
+execute.run_command runs them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
+
+import orjson
+
+from slurm_drf.errors import SlurmReadError
+from slurm_drf.model import Node, Snapshot, format_time, freeze_tres
+from slurm_drf.slurm.execute import run_command
+from slurm_drf.slurm.parse import (
+    parse_cluster_name,
+    parse_json_cluster,
+    parse_priority_type,
+    parse_priority_weights,
+    parse_sinfo_json,
+    parse_slurm_version,
+    parse_squeue_json,
+    parse_version_tuple,
+    select_partitions,
+)
+
+logger = logging.getLogger(__name__)
+
+# squeue, sinfo and scontrol read defaults from these; a stray SQUEUE_STATES
+# or SQUEUE_PARTITION in the daemon's environment would hide jobs from the
+# JSON output (filtered since 24.05).
+_FILTER_ENV_PREFIXES = ("SQUEUE_", "SINFO_", "SCONTROL_")
+
+
+class CommandRunner(Protocol):
+    """execute.run_command's shape; tests pass a fake that replays output."""
+
+    def __call__(self, argv: Sequence[str], timeout: float, *,
+                 env: Mapping[str, str] | None = None) -> str: ...
+
+
+def build_squeue_argv() -> list[str]:
+    """Every job, also those in hidden partitions, as JSON."""
+    return ["squeue", "--json", "--all"]
+
+
+def build_sinfo_argv() -> list[str]:
+    """Nodes as JSON: one record per node in 22.05, node groups from 23.02."""
+    return ["sinfo", "--json", "--all"]
+
+
+def build_scontrol_nodes_argv() -> list[str]:
+    """One JSON record per node (23.02 and later)."""
+    return ["scontrol", "--all", "--json", "show", "nodes"]
+
+
+def build_scontrol_config_argv() -> list[str]:
+    return ["scontrol", "show", "config"]
+
+
+def build_node_commands(version: str | None) -> list[list[str]]:
+    """The node commands to try, best first, for a Slurm release."""
+    release = parse_version_tuple(version)
+    if release is not None and release < (23, 2):
+        return [build_sinfo_argv()]
+    return [build_scontrol_nodes_argv(), build_sinfo_argv()]
+
+
+def build_command_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment for Slurm's commands.
+
+    SLURM_BITSTR_LEN=0 makes squeue print a pending array's whole task list
+    (it cuts it to 64 characters otherwise, see xlate_array_task_str());
+    the tools' own default-filter variables are dropped.
+    """
+    env = {k: v for k, v in environ.items() if not k.startswith(_FILTER_ENV_PREFIXES)}
+    env["SLURM_BITSTR_LEN"] = "0"
+    return env
+
+
+def parse_command_json(text: str, command: Sequence[str]) -> dict[str, Any]:
+    """A command's JSON output; SlurmReadError names the command and position."""
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError as error:
+        raise SlurmReadError(
+            f"{' '.join(command)}: invalid JSON at line {error.lineno} column {error.colno}: {error.msg}"
+        ) from error
+    if not isinstance(data, dict):
+        raise SlurmReadError(f"{' '.join(command)}: expected a JSON object, got {type(data).__name__}")
+    return data
+
+
+class CliSource:
+    """Reads the cluster with squeue, sinfo/scontrol; one Snapshot per fetch."""
+
+    def __init__(
+        self,
+        timeout: float = 30.0,
+        partitions: Iterable[str] | None = None,
+        *,
+        runner: CommandRunner = run_command,
+        environ: Mapping[str, str] | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.name = "slurm cli"
+        self.timeout = timeout
+        if isinstance(partitions, str):
+            partitions = [partitions]
+        self.partitions = tuple(partitions) if partitions is not None else None
+        self._runner = runner
+        self._env = build_command_env(os.environ if environ is None else environ)
+        self._clock = clock
+        #: PriorityType from the last fetch (the Snapshot has no field for it).
+        self.priority_type: str | None = None
+
+    def _run(self, argv: Sequence[str]) -> str:
+        return self._runner(argv, self.timeout, env=self._env)
+
+    def _fetch_nodes(self, version: str | None) -> list[Node]:
+        failure: SlurmReadError | None = None
+        for argv in build_node_commands(version):
+            try:
+                return parse_sinfo_json(parse_command_json(self._run(argv), argv))
+            except SlurmReadError as error:
+                logger.info("%s", error)
+                failure = error
+        raise failure or SlurmReadError("no command to read the nodes with")
+
+    def _fetch_config(self) -> str:
+        try:
+            return self._run(build_scontrol_config_argv())
+        except SlurmReadError as error:
+            # Weights only feed a warning; the cycle can go on without them.
+            logger.warning("priority weights unknown: %s", error)
+            return ""
+
+    def fetch_snapshot(self) -> Snapshot:
+        """Read jobs, nodes and configuration now; SlurmReadError when Slurm cannot be read."""
+        squeue_argv = build_squeue_argv()
+        squeue_data = parse_command_json(self._run(squeue_argv), squeue_argv)
+        version = parse_slurm_version(squeue_data)
+        jobs = parse_squeue_json(squeue_data)
+        nodes = self._fetch_nodes(version)
+        config = self._fetch_config()
+        self.priority_type = parse_priority_type(config)
+        cluster = parse_json_cluster(squeue_data) or parse_cluster_name(config) or ""
+        nodes, jobs = select_partitions(nodes, jobs, self.partitions)
+        logger.debug("read %d nodes and %d jobs from Slurm %s", len(nodes), len(jobs), version or "?")
+        return Snapshot(
+            cluster=cluster,
+            taken_at=format_time(self._clock()),
+            nodes=tuple(nodes),
+            jobs=tuple(jobs),
+            slurm_version=version,
+            priority_weights=freeze_tres(parse_priority_weights(config)),
+        )

@@ -1,0 +1,77 @@
+"""Snapshots saved as JSON files: a ClusterSource that reads one, and the writer.
+
+Sits beside the CLI source: `slurm-drf plan --snapshot FILE` reads the
+cluster from a file written earlier by `slurm-drf snapshot` (or by hand),
+so the policy can be run and tested without Slurm. The format is SPEC §3;
+turning the JSON into the model is model.parse_snapshot's job.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+from pathlib import Path
+
+import orjson
+
+from slurm_drf.errors import SnapshotError
+from slurm_drf.model import Snapshot, parse_snapshot, render_snapshot
+
+logger = logging.getLogger(__name__)
+
+
+class SnapshotFileSource:
+    """A ClusterSource reading a snapshot JSON file on every fetch."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.name = f"snapshot file {self.path}"
+
+    def fetch_snapshot(self) -> Snapshot:
+        """The snapshot in the file; SnapshotError names the file and the problem."""
+        try:
+            data = self.path.read_bytes()
+        except OSError as error:
+            raise SnapshotError(f"{self.path}: cannot read: {error.strerror or error}") from error
+        try:
+            decoded = orjson.loads(data)
+        except orjson.JSONDecodeError as error:
+            raise SnapshotError(
+                f"{self.path}:{error.lineno}:{error.colno}: invalid JSON: {error.msg}"
+            ) from error
+        try:
+            snapshot = parse_snapshot(decoded)
+        except SnapshotError as error:
+            raise SnapshotError(f"{self.path}: {error}") from error
+        logger.debug("%s: %d nodes, %d jobs", self.path, len(snapshot.nodes), len(snapshot.jobs))
+        return snapshot
+
+
+def render_snapshot_bytes(snapshot: Snapshot) -> bytes:
+    """The snapshot as indented JSON ending in a newline."""
+    return orjson.dumps(render_snapshot(snapshot), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+
+
+def write_snapshot_file(path: str | os.PathLike[str], snapshot: Snapshot) -> None:
+    """Write the snapshot atomically: a temporary file beside it, then a rename.
+
+    A reader sees the old file or the new one, never half of one. The file
+    gets the usual permissions (0666 less the umask).
+    """
+    target = Path(path)
+    data = render_snapshot_bytes(snapshot)
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temporary, target)
+    except OSError as error:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise SnapshotError(f"{target}: cannot write: {error.strerror or error}") from error
+    logger.debug("wrote %s (%d bytes)", target, len(data))

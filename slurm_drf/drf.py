@@ -273,124 +273,187 @@ def user_nice(job: Job, mode: str, memory: JobMemory | None) -> int:
 # Levels and order within one pool
 
 
-@dataclass(slots=True)
-class _PoolJobs:
-    jobs: list[Job]
-    account_index: IntArray  # into accounts
-    demand: IntArray  # (J, R) whole-record demand: tres x tasks
-    first_usage: IntArray  # (J, R) usage before the job (running + earlier pending)
-    level: FloatArray
-
-
-def _sorted_pending(pending: list[Job], accounts: dict[str, int], mode: str,
-                    memory: Mapping[str, JobMemory]) -> list[Job]:
+def sorted_pending(pending: list[Job], accounts: Mapping[str, int], mode: str,
+                   memory: Mapping[str, JobMemory]) -> list[Job]:
+    """Grouped by account; within an account Slurm's order: base priority
+    high first, then submit time, then job number."""
     keyed = [(accounts[j.account], -base_priority(j, mode, memory.get(j.job_id)), j.submit_time,
               job_number(j.job_id), j.job_id, j) for j in pending]
     keyed.sort(key=lambda k: k[:5])
     return [k[5] for k in keyed]
 
 
-def compute_levels(pending: list[Job], account_of: IntArray, usage: IntArray, capacity: IntArray,
-                   weights: FloatArray, resources: Sequence[str]) -> tuple[IntArray, IntArray, FloatArray]:
-    """Per-job usage-before-the-job and float level; `pending` grouped by account.
+def compute_before(pending: Sequence[Job], account_of: IntArray, usage: IntArray,
+                   resources: Sequence[str]) -> IntArray:
+    """Each job's account usage before it: running usage plus the demand of
+    the account's earlier pending jobs (an array record counts its tasks).
 
-    usage: (A, R) running usage; capacity: (R,); weights: (A,).
+    `pending` is grouped by account (see `sorted_pending`); usage is (A, R).
     """
     count = len(pending)
-    width = len(resources)
-    demand = np.zeros((count, width), dtype=np.int64)
-    if count:
-        tasks = np.fromiter((j.array_tasks for j in pending), dtype=np.int64, count=count)
-        for col, name in enumerate(resources):
-            demand[:, col] = np.fromiter((j.tres.get(name, 0) for j in pending), dtype=np.int64, count=count)
-        demand *= tasks[:, None]
-    cumulative = np.cumsum(demand, axis=0)
-    exclusive = cumulative - demand
-    if count:
-        starts = np.flatnonzero(np.r_[True, account_of[1:] != account_of[:-1]])
-        group_len = np.diff(np.r_[starts, count])
-        exclusive -= np.repeat(exclusive[starts], group_len, axis=0)
-    before = exclusive + usage[account_of]
-    usable = capacity > 0
-    if count and usable.any():
-        ratio = before[:, usable] / capacity[usable]
-        level = ratio.max(axis=1) / weights[account_of]
-    else:
-        level = np.zeros(count, dtype=np.float64)
-    return demand, before, level
+    demand = np.zeros((count, len(resources)), dtype=np.int64)
+    if not count:
+        return demand
+    tasks = np.fromiter((j.array_tasks for j in pending), dtype=np.int64, count=count)
+    for col, name in enumerate(resources):
+        demand[:, col] = np.fromiter((j.tres.get(name, 0) for j in pending), dtype=np.int64, count=count)
+    demand *= tasks[:, None]
+    exclusive = np.cumsum(demand, axis=0) - demand
+    starts = np.flatnonzero(np.r_[True, account_of[1:] != account_of[:-1]])
+    exclusive -= np.repeat(exclusive[starts], np.diff(np.r_[starts, count]), axis=0)
+    before: IntArray = exclusive + usage[account_of]
+    return before
 
 
-def _exact_level(before: Sequence[int], capacity: Sequence[int], weight: Fraction) -> Fraction:
-    return weighted_share(before, capacity, weight)
+@dataclass(frozen=True, slots=True)
+class Ordering:
+    """The DRF order of one pool's pending jobs.
 
-
-def order_jobs(level: FloatArray, before: IntArray, account_of: IntArray, capacity: Sequence[int],
-               weights: Sequence[Fraction], account_names: Sequence[str], epoch: int,
-               wins: dict[str, float], plan_wins: dict[str, float]) -> tuple[IntArray, npt.NDArray[np.bool_]]:
-    """The DRF order (indices into the level array) and which jobs won or lost a tie.
-
-    `wins` holds the committed wins and is updated in place with this
-    plan's, as is `plan_wins`.
+    `order` indexes the jobs as given; `level` is each job's weighted
+    dominant share (float, for display and values); `tied` marks jobs whose
+    place a tie decided (equal level and share vector as another account's).
     """
-    count = len(level)
-    order = np.argsort(level, kind="stable")
+
+    order: IntArray
+    level: FloatArray
+    tied: npt.NDArray[np.bool_]
+
+
+def order_pending(before: IntArray, account_of: IntArray, capacity: IntArray, weights: Sequence[Fraction],
+                  account_names: Sequence[str], epoch: int, wins: dict[str, float],
+                  plan_wins: dict[str, float]) -> Ordering:
+    """Sort jobs by (level, share vector), exactly; break full ties by wins, rotation.
+
+    Floats (one correctly rounded division u*q / (c*p) per share, w = p/q)
+    sort everything; adjacent rows whose deciding components are within
+    TIE_RTOL of each other without being the very same (usage, resource,
+    weight) are re-sorted with exact fractions. `wins` (committed plus this
+    plan's) and `plan_wins` are updated in place.
+    """
+    count = len(account_of)
+    usable = np.flatnonzero(capacity > 0)
+    numerators = np.array([w.numerator for w in weights], dtype=np.float64)
+    denominators = np.array([w.denominator for w in weights], dtype=np.float64)
+    if len(usable) == 0:
+        usable_before = np.zeros((count, 1), dtype=np.int64)
+        shares = np.zeros((count, 1), dtype=np.float64)
+    else:
+        usable_before = before[:, usable]
+        shares = (usable_before * denominators[account_of, None]) / (
+            capacity[usable].astype(np.float64)[None, :] * numerators[account_of, None])
+    columns = np.argsort(-shares, axis=1, kind="stable")
+    vector = np.take_along_axis(shares, columns, axis=1)  # largest first
+    amounts = np.take_along_axis(usable_before, columns, axis=1)
+    width = vector.shape[1]
+    index = np.arange(count, dtype=np.int64)
+    order = np.lexsort([index, *(vector[:, k] for k in reversed(range(width)))]) if count else index
     tied = np.zeros(count, dtype=np.bool_)
     if count < 2:
-        return order, tied
-    sorted_level = level[order]
-    gap = np.diff(sorted_level)
-    close = gap <= TIE_RTOL * np.maximum(np.abs(sorted_level[1:]), 1e-300)
-    if not close.any():
-        return order, tied
-    # Runs of consecutive close levels: [start, end) in sorted positions.
-    edges = np.flatnonzero(np.diff(np.r_[False, close, False].astype(np.int8)))
-    caps = [int(c) for c in capacity]
-    for start, stop in zip(edges[0::2], edges[1::2] + 1, strict=True):
-        segment = [int(i) for i in order[start:stop]]
-        exact = {i: _exact_level([int(x) for x in before[i]], caps, weights[account_of[i]]) for i in segment}
-        # Stable: within an account the Slurm order (index order) is kept.
-        segment.sort(key=lambda i: (exact[i], i))
-        resolved: list[int] = []
-        position = 0
-        while position < len(segment):
-            end = position + 1
-            while end < len(segment) and exact[segment[end]] == exact[segment[position]]:
-                end += 1
-            group = segment[position:end]
-            if len({int(account_of[i]) for i in group}) > 1:
-                group = _break_ties(group, before, account_of, caps, weights, account_names, epoch,
-                                    wins, plan_wins)
-                tied[group] = True
-            resolved.extend(group)
-            position = end
-        order[start:stop] = resolved
-    return order, tied
+        return Ordering(order, vector[:, 0].copy(), tied)
+
+    # Compare each row of the order with the one before it.
+    weight_id = _weight_ids(weights)[account_of[order]]
+    v, a, c = vector[order], amounts[order], columns[order]
+    near = np.abs(v[1:] - v[:-1]) <= TIE_RTOL * np.maximum(np.abs(v[1:]), 1e-300)
+    same = (a[1:] == a[:-1]) & (c[1:] == c[:-1]) & (weight_id[1:] == weight_id[:-1])[:, None]
+    far = ~near
+    first_far = np.where(far.any(axis=1), far.argmax(axis=1), width)
+    in_prefix = np.arange(width)[None, :] < first_far[:, None]
+    suspicious = (in_prefix & ~same).any(axis=1)
+    equal_prev = np.r_[False, (first_far == width) & same.all(axis=1)]
+
+    if suspicious.any():
+        exact = _ExactShares(before, account_of, capacity, weights)
+        for start, stop in _runs_around(np.flatnonzero(suspicious) + 1, near[:, 0]):
+            rows = sorted(order[start:stop].tolist(), key=lambda i: (exact.vector(i), i))
+            order[start:stop] = rows
+            equal_prev[start] = False
+            for position in range(start + 1, stop):
+                equal_prev[position] = exact.vector(rows[position - start]) == exact.vector(
+                    rows[position - start - 1])
+
+    group_starts = np.flatnonzero(~equal_prev)
+    group_stops = np.r_[group_starts[1:], count]
+    multi = np.flatnonzero(group_stops - group_starts > 1)
+    for g in multi.tolist():
+        start, stop = int(group_starts[g]), int(group_stops[g])
+        rows = order[start:stop].tolist()
+        if len({int(account_of[i]) for i in rows}) < 2:
+            continue
+        order[start:stop] = _break_ties(rows, account_of, account_names, epoch, wins, plan_wins)
+        tied[rows] = True
+    return Ordering(order, vector[:, 0].copy(), tied)
 
 
-def _break_ties(group: list[int], before: IntArray, account_of: IntArray, capacity: list[int],
-                weights: Sequence[Fraction], account_names: Sequence[str], epoch: int,
+def _weight_ids(weights: Sequence[Fraction]) -> IntArray:
+    ids: dict[Fraction, int] = {}
+    return np.array([ids.setdefault(w, len(ids)) for w in weights], dtype=np.int64)
+
+
+def _runs_around(positions: IntArray, near_level: npt.NDArray[np.bool_]) -> list[tuple[int, int]]:
+    """Maximal [start, stop) ranges of rows chained by near levels that hold `positions`."""
+    runs: list[tuple[int, int]] = []
+    for position in positions.tolist():
+        if runs and position < runs[-1][1]:
+            continue
+        start = position - 1
+        while start > 0 and near_level[start - 1]:
+            start -= 1
+        stop = position + 1
+        while stop - 1 < len(near_level) and near_level[stop - 1]:
+            stop += 1
+        runs.append((start, stop))
+    return runs
+
+
+class _ExactShares:
+    """Exact sorted share vectors of single rows, computed on demand."""
+
+    def __init__(self, before: IntArray, account_of: IntArray, capacity: IntArray,
+                 weights: Sequence[Fraction]) -> None:
+        self._before = before
+        self._account_of = account_of
+        self._capacity = [int(x) for x in capacity]
+        self._weights = weights
+        self._cache: dict[int, tuple[Fraction, ...]] = {}
+
+    def vector(self, row: int) -> tuple[Fraction, ...]:
+        if row not in self._cache:
+            self._cache[row] = share_vector([int(x) for x in self._before[row]], self._capacity,
+                                            self._weights[int(self._account_of[row])]) or (Fraction(0),)
+        return self._cache[row]
+
+
+def _break_ties(rows: list[int], account_of: IntArray, account_names: Sequence[str], epoch: int,
                 wins: dict[str, float], plan_wins: dict[str, float]) -> list[int]:
-    """Order jobs of equal level: share vector, then tie wins, then rotation."""
+    """Order rows of equal level and share vector: fewer tie wins first, then rotation.
+
+    Rows come in index order, so each account's rows are in Slurm's order.
+    An account wins a tie when it is placed while another account waits.
+    """
     queues: dict[int, list[int]] = {}
-    for i in group:  # group is in index order within each account: Slurm's order
-        queues.setdefault(int(account_of[i]), []).append(i)
+    for row in rows:
+        queues.setdefault(int(account_of[row]), []).append(row)
     for queue in queues.values():
-        queue.reverse()  # pop() from the end takes the next job
+        queue.reverse()  # pop() takes the next row
+
+    def entry(account: int) -> tuple[float, int, str, int]:
+        name = account_names[account]
+        return (wins.get(name, 0.0), rotation_key(epoch, name), name, account)
+
+    heap = [entry(account) for account in queues]
+    heapq.heapify(heap)
     out: list[int] = []
-    while queues:
-        def key(account: int) -> tuple[tuple[Fraction, ...], float, int, str]:
-            job = queues[account][-1]
+    while heap:
+        *_, account = heapq.heappop(heap)
+        if heap:
             name = account_names[account]
-            return (share_vector([int(x) for x in before[job]], capacity, weights[account]),
-                    wins.get(name, 0.0), rotation_key(epoch, name), name)
-        winner = min(queues, key=key)
-        if len(queues) > 1:
-            name = account_names[winner]
             wins[name] = wins.get(name, 0.0) + 1.0
             plan_wins[name] = plan_wins.get(name, 0.0) + 1.0
-        out.append(queues[winner].pop())
-        if not queues[winner]:
-            del queues[winner]
+        queue = queues[account]
+        out.append(queue.pop())
+        if queue:
+            heapq.heappush(heap, entry(account))
     return out
 
 
@@ -523,7 +586,6 @@ def _plan_pool(pool: str, capacity_map: Mapping[str, int], running: list[Job], p
         names.setdefault(job.account, len(names))
     account_names = list(names)
     fractions = [config.weight(a) for a in account_names]
-    weights = np.array([float(w) for w in fractions], dtype=np.float64)
     usage = np.zeros((len(names), len(resources)), dtype=np.int64)
     running_count = [0] * len(names)
     for job in running:
@@ -532,11 +594,11 @@ def _plan_pool(pool: str, capacity_map: Mapping[str, int], running: list[Job], p
         running_count[index] += 1
     capacity = np.array([capacity_map[r] for r in resources], dtype=np.int64)
 
-    ordered = _sorted_pending(pending, names, mode, state.jobs)
+    ordered = sorted_pending(pending, names, mode, state.jobs)
     account_of = np.fromiter((names[j.account] for j in ordered), dtype=np.int64, count=len(ordered))
-    _, before, level = compute_levels(ordered, account_of, usage, capacity, weights, resources)
-    order, tied = order_jobs(level, before, account_of, capacity.tolist(), fractions, account_names,
-                             epoch, wins, plan_wins)
+    before = compute_before(ordered, account_of, usage, resources)
+    ordering = order_pending(before, account_of, capacity, fractions, account_names, epoch, wins, plan_wins)
+    order, level, tied = ordering.order, ordering.level, ordering.tied
     level_sorted = level[order]
     values, collisions = map_values(level_sorted, config.scale)
     if collisions:
@@ -604,7 +666,7 @@ def reference_order(pending_by_account: Mapping[str, Sequence[Sequence[int]]], u
     `pending_by_account[a]` lists the demand vectors of a's pending jobs in
     Slurm's order (an array record's demand already multiplied by its
     tasks). Returns (account, index in its list) in order. Exact fractions,
-    same tie rule as `order_jobs`. O(J log A).
+    same tie rule as `order_pending`. O(J log A).
     """
     tie_wins = dict(wins or {})
     current = {a: [int(x) for x in usage.get(a, [0] * len(capacity))] for a in pending_by_account}
@@ -620,8 +682,8 @@ def reference_order(pending_by_account: Mapping[str, Sequence[Sequence[int]]], u
     heapq.heapify(heap)
     out: list[tuple[str, int]] = []
     while heap:
-        level, *_, account = heapq.heappop(heap)
-        if heap and heap[0][0] == level:
+        level, vector, *_, account = heapq.heappop(heap)
+        if heap and heap[0][:2] == (level, vector):
             tie_wins[account] = tie_wins.get(account, 0.0) + 1.0
         index = taken[account]
         out.append((account, index))

@@ -1,0 +1,142 @@
+"""Benchmark of the DRF engine (issue 2): run by hand, not a test.
+
+    python benchmarks/bench_engine.py [--pending 100000] [--running 50000]
+        [--accounts 2000] [--nodes 500] [--seed 1]
+
+Writes a synthetic snapshot to benchmarks/data/, then measures in one run:
+the engine (`compute_plan` on a parsed snapshot), the textbook heap loop
+(`reference_order`) on the same jobs, and whole processes: `slurm-drf plan
+--snapshot FILE --format json` against a process that only `json.load`s the
+file. Prints ratios (the figures that matter on a noisy machine) and peak RSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+
+from slurm_drf.config import Config
+from slurm_drf.drf import base_priority, compute_plan, job_number, reference_order
+from slurm_drf.model import SNAPSHOT_FORMAT, format_time, parse_snapshot
+
+HERE = Path(__file__).resolve().parent
+RESOURCES = ("cpu", "mem", "gres/gpu")
+
+
+def build_snapshot(pending: int, running: int, accounts: int, nodes: int, seed: int) -> dict[str, object]:
+    rng = np.random.default_rng(seed)
+    node_list = [{"name": f"n{i:04d}", "partitions": ["gpu" if i % 4 == 0 else "cpu"], "state": "mixed",
+                  "tres": {"cpu": 128, "mem": 1_024_000, "gres/gpu": 8 if i % 4 == 0 else 0}}
+                 for i in range(nodes)]
+    names = [f"acct{i:04d}" for i in range(accounts)]
+    # Zipf-like account popularity: a few big accounts, a long tail.
+    popularity = 1.0 / np.arange(1, accounts + 1) ** 0.8
+    popularity /= popularity.sum()
+    jobs = []
+    total = pending + running
+    acct = rng.choice(accounts, size=total, p=popularity)
+    kind = rng.integers(0, 3, size=total)
+    cpus = rng.integers(1, 33, size=total)
+    gpus = np.where(kind == 0, rng.integers(1, 9, size=total), 0)
+    mem = np.where(kind == 1, rng.integers(32_000, 512_000, size=total), cpus * 4000)
+    submit = 1_796_000_000 + rng.integers(0, 86_400 * 7, size=total)
+    prio = rng.integers(1000, 100_000, size=total)
+    for i in range(total):
+        state = "RUNNING" if i < running else "PENDING"
+        jobs.append({
+            "job_id": str(1000 + i), "account": names[acct[i]], "user": f"user{acct[i] % 500}",
+            "partition": "gpu" if gpus[i] else "cpu", "state": state, "priority": int(prio[i]),
+            "nice": 0, "held": False, "submit_time": format_time(float(submit[i])), "array_tasks": 1,
+            "tres": {"cpu": int(cpus[i]), "mem": int(mem[i]), "gres/gpu": int(gpus[i])},
+        })
+    return {"format": SNAPSHOT_FORMAT, "cluster": "bench", "taken_at": "2026-11-30T00:00:00Z",
+            "nodes": node_list, "jobs": jobs}
+
+
+def timed(func, repeat: int = 3):  # type: ignore[no-untyped-def]
+    best = float("inf")
+    result = None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = func()
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def process_time(argv: list[str], repeat: int = 3) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--pending", type=int, default=100_000)
+    parser.add_argument("--running", type=int, default=50_000)
+    parser.add_argument("--accounts", type=int, default=2000)
+    parser.add_argument("--nodes", type=int, default=500)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--skip-reference", action="store_true")
+    args = parser.parse_args()
+
+    data_dir = HERE / "data"
+    data_dir.mkdir(exist_ok=True)
+    path = data_dir / f"snapshot-{args.pending}-{args.running}-{args.accounts}-{args.nodes}-{args.seed}.json"
+    if not path.exists():
+        path.write_text(json.dumps(build_snapshot(args.pending, args.running, args.accounts, args.nodes,
+                                                  args.seed)))
+    print(f"snapshot: {path.name}, {path.stat().st_size / 1e6:.1f} MB")
+
+    load_s, raw = timed(lambda: json.loads(path.read_text()))
+    parse_s, snap = timed(lambda: parse_snapshot(raw))
+    config = Config(resources=RESOURCES, partitions=("gpu", "cpu"))
+    engine_s, plan = timed(lambda: compute_plan(snap, config))
+    print(f"json.load:              {load_s:8.3f} s")
+    print(f"parse_snapshot:         {parse_s:8.3f} s")
+    print(f"engine (compute_plan):  {engine_s:8.3f} s   ({len(plan.jobs)} pending jobs, "
+          f"{len(plan.accounts)} accounts)")
+
+    if not args.skip_reference:
+        def reference() -> list[tuple[str, int]]:
+            capacity = [plan.pools[0].capacity[r] for r in RESOURCES]
+            usage: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
+            queues: dict[str, list[tuple[tuple[int, float, int], list[int]]]] = defaultdict(list)
+            for job in snap.jobs:
+                vector = [job.tres.get(r, 0) for r in RESOURCES]
+                if job.holding:
+                    usage[job.account] = [a + b for a, b in zip(usage[job.account], vector, strict=True)]
+                elif job.pending:
+                    key = (-base_priority(job, "nice", None), job.submit_time, job_number(job.job_id))
+                    queues[job.account].append((key, vector))
+            pending = {a: [v for _, v in sorted(q, key=lambda e: e[0])] for a, q in queues.items()}
+            return reference_order(pending, usage, capacity, {a: Fraction(1) for a in pending},
+                                   epoch=plan.state.epoch)
+        ref_s, _ = timed(reference, repeat=1)
+        print(f"reference heap loop:    {ref_s:8.3f} s   (engine is {ref_s / engine_s:.1f}x faster)")
+
+    python = sys.executable
+    bare = process_time([python, "-c", f"import json; json.load(open({str(path)!r}))"])
+    whole = process_time([python, "-m", "slurm_drf.cli", "plan", "--snapshot", str(path), "--format", "json",
+                          "--config", os.devnull])
+    print(f"process json.load only: {bare:8.3f} s")
+    print(f"process slurm-drf plan: {whole:8.3f} s   (ratio {whole / bare:.2f}, target <= 2)")
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(f"peak RSS: this process {rss:.0f} MiB, largest child {child:.0f} MiB (target <= 1024)")
+
+
+if __name__ == "__main__":
+    main()

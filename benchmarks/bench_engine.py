@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from slurm_drf.config import Config
-from slurm_drf.drf import base_priority, compute_plan, job_number, reference_order
-from slurm_drf.model import SNAPSHOT_FORMAT, format_time, parse_snapshot
+from slurm_drf.drf import compute_plan, plan_order_pairs, reference_order
+from slurm_drf.model import SNAPSHOT_FORMAT, format_time, job_number, parse_snapshot
 
 HERE = Path(__file__).resolve().parent
 RESOURCES = ("cpu", "mem", "gres/gpu")
@@ -110,21 +110,24 @@ def main() -> None:
           f"{len(plan.accounts)} accounts)")
 
     if not args.skip_reference:
+        jobs = list(snap.jobs)
+
         def reference() -> list[tuple[str, int]]:
             capacity = [plan.pools[0].capacity[r] for r in RESOURCES]
             usage: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0])
             queues: dict[str, list[tuple[tuple[int, float, int], list[int]]]] = defaultdict(list)
-            for job in snap.jobs:
+            for job in jobs:
                 vector = [job.tres.get(r, 0) for r in RESOURCES]
                 if job.holding:
                     usage[job.account] = [a + b for a, b in zip(usage[job.account], vector, strict=True)]
                 elif job.pending:
-                    key = (-base_priority(job, "nice", None), job.submit_time, job_number(job.job_id))
+                    key = (-job.priority, job.submit_time, job_number(job.job_id))
                     queues[job.account].append((key, vector))
             pending = {a: [v for _, v in sorted(q, key=lambda e: e[0])] for a, q in queues.items()}
             return reference_order(pending, usage, capacity, {a: Fraction(1) for a in pending},
                                    epoch=plan.state.epoch)
-        ref_s, _ = timed(reference, repeat=1)
+        ref_s, expected = timed(reference, repeat=1)
+        assert plan_order_pairs(plan, plan.pools[0].name) == expected, "engine and reference orders differ"
         print(f"reference heap loop:    {ref_s:8.3f} s   (engine is {ref_s / engine_s:.1f}x faster)")
 
     python = sys.executable

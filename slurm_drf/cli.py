@@ -8,6 +8,7 @@ printed as `slurm-drf: <category>: <message>`.
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
 import os
 import sys
@@ -85,6 +86,10 @@ def _setup_logging(args: argparse.Namespace) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # One-shot verbs build a few hundred thousand objects that all live to
+    # the end: collecting them again and again is wasted work (it is a
+    # third of the time of loading a large snapshot). The daemon resets it.
+    gc.set_threshold(200_000, 50, 1000)
     parser = build_parser()
     args = parser.parse_args(argv)
     _setup_logging(args)

@@ -36,24 +36,22 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from types import MappingProxyType
-from typing import Final
+from typing import Any, Final, overload
 
 import numpy as np
 import numpy.typing as npt
 
 from slurm_drf.config import NICE_LIMIT, Config
-from slurm_drf.model import Job, Snapshot, Tres
+from slurm_drf.model import HOLDING_STATES, PENDING, BoolArray, FloatArray, IntArray, JobTable, Snapshot
 
 DEFAULT_POOL: Final = "default"
 # Relative distance under which two float levels are compared exactly.
 TIE_RTOL: Final = 1e-9
 
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
 
 
 # --------------------------------------------------------------------------
@@ -141,7 +139,7 @@ class Plan:
     resources: tuple[str, ...]
     pools: tuple[PoolPlan, ...]
     accounts: tuple[AccountShare, ...]
-    jobs: tuple[JobPlan, ...]
+    jobs: Sequence[JobPlan]
     warnings: tuple[str, ...]
     state: PolicyState
     taken_at: str = ""
@@ -164,8 +162,8 @@ def build_pools(snapshot: Snapshot, config: Config) -> tuple[tuple[str, tuple[st
     seen: dict[str, None] = {}
     for node in snapshot.nodes:
         seen.update(dict.fromkeys(node.partitions))
-    for job in snapshot.jobs:
-        seen.update(dict.fromkeys(job.partitions))
+    for text in snapshot.table.partitions:
+        seen.update(dict.fromkeys(p for p in text.split(",") if p))
     return ((DEFAULT_POOL, tuple(seen)),)
 
 
@@ -216,10 +214,9 @@ def decay_factor(half_life: float) -> float:
     return float(0.5 ** (1.0 / half_life))
 
 
-def running_fingerprint(jobs: Iterable[Job]) -> str:
+def running_fingerprint(running_ids: Iterable[str]) -> str:
     """Identifies the set of running jobs: the epoch advances when it changes."""
-    ids = sorted(j.job_id for j in jobs if j.holding)
-    return hashlib.blake2b("\n".join(ids).encode(), digest_size=16).hexdigest()
+    return hashlib.blake2b("\n".join(sorted(running_ids)).encode(), digest_size=16).hexdigest()
 
 
 def advance_state(state: PolicyState, fingerprint: str, half_life: float) -> tuple[int, dict[str, float]]:
@@ -239,65 +236,55 @@ def advance_state(state: PolicyState, fingerprint: str, half_life: float) -> tup
 # Slurm's own order of an account's pending jobs
 
 
-def job_number(job_id: str) -> int:
-    """The numeric part of a job id (array and het suffixes dropped)."""
-    head = job_id.split("_", 1)[0].split("+", 1)[0]
-    return int(head) if head.isdigit() else 0
+def adjust_for_memory(job_ids: Sequence[str], priority: IntArray, nice: IntArray,
+                      site_factor: Sequence[int | None], mode: str,
+                      memory: Mapping[str, JobMemory]) -> tuple[IntArray, IntArray, list[int | None]]:
+    """Per job: base priority, the user's own nice, and the value Slurm has now.
 
-
-def base_priority(job: Job, mode: str, memory: JobMemory | None) -> int:
-    """Slurm's priority with this daemon's own adjustment removed."""
-    if memory is None or memory.mode != mode:
-        return job.priority
+    Base priority is Slurm's with this daemon's adjustment removed. The
+    user's nice is what the job had before we first wrote it; if the job's
+    nice is no longer what we wrote, somebody changed it since, and that is
+    the user's (or an admin's) new choice. site_factor cannot be read back
+    from squeue, so its current value is the one we remember writing.
+    """
+    base = priority.copy()
+    own = nice.copy()
     if mode == "nice":
-        return job.priority + (job.nice - memory.user_nice)
-    if mode == "site_factor":
-        return job.priority - memory.written
-    return 0  # priority mode: Slurm's own value is gone; submit order decides
+        current: list[int | None] = nice.tolist()
+    elif mode == "priority":
+        current = priority.tolist()
+    else:
+        current = list(site_factor)
+    if not memory:
+        return base, own, current
+    for k, job_id in enumerate(job_ids):
+        remembered = memory.get(job_id)
+        if remembered is None or remembered.mode != mode:
+            continue
+        if mode == "nice":
+            if int(nice[k]) == remembered.written:
+                own[k] = remembered.user_nice
+            base[k] = priority[k] + (nice[k] - own[k])
+        elif mode == "site_factor":
+            if current[k] is None:
+                current[k] = remembered.written
+            base[k] = priority[k] - remembered.written
+        else:  # priority mode: Slurm's own value is gone; submit order decides
+            base[k] = 0
+    return base, own, current
 
 
-def user_nice(job: Job, mode: str, memory: JobMemory | None) -> int:
-    """The nice the user chose: what the job had before we first wrote it.
-
-    If the job's nice is no longer what we wrote, somebody changed it since,
-    and that is the user's (or an admin's) new choice.
-    """
-    if memory is None or mode != "nice" or memory.mode != "nice":
-        return job.nice
-    if job.nice != memory.written:
-        return job.nice
-    return memory.user_nice
-
-
-# --------------------------------------------------------------------------
-# Levels and order within one pool
-
-
-def sorted_pending(pending: list[Job], accounts: Mapping[str, int], mode: str,
-                   memory: Mapping[str, JobMemory]) -> list[Job]:
-    """Grouped by account; within an account Slurm's order: base priority
-    high first, then submit time, then job number."""
-    keyed = [(accounts[j.account], -base_priority(j, mode, memory.get(j.job_id)), j.submit_time,
-              job_number(j.job_id), j.job_id, j) for j in pending]
-    keyed.sort(key=lambda k: k[:5])
-    return [k[5] for k in keyed]
-
-
-def compute_before(pending: Sequence[Job], account_of: IntArray, usage: IntArray,
-                   resources: Sequence[str]) -> IntArray:
+def compute_before(demand: IntArray, account_of: IntArray, usage: IntArray) -> IntArray:
     """Each job's account usage before it: running usage plus the demand of
-    the account's earlier pending jobs (an array record counts its tasks).
+    the account's earlier pending jobs.
 
-    `pending` is grouped by account (see `sorted_pending`); usage is (A, R).
+    Rows are grouped by account, in Slurm's order within each; `demand` is
+    (J, R) whole records (an array record's TRES times its tasks); `usage`
+    is (A, R) running usage indexed by account.
     """
-    count = len(pending)
-    demand = np.zeros((count, len(resources)), dtype=np.int64)
+    count = len(account_of)
     if not count:
-        return demand
-    tasks = np.fromiter((j.array_tasks for j in pending), dtype=np.int64, count=count)
-    for col, name in enumerate(resources):
-        demand[:, col] = np.fromiter((j.tres.get(name, 0) for j in pending), dtype=np.int64, count=count)
-    demand *= tasks[:, None]
+        return np.zeros_like(demand)
     exclusive = np.cumsum(demand, axis=0) - demand
     starts = np.flatnonzero(np.r_[True, account_of[1:] != account_of[:-1]])
     exclusive -= np.repeat(exclusive[starts], np.diff(np.r_[starts, count]), axis=0)
@@ -473,92 +460,104 @@ def map_values(level_sorted: FloatArray, scale: int) -> tuple[IntArray, int]:
     return values, collisions
 
 
+def mode_values(mode: str, values: IntArray, offset: int, user_nice: IntArray) -> IntArray:
+    """The numbers written to Slurm in `mode` (SPEC §5), vectorised.
+
+    nice: the user's nice plus ours, ours at most -1 so that Slurm's clamp
+    of priority to >= 1 never merges two jobs; site_factor and priority:
+    offset - value, at least 1 (priority 0 would hold the job).
+    """
+    if mode == "nice":
+        ours = np.minimum(values - offset, -1)
+        return np.clip(user_nice + ours, -NICE_LIMIT, NICE_LIMIT)
+    return np.clip(offset - values, 1, NICE_LIMIT)
+
+
 def mode_value(mode: str, value: int, offset: int, nice: int) -> int:
-    """The number written to Slurm for one job in `mode` (SPEC §5)."""
-    if mode == "nice":
-        ours = min(value - offset, -1)
-        return max(-NICE_LIMIT, min(NICE_LIMIT, nice + ours))
-    return max(1, min(NICE_LIMIT, offset - value))
-
-
-def current_value(job: Job, mode: str, memory: JobMemory | None) -> int | None:
-    if mode == "nice":
-        return job.nice
-    if mode == "priority":
-        return job.priority
-    if job.site_factor is not None:
-        return job.site_factor
-    if memory is not None and memory.mode == mode:
-        return memory.written
-    return None
+    """`mode_values` for one job."""
+    return int(mode_values(mode, np.array([value], dtype=np.int64), offset,
+                           np.array([nice], dtype=np.int64))[0])
 
 
 # --------------------------------------------------------------------------
 # The plan
 
 
-def _tres_vector(tres: Tres, resources: Sequence[str]) -> list[int]:
-    return [tres.get(r, 0) for r in resources]
+class PlanJobs(Sequence[JobPlan]):
+    """A plan's job decisions as columns; JobPlan objects made on demand."""
+
+    def __init__(self, columns: Mapping[str, list[Any]]) -> None:
+        self.columns = columns
+        self._rows: tuple[JobPlan, ...] | None = None
+
+    def _all(self) -> tuple[JobPlan, ...]:
+        if self._rows is None:
+            c = self.columns
+            self._rows = tuple(JobPlan(*row) for row in zip(
+                c["job_id"], c["account"], c["user"], c["pool"], c["order"], c["level"], c["value"],
+                c["current"], c["action"], c["reason"], c["tie"], c["user_nice"], c["array_tasks"],
+                strict=True))
+        return self._rows
+
+    def __len__(self) -> int:
+        return len(self.columns["job_id"])
+
+    @overload
+    def __getitem__(self, index: int) -> JobPlan: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[JobPlan]: ...
+    def __getitem__(self, index: int | slice) -> JobPlan | Sequence[JobPlan]:
+        return self._all()[index]
+
+    def __iter__(self) -> Iterator[JobPlan]:
+        return iter(self._all())
+
+
+JOB_COLUMNS: Final = ("job_id", "account", "user", "pool", "order", "level", "value", "current", "action",
+                      "reason", "tie", "user_nice", "array_tasks")
 
 
 def compute_plan(snapshot: Snapshot, config: Config, state: PolicyState = EMPTY_STATE) -> Plan:
     """The whole decision for one snapshot: shares, order and values."""
-    resources = config.resources
-    mode = config.mode
+    table = snapshot.table
     pools = build_pools(snapshot, config)
-    pool_of_partition: dict[str, str] = {}
-    for name, partitions in pools:
+    pool_index: dict[str, int] = {}
+    for number, (_, partitions) in enumerate(pools):
         for partition in partitions:
-            pool_of_partition.setdefault(partition, name)
+            pool_index.setdefault(partition, number)
+    pool_of_code = np.array([next((pool_index[p] for p in text.split(",") if p in pool_index), -1)
+                             for text in table.partitions] or [-1], dtype=np.int64)
+    job_pool = pool_of_code[table.partition] if len(table) else np.zeros(0, dtype=np.int64)
+    holding = np.isin(table.state, [i for i, s in enumerate(table.states) if s in HOLDING_STATES])
+    pending = np.isin(table.state, [i for i, s in enumerate(table.states) if s == PENDING])
+    excluded = np.array([a in config.exclude_accounts for a in table.accounts] or [False])[table.account] \
+        if len(table) else np.zeros(0, dtype=np.bool_)
+    held = table.held | (table.priority == 0)
 
-    fingerprint = running_fingerprint(snapshot.jobs)
+    fingerprint = running_fingerprint([table.job_id[i] for i in np.flatnonzero(holding).tolist()])
     epoch, wins = advance_state(state, fingerprint, config.tie_half_life)
     committed = dict(wins)  # what this plan starts from; `wins` also counts its own
     plan_wins: dict[str, float] = {}
 
-    running: dict[str, list[Job]] = {name: [] for name, _ in pools}
-    pending: dict[str, list[Job]] = {name: [] for name, _ in pools}
-    skipped: list[JobPlan] = []
-    excluded = config.exclude_accounts
-    for job in snapshot.jobs:
-        pool = next((pool_of_partition[p] for p in job.partitions if p in pool_of_partition), None)
-        if job.holding:
-            if pool is not None and job.account not in excluded:
-                running[pool].append(job)
-            continue
-        if not job.pending:
-            continue
-        reason = None
-        if pool is None:
-            reason = "partition not managed"
-        elif job.account in excluded:
-            reason = "account excluded"
-        elif job.held or job.priority == 0:
-            reason = "held"
-        if reason is not None:
-            skipped.append(JobPlan(job.job_id, job.account, job.user, pool, None, None, None,
-                                   current_value(job, mode, state.jobs.get(job.job_id)), "skip", reason,
-                                   user_nice=job.nice, array_tasks=job.array_tasks))
-            continue
-        assert pool is not None
-        pending[pool].append(job)
-
+    weights = [config.weight(a) for a in table.accounts]
+    columns: dict[str, list[Any]] = {name: [] for name in JOB_COLUMNS}
     warnings: list[str] = []
     pool_plans: list[PoolPlan] = []
     account_rows: list[AccountShare] = []
-    job_rows: list[JobPlan] = []
-    for name, partitions in pools:
-        capacity_map, node_count = compute_capacity(snapshot, partitions, resources,
+    for number, (name, partitions) in enumerate(pools):
+        capacity_map, node_count = compute_capacity(snapshot, partitions, config.resources,
                                                     config.include_unavailable_nodes)
         pool_plans.append(PoolPlan(name, tuple(partitions), node_count, MappingProxyType(capacity_map)))
-        if not any(capacity_map.values()) and (pending[name] or running[name]):
-            warnings.append(f"pool {name}: no capacity in {', '.join(resources)}; its jobs are ordered "
-                            "by Slurm's own order only")
-        rows, shares = _plan_pool(name, capacity_map, running[name], pending[name], config, state,
-                                  epoch, wins, plan_wins, warnings)
-        job_rows.extend(rows)
-        account_rows.extend(shares)
-    job_rows.extend(skipped)
+        in_pool = (job_pool == number) & ~excluded
+        running_rows = np.flatnonzero(in_pool & holding)
+        pending_rows = np.flatnonzero(in_pool & pending & ~held)
+        if not any(capacity_map.values()) and (len(running_rows) or len(pending_rows)):
+            warnings.append(f"pool {name}: no capacity in {', '.join(config.resources)}; its jobs are "
+                            "ordered by tie rule and Slurm's order only")
+        account_rows.extend(_plan_pool(name, capacity_map, table, running_rows, pending_rows, weights, config,
+                                       state, epoch, wins, plan_wins, columns, warnings))
+
+    _skipped_rows(table, job_pool, pending, excluded, held, pools, config.mode, state, columns)
 
     weight_sum = sum(v for k, v in snapshot.priority_weights.items() if k.startswith("PriorityWeight")
                      and k != "PriorityWeightTRES")
@@ -569,37 +568,42 @@ def compute_plan(snapshot: Snapshot, config: Config, state: PolicyState = EMPTY_
 
     next_state = PolicyState(epoch=epoch, fingerprint=fingerprint, tie_wins=MappingProxyType(committed),
                              plan_wins=MappingProxyType(plan_wins), jobs=state.jobs)
-    return Plan(cluster=snapshot.cluster, mode=mode, scale=config.scale, resources=tuple(resources),
-                pools=tuple(pool_plans), accounts=tuple(account_rows), jobs=tuple(job_rows),
-                warnings=tuple(warnings), state=next_state, taken_at=snapshot.taken_at)
+    return Plan(cluster=snapshot.cluster, mode=config.mode, scale=config.scale,
+                resources=tuple(config.resources), pools=tuple(pool_plans), accounts=tuple(account_rows),
+                jobs=PlanJobs(columns), warnings=tuple(warnings), state=next_state,
+                taken_at=snapshot.taken_at)
 
 
-def _plan_pool(pool: str, capacity_map: Mapping[str, int], running: list[Job], pending: list[Job],
-               config: Config, state: PolicyState, epoch: int, wins: dict[str, float],
-               plan_wins: dict[str, float], warnings: list[str]) -> tuple[list[JobPlan], list[AccountShare]]:
+def _plan_pool(pool: str, capacity_map: Mapping[str, int], table: JobTable, running_rows: IntArray,
+               pending_rows: IntArray, weights: Sequence[Fraction], config: Config, state: PolicyState,
+               epoch: int, wins: dict[str, float], plan_wins: dict[str, float], columns: dict[str, list[Any]],
+               warnings: list[str]) -> list[AccountShare]:
     resources = config.resources
     mode = config.mode
-    names: dict[str, int] = {}
-    for job in running:
-        names.setdefault(job.account, len(names))
-    for job in pending:
-        names.setdefault(job.account, len(names))
-    account_names = list(names)
-    fractions = [config.weight(a) for a in account_names]
-    usage = np.zeros((len(names), len(resources)), dtype=np.int64)
-    running_count = [0] * len(names)
-    for job in running:
-        index = names[job.account]
-        usage[index] += _tres_vector(job.tres, resources)
-        running_count[index] += 1
+    accounts = len(table.accounts)
+    tres = [table.column(r) for r in resources]
+    usage = np.zeros((accounts, len(resources)), dtype=np.int64)
+    running_account = table.account[running_rows]
+    for col, values in enumerate(tres):
+        np.add.at(usage[:, col], running_account, values[running_rows])
+    running_count = np.bincount(running_account, minlength=accounts)
     capacity = np.array([capacity_map[r] for r in resources], dtype=np.int64)
 
-    ordered = sorted_pending(pending, names, mode, state.jobs)
-    account_of = np.fromiter((names[j.account] for j in ordered), dtype=np.int64, count=len(ordered))
-    before = compute_before(ordered, account_of, usage, resources)
-    ordering = order_pending(before, account_of, capacity, fractions, account_names, epoch, wins, plan_wins)
-    order, level, tied = ordering.order, ordering.level, ordering.tied
-    level_sorted = level[order]
+    ids = [table.job_id[i] for i in pending_rows.tolist()]
+    base, own_nice, current = adjust_for_memory(
+        ids, table.priority[pending_rows], table.nice[pending_rows],
+        [table.site_factor[i] for i in pending_rows.tolist()], mode, state.jobs)
+    slurm_order = np.lexsort((table.job_number[pending_rows], table.submit_time[pending_rows], -base,
+                              table.account[pending_rows]))
+    rows = pending_rows[slurm_order]
+    account_of = table.account[rows]
+    demand = np.stack([values[rows] for values in tres], axis=1) if len(resources) else \
+        np.zeros((len(rows), 0), dtype=np.int64)
+    demand = demand * table.array_tasks[rows][:, None]
+    before = compute_before(demand, account_of, usage)
+    ordering = order_pending(before, account_of, capacity, weights, table.accounts, epoch, wins, plan_wins)
+    order = ordering.order
+    level_sorted = ordering.level[order]
     values, collisions = map_values(level_sorted, config.scale)
     if collisions:
         warnings.append(f"pool {pool}: scale {config.scale} cannot separate {collisions} pair(s) of distinct "
@@ -608,50 +612,79 @@ def _plan_pool(pool: str, capacity_map: Mapping[str, int], running: list[Job], p
     saturated = int(np.count_nonzero(values > config.offset - 1))
     if saturated:
         warnings.append(f"pool {pool}: {saturated} job(s) have levels beyond what scale {config.scale} and "
-                        f"offset {config.offset} can express; they share the lowest value")
+                        f"offset {config.offset} can express; they share the last value")
+    taken = slurm_order[order]  # positions into the pool's pending_rows / ids / adjustments
+    own = own_nice[taken]
+    written = mode_values(mode, values, config.offset, own)
+    now = [current[k] for k in taken.tolist()]
+    rows_sorted = rows[order].tolist()
+    count = len(rows_sorted)
+    job_ids, users, names = table.job_id, table.user, table.accounts
+    columns["job_id"].extend([job_ids[i] for i in rows_sorted])
+    columns["account"].extend([names[a] for a in account_of[order].tolist()])
+    columns["user"].extend([users[i] for i in rows_sorted])
+    columns["pool"].extend([pool] * count)
+    columns["order"].extend(range(count))
+    columns["level"].extend(level_sorted.tolist())
+    written_list = written.tolist()
+    columns["value"].extend(written_list)
+    columns["current"].extend(now)
+    columns["action"].extend("keep" if c == w else "set" for c, w in zip(now, written_list, strict=True))
+    columns["reason"].extend([None] * count)
+    columns["tie"].extend(ordering.tied[order].tolist())
+    columns["user_nice"].extend(own.tolist())
+    columns["array_tasks"].extend(table.array_tasks[rows_sorted].tolist())
 
-    rows: list[JobPlan] = []
-    pending_count = [0] * len(names)
-    for position, (index, value) in enumerate(zip(order.tolist(), values.tolist(), strict=True)):
-        job = ordered[index]
-        memory = state.jobs.get(job.job_id)
-        own_nice = user_nice(job, mode, memory)
-        written = mode_value(mode, value, config.offset, own_nice)
-        current = current_value(job, mode, memory)
-        pending_count[int(account_of[index])] += 1
-        rows.append(JobPlan(job.job_id, job.account, job.user, pool, position, float(level[index]), written,
-                            current, "keep" if current == written else "set", None, bool(tied[index]),
-                            own_nice, job.array_tasks))
+    pending_count = np.bincount(account_of, minlength=accounts)
+    present = np.flatnonzero((running_count > 0) | (pending_count > 0))
+    return _account_shares(pool, [table.accounts[a] for a in present.tolist()],
+                           [weights[a] for a in present.tolist()], usage[present], capacity_map, resources,
+                           running_count[present].tolist(), pending_count[present].tolist())
 
-    shares_rows = _account_shares(pool, account_names, fractions, usage, capacity_map, resources,
-                                  running_count, pending_count)
-    return rows, shares_rows
+
+def _skipped_rows(table: JobTable, job_pool: IntArray, pending: BoolArray, excluded: BoolArray, held: BoolArray,
+                  pools: Sequence[tuple[str, tuple[str, ...]]], mode: str, state: PolicyState,
+                  columns: dict[str, list[Any]]) -> None:
+    """Pending jobs the plan leaves alone, each with its reason."""
+    skip = pending & ((job_pool < 0) | excluded | held)
+    for i in np.flatnonzero(skip).tolist():
+        reason = ("partition not managed" if job_pool[i] < 0 else "account excluded" if excluded[i]
+                  else "held")
+        _, own, current = adjust_for_memory([table.job_id[i]], table.priority[i:i + 1], table.nice[i:i + 1],
+                                            [table.site_factor[i]], mode, state.jobs)
+        row = (table.job_id[i], table.accounts[table.account[i]], table.user[i],
+               pools[job_pool[i]][0] if job_pool[i] >= 0 else None, None, None, None, current[0], "skip",
+               reason, False, int(own[0]), int(table.array_tasks[i]))
+        for name, value in zip(JOB_COLUMNS, row, strict=True):
+            columns[name].append(value)
 
 
 def _account_shares(pool: str, account_names: list[str], fractions: list[Fraction], usage: IntArray,
                     capacity_map: Mapping[str, int], resources: Sequence[str], running_count: list[int],
                     pending_count: list[int]) -> list[AccountShare]:
-    caps = [capacity_map[r] for r in resources]
+    """One row per account present in the pool, ranked by weighted share (lowest first)."""
+    capacity = np.array([capacity_map[r] for r in resources], dtype=np.float64)
+    usable = capacity > 0
+    shares = np.divide(usage, capacity, out=np.zeros(usage.shape, dtype=np.float64), where=usable)
+    masked = np.where(usable, shares, -1.0)
+    dominant = masked.argmax(axis=1) if len(resources) else np.zeros(len(account_names), dtype=np.int64)
+    # One correctly rounded division per share (u*q / (c*p)): equal shares compare equal.
+    weighted = np.zeros(len(account_names), dtype=np.float64)
+    if usable.any() and account_names:
+        p = np.array([f.numerator for f in fractions], dtype=np.float64)
+        q = np.array([f.denominator for f in fractions], dtype=np.float64)
+        weighted = ((usage[:, usable] * q[:, None]) / (capacity[usable][None, :] * p[:, None])).max(axis=1)
+    ranking = sorted(range(len(account_names)), key=lambda i: (weighted[i], account_names[i]))
     rows = []
-    for index, account in enumerate(account_names):
-        used = [int(x) for x in usage[index]]
-        shares = {r: (u / c if c > 0 else 0.0) for r, u, c in zip(resources, used, caps, strict=True)}
-        exact = weighted_share(used, caps, fractions[index])
-        dominant = max((r for r, c in zip(resources, caps, strict=True) if c > 0),
-                       key=lambda r: shares[r], default=None)
-        dominant_share = shares[dominant] if dominant is not None else 0.0
-        rows.append((exact, account, AccountShare(account, pool, fractions[index], running_count[index],
-                                                  pending_count[index], MappingProxyType(dict(zip(resources, used,
-                                                                                                  strict=True))),
-                                                  MappingProxyType(shares), dominant, dominant_share,
-                                                  float(exact), 0)))
-    rows.sort(key=lambda r: (r[0], r[1]))
-    out = []
-    for rank, (_, _, row) in enumerate(rows, start=1):
-        out.append(AccountShare(row.account, row.pool, row.weight, row.running_jobs, row.pending_jobs,
-                                row.usage, row.shares, row.dominant_resource, row.dominant_share,
-                                row.weighted_share, rank))
-    return out
+    for rank, i in enumerate(ranking, start=1):
+        has_dominant = bool(usable.any())
+        resource = resources[int(dominant[i])] if has_dominant else None
+        rows.append(AccountShare(
+            account_names[i], pool, fractions[i], running_count[i], pending_count[i],
+            MappingProxyType(dict(zip(resources, usage[i].tolist(), strict=True))),
+            MappingProxyType(dict(zip(resources, shares[i].tolist(), strict=True))), resource,
+            float(shares[i, dominant[i]]) if has_dominant else 0.0, float(weighted[i]), rank))
+    return rows
 
 
 # --------------------------------------------------------------------------

@@ -13,11 +13,15 @@ every TRES in whole units, and integer sums keep the engine exact.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from operator import itemgetter
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, overload
+
+import numpy as np
+import numpy.typing as npt
 
 from slurm_drf.errors import SnapshotError
 
@@ -35,11 +39,14 @@ HOLDING_STATES: Final = frozenset({RUNNING, SUSPENDED, "COMPLETING"})
 INELIGIBLE_NODE_STATES: Final = frozenset(
     {"down", "drain", "drained", "draining", "fail", "failing", "future",
      "powered_down", "power_down", "powering_down", "powering_up",
-     "inval", "invalid", "maint", "reboot_issued", "not_responding",
-     "unknown"}
+     "inval", "invalid", "invalid_reg", "maint", "maintenance", "reboot_issued",
+     "not_responding", "unknown"}
 )
 
 Tres = Mapping[str, int]
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
 EMPTY_TRES: Final[Tres] = MappingProxyType({})
 
 
@@ -98,16 +105,156 @@ class Job:
         return self.state in HOLDING_STATES
 
 
+def job_number(job_id: str) -> int:
+    """The numeric part of a job id (array and het suffixes dropped)."""
+    head = job_id.split("_", 1)[0].split("+", 1)[0]
+    return int(head) if head.isdigit() else 0
+
+
+def job_numbers(job_ids: Sequence[str]) -> IntArray:
+    """`job_number` of every id; plain numeric ids (the usual case) in one numpy call."""
+    try:
+        return np.array(job_ids, dtype=np.str_).astype(np.int64) if len(job_ids) else np.zeros(0, np.int64)
+    except ValueError:
+        return np.fromiter(map(job_number, job_ids), dtype=np.int64, count=len(job_ids))
+
+
+def _codes(values: Sequence[str]) -> tuple[IntArray, tuple[str, ...]]:
+    """Dictionary encoding: an int code per value and the distinct values."""
+    distinct = tuple(dict.fromkeys(values))
+    index = {v: i for i, v in enumerate(distinct)}
+    codes = np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values))
+    return codes, distinct
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class JobTable:
+    """The jobs of a snapshot as columns, for the vectorised engine.
+
+    Accounts, partitions and states are dictionary-encoded (`account[i]`
+    indexes `accounts`). `tres` holds a column for every TRES name any job
+    has, zero where a job has none.
+    """
+
+    job_id: Sequence[str]
+    job_number: IntArray
+    account: IntArray
+    accounts: tuple[str, ...]
+    user: Sequence[str]
+    partition: IntArray
+    partitions: tuple[str, ...]
+    state: IntArray
+    states: tuple[str, ...]
+    priority: IntArray
+    nice: IntArray
+    held: BoolArray
+    submit_time: FloatArray
+    array_tasks: IntArray
+    site_factor: Sequence[int | None]
+    tres: Mapping[str, IntArray]
+
+    def __len__(self) -> int:
+        return len(self.job_id)
+
+    def column(self, name: str) -> IntArray:
+        """The TRES column `name`, zeros when no job has it."""
+        found = self.tres.get(name)
+        return found if found is not None else np.zeros(len(self), dtype=np.int64)
+
+    def job(self, i: int) -> Job:
+        tres = {name: int(col[i]) for name, col in self.tres.items() if col[i]}
+        return Job(self.job_id[i], self.accounts[self.account[i]], self.user[i],
+                   self.partitions[self.partition[i]], self.states[self.state[i]], int(self.priority[i]),
+                   int(self.nice[i]), bool(self.held[i]), float(self.submit_time[i]), int(self.array_tasks[i]),
+                   MappingProxyType(tres), self.site_factor[i])
+
+    @classmethod
+    def build(cls, job_id: Sequence[str], account: Sequence[str], user: Sequence[str],
+              partition: Sequence[str], state: Sequence[str], priority: Sequence[int] | IntArray,
+              nice: Sequence[int] | IntArray, held: Sequence[bool] | BoolArray,
+              submit_time: Sequence[float] | FloatArray, array_tasks: Sequence[int] | IntArray,
+              site_factor: Sequence[int | None], tres: Mapping[str, IntArray]) -> JobTable:
+        account_codes, accounts = _codes(account)
+        partition_codes, partitions = _codes(partition)
+        state_codes, states = _codes(state)
+        return cls(job_id, job_numbers(job_id),
+                   account_codes, accounts, user, partition_codes, partitions, state_codes, states,
+                   np.asarray(priority, dtype=np.int64), np.asarray(nice, dtype=np.int64),
+                   np.asarray(held, dtype=np.bool_), np.asarray(submit_time, dtype=np.float64),
+                   np.asarray(array_tasks, dtype=np.int64), site_factor, tres)
+
+    @classmethod
+    def from_jobs(cls, jobs: Sequence[Job]) -> JobTable:
+        names: dict[str, None] = {}
+        for job in jobs:
+            names.update(dict.fromkeys(job.tres))
+        tres = {name: np.fromiter((j.tres.get(name, 0) for j in jobs), dtype=np.int64, count=len(jobs))
+                for name in names}
+        return cls.build([j.job_id for j in jobs], [j.account for j in jobs], [j.user for j in jobs],
+                         [j.partition for j in jobs], [j.state for j in jobs], [j.priority for j in jobs],
+                         [j.nice for j in jobs], [j.held for j in jobs], [j.submit_time for j in jobs],
+                         [j.array_tasks for j in jobs], [j.site_factor for j in jobs], tres)
+
+
+class LazyJobs(Sequence[Job]):
+    """A snapshot's jobs made into Job objects only when somebody asks."""
+
+    __slots__ = ("_jobs", "_table")
+
+    def __init__(self, table: JobTable) -> None:
+        self._table = table
+        self._jobs: tuple[Job, ...] | None = None
+
+    def _all(self) -> tuple[Job, ...]:
+        if self._jobs is None:
+            self._jobs = tuple(self._table.job(i) for i in range(len(self._table)))
+        return self._jobs
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    @overload
+    def __getitem__(self, index: int) -> Job: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Job]: ...
+    def __getitem__(self, index: int | slice) -> Job | Sequence[Job]:
+        return self._all()[index]
+
+    def __iter__(self) -> Iterator[Job]:
+        return iter(self._all())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._all())
+
+
 @dataclass(frozen=True, slots=True)
 class Snapshot:
-    """What was read from Slurm at one moment."""
+    """What was read from Slurm at one moment.
+
+    `table` holds the same jobs as columns; it is built from `jobs` on
+    first use, or given directly by the fast snapshot-file parser.
+    """
 
     cluster: str
     taken_at: str
     nodes: tuple[Node, ...]
-    jobs: tuple[Job, ...]
+    jobs: Sequence[Job]
     slurm_version: str | None = None
     priority_weights: Mapping[str, int] = field(default_factory=lambda: EMPTY_TRES)
+    priority_type: str | None = None
+    _table: JobTable | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def table(self) -> JobTable:
+        if self._table is None:
+            object.__setattr__(self, "_table", JobTable.from_jobs(tuple(self.jobs)))
+        assert self._table is not None
+        return self._table
 
 
 # --------------------------------------------------------------------------
@@ -242,14 +389,115 @@ def parse_snapshot(data: object) -> Snapshot:
     if not isinstance(weights, Mapping):
         raise SnapshotError("priority_weights: expected an object")
     version = data.get("slurm_version")
+    priority_type = data.get("priority_type")
+    table = parse_job_table(jobs)
     return Snapshot(
         cluster=str(data.get("cluster", "")),
         taken_at=str(data.get("taken_at", "")),
         nodes=tuple(parse_node(n, i) for i, n in enumerate(nodes)),
-        jobs=tuple(parse_job(j, i) for i, j in enumerate(jobs)),
+        jobs=LazyJobs(table),
         slurm_version=str(version) if version is not None else None,
         priority_weights=_tres(weights, "priority_weights"),
+        priority_type=str(priority_type) if priority_type is not None else None,
+        _table=table,
     )
+
+
+def parse_job_table(records: list[Any]) -> JobTable:
+    """Job records straight into columns; the careful per-record parser
+    (`parse_job`) runs only to name the first bad record, or for records
+    that need conversions the fast path does not make."""
+    try:
+        table = _fast_job_table(records)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        table = None
+    if table is None:
+        return JobTable.from_jobs([parse_job(record, i) for i, record in enumerate(records)])
+    return table
+
+
+def _types(values: Iterable[object]) -> set[type]:
+    return set(map(type, values))
+
+
+_JOB_DEFAULTS: Final[Mapping[str, object]] = MappingProxyType({
+    "user": "", "priority": 0, "nice": 0, "held": False, "submit_time": 0, "array_tasks": 1,
+    "site_factor": None, "tres": EMPTY_TRES})
+
+
+def _column(records: list[Any], key: str) -> list[Any]:
+    """records[*][key]; the default for a missing optional key, KeyError for a required one."""
+    try:
+        return list(map(itemgetter(key), records))
+    except KeyError:
+        if key not in _JOB_DEFAULTS:
+            raise
+        default = _JOB_DEFAULTS[key]
+        return [r.get(key, default) for r in records]
+
+
+def _fast_job_table(records: list[Any]) -> JobTable | None:
+    """None when any record needs the careful path."""
+    raw_ids = _column(records, "job_id")
+    if not _types(raw_ids) <= {str}:
+        if not _types(raw_ids) <= {str, int}:
+            return None
+        raw_ids = [str(v) for v in raw_ids]
+    account = _column(records, "account")
+    partition = _column(records, "partition")
+    state = _column(records, "state")
+    user = _column(records, "user")
+    if not (_types(account) | _types(partition) | _types(state) | _types(user)) <= {str}:
+        return None
+    if "" in set(account) or "" in set(partition):
+        return None
+    priority = np.array(_column(records, "priority"))
+    nice = np.array(_column(records, "nice"))
+    tasks = np.array(_column(records, "array_tasks"))
+    held = _column(records, "held")
+    if records and not (priority.dtype.kind == nice.dtype.kind == tasks.dtype.kind == "i"):
+        return None
+    if not _types(held) <= {bool} or (len(tasks) and tasks.min() < 1):
+        return None
+    site_factor = _column(records, "site_factor")
+    if not _types(site_factor) <= {type(None), int}:
+        return None
+    submit = _fast_times(_column(records, "submit_time"))
+    if submit is None:
+        return None
+    tres_records = _column(records, "tres")
+    if not _types(tres_records) <= {dict, MappingProxyType}:
+        return None
+    names: dict[str, None] = {}
+    for keys in set(map(tuple, tres_records)):
+        names.update(dict.fromkeys(keys))
+    tres: dict[str, IntArray] = {}
+    for name in names:
+        try:
+            values = list(map(itemgetter(name), tres_records))
+        except KeyError:
+            values = [t.get(name, 0) for t in tres_records]
+        column = np.array(values)
+        if column.dtype.kind != "i" or (len(column) and column.min() < 0):
+            return None
+        tres[name] = column.astype(np.int64, copy=False)
+    state_upper = {text: text.upper() for text in set(state)}
+    return JobTable.build(raw_ids, account, user, partition, [state_upper[t] for t in state], priority, nice,
+                          held, submit, tasks, site_factor, tres)
+
+
+def _fast_times(values: list[object]) -> FloatArray | None:
+    """Epoch seconds of ISO 8601 'YYYY-MM-DDTHH:MM:SSZ' strings or numbers, vectorised."""
+    kinds = _types(values)
+    if kinds <= {int, float}:
+        return np.array(values, dtype=np.float64)
+    if not kinds <= {str}:
+        return None
+    texts = [str(v) for v in values]
+    if not all(len(v) == 20 and v[-1] == "Z" for v in texts):
+        return None
+    stamps = np.array([v[:-1] for v in texts], dtype="datetime64[s]")
+    return stamps.astype(np.int64).astype(np.float64)
 
 
 def render_snapshot(snapshot: Snapshot) -> dict[str, Any]:

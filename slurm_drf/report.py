@@ -9,31 +9,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from slurm_drf.drf import JobPlan, Plan
+from slurm_drf.drf import JobPlan, Plan, PlanJobs
 from slurm_drf.model import PLAN_FORMAT
 
+# Plan job entries: every key always present, the value under the mode's name.
+_ENTRY_FIELDS = ("job_id", "account", "user", "pool", "order", "level", "value", "current", "action", "reason",
+                 "tie", "user_nice", "array_tasks")
 
-def render_job_entry(job: JobPlan, mode: str) -> dict[str, Any]:
-    entry: dict[str, Any] = {
-        "job_id": job.job_id,
-        "account": job.account,
-        "user": job.user,
-        "pool": job.pool,
-        "order": job.order,
-        "level": job.level,
-        mode: job.value,
-        "current": job.current,
-        "action": job.action,
-    }
-    if job.reason is not None:
-        entry["reason"] = job.reason
-    if job.tie:
-        entry["tie"] = True
-    if job.array_tasks != 1:
-        entry["array_tasks"] = job.array_tasks
-    if mode == "nice" and job.user_nice:
-        entry["user_nice"] = job.user_nice
-    return entry
+
+def render_job_entries(jobs: Sequence[JobPlan], mode: str) -> list[dict[str, Any]]:
+    """The plan's job entries; straight from the columns when the plan has them."""
+    keys = [mode if name == "value" else name for name in _ENTRY_FIELDS]
+    if isinstance(jobs, PlanJobs):
+        rows: Any = zip(*(jobs.columns[name] for name in _ENTRY_FIELDS), strict=True)
+    else:
+        rows = ((getattr(job, name) for name in _ENTRY_FIELDS) for job in jobs)
+    return [dict(zip(keys, row, strict=True)) for row in rows]
 
 
 def render_plan_json(plan: Plan) -> dict[str, Any]:
@@ -66,7 +57,7 @@ def render_plan_json(plan: Plan) -> dict[str, Any]:
             }
             for a in plan.accounts
         ],
-        "jobs": [render_job_entry(j, plan.mode) for j in plan.jobs],
+        "jobs": render_job_entries(plan.jobs, plan.mode),
         "warnings": list(plan.warnings),
     }
 

@@ -18,10 +18,12 @@ import orjson
 
 from slurm_drf import __version__
 from slurm_drf.config import Config, default_config, find_config_path, load_config
+from slurm_drf.daemon import make_source, make_writer, reset_jobs, run_cycle
 from slurm_drf.drf import compute_plan
 from slurm_drf.errors import DrfError, InputError
 from slurm_drf.report import render_plan_json, render_plan_table
-from slurm_drf.slurm.snapshot_file import SnapshotFileSource
+from slurm_drf.slurm.snapshot_file import SnapshotFileSource, render_snapshot_bytes, write_snapshot_file
+from slurm_drf.state import StateStore
 
 logger = logging.getLogger("slurm_drf")
 
@@ -49,6 +51,51 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    config = _load_config(args.config)
+    snapshot = make_source(config).fetch_snapshot()
+    if args.output:
+        write_snapshot_file(args.output, snapshot)
+        logger.info("wrote %s: %d nodes, %d jobs", args.output, len(snapshot.nodes), len(snapshot.jobs))
+    else:
+        sys.stdout.buffer.write(render_snapshot_bytes(snapshot))
+    return 0
+
+
+def _store(config: Config, args: argparse.Namespace) -> StateStore:
+    return StateStore(args.state_dir or config.state_dir)
+
+
+def cmd_once(args: argparse.Namespace) -> int:
+    config = _load_config(args.config)
+    dry_run = args.dry_run or config.dry_run
+    store = _store(config, args)
+    if not dry_run:
+        store.lock()
+    report = run_cycle(make_source(config), make_writer(), config, store, dry_run=dry_run)
+    if args.format == "json":
+        _emit(render_plan_json(report.plan))
+    else:
+        print(render_plan_table(report.plan, args.limit))
+    for warning in report.plan.warnings:
+        logger.warning("%s", warning)
+    logger.info("%s", report.summary())
+    return 0
+
+
+def cmd_reset(args: argparse.Namespace) -> int:
+    config = _load_config(args.config)
+    store = _store(config, args)
+    if not args.dry_run:
+        store.lock()
+    report = reset_jobs(make_source(config), make_writer(), store, dry_run=args.dry_run)
+    verb = "would reset" if args.dry_run else "reset"
+    print(f"{verb} {len(report.reset)} job(s)" + (f": {', '.join(report.reset)}" if report.reset else ""))
+    for job_id, why in sorted(report.skipped.items()):
+        print(f"job {job_id}: left alone ({why})")
+    return 1 if any(why.startswith("failed") for why in report.skipped.values()) else 0
+
+
 def cmd_check_config(args: argparse.Namespace) -> int:
     config = load_config(args.file)
     print(f"{args.file}: OK (mode {config.mode}, {len(config.weights)} weighted account(s), "
@@ -73,6 +120,25 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--limit", type=int, default=20, metavar="N",
                       help="table: jobs shown per pool (0: all)")
     plan.set_defaults(func=cmd_plan)
+
+    snap = verbs.add_parser("snapshot", help="read live Slurm and write a snapshot")
+    snap.add_argument("--output", "-o", metavar="FILE", help="write here (atomically) instead of stdout")
+    snap.add_argument("--config", metavar="FILE", help="config YAML (for the backend)")
+    snap.set_defaults(func=cmd_snapshot)
+
+    once = verbs.add_parser("once", help="one live cycle: read, plan, write (or only show with --dry-run)")
+    once.add_argument("--config", metavar="FILE", help="config YAML")
+    once.add_argument("--dry-run", action="store_true", help="compute and show the plan; write nothing")
+    once.add_argument("--format", choices=("table", "json"), default="table")
+    once.add_argument("--limit", type=int, default=20, metavar="N", help="table: jobs shown per pool (0: all)")
+    once.add_argument("--state-dir", metavar="DIR", help="state directory (default: the config's state_dir)")
+    once.set_defaults(func=cmd_once)
+
+    reset = verbs.add_parser("reset", help="give every job this daemon touched its own value back")
+    reset.add_argument("--config", metavar="FILE", help="config YAML")
+    reset.add_argument("--dry-run", action="store_true", help="list what would be reset")
+    reset.add_argument("--state-dir", metavar="DIR", help="state directory (default: the config's state_dir)")
+    reset.set_defaults(func=cmd_reset)
 
     check = verbs.add_parser("check-config", help="validate a config file: exit 0 or a clear error")
     check.add_argument("file", metavar="FILE")

@@ -170,4 +170,5 @@ class CliSource:
             jobs=tuple(jobs),
             slurm_version=version,
             priority_weights=freeze_tres(parse_priority_weights(config)),
+            priority_type=self.priority_type,
         )

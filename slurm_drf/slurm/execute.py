@@ -45,6 +45,26 @@ def run_command(
     SlurmError) when the executable is missing or cannot run, when it runs
     longer than `timeout` seconds, or when it exits non-zero.
     """
+    completed = run_process(argv, timeout, env=env, input_text=input_text, error_class=error_class)
+    if completed.returncode != 0:
+        detail = _first_line(completed.stderr) or _first_line(completed.stdout) or "no message"
+        raise error_class(f"{shlex.join(argv)}: exit status {completed.returncode}: {detail}")
+    return completed.stdout
+
+
+def run_process(
+    argv: Sequence[str],
+    timeout: float,
+    *,
+    env: Mapping[str, str] | None = None,
+    input_text: str | None = None,
+    error_class: type[SlurmError] = SlurmReadError,
+) -> subprocess.CompletedProcess[str]:
+    """Run `argv`; its exit status is the caller's to judge (scontrol exits 1
+    when one update of many failed, and says which on stderr).
+
+    Raises `error_class` when the command cannot run or times out.
+    """
     if not argv:
         raise ValueError("run_command needs a command")
     command = shlex.join(argv)
@@ -73,7 +93,4 @@ def run_command(
         raise error_class(f"{command}: cannot run: {error.strerror or error}") from error
     elapsed = time.monotonic() - started
     logger.debug("%s: exit %d after %.3f s", command, completed.returncode, elapsed)
-    if completed.returncode != 0:
-        detail = _first_line(completed.stderr) or _first_line(completed.stdout) or "no message"
-        raise error_class(f"{command}: exit status {completed.returncode}: {detail}")
-    return completed.stdout
+    return completed

@@ -1,0 +1,180 @@
+"""The cycle: read -> plan -> diff -> write -> record.
+
+Sits between the CLI and everything else: it asks a ClusterSource for a
+snapshot, the engine for a plan, the writer to apply the plan's `set`
+actions, and the StateStore to remember what it did. `run_cycle` is one
+cycle (`slurm-drf once`); `reset_jobs` gives jobs their own values back
+(`slurm-drf reset`).
+
+Order of side effects in a cycle: the new memory (each job's own nice and
+the value about to be written) is saved BEFORE the writes, so a crash
+between the two never loses a user's nice; a write that then fails is
+harmless, because the next cycle sees Slurm still holding the user's value
+and takes it as theirs.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Protocol
+
+from slurm_drf.config import Config
+from slurm_drf.drf import JobMemory, JobPlan, Plan, PolicyState, compute_plan
+from slurm_drf.errors import SlurmReadError
+from slurm_drf.model import Snapshot
+from slurm_drf.slurm import ClusterSource
+from slurm_drf.slurm.cli import CliSource
+from slurm_drf.slurm.pyslurm_source import PyslurmSource, pyslurm_usable
+from slurm_drf.slurm.write import ScontrolWriter, Write, WriteResult, build_reset_lines
+from slurm_drf.state import StateStore
+
+logger = logging.getLogger(__name__)
+
+
+class Writer(Protocol):
+    def apply(self, writes: Sequence[Write]) -> WriteResult: ...
+
+    def run_lines(self, lines: Sequence[str]) -> tuple[dict[str, str], list[str]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class CycleReport:
+    plan: Plan
+    snapshot: Snapshot
+    writes: tuple[Write, ...]
+    result: WriteResult | None
+    read_seconds: float
+    seconds: float
+    deferred: int
+    dry_run: bool
+
+    def summary(self) -> str:
+        pending = sum(1 for j in self.plan.jobs if j.order is not None)
+        accounts = len({a.account for a in self.plan.accounts})
+        if self.dry_run or self.result is None:
+            done = f"would write {len(self.writes)}"
+        else:
+            done = f"wrote {self.result.count}"
+        text = (f"{accounts} accounts, {pending} pending jobs, {done} value(s) in {self.seconds:.2f} s "
+                f"(read {self.read_seconds:.2f} s)")
+        if self.deferred:
+            text += f", {self.deferred} deferred to the next cycle (max_writes_per_cycle)"
+        if self.result is not None and self.result.failed:
+            text += f", {len(self.result.failed)} failed"
+        return text
+
+
+def select_writes(plan: Plan, limit: int) -> tuple[list[JobPlan], int]:
+    """The jobs to write now: the head of each pool's order first; how many wait."""
+    wanted = sorted((j for j in plan.jobs if j.action == "set" and j.value is not None),
+                    key=lambda j: (j.order if j.order is not None else 0, j.pool or ""))
+    return wanted[:limit], max(0, len(wanted) - limit)
+
+
+def remember(previous: Mapping[str, JobMemory], plan: Plan, chosen: Sequence[JobPlan],
+             pending_ids: set[str]) -> dict[str, JobMemory]:
+    """Memory after this cycle's writes: kept for jobs still pending, new for jobs written now."""
+    memory = {job: m for job, m in previous.items() if job in pending_ids and m.mode == plan.mode}
+    for job in chosen:
+        assert job.value is not None
+        memory[job.job_id] = JobMemory(job.user_nice, job.value, plan.mode)
+    return memory
+
+
+def run_cycle(source: ClusterSource, writer: Writer, config: Config, store: StateStore, *,
+              dry_run: bool = False) -> CycleReport:
+    """One cycle; dry_run computes the plan and writes nothing, state included."""
+    started = time.monotonic()
+    snapshot = source.fetch_snapshot()
+    read_seconds = time.monotonic() - started
+    state = store.load()
+    plan = compute_plan(snapshot, config, state)
+    chosen, deferred = select_writes(plan, config.max_writes_per_cycle)
+    writes = tuple(Write(j.job_id, plan.mode, j.value) for j in chosen if j.value is not None)
+    if dry_run:
+        return CycleReport(plan, snapshot, writes, None, read_seconds, time.monotonic() - started, deferred, True)
+
+    pending_ids = {j.job_id for j in plan.jobs}
+    _reset_other_modes(writer, state, plan, snapshot)
+    memory = remember(state.jobs, plan, chosen, pending_ids)
+    store.save(replace(plan.state, jobs=MappingProxyType(memory)))
+    result = writer.apply(writes)
+    if result.failed or result.gone:
+        # A failed write left the job as it was: forget only what we just added.
+        for job_id in (*result.failed, *result.gone):
+            if job_id in state.jobs and state.jobs[job_id].mode == plan.mode:
+                memory[job_id] = state.jobs[job_id]
+            else:
+                memory.pop(job_id, None)
+        store.save(replace(plan.state, jobs=MappingProxyType(memory)))
+    return CycleReport(plan, snapshot, writes, result, read_seconds, time.monotonic() - started, deferred, False)
+
+
+def make_source(config: Config) -> ClusterSource:
+    """The ClusterSource the config asks for (SPEC: backend auto|cli|pyslurm)."""
+    if config.backend in ("auto", "pyslurm"):
+        usable, why = pyslurm_usable()
+        if usable:
+            logger.info("backend: pyslurm")
+            return PyslurmSource()
+        if config.backend == "pyslurm":
+            raise SlurmReadError(f"backend pyslurm: {why}")
+        logger.info("backend: cli (pyslurm not usable: %s)", why)
+    return CliSource()
+
+
+def make_writer() -> ScontrolWriter:
+    return ScontrolWriter()
+
+
+def _reset_other_modes(writer: Writer, state: PolicyState, plan: Plan, snapshot: Snapshot) -> None:
+    """After a change of mode, undo what the old mode wrote before the new one writes."""
+    held = {j.job_id for j in snapshot.jobs if j.held or j.priority == 0}
+    pending = {j.job_id for j in plan.jobs}
+    lines: list[str] = []
+    for job_id, memory in state.jobs.items():
+        if memory.mode != plan.mode and job_id in pending and job_id not in held:
+            lines.extend(build_reset_lines(job_id, memory.mode, memory.user_nice))
+    if lines:
+        logger.info("mode is now %s: giving %d job(s) their own values back first", plan.mode, len(lines))
+        writer.run_lines(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class ResetReport:
+    reset: tuple[str, ...]
+    skipped: Mapping[str, str]
+
+
+def reset_jobs(source: ClusterSource, writer: Writer, store: StateStore, *, dry_run: bool = False) -> ResetReport:
+    """Give every pending job this daemon touched its own value back, then forget it."""
+    state = store.load()
+    snapshot = source.fetch_snapshot()
+    jobs = {j.job_id: j for j in snapshot.jobs if j.pending}
+    lines: list[str] = []
+    done: list[str] = []
+    skipped: dict[str, str] = {}
+    for job_id, memory in sorted(state.jobs.items()):
+        job = jobs.get(job_id)
+        if job is None:
+            skipped[job_id] = "no longer pending"
+            continue
+        if job.held or job.priority == 0:
+            skipped[job_id] = "held: never written"
+            continue
+        lines.extend(build_reset_lines(job_id, memory.mode, memory.user_nice))
+        done.append(job_id)
+    if dry_run:
+        return ResetReport(tuple(done), MappingProxyType(skipped))
+    per_job, other = writer.run_lines(lines) if lines else ({}, [])
+    for line in other:
+        logger.warning("scontrol: %s", line)
+    failed = {job: message for job, message in per_job.items() if job in done}
+    remaining = {job: m for job, m in state.jobs.items() if job in failed}
+    store.save(replace(state, jobs=MappingProxyType(remaining)))
+    skipped.update({job: f"failed: {message}" for job, message in failed.items()})
+    return ResetReport(tuple(j for j in done if j not in failed), MappingProxyType(skipped))

@@ -123,7 +123,7 @@ def make_source(config: Config) -> ClusterSource:
             return PyslurmSource()
         if config.backend == "pyslurm":
             raise SlurmReadError(f"backend pyslurm: {why}")
-        logger.info("backend: cli (pyslurm not usable: %s)", why)
+        logger.debug("backend: cli (pyslurm not usable: %s)", why)
     return CliSource()
 
 

@@ -247,7 +247,10 @@ def adjust_for_memory(job_ids: Sequence[str], priority: IntArray, nice: IntArray
     the user's (or an admin's) new choice. site_factor cannot be read back
     from squeue, so its current value is the one we remember writing.
     """
-    base = priority.copy()
+    # In priority mode the daemon owns the order: Slurm's own priority is
+    # gone once written, so within an account submit order decides, for
+    # touched and untouched jobs alike (else the first write would reorder).
+    base = priority.copy() if mode != "priority" else np.zeros_like(priority)
     own = nice.copy()
     if mode == "nice":
         current: list[int | None] = nice.tolist()
@@ -269,8 +272,6 @@ def adjust_for_memory(job_ids: Sequence[str], priority: IntArray, nice: IntArray
             if current[k] is None:
                 current[k] = remembered.written
             base[k] = priority[k] - remembered.written
-        else:  # priority mode: Slurm's own value is gone; submit order decides
-            base[k] = 0
     return base, own, current
 
 
@@ -444,20 +445,31 @@ def _break_ties(rows: list[int], account_of: IntArray, account_names: Sequence[s
     return out
 
 
-def map_values(level_sorted: FloatArray, scale: int) -> tuple[IntArray, int]:
-    """Strictly increasing values along the order, and how many distinct levels collided.
+def map_values(level_sorted: FloatArray, scale: int, step: int = 1) -> tuple[IntArray, int]:
+    """Increasing values along the order, and how many pairs of distinct levels collided.
 
-    raw = round(scale x level); each value is at least its predecessor + 1.
+    raw = round(scale x level); each value is at least its predecessor +
+    `step`. With step = 1 + the sum of Slurm's other priority weights, those
+    factors (each between 0 and its weight) can never swap two neighbours.
     """
     raw = np.floor(level_sorted * scale + 0.5)
     raw = np.minimum(raw, float(2**62)).astype(np.int64)
-    index = np.arange(len(raw), dtype=np.int64)
+    index = np.arange(len(raw), dtype=np.int64) * step
     values: IntArray = np.maximum.accumulate(raw - index) + index
     collisions = 0
     if len(raw) > 1:
         distinct = level_sorted[1:] != level_sorted[:-1]
         collisions = int(np.count_nonzero(distinct & (raw[1:] <= raw[:-1])))
     return values, collisions
+
+
+def priority_weight_sum(weights: Mapping[str, int]) -> int:
+    """The most Slurm's other factors can add to a job's priority (PriorityWeight*).
+
+    PriorityWeightTRES is counted through its per-TRES entries
+    (`PriorityWeightTRES/CPU`), each factor being at most its weight.
+    """
+    return sum(v for k, v in weights.items() if k.startswith("PriorityWeight") and k != "PriorityWeightTRES")
 
 
 def mode_values(mode: str, values: IntArray, offset: int, user_nice: IntArray) -> IntArray:
@@ -540,6 +552,9 @@ def compute_plan(snapshot: Snapshot, config: Config, state: PolicyState = EMPTY_
     plan_wins: dict[str, float] = {}
 
     weights = [config.weight(a) for a in table.accounts]
+    # Absolute priorities leave Slurm no factors to add; nice and site
+    # factor are added to them.
+    step = 1 if config.mode == "priority" else priority_weight_sum(snapshot.priority_weights) + 1
     columns: dict[str, list[Any]] = {name: [] for name in JOB_COLUMNS}
     warnings: list[str] = []
     pool_plans: list[PoolPlan] = []
@@ -555,16 +570,16 @@ def compute_plan(snapshot: Snapshot, config: Config, state: PolicyState = EMPTY_
             warnings.append(f"pool {name}: no capacity in {', '.join(config.resources)}; its jobs are "
                             "ordered by tie rule and Slurm's order only")
         account_rows.extend(_plan_pool(name, capacity_map, table, running_rows, pending_rows, weights, config,
-                                       state, epoch, wins, plan_wins, columns, warnings))
+                                       state, epoch, wins, plan_wins, step, columns, warnings))
 
     _skipped_rows(table, job_pool, pending, excluded, held, pools, config.mode, state, columns)
 
-    weight_sum = sum(v for k, v in snapshot.priority_weights.items() if k.startswith("PriorityWeight")
-                     and k != "PriorityWeightTRES")
-    if weight_sum and weight_sum * 100 > config.scale:
-        warnings.append(f"Slurm's PriorityWeight* sum to {weight_sum}: they can reorder jobs whose levels "
-                        f"differ by less than {weight_sum / config.scale:.3g}; raise scale to "
-                        f"{weight_sum * 100} or more")
+    weight_sum = priority_weight_sum(snapshot.priority_weights)
+    if weight_sum and weight_sum * 100 > config.scale and config.mode != "priority":
+        warnings.append(f"Slurm's PriorityWeight* sum to {weight_sum}: neighbours in the order are kept "
+                        f"{weight_sum + 1} apart so that they cannot swap, which is more than scale "
+                        f"{config.scale} gives a level difference under {(weight_sum + 1) / config.scale:.3g}; "
+                        f"raise scale to {weight_sum * 100} or more to keep values proportional to levels")
 
     next_state = PolicyState(epoch=epoch, fingerprint=fingerprint, tie_wins=MappingProxyType(committed),
                              plan_wins=MappingProxyType(plan_wins), jobs=state.jobs)
@@ -576,8 +591,8 @@ def compute_plan(snapshot: Snapshot, config: Config, state: PolicyState = EMPTY_
 
 def _plan_pool(pool: str, capacity_map: Mapping[str, int], table: JobTable, running_rows: IntArray,
                pending_rows: IntArray, weights: Sequence[Fraction], config: Config, state: PolicyState,
-               epoch: int, wins: dict[str, float], plan_wins: dict[str, float], columns: dict[str, list[Any]],
-               warnings: list[str]) -> list[AccountShare]:
+               epoch: int, wins: dict[str, float], plan_wins: dict[str, float], step: int,
+               columns: dict[str, list[Any]], warnings: list[str]) -> list[AccountShare]:
     resources = config.resources
     mode = config.mode
     accounts = len(table.accounts)
@@ -604,7 +619,7 @@ def _plan_pool(pool: str, capacity_map: Mapping[str, int], table: JobTable, runn
     ordering = order_pending(before, account_of, capacity, weights, table.accounts, epoch, wins, plan_wins)
     order = ordering.order
     level_sorted = ordering.level[order]
-    values, collisions = map_values(level_sorted, config.scale)
+    values, collisions = map_values(level_sorted, config.scale, step)
     if collisions:
         warnings.append(f"pool {pool}: scale {config.scale} cannot separate {collisions} pair(s) of distinct "
                         "levels; their values were spread apart to keep the order strict (raise scale)")

@@ -552,6 +552,10 @@ def parse_squeue_record(record: object, *, include_finished: bool = False) -> Jo
     nice = parse_number(record.get("nice"))
     if nice is None or nice == math.inf or not math.isfinite(nice):
         nice = 0
+    elif nice >= 2**31:
+        # Slurm 22.05's JSON prints nice as an unsigned 32-bit number: -5 arrives
+        # as 4294967291 (measured on the sandbox); squeue's text output is signed.
+        nice -= 2**32
     reason = _text(record.get("state_reason"), "state_reason")
     held = priority_zero or reason.startswith("JobHeld") or record.get("hold") is True
 

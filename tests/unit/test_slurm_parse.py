@@ -757,3 +757,14 @@ def test_cli_source_nodes_unreadable() -> None:
     replay = Replay({tuple(build_squeue_argv()): text("24.11", "squeue.json")})
     with pytest.raises(SlurmReadError, match="sinfo --json --all"):
         CliSource(runner=replay, environ={}).fetch_snapshot()
+
+
+@pytest.mark.parametrize(("raw", "nice"), [(None, 0), (100, 100), (4294967291, -5), (2147483651, -2147483645),
+                                           (4293967296, -1000000)])
+def test_negative_nice_wrapped_as_unsigned_by_22_05(raw: int | None, nice: int) -> None:
+    """Measured on Slurm 22.05.8: `scontrol update nice=-5` shows as 4294967291 in squeue --json."""
+    data = json.loads((FIXTURES / "slurm-22.05" / "squeue.json").read_text())
+    record = dict(data["jobs"][2])
+    record["nice"] = raw
+    job = parse_squeue_record(record)
+    assert job is not None and job.nice == nice

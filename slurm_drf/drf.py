@@ -631,6 +631,11 @@ def _plan_pool(pool: str, capacity_map: Mapping[str, int], table: JobTable, runn
     taken = slurm_order[order]  # positions into the pool's pending_rows / ids / adjustments
     own = own_nice[taken]
     written = mode_values(mode, values, config.offset, own)
+    if mode == "nice":
+        clipped = int(np.count_nonzero(written != own + np.minimum(values - config.offset, -1)))
+        if clipped:
+            warnings.append(f"pool {pool}: {clipped} job(s) carry a nice of their own that does not fit beside "
+                            f"ours in Slurm's range (+/-{NICE_LIMIT}); their values were clipped and may tie")
     now = [current[k] for k in taken.tolist()]
     rows_sorted = rows[order].tolist()
     count = len(rows_sorted)

@@ -144,9 +144,10 @@ class SlurmSandbox:
     def cancel_all(self) -> None:
         """Cancels every job in the sandbox and waits until squeue shows none."""
         ids = self.job_ids()
-        if ids:
-            # Ids may vanish between squeue and scancel; that is fine.
-            self.run("scancel", *ids, check=False)
+        # Chunks: a synthetic queue can hold more ids than one command line.
+        # Ids may vanish between squeue and scancel; that is fine.
+        for start in range(0, len(ids), 5000):
+            self.run("scancel", *ids[start : start + 5000], check=False)
         wait_for(lambda: not self.job_ids(), CANCEL_TIMEOUT_S, "squeue to show no jobs")
 
 

@@ -22,7 +22,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -90,6 +90,8 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: 
 class SlurmSandbox:
     conf: Path
     dir: Path
+    # Ids submitted through sbatch() and not yet cancelled.
+    submitted: set[str] = field(default_factory=set, compare=False)
 
     # Version-tolerant JSON helpers, here so tests need not import conftest.
     number = staticmethod(number)
@@ -118,7 +120,9 @@ class SlurmSandbox:
             argv += ["--wrap", wrap]
         out = self.run(*argv).stdout.strip()
         # --parsable prints "jobid" or "jobid;cluster".
-        return out.split(";", 1)[0]
+        job_id = out.split(";", 1)[0]
+        self.submitted.add(job_id)
+        return job_id
 
     def squeue_json(self) -> list[dict[str, Any]]:
         jobs: list[dict[str, Any]] = json.loads(self.run("squeue", "--json").stdout)["jobs"]
@@ -141,14 +145,34 @@ class SlurmSandbox:
     def job_ids(self) -> list[str]:
         return self.run("squeue", "-h", "-o", "%i").stdout.split()
 
-    def cancel_all(self) -> None:
-        """Cancels every job in the sandbox and waits until squeue shows none."""
-        ids = self.job_ids()
+    def _scancel(self, ids: list[str]) -> None:
         # Chunks: a synthetic queue can hold more ids than one command line.
         # Ids may vanish between squeue and scancel; that is fine.
         for start in range(0, len(ids), 5000):
             self.run("scancel", *ids[start : start + 5000], check=False)
+
+    def cancel_all(self) -> None:
+        """Cancels every job in the sandbox and waits until squeue shows none."""
+        self._scancel(self.job_ids())
         wait_for(lambda: not self.job_ids(), CANCEL_TIMEOUT_S, "squeue to show no jobs")
+        self.submitted.clear()
+
+    def cancel_submitted(self) -> None:
+        """Cancels the jobs submitted through sbatch() and waits until they are gone.
+
+        Unlike cancel_all() this leaves other people's jobs alone when
+        several test runs share one sandbox.
+        """
+        ids = sorted(self.submitted)
+        self._scancel(ids)
+
+        def gone() -> bool:
+            # %F is the job id, or an array's parent id for every task of it.
+            queued = set(self.run("squeue", "-h", "-o", "%F").stdout.split())
+            return queued.isdisjoint(ids)
+
+        wait_for(gone, CANCEL_TIMEOUT_S, f"jobs {ids} to leave squeue")
+        self.submitted.clear()
 
 
 def _sandbox_unavailable(reason: str) -> None:
@@ -166,14 +190,10 @@ def slurm_sandbox() -> Iterator[SlurmSandbox]:
     if missing and os.environ.get("SLURM_DRF_REQUIRE_SLURM") != "1":
         _sandbox_unavailable(f"packages missing ({', '.join(missing)}); run scripts/slurm-sandbox up")
 
-    up = subprocess.run(
-        [str(SCRIPT), "up"], capture_output=True, text=True, timeout=UP_TIMEOUT_S, check=False
-    )
+    up = subprocess.run([str(SCRIPT), "up"], capture_output=True, text=True, timeout=UP_TIMEOUT_S, check=False)
     if up.returncode != 0:
         # Root with the packages present: a broken sandbox is a failure, not a skip.
-        pytest.fail(
-            f"scripts/slurm-sandbox up failed ({up.returncode}):\n{up.stdout}\n{up.stderr}", pytrace=False
-        )
+        pytest.fail(f"scripts/slurm-sandbox up failed ({up.returncode}):\n{up.stdout}\n{up.stderr}", pytrace=False)
 
     env_out = subprocess.run([str(SCRIPT), "env"], capture_output=True, text=True, check=True).stdout
     # `env` prints "export SLURM_CONF=<shell-quoted path>".
@@ -190,7 +210,10 @@ def slurm_sandbox() -> Iterator[SlurmSandbox]:
 
 @pytest.fixture
 def slurm(slurm_sandbox: SlurmSandbox) -> Iterator[SlurmSandbox]:
-    """The sandbox with an empty queue before and after the test."""
-    slurm_sandbox.cancel_all()
+    """The sandbox; jobs the test submits through sbatch() are cancelled after it.
+
+    Tests that need an empty queue call ``slurm.cancel_all()`` themselves;
+    that also cancels jobs of anyone else using the sandbox.
+    """
     yield slurm_sandbox
-    slurm_sandbox.cancel_all()
+    slurm_sandbox.cancel_submitted()

@@ -49,9 +49,7 @@ def test_node_shape(slurm_sandbox: SlurmSandbox) -> None:
 
 
 def test_gpu_job_runs_with_gres_in_tres(slurm: SlurmSandbox) -> None:
-    job_id = slurm.sbatch(
-        "-A", "gputeam", "-p", "gpu", "--gres=gpu:2", "-c", "4", "--mem=8G", "--wrap", "sleep 300"
-    )
+    job_id = slurm.sbatch("-A", "gputeam", "-p", "gpu", "--gres=gpu:2", "-c", "4", "--mem=8G", "--wrap", "sleep 300")
     job = slurm.wait_for_state(job_id, "RUNNING")
     assert job["account"] == "gputeam"
     assert job["partition"] == "gpu"

@@ -41,6 +41,14 @@ class Writer(Protocol):
     def run_lines(self, lines: Sequence[str]) -> tuple[dict[str, str], list[str]]: ...
 
 
+class CycleObserver(Protocol):
+    """Told about every cycle by the service loop: audit, metrics, report files."""
+
+    def on_cycle(self, report: CycleReport) -> None: ...
+
+    def on_error(self, error: Exception) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class CycleReport:
     plan: Plan

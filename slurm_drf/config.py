@@ -25,13 +25,15 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from types import MappingProxyType
-from typing import Any, Final, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, Literal, cast
 
-import jsonschema
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from slurm_drf.errors import ConfigError
+
+if TYPE_CHECKING:
+    import jsonschema
 
 Mode = Literal["nice", "site_factor", "priority"]
 MODES: Final = ("nice", "site_factor", "priority")
@@ -528,6 +530,9 @@ _BASE_TRES: Final = ("cpu", "mem", "node", "billing", "energy", "vmem", "pages",
 
 @functools.cache
 def _validator() -> jsonschema.protocols.Validator:
+    # Imported here: the one-shot verbs that run on defaults need not pay for it.
+    import jsonschema  # noqa: PLC0415
+
     schema = load_schema()
     validator_class = jsonschema.validators.validator_for(schema)
     return validator_class(schema)

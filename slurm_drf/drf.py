@@ -514,6 +514,12 @@ class PlanJobs(Sequence[JobPlan]):
     def __len__(self) -> int:
         return len(self.columns["job_id"])
 
+    def row(self, index: int) -> JobPlan:
+        """One decision, without making all of them into objects."""
+        if self._rows is not None:
+            return self._rows[index]
+        return JobPlan(*(self.columns[name][index] for name in JOB_COLUMNS))
+
     @overload
     def __getitem__(self, index: int) -> JobPlan: ...
     @overload

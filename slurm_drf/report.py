@@ -89,8 +89,19 @@ def _cell(value: object) -> str:
     return str(value)
 
 
+def _column(jobs: Sequence[JobPlan], name: str) -> Sequence[Any]:
+    if isinstance(jobs, PlanJobs):
+        return jobs.columns[name]
+    return [getattr(job, name) for job in jobs]
+
+
+def _row(jobs: Sequence[JobPlan], index: int) -> JobPlan:
+    return jobs.row(index) if isinstance(jobs, PlanJobs) else jobs[index]
+
+
 def render_plan_table(plan: Plan, limit: int = 20) -> str:
     """Accounts by share and the head of each pool's order, for a terminal."""
+    pools, orders, actions = (_column(plan.jobs, name) for name in ("pool", "order", "action"))
     out: list[str] = []
     for pool in plan.pools:
         capacity = ", ".join(f"{k}={v}" for k, v in pool.capacity.items())
@@ -101,24 +112,25 @@ def render_plan_table(plan: Plan, limit: int = 20) -> str:
             [[a.rank, a.account, float(a.weight), a.running_jobs, a.pending_jobs,
               *(a.shares[r] for r in plan.resources), a.dominant_resource, a.weighted_share]
              for a in accounts]))
-        jobs = [j for j in plan.jobs if j.pool == pool.name and j.order is not None]
+        indices = [i for i, (name, order) in enumerate(zip(pools, orders, strict=True))
+                   if name == pool.name and order is not None]
+        shown = [_row(plan.jobs, i) for i in (indices[:limit] if limit > 0 else indices)]
         out.append("")
-        shown = jobs[:limit] if limit > 0 else jobs
         out.append(render_table(
             ["order", "job", "account", "level", plan.mode, "current", "action"],
             [[j.order, j.job_id + (" (tie)" if j.tie else ""), j.account, j.level, j.value, j.current, j.action]
              for j in shown]))
-        if len(shown) < len(jobs):
-            out.append(f"... {len(jobs) - len(shown)} more pending job(s) in pool {pool.name}")
+        if len(shown) < len(indices):
+            out.append(f"... {len(indices) - len(shown)} more pending job(s) in pool {pool.name}")
         out.append("")
-    skipped = [j for j in plan.jobs if j.action == "skip"]
-    if skipped:
-        reasons: dict[str, int] = {}
-        for job in skipped:
-            key = job.reason or "skipped"
+    reasons: dict[str, int] = {}
+    for i, action in enumerate(actions):
+        if action == "skip":
+            key = _row(plan.jobs, i).reason or "skipped"
             reasons[key] = reasons.get(key, 0) + 1
+    if reasons:
         out.append("skipped: " + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items())))
-    writes = sum(1 for j in plan.jobs if j.action == "set")
+    writes = sum(1 for action in actions if action == "set")
     out.append(f"{writes} write(s) needed, mode {plan.mode}, scale {plan.scale}")
     out.extend(f"warning: {w}" for w in plan.warnings)
     return "\n".join(out)

@@ -34,6 +34,7 @@ import logging
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any, Final, NamedTuple
 
 from slurm_drf.errors import SlurmReadError
@@ -618,7 +619,33 @@ def parse_squeue_json(data: Mapping[str, Any], *, include_finished: bool = False
             continue
         if job is not None:
             jobs.append(job)
-    return jobs
+    return merge_pending_components(jobs)
+
+
+def merge_pending_components(jobs: list[Job]) -> list[Job]:
+    """One record per pending het job: its components summed under the leader's id.
+
+    Slurm schedules a het job as a whole and `scontrol update` takes the
+    leader, so the plan must see one job with the whole demand, not one
+    per component (which would write the leader once per component).
+    """
+    first: dict[str, int] = {}
+    out: list[Job] = []
+    for job in jobs:
+        if not job.pending:
+            out.append(job)
+            continue
+        index = first.get(job.job_id)
+        if index is None:
+            first[job.job_id] = len(out)
+            out.append(job)
+            continue
+        merged = out[index]
+        tres = dict(merged.tres)
+        for name, amount in job.tres.items():
+            tres[name] = tres.get(name, 0) + amount
+        out[index] = replace(merged, tres=freeze_tres(tres), held=merged.held or job.held)
+    return out
 
 
 # --------------------------------------------------------------------------

@@ -153,8 +153,8 @@ EXPECTED_JOBS: list[tuple[str, str, dict[str, int], int, bool, int, int, str]] =
     ("110", "PENDING", {"cpu": 1, "mem": 4096, "node": 1, "billing": 1}, 100, False, 20, 3000, "main"),
     ("111", "RUNNING", {"cpu": 1, "mem": 4096, "node": 1, "billing": 1}, 1, False, 20, 1, "main"),
     ("120", "PENDING", {"cpu": 1, "mem": 1024, "node": 1, "billing": 1}, 1, True, 30, 0, "main"),
-    ("130", "PENDING", {"cpu": 2, "mem": 2048, "node": 1, "billing": 2}, 1, False, 0, 2000, "main"),
-    ("130", "PENDING", {"cpu": 4, "mem": 4096, "node": 1, "billing": 4}, 1, False, 0, 2000, "main"),
+    # A pending het job: its two components (cpu 2 and cpu 4) as one record under the leader.
+    ("130", "PENDING", {"cpu": 6, "mem": 6144, "node": 2, "billing": 6}, 1, False, 0, 2000, "main"),
     ("140", "COMPLETING", {"cpu": 8, "mem": 8192, "node": 1, "billing": 8}, 1, False, 0, 1, "main"),
     ("150", "PENDING", {"cpu": 64, "mem": 512000, "node": 1, "billing": 64}, 1, False, 0, 1500, "main"),
     ("160", "PENDING", {"cpu": 1, "mem": 2048, "node": 1, "billing": 1}, 4, False, 0, 1400, "main"),

@@ -74,6 +74,8 @@ class Config:
     # so that a level of 1 still gets a value of its own.
     offset: int = NICE_LIMIT
     state_dir: str = "/var/lib/slurm-drf"
+    # Days of cycle and write history kept in state_dir/history.sqlite; None keeps all.
+    history_days: int | None = 90
     report_dir: str | None = None
     dry_run: bool = False
     max_writes_per_cycle: int = 2000
@@ -81,6 +83,8 @@ class Config:
     tie_half_life: float = 10.0
     include_unavailable_nodes: bool = False
     metrics_address: str | None = None
+    # node_exporter textfile-collector file (*.prom) rewritten every cycle; None writes none.
+    metrics_textfile: str | None = None
     log_level: str = "INFO"
     source_path: str | None = None
     # Where each key was written: dotted path (`accounts.physics.weight`,
@@ -853,12 +857,14 @@ def _build_config(data: dict[str, Any], root: Node, source: str) -> Config:
         scale=int(data.get("scale", defaults.scale)),
         offset=int(data.get("offset", defaults.offset)),
         state_dir=data.get("state_dir", defaults.state_dir),
+        history_days=data.get("history_days", defaults.history_days),
         report_dir=data.get("report_dir", defaults.report_dir),
         dry_run=data.get("dry_run", defaults.dry_run),
         max_writes_per_cycle=int(data.get("max_writes_per_cycle", defaults.max_writes_per_cycle)),
         tie_half_life=float(data.get("tie_half_life", defaults.tie_half_life)),
         include_unavailable_nodes=data.get("include_unavailable_nodes", defaults.include_unavailable_nodes),
         metrics_address=data.get("metrics_address", defaults.metrics_address),
+        metrics_textfile=data.get("metrics_textfile", defaults.metrics_textfile),
         log_level=data.get("log_level", defaults.log_level),
         source_path=source,
         lines=MappingProxyType(_collect_lines(root)),

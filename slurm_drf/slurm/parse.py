@@ -582,12 +582,34 @@ def parse_squeue_record(record: object, *, include_finished: bool = False) -> Jo
     )
 
 
+def _error_message(error: object) -> str:
+    """One entry of the JSON `errors` list as text a person can act on.
+
+    With slurmctld down, 22.05's squeue exits 0 and says only `{"description":
+    "Failed while looking for jobs", "error": "Unspecified error", "source":
+    "slurm_load_jobs"}` (measured): the failed call is named, and the one
+    likely cause and how to check it are added.
+    """
+    if not isinstance(error, Mapping):
+        return str(error)
+    description = str(error.get("description") or "").strip()
+    detail = str(error.get("error") or "").strip()
+    source = str(error.get("source") or "").strip()
+    message = description or detail or "no description"
+    if detail and detail != message and detail.lower() != "unspecified error":
+        message += f": {detail}"
+    if source:
+        message += f" (in {source})"
+        if source.startswith("slurm_load_"):
+            message += "; is slurmctld running? `scontrol ping` tells"
+    return message
+
+
 def _check_errors(data: Mapping[str, Any], what: str, has_records: bool) -> None:
     errors = data.get("errors")
     if not isinstance(errors, list) or not errors:
         return
-    first = errors[0]
-    message = first.get("description") or first.get("error") if isinstance(first, Mapping) else first
+    message = _error_message(errors[0])
     if not has_records:
         raise SlurmReadError(f"{what} reported an error: {message}")
     logger.warning("%s reported %d error(s), the first: %s", what, len(errors), message)

@@ -32,9 +32,11 @@ _KEYWORD: Final = {"nice": "nice", "site_factor": "sitefactor", "priority": "pri
 _JOB_ID: Final = re.compile(r"^[0-9]+$")
 # "<message> for job <id>": scontrol's per-job error lines.
 _JOB_ERROR: Final = re.compile(r"^(?P<message>.+?) for job (?P<job>[0-9]+)\s*$")
-# The job left the pending queue between our read and our write.
+# The job left the pending queue between our read and our write. Slurm 22.05
+# answers "Job has already finished" for a job that ended but is still kept
+# (MinJobAge), "Invalid job id specified" once it is purged (measured).
 _GONE: Final = ("invalid job id specified", "already completing or completed", "no longer pending",
-                "job is not pending")
+                "job is not pending", "job has already finished")
 # Lines scontrol prints that are not errors (its prompt, echoed in batch mode).
 _NOISE: Final = re.compile(r"^\s*(scontrol:.*)?$")
 BATCH: Final = 500

@@ -1,0 +1,156 @@
+"""The `slurm-drf simulate` verb: options in, a comparison of policies out.
+
+Sits on top of the simulator, called by `slurm_drf.cli` (which maps errors
+to exit codes): builds or imports a workload, runs `compare`, renders with
+`render`. `add_simulate_parser` registers the verb; `cmd_simulate` runs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from dataclasses import replace
+from types import MappingProxyType
+from typing import Any
+
+import orjson
+
+from slurm_drf.config import Config, load_config
+from slurm_drf.sim.compare import ProgressLine, parse_policies, run_comparison
+from slurm_drf.sim.engine import DEFAULT_BACKFILL_DEPTH, DEFAULT_INTERVAL, SimOptions
+from slurm_drf.sim.importers import FORMATS, guess_format, load_workload
+from slurm_drf.sim.policies import POLICIES
+from slurm_drf.sim.render import render_html, render_json, render_plot_png, render_table, write_bytes, write_text
+from slurm_drf.sim.scenarios import DEFAULT_SCENARIO, SCENARIOS, build_scenario
+from slurm_drf.sim.workload import (
+    Workload,
+    WorkloadError,
+    format_duration,
+    parse_duration,
+    parse_node_type,
+)
+
+logger = logging.getLogger(__name__)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
+    return value
+
+
+def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Register `simulate` on the CLI's subparsers (the object add_subparsers returns)."""
+    scenarios = "; ".join(f"{s.name}: {s.summary}" for s in SCENARIOS.values())
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "simulate", help="compare fifo, multifactor, drf and drf-naive on a simulated cluster",
+        description="Simulate a Slurm-like cluster (EASY backfill) under several queue policies and "
+        "compare fairness (Jain's index of weighted dominant shares), waits and utilisation. With no "
+        f"arguments: the '{DEFAULT_SCENARIO}' scenario under every policy.",
+        epilog=f"Scenarios: {scenarios}.")
+    source = parser.add_argument_group("workload")
+    source.add_argument("--scenario", choices=tuple(SCENARIOS), default=None,
+                        help=f"built-in scenario (default {DEFAULT_SCENARIO})")
+    source.add_argument("--seed", type=int, default=1, help="seed of the scenario's generator (default 1)")
+    source.add_argument("--jobs", type=_positive_int, metavar="N",
+                        help="jobs to generate (default per scenario); with --workload, the first N only")
+    source.add_argument("--nodes", type=_positive_int, metavar="N",
+                        help="nodes in the cluster (default per scenario; for a trace, what its header says "
+                        "or enough for a 90%% offered load)")
+    source.add_argument("--node-tres", metavar="SPEC",
+                        help="TRES of every node, e.g. cpu=64,mem=512G,gres/gpu=8 (default "
+                        "cpu=64,mem=512000,gres/gpu=8)")
+    source.add_argument("--duration", metavar="DUR",
+                        help="scenario submission window, e.g. 12h (default: what keeps it backlogged)")
+    source.add_argument("--workload", metavar="FILE", help="replay a trace instead of a scenario")
+    source.add_argument("--workload-format", choices=FORMATS,
+                        help="format of --workload (default by extension: .json sacct-json, .swf swf, "
+                        "else sacct -P)")
+    run = parser.add_argument_group("policies")
+    run.add_argument("--policies", default=",".join(POLICIES), metavar="LIST",
+                     help=f"comma-separated, in order (default {','.join(POLICIES)})")
+    run.add_argument("--interval", default=f"{DEFAULT_INTERVAL:g}s", metavar="DUR",
+                     help="how often policies reorder the queue and metrics are sampled (default 60s)")
+    run.add_argument("--config", metavar="FILE", help="slurm-drf config: account weights and tie settings")
+    run.add_argument("--half-life", default="7d", metavar="DUR",
+                     help="multifactor usage decay half-life (default 7d, Slurm's default)")
+    run.add_argument("--backfill-depth", type=_positive_int, default=DEFAULT_BACKFILL_DEPTH, metavar="N",
+                     help=f"jobs the backfill pass looks at behind the top job (default {DEFAULT_BACKFILL_DEPTH})")
+    run.add_argument("--engine", choices=("auto", "plan", "fast"), default="auto",
+                     help="drf: full snapshot and plan every interval, or the same engine functions on the "
+                     "simulator's arrays (auto: plan up to 5000 jobs)")
+    output = parser.add_argument_group("output")
+    output.add_argument("--format", choices=("table", "json"), default="table")
+    output.add_argument("--plot", metavar="FILE.png", help="write a PNG of shares over time (needs matplotlib)")
+    output.add_argument("--html", metavar="FILE", help="write a self-contained HTML report (needs matplotlib)")
+    output.add_argument("--no-series", action="store_true", help="json: leave out the time series")
+    parser.set_defaults(func=cmd_simulate)
+    return parser
+
+
+def build_workload(args: argparse.Namespace) -> Workload:
+    """The workload the options describe (scenario or trace), without policies."""
+    node_type = parse_node_type(args.node_tres) if args.node_tres else None
+    if args.workload:
+        if args.scenario or args.duration:
+            raise WorkloadError("--workload replays a trace: leave out --scenario and --duration")
+        fmt = args.workload_format or guess_format(args.workload)
+        workload = load_workload(args.workload, fmt, node_type, args.nodes)
+        if args.jobs is not None and args.jobs < len(workload.jobs):
+            workload = replace(workload, jobs=tuple(sorted(workload.jobs, key=lambda j: j.submit)[:args.jobs]),
+                               notes=(*workload.notes, f"first {args.jobs} jobs only"))
+        return workload
+    if args.workload_format:
+        raise WorkloadError("--workload-format needs --workload FILE")
+    window = parse_duration(args.duration) if args.duration else None
+    workload = build_scenario(args.scenario or DEFAULT_SCENARIO, args.seed, args.nodes, args.jobs, window)
+    if node_type is not None:
+        workload = replace(workload, node_type=node_type)
+    return workload
+
+
+def _with_config_weights(workload: Workload, config: Config) -> Workload:
+    """The config's weights for accounts the workload does not weight itself."""
+    weights = {a: workload.weights.get(a, config.weight(a)) for a in workload.accounts}
+    return replace(workload, weights=MappingProxyType(weights))
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    policies = parse_policies(args.policies)
+    interval = parse_duration(args.interval)
+    half_life = parse_duration(args.half_life)
+    if interval <= 0 or half_life <= 0:
+        raise WorkloadError("--interval and --half-life must be > 0")
+    config = load_config(args.config) if args.config else None
+    workload = build_workload(args)
+    if config is not None:
+        workload = _with_config_weights(workload, config)
+    options = SimOptions(interval=interval, backfill_depth=args.backfill_depth)
+    progress = ProgressLine(sys.stderr)
+    try:
+        comparison = run_comparison(workload, policies, options, config, half_life, args.engine, progress)
+    finally:
+        progress.close()
+    if args.format == "json":
+        data = render_json(comparison, series=not args.no_series)
+        sys.stdout.buffer.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+        sys.stdout.flush()
+    else:
+        sys.stdout.write(render_table(comparison))
+        sys.stdout.flush()
+    if args.plot or args.html:
+        png = render_plot_png(comparison)
+        if args.plot:
+            write_bytes(args.plot, png)
+            logger.info("wrote %s", args.plot)
+        if args.html:
+            write_text(args.html, render_html(comparison, png))
+            logger.info("wrote %s", args.html)
+    total = sum(comparison.seconds)
+    logger.debug("simulated %d policies in %s", len(policies), format_duration(total))
+    return 0

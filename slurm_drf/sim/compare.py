@@ -1,0 +1,98 @@
+"""One workload under several policies: the comparison the CLI, docs and benchmark show.
+
+Sits between the entry points (`cli`, `scripts/render-evaluation`,
+`benchmarks/bench_sim.py`) and `engine`/`metrics`: runs each policy on the
+same workload and gathers results, metrics and wall-clock times. Also the
+progress line: on stderr, and only when stderr is a terminal.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Final, TextIO
+
+from slurm_drf.config import Config
+from slurm_drf.sim.engine import SimOptions, SimResult, simulate
+from slurm_drf.sim.metrics import PolicyMetrics, compute_metrics
+from slurm_drf.sim.policies import DEFAULT_HALF_LIFE, POLICIES, build_policy
+from slurm_drf.sim.workload import Workload, WorkloadError
+
+# Up to this many jobs the drf policy builds a full snapshot and plan every
+# tick; above it, the lower-level engine functions on the simulator's arrays.
+PLAN_ENGINE_MAX_JOBS: Final = 5000
+
+
+@dataclass(frozen=True, slots=True)
+class Comparison:
+    workload: Workload
+    options: SimOptions
+    results: tuple[SimResult, ...]
+    metrics: tuple[PolicyMetrics, ...]
+    seconds: tuple[float, ...]  # wall clock per policy; never in JSON (not reproducible)
+
+
+def parse_policies(text: str) -> tuple[str, ...]:
+    names = tuple(p.strip() for p in text.split(",") if p.strip())
+    unknown = [p for p in names if p not in POLICIES]
+    if unknown or not names:
+        raise WorkloadError(f"--policies: unknown {', '.join(unknown) or '(none given)'}; "
+                            f"choose from {','.join(POLICIES)}")
+    return names
+
+
+def choose_engine(engine: str, workload: Workload) -> str:
+    if engine == "auto":
+        return "plan" if len(workload.jobs) <= PLAN_ENGINE_MAX_JOBS else "fast"
+    return engine
+
+
+def run_comparison(workload: Workload, policies: Sequence[str], options: SimOptions,
+                   config: Config | None = None, half_life: float = DEFAULT_HALF_LIFE, engine: str = "auto",
+                   progress: Callable[[str, float], None] | None = None) -> Comparison:
+    """Every policy on `workload`, in the order given."""
+    results = []
+    metrics = []
+    seconds = []
+    chosen = choose_engine(engine, workload)
+    for name in policies:
+        policy = build_policy(name, config, half_life, chosen)
+        began = time.perf_counter()
+        callback = (lambda fraction, name=name: progress(name, fraction)) if progress else None
+        result = simulate(workload, policy, options, callback)
+        seconds.append(time.perf_counter() - began)
+        results.append(result)
+        metrics.append(compute_metrics(result))
+    return Comparison(workload, options, tuple(results), tuple(metrics), tuple(seconds))
+
+
+class ProgressLine:
+    """`simulate: drf 42%` rewritten in place on a terminal; silent otherwise."""
+
+    def __init__(self, stream: TextIO | None = None, min_interval: float = 0.2) -> None:
+        self.stream = stream or sys.stderr
+        self.enabled = self.stream.isatty()
+        self.min_interval = min_interval
+        self._last = 0.0
+        self._shown = False
+
+    def __call__(self, policy: str, fraction: float) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self._last < self.min_interval and fraction < 1.0:
+            return
+        self._last = now
+        width = 30
+        filled = int(width * fraction)
+        self.stream.write(f"\rsimulate: {policy:<12} [{'#' * filled}{'.' * (width - filled)}] {fraction:4.0%}")
+        self.stream.flush()
+        self._shown = True
+
+    def close(self) -> None:
+        if self._shown:
+            self.stream.write("\r\x1b[K")
+            self.stream.flush()
+            self._shown = False

@@ -1,0 +1,549 @@
+"""The discrete-event simulation: jobs arrive, wait in a priority queue, run, end.
+
+Sits at the centre of the simulator: it plays a `Workload` on a
+`cluster.Cluster` under one `policies.Policy` and returns a `SimResult`
+for `metrics`. Events are job ends (from a heap), job submissions (the
+workload is sorted by submit time) and policy ticks every `interval`
+seconds; all events of one instant are applied before the scheduler runs,
+and time never goes back.
+
+The scheduler is a priority queue with EASY backfill, run after every
+instant with events:
+
+- main pass: start jobs in queue order while they fit;
+- the first job that does not fit (the *top* job) gets a reservation: the
+  earliest time enough nodes are free for it, releasing running jobs by
+  their time limits (`cluster.compute_reservation`);
+- backfill: each later job (at most `backfill_depth` of them) starts now if
+  it fits now and either ends (by its time limit) before the reservation,
+  or leaves the reserved nodes enough for the top job at that time.
+
+The policy decides only the order of the queue: `reorder` at each tick
+returns the new queue; `sort_key` places a job submitted between ticks
+(the drf policies put it after the planned jobs, as the daemon's nice
+values would: a new job has none yet).
+
+A reservation is cached until it can move: the top job changes, a job
+ends before its time limit, or a job started ahead of the top would break
+it. Within one pass free TRES only shrink, so a job shape that did not
+fit is not tried again in that pass.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from fractions import Fraction
+from itertools import chain
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+
+from slurm_drf.sim.cluster import Cluster, Reservation, Vector, compute_reservation
+from slurm_drf.sim.policies import Policy, QueueKey
+from slurm_drf.sim.workload import SimulationError, Workload, validate_workload
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+
+DEFAULT_INTERVAL: Final = 60.0
+DEFAULT_BACKFILL_DEPTH: Final = 500
+
+
+@dataclass(frozen=True, slots=True)
+class SimOptions:
+    """How to run: policy interval (also the sampling period) and backfill depth."""
+
+    interval: float = DEFAULT_INTERVAL
+    backfill_depth: int = DEFAULT_BACKFILL_DEPTH
+    # Keep every processed event time (for the tests of monotonic time).
+    record_events: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SimResult:
+    """Everything one run produced; `metrics` turns it into numbers."""
+
+    policy: str
+    workload: Workload
+    interval: float
+    accounts: tuple[str, ...]
+    weights: tuple[float, ...]
+    capacity: tuple[int, int, int]
+    job_account: IntArray  # (J,) index into accounts
+    submit: FloatArray  # (J,)
+    start: FloatArray  # (J,)
+    end: FloatArray  # (J,)
+    backfilled: BoolArray  # (J,) started by the backfill pass
+    job_nodes: tuple[tuple[int, ...], ...]
+    sample_time: FloatArray  # (S,)
+    sample_share: FloatArray  # (S, A) weighted dominant share
+    sample_pending: IntArray  # (S, A) pending jobs (tasks)
+    sample_used: IntArray  # (S, 3) allocated cpu, mem, gres/gpu
+    event_times: FloatArray | None
+    plans: int
+    passes: int
+
+
+ProgressCallback = Callable[[float], None]
+
+
+class Simulator:
+    """One run of one policy; `run()` plays the workload to the last job's end.
+
+    The attributes are the simulator's state, read by the policies.
+    """
+
+    def __init__(self, workload: Workload, policy: Policy, options: SimOptions | None = None,
+                 progress: ProgressCallback | None = None) -> None:
+        self.workload = workload = validate_workload(workload)
+        self.policy = policy
+        self.options = options or SimOptions()
+        if not (self.options.interval > 0 and math.isfinite(self.options.interval)):
+            raise SimulationError(f"interval must be > 0 seconds, got {self.options.interval}")
+        self.progress = progress
+        self.cluster = Cluster(workload.node_type, workload.node_count)
+        self.capacity: Vector = self.cluster.capacity
+        self.accounts = workload.accounts
+        account_index = {a: i for i, a in enumerate(self.accounts)}
+        self.fractions: list[Fraction] = [workload.weight(a) for a in self.accounts]
+        self.weights = [float(w) for w in self.fractions]
+
+        jobs = workload.jobs
+        count = len(jobs)
+        self.job_count = count
+        self.job_account = [account_index[j.account] for j in jobs]
+        self.job_user = [j.user for j in jobs]
+        self.job_submit = [j.submit for j in jobs]
+        self.job_duration = [j.duration for j in jobs]
+        self.job_limit = [j.limit for j in jobs]
+        self.job_nodes_wanted = [j.nodes for j in jobs]
+        # Shapes: distinct (per-node demand, node count); a shape that does not
+        # fit is not retried within a pass.
+        shape_index: dict[tuple[int, int, int, int], int] = {}
+        self.job_shape: list[int] = []
+        self.shape_demand: list[Vector] = []
+        self.shape_nodes: list[int] = []
+        self.shape_total: list[Vector] = []
+        for job in jobs:
+            key = (job.cpu, job.mem, job.gpu, job.nodes)
+            shape = shape_index.get(key)
+            if shape is None:
+                shape = shape_index[key] = len(self.shape_demand)
+                self.shape_demand.append((job.cpu, job.mem, job.gpu))
+                self.shape_nodes.append(job.nodes)
+                self.shape_total.append(job.total())
+            self.job_shape.append(shape)
+        self.job_demand = [self.shape_demand[s] for s in self.job_shape]
+        # Records: an array's tasks form one record (what Slurm shows as one
+        # pending line); any other job is a record of its own. Numbers follow
+        # submit order, as Slurm's job ids do.
+        record_of_array: dict[str, int] = {}
+        self.job_record: list[int] = []
+        self.job_task: list[int] = []
+        self.record_tasks: list[list[int]] = []
+        self.record_account: list[int] = []
+        self.record_submit: list[float] = []
+        for index, job in enumerate(jobs):
+            record = record_of_array.get(job.array_id) if job.array_id is not None else None
+            if record is None:
+                record = len(self.record_tasks)
+                self.record_tasks.append([])
+                self.record_account.append(self.job_account[index])
+                self.record_submit.append(job.submit)
+                if job.array_id is not None:
+                    record_of_array[job.array_id] = record
+            self.job_task.append(len(self.record_tasks[record]))
+            self.record_tasks[record].append(index)
+            self.job_record.append(record)
+        self.record_number = [r + 1 for r in range(len(self.record_tasks))]
+        self.record_total = [self.shape_total[self.job_shape[tasks[0]]] for tasks in self.record_tasks]
+        self.record_total_array = np.array(self.record_total, dtype=np.int64).reshape(-1, 3)
+        self.record_account_array = np.array(self.record_account, dtype=np.int64)
+        # The job of a one-task record, -1 for an array's record.
+        self.record_single = [tasks[0] if len(tasks) == 1 else -1 for tasks in self.record_tasks]
+        self.record_single_array = np.array(self.record_single, dtype=np.int64)
+        self.record_pending = [0] * len(self.record_tasks)
+        self.record_pending_array = np.zeros(len(self.record_tasks), dtype=np.int64)
+        self.record_label = [str(n) for n in self.record_number]
+        self.job_label = [self._label(j) for j in range(count)]
+
+        # Dynamic state.
+        self.now = 0.0
+        self.started = [False] * count
+        self.started_array = np.zeros(count, dtype=np.bool_)
+        self.shape_array = np.array(self.job_shape, dtype=np.int64)
+        self.start_time = [math.nan] * count
+        self.end_time = [math.nan] * count
+        self.backfilled = [False] * count
+        self.node_of: list[tuple[int, ...]] = [()] * count
+        self.running: dict[int, None] = {}
+        self.running_by_end: list[tuple[float, int]] = []  # (expected end, job), ascending
+        self.usage = np.zeros((len(self.accounts), 3), dtype=np.int64)
+        self.pending_count = [0] * len(self.accounts)
+        self.account_records: list[list[int]] = [[] for _ in self.accounts]
+        self.account_done = [0] * len(self.accounts)  # records in account_records with no task pending
+        self.pending_shapes: dict[int, int] = {}
+        self.queue: list[int] = []  # pending jobs (and started ones not yet dropped), in policy order
+        self.head = 0  # queue entries before it have all started
+        self.dead = 0  # started jobs still in the queue
+        self.arrivals: list[int] = []  # submitted since the last pass
+        self.dirty = True  # something besides submissions changed since the last pass
+        self.top_key: QueueKey | None = None  # the top job of the last full pass
+        self.horizon: QueueKey | None = None  # the last job the backfill depth let it look at
+        self.blocked_all: set[int] = set()  # shapes that fit nowhere now
+        self.blocked_shape = np.zeros(len(self.shape_demand), dtype=np.bool_)  # the same, as a mask
+        self.blocked_long: set[int] = set()  # shapes that fit nowhere the reservation can spare
+        self.reservation: Reservation | None = None
+        self.finished = 0
+        self.plans = 0
+        self.passes = 0
+
+    def _label(self, job: int) -> str:
+        """Slurm's job id: `N` for a job, `N_T` for task T of array N."""
+        record = self.job_record[job]
+        if self.workload.jobs[job].array_id is None:
+            return self.record_label[record]
+        return f"{self.record_label[record]}_{self.job_task[job]}"
+
+    # ------------------------------------------------------------------
+    # Views for the policies
+
+    def pending_jobs(self) -> list[int]:
+        """Every pending job (task), in current queue order."""
+        started = self.started
+        return [job for job in self.queue if not started[job]]
+
+    def pending_records(self) -> list[list[int]]:
+        """Per account (by index), its pending records in submit order."""
+        pending = self.record_pending
+        for index, done in enumerate(self.account_done):
+            if not done:
+                continue
+            records = self.account_records[index]
+            front = 0
+            while front < len(records) and front < done and pending[records[front]] == 0:
+                front += 1
+            if front == done:  # the usual case: the oldest records started
+                del records[:front]
+            else:
+                self.account_records[index] = [r for r in records if pending[r] > 0]
+            self.account_done[index] = 0
+        return self.account_records
+
+    def pending_record_index(self) -> IntArray:
+        """`pending_records`, flattened into one index array (for the fast drf engine)."""
+        for index, done in enumerate(self.account_done):
+            records = self.account_records[index]
+            if done > 64 and done * 2 > len(records):
+                pending = self.record_pending
+                self.account_records[index] = [r for r in records if pending[r] > 0]
+                self.account_done[index] = 0
+        flat = np.fromiter(chain.from_iterable(self.account_records), dtype=np.int64)
+        live: IntArray = flat[self.record_pending_array[flat] > 0]
+        return live
+
+    def pending_tasks(self, record: int) -> list[int]:
+        started = self.started
+        return [j for j in self.record_tasks[record] if not started[j]]
+
+    # ------------------------------------------------------------------
+    # The run
+
+    def run(self) -> SimResult:
+        options = self.options
+        interval = options.interval
+        self.policy.bind(self)
+        ends: list[tuple[float, int]] = []
+        submit = self.job_submit
+        next_submit = 0
+        count = self.job_count
+        tick = 0
+        next_tick = 0.0
+        event_times: list[float] = []
+        sample_time: list[float] = []
+        sample_share: list[list[float]] = []
+        sample_pending: list[list[int]] = []
+        sample_used: list[tuple[int, int, int]] = []
+        last_report = -1
+        while True:
+            t_end = ends[0][0] if ends else math.inf
+            t_submit = submit[next_submit] if next_submit < count else math.inf
+            now = min(t_end, t_submit, next_tick)
+            if now < self.now:
+                raise SimulationError(f"time went back from {self.now} to {now}")
+            self.now = now
+            if options.record_events:
+                event_times.append(now)
+            while ends and ends[0][0] <= now:
+                _, job = heapq.heappop(ends)
+                self._end(job, now)
+            while next_submit < count and submit[next_submit] <= now:
+                self._submit(next_submit)
+                next_submit += 1
+            ticked = next_tick <= now
+            if ticked:
+                queue = self.policy.reorder(now)
+                if queue is not None:
+                    self.queue = queue
+                    self.head = 0
+                    self.dead = 0
+                    self.arrivals = []
+                    self.dirty = True
+            for job in self._schedule(now):
+                heapq.heappush(ends, (now + self.job_duration[job], job))
+            if ticked:
+                sample_time.append(now)
+                sample_share.append(self._shares())
+                sample_pending.append(list(self.pending_count))
+                sample_used.append(self.cluster.used())
+                tick += 1
+                next_tick = tick * interval
+            if self.progress is not None and self.finished * 200 // count != last_report:
+                last_report = self.finished * 200 // count
+                self.progress(self.finished / count)
+            if self.finished == count:
+                break
+            if not ends and next_submit >= count:
+                raise SimulationError("jobs left that can never start")
+        accounts_weights = tuple(self.weights)
+        return SimResult(
+            policy=self.policy.name, workload=self.workload, interval=interval, accounts=self.accounts,
+            weights=accounts_weights, capacity=self.capacity,
+            job_account=np.array(self.job_account, dtype=np.int64),
+            submit=np.array(self.job_submit, dtype=np.float64),
+            start=np.array(self.start_time, dtype=np.float64),
+            end=np.array(self.end_time, dtype=np.float64),
+            backfilled=np.array(self.backfilled, dtype=np.bool_),
+            job_nodes=tuple(self.node_of),
+            sample_time=np.array(sample_time, dtype=np.float64),
+            sample_share=np.array(sample_share, dtype=np.float64).reshape(len(sample_time), len(self.accounts)),
+            sample_pending=np.array(sample_pending, dtype=np.int64).reshape(len(sample_time), len(self.accounts)),
+            sample_used=np.array(sample_used, dtype=np.int64).reshape(len(sample_time), 3),
+            event_times=np.array(event_times, dtype=np.float64) if options.record_events else None,
+            plans=self.policy.plans, passes=self.passes)
+
+    def _shares(self) -> list[float]:
+        capacity = self.capacity
+        out = []
+        for index, row in enumerate(self.usage.tolist()):
+            share = max((u / c for u, c in zip(row, capacity, strict=True) if c > 0), default=0.0)
+            out.append(share / self.weights[index])
+        return out
+
+    # ------------------------------------------------------------------
+    # Events
+
+    def _submit(self, job: int) -> None:
+        account = self.job_account[job]
+        self.pending_count[account] += 1
+        shape = self.job_shape[job]
+        self.pending_shapes[shape] = self.pending_shapes.get(shape, 0) + 1
+        record = self.job_record[job]
+        if self.record_pending[record] == 0:
+            self.account_records[account].append(record)
+        self.record_pending[record] += 1
+        self.record_pending_array[record] += 1
+        bisect.insort(self.queue, job, lo=self.head, key=self.policy.sort_key)
+        self.arrivals.append(job)
+
+    def _start(self, job: int, nodes: list[int], now: float, backfill: bool) -> None:
+        if self.started[job]:
+            raise SimulationError(f"job {self.job_label[job]} started twice")
+        self.started[job] = True
+        self.started_array[job] = True
+        self.dead += 1
+        self.start_time[job] = now
+        self.backfilled[job] = backfill
+        self.node_of[job] = tuple(nodes)
+        self.cluster.allocate(nodes, self.job_demand[job])
+        account = self.job_account[job]
+        self.usage[account] += self.shape_total[self.job_shape[job]]
+        self.pending_count[account] -= 1
+        shape = self.job_shape[job]
+        left = self.pending_shapes[shape] - 1
+        if left:
+            self.pending_shapes[shape] = left
+        else:
+            del self.pending_shapes[shape]
+        record = self.job_record[job]
+        self.record_pending[record] -= 1
+        self.record_pending_array[record] -= 1
+        if not self.record_pending[record]:
+            self.account_done[account] += 1
+        self.running[job] = None
+        bisect.insort(self.running_by_end, (now + self.job_limit[job], job))
+        self.policy.on_start(job, now)
+
+    def _end(self, job: int, now: float) -> None:
+        self.end_time[job] = now
+        self.finished += 1
+        self.cluster.release(self.node_of[job], self.job_demand[job])
+        account = self.job_account[job]
+        self.usage[account] -= self.shape_total[self.job_shape[job]]
+        del self.running[job]
+        expected = self.start_time[job] + self.job_limit[job]
+        where = bisect.bisect_left(self.running_by_end, (expected, job))
+        if where >= len(self.running_by_end) or self.running_by_end[where][1] != job:
+            raise SimulationError(f"job {self.job_label[job]} ended but was not running")
+        del self.running_by_end[where]
+        self.dirty = True
+        if now < expected:
+            # Released before its time limit: a reservation may start earlier.
+            self.reservation = None
+        self.policy.on_end(job, now)
+
+    # ------------------------------------------------------------------
+    # The scheduler: main pass, reservation, backfill
+
+    def _schedule(self, now: float) -> list[int]:
+        """Start what the queue order, the free nodes and the reservation allow now."""
+        self.passes += 1
+        started: list[int] = []
+        if self.head > 1024 and self.head * 2 > len(self.queue):
+            del self.queue[:self.head]
+            self.head = 0
+        if self.dead > 1024 and self.dead * 2 > len(self.queue):
+            flags = self.started
+            self.queue = [job for job in self.queue if not flags[job]]
+            self.head = 0
+            self.dead = 0
+        arrivals, self.arrivals = self.arrivals, []
+        if not self.pending_shapes:
+            self.top_key = None
+            return started
+        sort_key = self.policy.sort_key
+        if not self.dirty and self.top_key is not None and self.reservation is not None and \
+                all(sort_key(job) > self.top_key for job in arrivals):
+            # Only submissions since the last pass: free TRES and the reservation
+            # are as that pass left them, so every job it looked at is still
+            # blocked. Only the new jobs can start, as backfill.
+            reservation = self.reservation
+            for job in sorted(arrivals, key=sort_key):
+                if self.horizon is not None and sort_key(job) > self.horizon:
+                    break
+                if self._backfill(job, now, reservation):
+                    started.append(job)
+            return started
+        self.dirty = False
+        return self._full_pass(now, started)
+
+    def _full_pass(self, now: float, started: list[int]) -> list[int]:
+        cluster = self.cluster
+        flags = self.started
+        demand = self.job_demand
+        wanted = self.job_nodes_wanted
+        limit = self.job_limit
+        reservation = self.reservation
+        queue = self.queue
+        self.blocked_all = set()
+        self.blocked_long = set()
+        self.blocked_shape[:] = False
+        self.top_key = None
+        self.horizon = None
+        while self.head < len(queue) and flags[queue[self.head]]:
+            self.head += 1
+        # Main pass, until the first job that does not fit. The queue does not
+        # change during the pass (started jobs are only marked).
+        position = self.head
+        while position < len(queue):
+            job = queue[position]
+            position += 1
+            if flags[job]:
+                continue
+            nodes = cluster.find_nodes(demand[job], wanted[job])
+            if nodes is not None:
+                self._start(job, nodes, now, backfill=False)
+                started.append(job)
+                if reservation is not None and (reservation.job == job or (
+                        now + limit[job] > reservation.time and not reservation.take(nodes, demand[job]))):
+                    reservation = None
+                continue
+            self.top_key = self.policy.sort_key(job)
+            if reservation is None or reservation.job != job or reservation.time < now:
+                reservation = compute_reservation(cluster, job, demand[job], wanted[job], now,
+                                                  self.running_by_end, self.node_of, demand)
+            # Same demand, same nodes: nothing of this shape fits now either.
+            self._block(self.job_shape[job])
+            break
+        self.reservation = reservation if self.top_key is not None else None
+        if self.reservation is not None:
+            self._backfill_scan(position, now, self.reservation, started)
+        return started
+
+    def _backfill_scan(self, position: int, now: float, reservation: Reservation, started: list[int]) -> None:
+        """Backfill from `position` on: at most `backfill_depth` pending jobs, in queue order.
+
+        Works through the queue in chunks with numpy: jobs already started and
+        shapes known not to fit are skipped without a Python step each.
+        """
+        queue = self.queue
+        budget = self.options.backfill_depth
+        chunk_size = 256
+        while position < len(queue) and budget > 0 and len(self.blocked_all) < len(self.pending_shapes):
+            chunk = np.array(queue[position:position + chunk_size], dtype=np.int64)
+            position += chunk_size
+            live = np.flatnonzero(~self.started_array[chunk])
+            if len(live) >= budget:
+                live = live[:budget]
+                self.horizon = self.policy.sort_key(int(chunk[live[-1]]))
+            budget -= len(live)
+            jobs = chunk[live]
+            shapes = self.shape_array[jobs]
+            index = 0
+            while index < len(jobs):
+                # The next job whose shape may still fit (the mask grows as we go).
+                open_ = ~self.blocked_shape[shapes[index:]]
+                first = int(open_.argmax())
+                if not open_[first]:
+                    break
+                index += first
+                job = int(jobs[index])
+                index += 1
+                if self._backfill(job, now, reservation):
+                    started.append(job)
+                elif len(self.blocked_all) >= len(self.pending_shapes):
+                    return
+
+    def _block(self, shape: int) -> None:
+        self.blocked_all.add(shape)
+        self.blocked_shape[shape] = True
+
+    def _backfill(self, job: int, now: float, reservation: Reservation) -> bool:
+        """Start `job` now if it fits without delaying the reservation."""
+        shape = self.job_shape[job]
+        if shape in self.blocked_all:
+            return False
+        short = now + self.job_limit[job] <= reservation.time
+        if not short and shape in self.blocked_long:
+            return False
+        cluster = self.cluster
+        demand = self.job_demand[job]
+        if short:
+            nodes = cluster.find_nodes(demand, self.job_nodes_wanted[job])
+        else:
+            nodes = cluster.find_nodes(demand, self.job_nodes_wanted[job], reservation.blocked_nodes(cluster, demand))
+        if nodes is None:
+            # Free TRES only shrink during a pass: no other job of this shape
+            # fits now, or none that runs past the reservation. Short ones could
+            # still use a reserved node, if one has room for them now.
+            if short or not any(cluster.fits_node(node, demand) for node in reservation.nodes):
+                self._block(shape)
+            else:
+                self.blocked_long.add(shape)
+            return False
+        if not short and not reservation.take(nodes, demand):
+            raise SimulationError(f"backfill of job {self.job_label[job]} broke the reservation")
+        self._start(job, nodes, now, backfill=True)
+        return True
+
+
+def simulate(workload: Workload, policy: Policy, options: SimOptions | None = None,
+             progress: ProgressCallback | None = None) -> SimResult:
+    """Play `workload` under `policy` until every job has run."""
+    return Simulator(workload, policy, options, progress).run()

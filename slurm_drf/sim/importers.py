@@ -1,0 +1,450 @@
+"""Workloads from a real cluster's history: `sacct --json`, `sacct -P` and SWF traces.
+
+Sits at the start of the simulator's flow, beside `scenarios`: each parser
+turns text into `WorkloadJob`s (pure); `load_workload` reads the file and
+sizes the simulated cluster. What a trace says is kept: submit time, run
+time (Elapsed), time limit, account, user, TRES and node count; what the
+cluster did with it (start times, nodes) is not, the simulator decides
+that anew.
+
+Records left out, counted in the workload's notes: job steps (`1234.batch`,
+`1234.0`), jobs that never started (no run time to replay) and records
+without TRES. Times are made relative to the first submission. Memory is
+MiB; a GPU count is `gres/gpu` or, when only typed GPUs appear, the sum of
+`gres/gpu:TYPE` (never both). A job on several nodes asks for an equal
+part of its TRES on each (rounded up).
+
+SWF (Standard Workload Format, Feitelson's Parallel Workloads Archive) has
+no accounts: the group id stands for the account (`g<id>`), the user id
+for the user. Processors are CPUs; memory per processor is KB; a job
+larger than one node spans ceil(processors / CPUs per node) nodes.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+
+from slurm_drf.sim.workload import (
+    NodeType,
+    Workload,
+    WorkloadError,
+    WorkloadJob,
+    fit_node_type,
+    nodes_for_load,
+    parse_mem,
+)
+
+FORMATS: Final = ("sacct-json", "sacct", "swf")
+# An imported trace is played on as many nodes as give it this offered load,
+# unless --nodes says otherwise.
+IMPORT_LOAD: Final = 0.9
+
+
+@dataclass(slots=True)
+class ParsedTrace:
+    """Jobs read from a trace, with what was skipped and any hint of the cluster size."""
+
+    jobs: list[WorkloadJob] = field(default_factory=list)
+    skipped: dict[str, int] = field(default_factory=dict)
+    node_count: int | None = None
+    node_type: NodeType | None = None
+
+    def skip(self, reason: str) -> None:
+        self.skipped[reason] = self.skipped.get(reason, 0) + 1
+
+
+@dataclass(frozen=True, slots=True)
+class _Tres:
+    cpu: int
+    mem: int
+    gpu: int
+    nodes: int
+
+
+def _per_node(total: _Tres) -> tuple[int, int, int, int]:
+    nodes = max(1, total.nodes)
+    return (math.ceil(total.cpu / nodes), math.ceil(total.mem / nodes), math.ceil(total.gpu / nodes), nodes)
+
+
+def _gpu_count(untyped: int | None, typed: int) -> int:
+    return untyped if untyped is not None else typed
+
+
+# --------------------------------------------------------------------------
+# sacct -P (pipe-separated, with a header)
+
+
+def parse_tres_string(text: str) -> _Tres | None:
+    """`billing=8,cpu=8,gres/gpu:a100=2,gres/gpu=2,mem=64G,node=1` -> TRES; None if empty."""
+    cpu = mem = typed = 0
+    untyped: int | None = None
+    nodes = 1
+    found = False
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        name, _, value = part.partition("=")
+        name = name.lower()
+        try:
+            if name == "cpu":
+                cpu, found = int(value), True
+            elif name == "mem":
+                mem, found = parse_mem(value), True
+            elif name == "node":
+                nodes = int(value)
+            elif name == "gres/gpu":
+                untyped, found = int(value), True
+            elif name.startswith("gres/gpu:"):
+                typed, found = typed + int(value), True
+        except (ValueError, WorkloadError) as error:
+            raise WorkloadError(f"TRES {part!r}: {error}") from error
+    if not found:
+        return None
+    return _Tres(cpu, mem, _gpu_count(untyped, typed), nodes)
+
+
+_ELAPSED = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)$")
+
+
+def parse_elapsed(text: str) -> float | None:
+    """Seconds from Slurm's `[D-][HH:]MM:SS`; None for `UNLIMITED`, `Partition_Limit`, empty."""
+    match = _ELAPSED.match(text.strip())
+    if match is None:
+        return None
+    days, hours, minutes, seconds = match.groups()
+    return (int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes) * 60 + float(seconds))
+
+
+def _parse_sacct_time(text: str) -> float | None:
+    """Seconds since the epoch from sacct's `2026-11-30T01:00:00` (read as UTC); None for Unknown/None."""
+    value = text.strip()
+    if not value or value in ("Unknown", "None", "N/A"):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        if value.isdigit():  # SLURM_TIME_FORMAT=%s
+            return float(value)
+        raise WorkloadError(f"expected a time such as 2026-11-30T01:00:00, got {value!r}") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()
+
+
+_ARRAY_TASK = re.compile(r"^(\d+)_(\d+)$")
+
+
+def parse_sacct_pipe(text: str, source: str = "sacct") -> ParsedTrace:
+    """Jobs from `sacct -P` (or `--parsable2`) output with its header line."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise WorkloadError(f"{source}: empty; expected sacct -P output with a header line")
+    header = [h.strip() for h in lines[0].rstrip("|").split("|")]
+    columns = {name.lower(): index for index, name in enumerate(header)}
+    needed = ("jobid", "account", "submit")
+    missing = [n for n in needed if n not in columns]
+    if missing:
+        raise WorkloadError(f"{source}:1: header lacks {', '.join(missing)}; run sacct -P --format="
+                            "JobID,Account,User,Submit,Start,End,Elapsed,Timelimit,State,AllocTRES,ReqTRES")
+    if "elapsed" not in columns and not ("start" in columns and "end" in columns):
+        raise WorkloadError(f"{source}:1: header needs Elapsed, or Start and End")
+    if "alloctres" not in columns and "reqtres" not in columns:
+        raise WorkloadError(f"{source}:1: header needs AllocTRES or ReqTRES")
+    trace = ParsedTrace()
+    for number, row in enumerate(csv.reader(io.StringIO("\n".join(lines[1:])), delimiter="|",
+                                            quoting=csv.QUOTE_NONE), start=2):
+        fields = row[:-1] if len(row) == len(header) + 1 and row[-1] == "" else row
+        if len(fields) != len(header):
+            raise WorkloadError(f"{source}:{number}: {len(fields)} fields, the header has {len(header)}")
+
+        def get(name: str, fields: list[str] = fields) -> str:
+            index = columns.get(name)
+            return fields[index].strip() if index is not None else ""
+
+        job_id = get("jobid")
+        if "." in job_id:
+            trace.skip("job steps")
+            continue
+        where = f"{source}:{number}: job {job_id}"
+        try:
+            submit = _parse_sacct_time(get("submit"))
+            start = _parse_sacct_time(get("start"))
+            end = _parse_sacct_time(get("end"))
+            elapsed = parse_elapsed(get("elapsed")) if "elapsed" in columns else None
+            limit = parse_elapsed(get("timelimit"))
+            tres = parse_tres_string(get("alloctres")) or parse_tres_string(get("reqtres"))
+        except WorkloadError as error:
+            raise WorkloadError(f"{where}: {error}") from error
+        if submit is None:
+            trace.skip("no submit time")
+            continue
+        if start is None:
+            trace.skip("never started")
+            continue
+        duration = elapsed if elapsed is not None else (end - start if end is not None else None)
+        if duration is None or duration <= 0:
+            trace.skip("no run time")
+            continue
+        if tres is None:
+            trace.skip("no TRES")
+            continue
+        if "nnodes" in columns and get("nnodes").isdigit():
+            tres = _Tres(tres.cpu, tres.mem, tres.gpu, max(1, int(get("nnodes"))))
+        trace.jobs.append(_job(job_id, get("account") or "(none)", get("user"), submit, duration, limit, tres))
+    return trace
+
+
+def _job(job_id: str, account: str, user: str, submit: float, duration: float, limit: float | None,
+         tres: _Tres) -> WorkloadJob:
+    cpu, mem, gpu, nodes = _per_node(tres)
+    array = _ARRAY_TASK.match(job_id)
+    return WorkloadJob(job_id=job_id, account=account, user=user, submit=submit, duration=duration,
+                       limit=max(duration, limit or 0.0), cpu=cpu, mem=mem, gpu=gpu, nodes=nodes,
+                       array_id=array.group(1) if array else None,
+                       array_index=int(array.group(2)) if array else 0)
+
+
+# --------------------------------------------------------------------------
+# sacct --json (Slurm 22.05 to 24.x)
+
+
+def _unwrap(value: object) -> object:
+    """Slurm >= 23.02 writes numbers that may be unset as {"set", "infinite", "number"}."""
+    if isinstance(value, Mapping) and "number" in value:
+        if not value.get("set", True) or value.get("infinite", False):
+            return None
+        return value["number"]
+    return value
+
+
+def _number(value: object) -> float | None:
+    value = _unwrap(value)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _json_tres(entries: object) -> _Tres | None:
+    """TRES from sacct's list of {"type", "name", "id", "count"} (mem count in MiB)."""
+    if not isinstance(entries, list):
+        return None
+    cpu = mem = typed = 0
+    untyped: int | None = None
+    nodes = 1
+    found = False
+    for entry in entries:
+        if not isinstance(entry, Mapping):
+            continue
+        kind = str(entry.get("type") or "").lower()
+        name = str(entry.get("name") or "").lower()
+        count = _number(entry.get("count"))
+        if count is None:
+            continue
+        amount = int(count)
+        if kind == "cpu":
+            cpu, found = amount, True
+        elif kind == "mem":
+            mem, found = amount, True
+        elif kind == "node":
+            nodes = amount
+        elif kind == "gres" and name == "gpu":
+            untyped, found = amount, True
+        elif kind == "gres" and name.startswith("gpu:"):
+            typed, found = typed + amount, True
+    if not found:
+        return None
+    return _Tres(cpu, mem, _gpu_count(untyped, typed), nodes)
+
+
+def _state(record: Mapping[str, Any]) -> str:
+    state = record.get("state")
+    current = state.get("current") if isinstance(state, Mapping) else state
+    if isinstance(current, list):
+        return str(current[0]) if current else ""
+    return str(current or "")
+
+
+def parse_sacct_json(text: str | bytes, source: str = "sacct --json") -> ParsedTrace:
+    """Jobs from `sacct --json` output (data_parser 22.05 to 24.x)."""
+    try:
+        data = orjson.loads(text)
+    except orjson.JSONDecodeError as error:
+        raise WorkloadError(f"{source}: not JSON: {error}") from error
+    if not isinstance(data, Mapping) or not isinstance(data.get("jobs"), list):
+        raise WorkloadError(f"{source}: expected an object with a 'jobs' list (sacct --json)")
+    trace = ParsedTrace()
+    for index, record in enumerate(data["jobs"]):
+        if not isinstance(record, Mapping):
+            raise WorkloadError(f"{source}: jobs[{index}]: expected an object")
+        job_number = _number(record.get("job_id"))
+        if job_number is None:
+            raise WorkloadError(f"{source}: jobs[{index}]: missing job_id")
+        job_id = str(int(job_number))
+        array = record.get("array") if isinstance(record.get("array"), Mapping) else {}
+        assert isinstance(array, Mapping)
+        array_job = _number(array.get("job_id"))
+        array_task = _number(array.get("task_id"))
+        if array_job and array_task is not None:
+            job_id = f"{int(array_job)}_{int(array_task)}"
+        times = record.get("time") if isinstance(record.get("time"), Mapping) else {}
+        assert isinstance(times, Mapping)
+        submit = _number(times.get("submission"))
+        start = _number(times.get("start"))
+        elapsed = _number(times.get("elapsed"))
+        limit_minutes = _number(times.get("limit"))
+        tres_map = record.get("tres") if isinstance(record.get("tres"), Mapping) else {}
+        assert isinstance(tres_map, Mapping)
+        tres = _json_tres(tres_map.get("allocated")) or _json_tres(tres_map.get("requested"))
+        if not submit:
+            trace.skip("no submit time")
+            continue
+        if not start or _state(record) == "PENDING":
+            trace.skip("never started")
+            continue
+        if elapsed is None or elapsed <= 0:
+            trace.skip("no run time")
+            continue
+        if tres is None:
+            trace.skip("no TRES")
+            continue
+        nodes = _number(record.get("allocation_nodes"))
+        if nodes:
+            tres = _Tres(tres.cpu, tres.mem, tres.gpu, int(nodes))
+        limit = limit_minutes * 60 if limit_minutes is not None else None
+        trace.jobs.append(_job(job_id, str(record.get("account") or "(none)"), str(record.get("user") or ""),
+                               submit, elapsed, limit, tres))
+    return trace
+
+
+# --------------------------------------------------------------------------
+# Standard Workload Format
+
+SWF_FIELDS: Final = 18
+
+
+def parse_swf(text: str, source: str = "swf", cpus_per_node: int | None = None) -> ParsedTrace:
+    """Jobs from an SWF trace; header comments `; MaxNodes:` and `; MaxProcs:` size the cluster."""
+    trace = ParsedTrace()
+    header: dict[str, str] = {}
+    rows: list[tuple[int, list[str]]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped.startswith(";"):
+            key, _, value = stripped[1:].partition(":")
+            header[key.strip().lower()] = value.strip()
+            continue
+        fields = stripped.split()
+        if len(fields) != SWF_FIELDS:
+            raise WorkloadError(f"{source}:{number}: {len(fields)} fields, SWF has {SWF_FIELDS}")
+        rows.append((number, fields))
+    max_nodes = _header_int(header, "maxnodes")
+    max_procs = _header_int(header, "maxprocs")
+    per_node = cpus_per_node
+    if per_node is None and max_nodes and max_procs:
+        per_node = max(1, max_procs // max_nodes)
+    if max_nodes:
+        trace.node_count = max_nodes
+    if per_node:
+        trace.node_type = NodeType(cpu=per_node, mem=0, gpu=0)
+    for number, fields in rows:
+        try:
+            values = [float(f) for f in fields]
+        except ValueError as error:
+            raise WorkloadError(f"{source}:{number}: not a number: {error}") from error
+        job, submit, _wait, runtime, procs, _cpu_used, used_mem, req_procs, req_time, req_mem = values[:10]
+        user, group = int(values[11]), int(values[12])
+        processors = int(procs if procs > 0 else req_procs)
+        if runtime <= 0:
+            trace.skip("no run time")
+            continue
+        if processors <= 0:
+            trace.skip("no processors")
+            continue
+        memory_kb = req_mem if req_mem > 0 else used_mem
+        mem = math.ceil(memory_kb * processors / 1024) if memory_kb > 0 else 0
+        nodes = max(1, math.ceil(processors / per_node)) if per_node else 1
+        limit = req_time if req_time >= runtime else None
+        trace.jobs.append(_job(str(int(job)), f"g{group}" if group >= 0 else "g-unknown",
+                               f"u{user}" if user >= 0 else "", submit, runtime, limit,
+                               _Tres(processors, mem, 0, nodes)))
+    return trace
+
+
+def _header_int(header: Mapping[str, str], key: str) -> int | None:
+    value = header.get(key, "").split()
+    if value and value[0].isdigit():
+        return int(value[0])
+    return None
+
+
+# --------------------------------------------------------------------------
+# Files -> Workload
+
+
+def parse_trace(text: str, fmt: str, source: str, cpus_per_node: int | None = None) -> ParsedTrace:
+    if fmt == "sacct-json":
+        return parse_sacct_json(text, source)
+    if fmt == "sacct":
+        return parse_sacct_pipe(text, source)
+    if fmt == "swf":
+        return parse_swf(text, source, cpus_per_node)
+    raise WorkloadError(f"unknown workload format {fmt!r}; choose one of {', '.join(FORMATS)}")
+
+
+def guess_format(path: str) -> str:
+    """sacct-json for .json, swf for .swf, sacct otherwise."""
+    suffix = Path(path).suffix.lower()
+    return {".json": "sacct-json", ".swf": "swf"}.get(suffix, "sacct")
+
+
+def build_trace_workload(trace: ParsedTrace, name: str, node_type: NodeType | None = None,
+                         node_count: int | None = None) -> Workload:
+    """A Workload from parsed jobs: times from 0, a node shape every job fits, a cluster size."""
+    if not trace.jobs:
+        reasons = ", ".join(f"{n} {r}" for r, n in sorted(trace.skipped.items())) or "no records"
+        raise WorkloadError(f"{name}: no job to simulate ({reasons})")
+    first = min(j.submit for j in trace.jobs)
+    jobs = [_shift(j, first) for j in trace.jobs]
+    base = node_type or _trace_node_type(trace)
+    shape = fit_node_type(jobs, base)
+    notes = [f"left out {n} record(s): {reason}" for reason, n in sorted(trace.skipped.items())]
+    if shape != base:
+        notes.append(f"nodes grown to {shape.render()} so that every job fits on them")
+    count = node_count or trace.node_count or nodes_for_load(jobs, shape, IMPORT_LOAD)
+    if node_count is None and trace.node_count is None:
+        notes.append(f"{count} node(s): the trace's offered load is {IMPORT_LOAD:.0%} of them (set --nodes)")
+    return Workload(name=name, description=f"imported from {name}", jobs=tuple(jobs), node_count=count,
+                    node_type=shape, notes=tuple(notes))
+
+
+def _trace_node_type(trace: ParsedTrace) -> NodeType:
+    if trace.node_type is not None:
+        return trace.node_type
+    return NodeType()
+
+
+def _shift(job: WorkloadJob, first: float) -> WorkloadJob:
+    return WorkloadJob(job.job_id, job.account, job.user, job.submit - first, job.duration, job.limit,
+                       job.cpu, job.mem, job.gpu, job.nodes, job.array_id, job.array_index)
+
+
+def load_workload(path: str, fmt: str | None = None, node_type: NodeType | None = None,
+                  node_count: int | None = None) -> Workload:
+    """Read a trace file and build its Workload (I/O here only)."""
+    chosen = fmt or guess_format(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as error:
+        raise WorkloadError(f"{path}: cannot read: {error.strerror or error}") from error
+    trace = parse_trace(text, chosen, Path(path).name, node_type.cpu if node_type is not None else None)
+    return build_trace_workload(trace, Path(path).name, node_type, node_count)

@@ -1,0 +1,170 @@
+"""The numbers that compare policies, reduced from one `engine.SimResult`. Pure.
+
+Sits after `engine` and before `render`. Definitions:
+
+- *weighted dominant share* of an account at a sample: max over cpu, mem
+  and gres/gpu of its running usage / capacity, divided by its weight (the
+  engine's S_a, SPEC §2). The engine samples it every `interval` seconds,
+  after that instant's scheduling pass.
+- an account is *backlogged* at a sample when it has a pending job.
+- *Jain's index* at a sample: (sum x)^2 / (n sum x^2) over the weighted
+  dominant shares x of the n backlogged accounts, at samples where n >= 2
+  and some x > 0 (all zero is no allocation to judge). Reported: the mean
+  over those samples; 1 is perfectly even, 1/n is one account with
+  everything.
+- *share ratio*: each account's mean weighted share over the samples above
+  where it is backlogged; the largest of these over the smallest (inf when
+  a backlogged account never ran).
+- waits: start - submit of each job (task); p50, p95 and the maximum per
+  account; the longest wait overall.
+- utilisation: allocated / capacity per resource, averaged over the
+  samples at which some job was pending (the part of the run the policy
+  can affect), and over the whole run.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from slurm_drf.sim.engine import SimResult
+from slurm_drf.sim.workload import RESOURCES
+
+FloatArray = npt.NDArray[np.float64]
+
+
+@dataclass(frozen=True, slots=True)
+class AccountMetrics:
+    account: str
+    weight: float
+    jobs: int
+    mean_share: float  # while backlogged (nan if never)
+    backlogged_samples: int
+    wait_p50: float
+    wait_p95: float
+    wait_max: float
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyMetrics:
+    policy: str
+    jain: float  # mean over fairness samples (nan if none)
+    jain_min: float
+    fairness_samples: int
+    share_ratio: float
+    longest_wait: float
+    longest_wait_account: str
+    mean_wait: float
+    utilisation: dict[str, float]  # while jobs wait
+    utilisation_overall: dict[str, float]
+    makespan: float
+    backfilled: float  # fraction of jobs started by backfill
+    plans: int
+    accounts: tuple[AccountMetrics, ...]
+    jain_series: FloatArray  # per sample; nan where not a fairness sample
+
+
+def jain_index(values: FloatArray) -> float:
+    """(sum x)^2 / (n sum x^2); nan for no values or all zero."""
+    squares = float(np.dot(values, values))
+    if len(values) == 0 or squares == 0.0:
+        return math.nan
+    return float(values.sum()) ** 2 / (len(values) * squares)
+
+
+def compute_metrics(result: SimResult) -> PolicyMetrics:
+    shares = result.sample_share
+    backlogged = result.sample_pending > 0
+    samples = shares.shape[0]
+    jain = np.full(samples, np.nan)
+    fair = np.zeros(samples, dtype=np.bool_)
+    for index in np.flatnonzero(backlogged.sum(axis=1) >= 2).tolist():
+        value = jain_index(shares[index][backlogged[index]])
+        if not math.isnan(value):
+            jain[index] = value
+            fair[index] = True
+    counted = backlogged & fair[:, None]
+    per_account_samples = counted.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_share = np.where(per_account_samples > 0, (shares * counted).sum(axis=0) / per_account_samples,
+                              np.nan)
+    judged = mean_share[per_account_samples > 0]
+    if len(judged) >= 2:
+        share_ratio = math.inf if judged.min() <= 0 else float(judged.max() / judged.min())
+    else:
+        share_ratio = math.nan
+
+    wait = result.start - result.submit
+    rows = []
+    for index, account in enumerate(result.accounts):
+        mine = wait[result.job_account == index]
+        rows.append(AccountMetrics(
+            account=account, weight=result.weights[index], jobs=len(mine), mean_share=float(mean_share[index]),
+            backlogged_samples=int(per_account_samples[index]),
+            wait_p50=float(np.percentile(mine, 50)) if len(mine) else math.nan,
+            wait_p95=float(np.percentile(mine, 95)) if len(mine) else math.nan,
+            wait_max=float(mine.max()) if len(mine) else math.nan))
+    longest = int(np.argmax(wait))
+
+    used = result.sample_used.astype(np.float64) / np.maximum(np.array(result.capacity, dtype=np.float64), 1)
+    waiting = result.sample_pending.sum(axis=1) > 0
+    utilisation = {r: float(used[waiting, i].mean()) if waiting.any() else math.nan
+                   for i, r in enumerate(RESOURCES)}
+    overall = {r: float(used[:, i].mean()) if samples else math.nan for i, r in enumerate(RESOURCES)}
+    finite = jain[fair]
+    return PolicyMetrics(
+        policy=result.policy,
+        jain=float(finite.mean()) if len(finite) else math.nan,
+        jain_min=float(finite.min()) if len(finite) else math.nan,
+        fairness_samples=int(fair.sum()),
+        share_ratio=share_ratio,
+        longest_wait=float(wait[longest]),
+        longest_wait_account=result.accounts[int(result.job_account[longest])],
+        mean_wait=float(wait.mean()),
+        utilisation=utilisation,
+        utilisation_overall=overall,
+        makespan=float(result.end.max()),
+        backfilled=float(result.backfilled.mean()),
+        plans=result.plans,
+        accounts=tuple(rows),
+        jain_series=jain,
+    )
+
+
+def _number(value: float, digits: int = 4) -> float | None:
+    """JSON has no nan or inf: null, and a large finite stand-in is worse."""
+    if not math.isfinite(value):
+        return None
+    return round(value, digits)
+
+
+def render_metrics(metrics: PolicyMetrics) -> dict[str, Any]:
+    """JSON-ready data of one policy's metrics (no series)."""
+    return {
+        "policy": metrics.policy,
+        "jain": _number(metrics.jain),
+        "jain_min": _number(metrics.jain_min),
+        "fairness_samples": metrics.fairness_samples,
+        "share_ratio": _number(metrics.share_ratio),
+        "share_ratio_infinite": math.isinf(metrics.share_ratio),
+        "longest_wait_s": _number(metrics.longest_wait, 1),
+        "longest_wait_account": metrics.longest_wait_account,
+        "mean_wait_s": _number(metrics.mean_wait, 1),
+        "utilisation_while_waiting": {r: _number(v) for r, v in metrics.utilisation.items()},
+        "utilisation_overall": {r: _number(v) for r, v in metrics.utilisation_overall.items()},
+        "makespan_s": _number(metrics.makespan, 1),
+        "backfilled_fraction": _number(metrics.backfilled),
+        "plans": metrics.plans,
+        "accounts": [
+            {"account": a.account, "weight": a.weight, "jobs": a.jobs,
+             "mean_weighted_share_backlogged": _number(a.mean_share),
+             "backlogged_samples": a.backlogged_samples,
+             "wait_p50_s": _number(a.wait_p50, 1), "wait_p95_s": _number(a.wait_p95, 1),
+             "wait_max_s": _number(a.wait_max, 1)}
+            for a in metrics.accounts
+        ],
+    }

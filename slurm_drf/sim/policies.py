@@ -1,0 +1,395 @@
+"""The queue orders the simulator compares: fifo, multifactor, drf, drf-naive.
+
+Sits beside `engine`: a policy only orders the pending queue. The engine
+calls `reorder` at every tick (every `interval` simulated seconds) for the
+new queue, and inserts a job submitted between ticks by `sort_key`; the
+queue is always sorted by `sort_key` (ascending; no two jobs have the
+same key).
+
+- `fifo`: submit order (Slurm's priority/basic).
+- `multifactor`: Slurm's classic fair share. Usage is billing x seconds,
+  decayed with a half-life; billing is MAX_TRES over TRESBillingWeights
+  that make a whole node bill the same in every resource (CPU=1,
+  Mem=cpus/mem per MiB, GRES/gpu=cpus/gpus); the fair-share factor is
+  2^(-U/S) with U the account's share of all usage and S its share of all
+  weights (shares). Priority is that factor alone (PriorityWeightFairshare
+  only), recomputed every tick; ties go to the older job.
+- `drf`: this project's engine. Every tick it builds a `model.Snapshot` of
+  the simulated cluster and calls `drf.compute_plan` with the carried
+  `PolicyState`, exactly as the daemon does, and orders the queue by the
+  plan's `order`. The `fast` engine calls the same lower-level functions
+  `compute_plan` runs (`running_fingerprint`, `advance_state`,
+  `compute_before`, `order_pending`) on arrays the simulator keeps up to date,
+  without building a snapshot and a full plan; the tests check that both
+  give the same order on every tick.
+- `drf-naive`: the textbook progressive-filling loop with shares floored to
+  whole percents and ties broken by account name: the bug that hands the
+  first accounts by name everything when shares are small.
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+from collections.abc import Sequence
+from dataclasses import replace
+from fractions import Fraction
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Final
+
+import numpy as np
+
+from slurm_drf.config import Config
+from slurm_drf.drf import (
+    EMPTY_STATE,
+    PolicyState,
+    advance_state,
+    compute_before,
+    compute_plan,
+    order_pending,
+    running_fingerprint,
+)
+from slurm_drf.model import PENDING, RUNNING, Job, Node, Snapshot, Tres, format_time, freeze_tres
+from slurm_drf.sim.workload import RESOURCES, SimulationError
+
+if TYPE_CHECKING:
+    from slurm_drf.sim.engine import Simulator
+
+# (major, minor, array task): ascending is the queue order.
+QueueKey = tuple[float, float, int]
+
+POLICIES: Final = ("fifo", "multifactor", "drf", "drf-naive")
+PARTITION: Final = "sim"
+# Slurm's default PriorityDecayHalfLife is 7 days.
+DEFAULT_HALF_LIFE: Final = 7 * 86400.0
+
+
+class Policy:
+    """Base: keep submit order; subclasses reorder."""
+
+    name = "policy"
+
+    def __init__(self) -> None:
+        self.plans = 0
+        self._sim: Simulator | None = None
+
+    @property
+    def sim(self) -> Simulator:
+        if self._sim is None:
+            raise SimulationError(f"policy {self.name} used before bind()")
+        return self._sim
+
+    def bind(self, sim: Simulator) -> None:
+        self._sim = sim
+
+    def sort_key(self, job: int) -> QueueKey:
+        """Where `job` belongs in the queue: submit order (record number, then array task)."""
+        sim = self.sim
+        return (0.0, float(sim.record_number[sim.job_record[job]]), sim.job_task[job])
+
+    def reorder(self, now: float) -> list[int] | None:
+        """The new queue (every pending job, sorted by `sort_key`) at a tick, or None to keep it."""
+        return None
+
+    def on_start(self, job: int, now: float) -> None:
+        """A job started."""
+
+    def on_end(self, job: int, now: float) -> None:
+        """A job ended."""
+
+
+class FifoPolicy(Policy):
+    """Submit order, never reordered."""
+
+    name = "fifo"
+
+
+class MultifactorPolicy(Policy):
+    """Slurm-style fair share on decayed MAX_TRES billing usage."""
+
+    name = "multifactor"
+
+    def __init__(self, half_life: float = DEFAULT_HALF_LIFE) -> None:
+        super().__init__()
+        if not half_life > 0:
+            raise SimulationError(f"half-life must be > 0 seconds, got {half_life}")
+        self.half_life = half_life
+        self.factor: list[float] = []
+
+    def bind(self, sim: Simulator) -> None:
+        super().bind(sim)
+        cpu, mem, gpu = sim.workload.node_type.cpu, sim.workload.node_type.mem, sim.workload.node_type.gpu
+        # TRESBillingWeights="CPU=1,Mem=<cpu/mem>,GRES/gpu=<cpu/gpu>" (per MiB, per GPU):
+        # with PriorityFlags=MAX_TRES a whole node bills `cpu` whatever fills it.
+        self.billing_weights = (1.0, cpu / mem if mem else 0.0, cpu / gpu if gpu else 0.0)
+        accounts = len(sim.accounts)
+        self.rate = [0.0] * accounts  # billing units of the running jobs
+        self.fresh = [0.0] * accounts  # billing-seconds since the last tick
+        self.usage = [0.0] * accounts  # decayed usage as of the last tick
+        self.factor = [1.0] * accounts
+        total_shares = sum(sim.weights)
+        self.shares = [w / total_shares for w in sim.weights]
+        self.last = 0.0
+        self.last_tick = 0.0
+
+    def billing(self, job: int) -> float:
+        total = self.sim.shape_total[self.sim.job_shape[job]]
+        return max(w * t for w, t in zip(self.billing_weights, total, strict=True))
+
+    def _accrue(self, now: float) -> None:
+        elapsed = now - self.last
+        if elapsed > 0:
+            for index, rate in enumerate(self.rate):
+                if rate:
+                    self.fresh[index] += rate * elapsed
+        self.last = now
+
+    def on_start(self, job: int, now: float) -> None:
+        self._accrue(now)
+        self.rate[self.sim.job_account[job]] += self.billing(job)
+
+    def on_end(self, job: int, now: float) -> None:
+        self._accrue(now)
+        self.rate[self.sim.job_account[job]] -= self.billing(job)
+
+    def sort_key(self, job: int) -> QueueKey:
+        sim = self.sim
+        return (-self.factor[sim.job_account[job]], float(sim.record_number[sim.job_record[job]]),
+                sim.job_task[job])
+
+    def reorder(self, now: float) -> list[int] | None:
+        self._accrue(now)
+        decay = 0.5 ** ((now - self.last_tick) / self.half_life)
+        self.last_tick = now
+        self.usage = [u * decay + f for u, f in zip(self.usage, self.fresh, strict=True)]
+        self.fresh = [0.0] * len(self.fresh)
+        total = sum(self.usage)
+        if total > 0:
+            self.factor = [2.0 ** (-(u / total) / s) for u, s in zip(self.usage, self.shares, strict=True)]
+        self.plans += 1
+        return sorted(self.sim.pending_jobs(), key=self.sort_key)
+
+
+class DrfPolicy(Policy):
+    """This project's engine, replanned every tick as the daemon does."""
+
+    name = "drf"
+
+    def __init__(self, config: Config | None = None, engine: str = "plan") -> None:
+        super().__init__()
+        if engine not in ("plan", "fast"):
+            raise SimulationError(f"drf engine must be plan or fast, got {engine!r}")
+        self.engine = engine
+        self.base_config = config
+        self.state: PolicyState = EMPTY_STATE
+        # Every tick's order as record numbers, for the equivalence tests.
+        self.history: list[list[int]] | None = None
+
+    def bind(self, sim: Simulator) -> None:
+        super().bind(sim)
+        base = self.base_config or Config()
+        weights = dict(base.weights)
+        weights.update(sim.workload.weights)
+        # One partition, one pool, nothing excluded: the simulated cluster is
+        # what the engine manages; the weights are the workload's over the config's.
+        self.config = replace(base, weights=MappingProxyType(weights), partitions=None, pools=(),
+                              exclude_accounts=frozenset())
+        node_tres = freeze_tres(sim.workload.node_type.tres())
+        self.nodes = tuple(Node(f"sim{i:05d}", (PARTITION,), "idle", node_tres)
+                           for i in range(sim.workload.node_count))
+        self.tres: list[Tres] = [freeze_tres(dict(zip(RESOURCES, total, strict=True)))
+                                 for total in sim.shape_total]
+        # A record shows the TRES of one task: its first task's, as squeue would.
+        self.record_tres: list[Tres] = [freeze_tres(dict(zip(RESOURCES, total, strict=True)))
+                                        for total in sim.record_total]
+        self.running_jobs: dict[int, Job] = {}  # plan engine: what squeue would list as running
+        self.running_labels: list[str] = []  # fast engine: their job ids, sorted
+        self.pending_cache: dict[int, tuple[int, Job]] = {}
+        self.record_of_label = {label: r for r, label in enumerate(sim.record_label)}
+        # Each job's place in the last plan; -1 until it is planned.
+        self.position = np.full(sim.job_count, -1, dtype=np.int64)
+        # Fast engine: the config's resources as columns of the simulator's arrays
+        # (a resource the simulator does not model has no capacity and no demand).
+        known = [r in RESOURCES for r in self.config.resources]
+        self.columns = np.array([RESOURCES.index(r) if k else 0 for r, k in zip(self.config.resources, known,
+                                                                                strict=True)], dtype=np.int64)
+        self.missing = np.array([not k for k in known], dtype=np.bool_)
+        self.capacity = np.array(sim.capacity, dtype=np.int64)[self.columns]
+        self.capacity[self.missing] = 0
+        self.fractions = [self.config.weight(a) for a in sim.accounts]
+
+    def on_start(self, job: int, now: float) -> None:
+        sim = self.sim
+        if self.engine == "plan":
+            self.running_jobs[job] = Job(
+                job_id=sim.job_label[job], account=sim.accounts[sim.job_account[job]], user=sim.job_user[job],
+                partition=PARTITION, state=RUNNING, priority=1, nice=0, held=False,
+                submit_time=sim.job_submit[job], array_tasks=1, tres=self.tres[sim.job_shape[job]])
+        else:
+            bisect.insort(self.running_labels, sim.job_label[job])
+
+    def on_end(self, job: int, now: float) -> None:
+        if self.engine == "plan":
+            del self.running_jobs[job]
+        else:
+            label = self.sim.job_label[job]
+            del self.running_labels[bisect.bisect_left(self.running_labels, label)]
+
+    def _pending_job(self, record: int) -> Job:
+        """The pending record as squeue shows it: one line, `array_tasks` pending tasks."""
+        sim = self.sim
+        tasks = sim.record_pending[record]
+        cached = self.pending_cache.get(record)
+        if cached is not None and cached[0] == tasks:
+            return cached[1]
+        first = sim.record_tasks[record][0]
+        # Every job has Slurm's same base priority: within an account, submit
+        # order and job number decide, as they do for Slurm.
+        job = Job(job_id=sim.record_label[record], account=sim.accounts[sim.record_account[record]],
+                  user=sim.job_user[first], partition=PARTITION, state=PENDING, priority=1, nice=0, held=False,
+                  submit_time=sim.record_submit[record], array_tasks=tasks, tres=self.record_tres[record])
+        self.pending_cache[record] = (tasks, job)
+        return job
+
+    def snapshot(self, now: float) -> Snapshot:
+        """The simulated cluster as the daemon would read it from Slurm."""
+        sim = self.sim
+        jobs = list(self.running_jobs.values())
+        for records in sim.pending_records():
+            jobs.extend(self._pending_job(r) for r in records)
+        return Snapshot(cluster="sim", taken_at=format_time(now), nodes=self.nodes, jobs=tuple(jobs))
+
+    def _plan_order(self, now: float) -> list[int]:
+        plan = compute_plan(self.snapshot(now), self.config, self.state)
+        self.state = plan.state
+        ordered = sorted((j for j in plan.jobs if j.order is not None),
+                         key=lambda j: j.order if j.order is not None else -1)
+        skipped = [j for j in plan.jobs if j.order is None]
+        if skipped:
+            raise SimulationError(f"the engine skipped job {skipped[0].job_id}: {skipped[0].reason}")
+        return [self.record_of_label[j.job_id] for j in ordered]
+
+    def _fast_order(self) -> list[int]:
+        """`compute_plan`'s order, from the lower-level functions it calls."""
+        sim = self.sim
+        config = self.config
+        # running_fingerprint sorts the ids; they are kept sorted, so that is cheap.
+        fingerprint = running_fingerprint(self.running_labels)
+        epoch, wins = advance_state(self.state, fingerprint, config.tie_half_life)
+        committed = dict(wins)
+        plan_wins: dict[str, float] = {}
+        # Grouped by account, each account's records in Slurm's order (equal
+        # base priority, so submit time, then job number): what compute_plan sorts.
+        index = sim.pending_record_index()
+        account_of = sim.record_account_array[index]
+        tasks = sim.record_pending_array[index]
+        demand = sim.record_total_array[index][:, self.columns] * tasks[:, None]
+        demand[:, self.missing] = 0
+        usage = sim.usage[:, self.columns]
+        usage[:, self.missing] = 0
+        before = compute_before(demand, account_of, usage)
+        order = order_pending(before, account_of, self.capacity, self.fractions, sim.accounts, epoch, wins,
+                              plan_wins).order
+        self.state = PolicyState(epoch=epoch, fingerprint=fingerprint, tie_wins=MappingProxyType(committed),
+                                 plan_wins=MappingProxyType(plan_wins), jobs=self.state.jobs)
+        ordered: list[int] = index[order].tolist()
+        return ordered
+
+    def reorder(self, now: float) -> list[int] | None:
+        self.plans += 1
+        order = self._plan_order(now) if self.engine == "plan" else self._fast_order()
+        if self.history is not None:
+            self.history.append([self.sim.record_number[r] for r in order])
+        return self._planned(order)
+
+    def sort_key(self, job: int) -> QueueKey:
+        # A job submitted since the last plan has no nice from the daemon yet:
+        # it sorts after every planned job, in submit order.
+        sim = self.sim
+        position = self.position[job]
+        if position >= 0:
+            return (0.0, float(position), sim.job_task[job])
+        return (1.0, float(sim.record_number[sim.job_record[job]]), sim.job_task[job])
+
+    def _planned(self, order: Sequence[int]) -> list[int]:
+        """The queue for records in plan order; an array's pending tasks follow one another."""
+        sim = self.sim
+        records = np.array(order, dtype=np.int64)
+        jobs = sim.record_single_array[records]
+        if not len(jobs) or jobs.min() >= 0:  # no array: one job per record
+            self.position[jobs] = np.arange(len(jobs))
+            queue: list[int] = jobs.tolist()
+            return queue
+        queue = []
+        for position, record in enumerate(order):
+            tasks = sim.pending_tasks(record)
+            self.position[tasks] = position
+            queue.extend(tasks)
+        return queue
+
+
+class NaiveDrfPolicy(DrfPolicy):
+    """The textbook loop with whole-percent shares and ties broken by account name."""
+
+    name = "drf-naive"
+
+    def __init__(self, config: Config | None = None) -> None:
+        super().__init__(config, engine="fast")
+
+    def on_start(self, job: int, now: float) -> None:
+        """Nothing to remember: the naive loop looks at usage only."""
+
+    def on_end(self, job: int, now: float) -> None:
+        """Nothing to forget."""
+
+    def reorder(self, now: float) -> list[int] | None:
+        self.plans += 1
+        sim = self.sim
+        order = naive_order(sim.pending_records(), sim.usage.tolist(), sim.record_total, sim.record_pending,
+                            sim.capacity, self.fractions, sim.accounts)
+        return self._planned(order)
+
+
+def naive_share(usage: Sequence[int], capacity: Sequence[int], weight: Fraction) -> int:
+    """max_r floor(100 x usage_r / capacity_r / weight): whole percents, as the naive code does."""
+    best = 0
+    for used, cap in zip(usage, capacity, strict=True):
+        if cap > 0:
+            best = max(best, (100 * used * weight.denominator) // (cap * weight.numerator))
+    return best
+
+
+def naive_order(records_by_account: Sequence[Sequence[int]], usage: Sequence[Sequence[int]],
+                record_demand: Sequence[Sequence[int]], record_tasks: Sequence[int], capacity: Sequence[int],
+                weights: Sequence[Fraction], names: Sequence[str]) -> list[int]:
+    """Progressive filling: serve the lowest whole-percent share; equal shares go by account name."""
+    current = [list(row) for row in usage]
+    taken = [0] * len(records_by_account)
+    heap = [(naive_share(current[a], capacity, weights[a]), names[a], a)
+            for a, records in enumerate(records_by_account) if records]
+    heapq.heapify(heap)
+    order: list[int] = []
+    while heap:
+        _, name, account = heapq.heappop(heap)
+        record = records_by_account[account][taken[account]]
+        order.append(record)
+        tasks = record_tasks[record]
+        current[account] = [c + d * tasks for c, d in zip(current[account], record_demand[record], strict=True)]
+        taken[account] += 1
+        if taken[account] < len(records_by_account[account]):
+            heapq.heappush(heap, (naive_share(current[account], capacity, weights[account]), name, account))
+    return order
+
+
+def build_policy(name: str, config: Config | None = None, half_life: float = DEFAULT_HALF_LIFE,
+                 engine: str = "plan") -> Policy:
+    """A fresh policy by name (one per run: policies keep state)."""
+    if name == "fifo":
+        return FifoPolicy()
+    if name == "multifactor":
+        return MultifactorPolicy(half_life)
+    if name == "drf":
+        return DrfPolicy(config, engine)
+    if name == "drf-naive":
+        return NaiveDrfPolicy(config)
+    raise SimulationError(f"unknown policy {name!r}")

@@ -1,0 +1,305 @@
+"""A comparison as a terminal table, JSON, a PNG plot or an HTML page.
+
+Sits at the end of the simulator's flow, after `compare`/`metrics`.
+`render_table`, `render_json`, `render_markdown` and `render_html` are
+pure; `write_plot` draws with matplotlib (the optional `plot` extra,
+imported only when a plot is asked for) and writes the file atomically,
+as `write_text` does for the others.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import math
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+
+from slurm_drf.sim.compare import Comparison
+from slurm_drf.sim.metrics import render_metrics
+from slurm_drf.sim.workload import RESOURCES, Workload, WorkloadError, format_duration
+
+SIM_FORMAT: Final = "slurm-drf-simulation/1"
+# With more accounts than this, tables show the first and last few by name
+# and plots draw the spread instead of one line per account.
+MANY_ACCOUNTS: Final = 8
+SHOWN_EACH_END: Final = 3
+
+
+def _fmt(value: float, digits: int = 3) -> str:
+    if math.isnan(value):
+        return "-"
+    if math.isinf(value):
+        return "inf"
+    return f"{value:.{digits}f}"
+
+
+def _pct(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.0%}"
+
+
+def describe_workload(comparison: Comparison) -> list[str]:
+    workload = comparison.workload
+    seed = f" (seed {workload.seed})" if workload.seed is not None else ""
+    weights = {a: workload.weight(a) for a in workload.accounts}
+    weighted = ", ".join(f"{a} {w}" for a, w in weights.items() if w != 1)
+    lines = [f"{workload.name}{seed}: {len(workload.jobs)} jobs of {len(workload.accounts)} accounts on "
+             f"{workload.node_count} nodes of {workload.node_type.render()}; "
+             f"policy interval {format_duration(comparison.options.interval)}",
+             workload.description]
+    if weighted:
+        lines.append(f"weights: {weighted} (others 1)")
+    lines.extend(f"note: {n}" for n in workload.notes)
+    return lines
+
+
+def _summary_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
+    header = ["policy", "Jain", "Jain min", "share max/min", "longest wait", "mean wait",
+              "util cpu", "mem", "gpu", "makespan"]
+    rows = []
+    for metrics in comparison.metrics:
+        util = metrics.utilisation
+        rows.append([metrics.policy, _fmt(metrics.jain), _fmt(metrics.jain_min), _fmt(metrics.share_ratio, 2),
+                     f"{format_duration(metrics.longest_wait)} ({metrics.longest_wait_account})",
+                     format_duration(metrics.mean_wait),
+                     _pct(util["cpu"]), _pct(util["mem"]), _pct(util["gres/gpu"]),
+                     format_duration(metrics.makespan)])
+    return header, rows
+
+
+def shown_accounts(accounts: Sequence[str]) -> list[str | None]:
+    """Accounts to list in a table; None marks the ones left out."""
+    if len(accounts) <= MANY_ACCOUNTS:
+        return list(accounts)
+    return [*accounts[:SHOWN_EACH_END], None, *accounts[-SHOWN_EACH_END:]]
+
+
+def _account_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
+    header = ["account", "weight", "jobs", *(m.policy for m in comparison.metrics)]
+    accounts = [a.account for a in comparison.metrics[0].accounts]
+    by_policy = [{a.account: a for a in m.accounts} for m in comparison.metrics]
+    rows = []
+    for account in shown_accounts(accounts):
+        if account is None:
+            rows.append([f"... {len(accounts) - 2 * SHOWN_EACH_END} more", "", "", *([""] * len(by_policy))])
+            continue
+        first = by_policy[0][account]
+        cells = [account, f"{first.weight:g}", str(first.jobs)]
+        for table in by_policy:
+            row = table[account]
+            cells.append(f"{_fmt(row.mean_share)}  {format_duration(row.wait_p50)} / "
+                         f"{format_duration(row.wait_p95)}")
+        rows.append(cells)
+    return header, rows
+
+
+def _align(header: list[str], rows: list[list[str]]) -> list[str]:
+    widths = [max(len(header[i]), *(len(r[i]) for r in rows)) for i in range(len(header))]
+    out = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
+    out.append("  ".join("-" * w for w in widths))
+    out.extend("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows)
+    return out
+
+
+def render_table(comparison: Comparison, timings: bool = True) -> str:
+    """The comparison for a terminal: one line per policy, then per account."""
+    lines = describe_workload(comparison)
+    lines.append("")
+    header, rows = _summary_rows(comparison)
+    if timings:
+        header.append("run")
+        for row, seconds in zip(rows, comparison.seconds, strict=True):
+            row.append(f"{seconds:.1f}s")
+    lines.extend(_align(header, rows))
+    lines.append("")
+    lines.append("Jain: mean Jain's index of weighted dominant shares over the samples where >= 2 accounts "
+                 "wait; share max/min: of each")
+    lines.append("account's mean share while it waits; util: allocated / capacity while jobs wait.")
+    lines.append("")
+    lines.append("Per account: mean weighted dominant share while backlogged, wait p50 / p95")
+    header, rows = _account_rows(comparison)
+    lines.extend(_align(header, rows))
+    return "\n".join(lines) + "\n"
+
+
+def render_markdown(comparison: Comparison) -> str:
+    """The two tables as Markdown (for docs/evaluation.md)."""
+    out = []
+    for header, rows in (_summary_rows(comparison), _account_rows(comparison)):
+        out.append("| " + " | ".join(header) + " |")
+        out.append("|" + "|".join(" --- " for _ in header) + "|")
+        out.extend("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows)
+        out.append("")
+    return "\n".join(out)
+
+
+def _series(values: Any) -> list[float | None]:
+    return [None if not math.isfinite(v) else round(float(v), 4) for v in values]
+
+
+def render_json(comparison: Comparison, series: bool = True) -> dict[str, Any]:
+    """JSON-ready data; the same run gives the same bytes (no wall-clock times)."""
+    workload = comparison.workload
+    policies = []
+    for result, metrics in zip(comparison.results, comparison.metrics, strict=True):
+        entry = render_metrics(metrics)
+        if series:
+            capacity = np.maximum(np.array(result.capacity, dtype=np.float64), 1)
+            used = result.sample_used / capacity
+            entry["series"] = {
+                "time_s": [round(float(t), 1) for t in result.sample_time],
+                "weighted_share": {a: _series(result.sample_share[:, i]) for i, a in enumerate(result.accounts)},
+                "pending_jobs": {a: [int(x) for x in result.sample_pending[:, i]]
+                                 for i, a in enumerate(result.accounts)},
+                "jain": _series(metrics.jain_series),
+                "utilisation": {r: _series(used[:, i]) for i, r in enumerate(RESOURCES)},
+            }
+        policies.append(entry)
+    return {
+        "format": SIM_FORMAT,
+        "workload": render_workload(workload),
+        "interval_s": comparison.options.interval,
+        "backfill_depth": comparison.options.backfill_depth,
+        "policies": policies,
+    }
+
+
+def render_workload(workload: Workload) -> dict[str, Any]:
+    counts: dict[str, int] = {}
+    for job in workload.jobs:
+        counts[job.account] = counts.get(job.account, 0) + 1
+    return {
+        "name": workload.name,
+        "description": workload.description,
+        "seed": workload.seed,
+        "jobs": len(workload.jobs),
+        "nodes": workload.node_count,
+        "node_tres": workload.node_type.tres(),
+        "accounts": [{"account": a, "weight": float(workload.weight(a)), "jobs": counts[a]}
+                     for a in workload.accounts],
+        "notes": list(workload.notes),
+    }
+
+
+# --------------------------------------------------------------------------
+# Plots (matplotlib, optional)
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib  # noqa: PLC0415 - optional extra, imported only for a plot
+
+        matplotlib.use("Agg")
+        from matplotlib import pyplot  # noqa: PLC0415
+    except ImportError as error:
+        raise WorkloadError("plots need matplotlib: pip install 'slurm-drf[plot]' (or pip install "
+                            "matplotlib)") from error
+    return pyplot
+
+
+def render_plot_png(comparison: Comparison) -> bytes:
+    """One panel per policy: weighted dominant share of each account over time; then Jain over time."""
+    pyplot = _pyplot()
+    panels = len(comparison.results) + 1
+    figure, axes = pyplot.subplots(panels, 1, figsize=(10, 2.3 * panels), sharex=True, squeeze=False)
+    colours = pyplot.get_cmap("tab10")
+    for row, (result, metrics) in enumerate(zip(comparison.results, comparison.metrics, strict=True)):
+        axis = axes[row][0]
+        hours = result.sample_time / 3600
+        if len(result.accounts) <= MANY_ACCOUNTS:
+            for index, account in enumerate(result.accounts):
+                axis.plot(hours, result.sample_share[:, index], lw=1.1, color=colours(index % 10), label=account)
+        else:
+            shares = result.sample_share
+            axis.fill_between(hours, shares.min(axis=1), shares.max(axis=1), color="0.85", label="min-max")
+            axis.plot(hours, np.median(shares, axis=1), lw=1.0, color="0.4", label="median")
+            axis.plot(hours, shares[:, 0], lw=1.0, color=colours(0), label=f"{result.accounts[0]} (first)")
+            axis.plot(hours, shares[:, -1], lw=1.2, color=colours(3), label=f"{result.accounts[-1]} (last)")
+        axis.set_title(f"{metrics.policy}: Jain {_fmt(metrics.jain)}, share max/min {_fmt(metrics.share_ratio, 2)}",
+                       fontsize=10, loc="left")
+        axis.set_ylabel("weighted\ndominant share", fontsize=8)
+        axis.set_ylim(bottom=0)
+        axis.grid(alpha=0.3)
+        if row == 0:
+            axis.legend(fontsize=7, ncol=min(5, len(result.accounts) + 1), loc="upper right")
+    axis = axes[-1][0]
+    for index, (result, metrics) in enumerate(zip(comparison.results, comparison.metrics, strict=True)):
+        fair = ~np.isnan(metrics.jain_series)
+        axis.plot(result.sample_time[fair] / 3600, metrics.jain_series[fair], lw=0.9, color=colours(index),
+                  label=metrics.policy)
+    axis.axhline(0.95, color="0.5", lw=0.8, ls="--")
+    axis.set_ylim(0, 1.02)
+    axis.set_title("Jain's index of backlogged accounts' weighted shares", fontsize=10, loc="left")
+    axis.set_xlabel("simulated hours")
+    axis.legend(fontsize=7, ncol=len(comparison.results), loc="lower right")
+    axis.grid(alpha=0.3)
+    workload = comparison.workload
+    figure.suptitle(f"slurm-drf simulate: {workload.name}, {len(workload.jobs)} jobs on {workload.node_count} "
+                    "nodes", fontsize=11)
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100)
+    pyplot.close(figure)
+    return buffer.getvalue()
+
+
+def render_html(comparison: Comparison, png: bytes) -> str:
+    """A self-contained page: description, both tables, the plot inline."""
+    summary_header, summary_rows = _summary_rows(comparison)
+    account_header, account_rows = _account_rows(comparison)
+
+    def table(header: list[str], rows: list[list[str]]) -> str:
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+    description = "".join(f"<p>{html.escape(line)}</p>" for line in describe_workload(comparison))
+    image = base64.b64encode(png).decode("ascii")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>slurm-drf simulate: {html.escape(comparison.workload.name)}</title>
+<style>
+body {{ font-family: sans-serif; margin: 2em; max-width: 70em; }}
+table {{ border-collapse: collapse; margin: 1em 0; }}
+th, td {{ border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; font-size: 0.9em; }}
+th {{ background: #f0f0f0; }}
+img {{ max-width: 100%; }}
+</style></head><body>
+<h1>slurm-drf simulate: {html.escape(comparison.workload.name)}</h1>
+{description}
+<h2>Policies</h2>
+{table(summary_header, summary_rows)}
+<p>Jain: mean Jain's index of weighted dominant shares over the samples where at least two accounts wait.
+Share max/min: of each account's mean weighted share while it waits. Utilisation: allocated / capacity
+while jobs wait.</p>
+<h2>Accounts</h2>
+<p>Mean weighted dominant share while backlogged; wait p50 / p95.</p>
+{table(account_header, account_rows)}
+<h2>Shares over time</h2>
+<img alt="weighted dominant share per account over time, per policy" src="data:image/png;base64,{image}">
+</body></html>
+"""
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    """Write atomically: a temporary file in the same directory, then rename."""
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path()
+    try:
+        handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", dir=directory)
+        os.fchmod(handle, 0o644)  # a report, not a secret (mkstemp makes 0600)
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+        os.replace(temporary, target)
+    except OSError as error:
+        raise WorkloadError(f"{path}: cannot write: {error.strerror or error}") from error
+
+
+def write_text(path: str, text: str) -> None:
+    write_bytes(path, text.encode("utf-8"))

@@ -1,0 +1,241 @@
+"""What the simulator plays: jobs (who, when, how long, how much) and the cluster shape.
+
+Sits at the start of the simulator's flow: `scenarios` and `importers`
+build a `Workload`; `engine` plays it. Pure data and validation, no I/O.
+
+Placement model (kept simple on purpose): every node has the same TRES
+(`NodeType`). A job asks for `nodes` nodes (1 unless the source says
+more) and the same `cpu`, `mem` (MiB) and `gpu` on each of them; its whole
+TRES, the amount the DRF engine sees, is the per-node demand times
+`nodes`. Times are seconds from the start of the workload. `limit` is the
+time limit the scheduler plans its backfill reservations with; `duration`
+is how long the job really runs (never more than `limit`).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from types import MappingProxyType
+from typing import Final
+
+from slurm_drf.errors import DrfError, InputError
+
+# The TRES the simulator models, in Slurm's names; the engine is asked to
+# order by exactly these.
+RESOURCES: Final = ("cpu", "mem", "gres/gpu")
+
+
+class WorkloadError(InputError):
+    """A workload file or option that cannot be simulated (exit code 2)."""
+
+    category = "workload"
+
+
+class SimulationError(DrfError):
+    """The simulator broke one of its own invariants: a bug, exit code 1."""
+
+    category = "simulate"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeType:
+    """The TRES of one node; every simulated node is one of these."""
+
+    cpu: int = 64
+    mem: int = 512_000
+    gpu: int = 8
+
+    def tres(self) -> dict[str, int]:
+        return {"cpu": self.cpu, "mem": self.mem, "gres/gpu": self.gpu}
+
+    def render(self) -> str:
+        return f"cpu={self.cpu},mem={self.mem},gres/gpu={self.gpu}"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadJob:
+    """One job (or one task of an array) as the simulator plays it."""
+
+    job_id: str
+    account: str
+    user: str
+    submit: float
+    duration: float
+    limit: float
+    cpu: int
+    mem: int
+    gpu: int
+    nodes: int = 1
+    # Tasks of one array share `array_id` (the array's job id) and differ in
+    # `array_index`; they are submitted together and ordered as one record.
+    array_id: str | None = None
+    array_index: int = 0
+
+    def total(self) -> tuple[int, int, int]:
+        """The whole job's TRES: what the DRF engine counts."""
+        return (self.cpu * self.nodes, self.mem * self.nodes, self.gpu * self.nodes)
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """A named set of jobs, the cluster to play them on, and account weights."""
+
+    name: str
+    description: str
+    jobs: tuple[WorkloadJob, ...]
+    node_count: int
+    node_type: NodeType = NodeType()
+    weights: Mapping[str, Fraction] = field(default_factory=lambda: MappingProxyType({}))
+    seed: int | None = None
+    # What an importer left out and why, for the report.
+    notes: tuple[str, ...] = ()
+
+    @property
+    def accounts(self) -> tuple[str, ...]:
+        """Every account with a job, by name."""
+        return tuple(sorted({j.account for j in self.jobs}))
+
+    def weight(self, account: str) -> Fraction:
+        return self.weights.get(account, Fraction(1))
+
+
+def validate_workload(workload: Workload) -> Workload:
+    """The workload with jobs in submit order; WorkloadError for what cannot run.
+
+    A job that cannot fit even on an empty cluster would wait forever and
+    hold the whole queue behind its reservation: refuse it with a message
+    that names it.
+    """
+    if workload.node_count < 1:
+        raise WorkloadError(f"{workload.name}: the cluster needs at least one node, got {workload.node_count}")
+    node = workload.node_type
+    if min(node.cpu, node.mem, node.gpu) < 0 or max(node.cpu, node.mem, node.gpu) == 0:
+        raise WorkloadError(f"node type {node.render()}: expected non-negative TRES, not all zero")
+    if not workload.jobs:
+        raise WorkloadError(f"{workload.name}: no jobs to simulate")
+    seen: set[str] = set()
+    for job in workload.jobs:
+        where = f"{workload.name}: job {job.job_id}"
+        if job.job_id in seen:
+            raise WorkloadError(f"{where}: duplicate job id")
+        seen.add(job.job_id)
+        if not (math.isfinite(job.submit) and math.isfinite(job.duration) and math.isfinite(job.limit)):
+            raise WorkloadError(f"{where}: submit, duration and limit must be finite numbers")
+        if job.duration <= 0 or job.limit < job.duration:
+            raise WorkloadError(f"{where}: expected 0 < duration <= limit, got duration {job.duration} "
+                                f"and limit {job.limit}")
+        if min(job.cpu, job.mem, job.gpu) < 0 or job.nodes < 1:
+            raise WorkloadError(f"{where}: expected non-negative TRES and at least one node")
+        if job.cpu == job.mem == job.gpu == 0:
+            raise WorkloadError(f"{where}: asks for no cpu, mem or gres/gpu")
+        if job.nodes > workload.node_count or job.cpu > node.cpu or job.mem > node.mem or job.gpu > node.gpu:
+            raise WorkloadError(
+                f"{where}: needs {job.nodes} node(s) with cpu={job.cpu},mem={job.mem},gres/gpu={job.gpu} "
+                f"each; the cluster has {workload.node_count} node(s) of {node.render()} "
+                "(use --nodes or --node-tres)")
+    for account, weight in workload.weights.items():
+        if weight <= 0:
+            raise WorkloadError(f"account {account}: weight must be > 0, got {weight}")
+    ordered = tuple(sorted(workload.jobs, key=lambda j: (j.submit, j.array_id or j.job_id, j.array_index)))
+    return replace(workload, jobs=ordered)
+
+
+def fit_node_type(jobs: Sequence[WorkloadJob], node: NodeType) -> NodeType:
+    """`node`, grown where a job's per-node demand exceeds it (for imported traces)."""
+    if not jobs:
+        return node
+    return NodeType(cpu=max(node.cpu, *(j.cpu for j in jobs)),
+                    mem=max(node.mem, *(j.mem for j in jobs)),
+                    gpu=max(node.gpu, *(j.gpu for j in jobs)))
+
+
+def nodes_for_load(jobs: Sequence[WorkloadJob], node: NodeType, load: float) -> int:
+    """How many nodes make the jobs' offered load `load` in their busiest resource.
+
+    Offered load of resource r = (sum of demand_r x duration) / (capacity_r x
+    span of submit times, plus the mean duration).
+    """
+    if not jobs:
+        return 1
+    span = max(j.submit for j in jobs) - min(j.submit for j in jobs)
+    span += sum(j.duration for j in jobs) / len(jobs)
+    needed = 1.0
+    for index, per_node in enumerate((node.cpu, node.mem, node.gpu)):
+        if per_node <= 0:
+            continue
+        work = sum(j.total()[index] * j.duration for j in jobs)
+        needed = max(needed, work / (per_node * span * load))
+    largest = max(j.nodes for j in jobs)
+    return max(largest, math.ceil(needed))
+
+
+# --------------------------------------------------------------------------
+# Small parsers shared by the CLI and the importers
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+_UNITS: Final = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from `90`, `90s`, `15m`, `12h` or `2d`."""
+    match = _DURATION.match(text.lower())
+    if match is None:
+        raise WorkloadError(f"expected a duration such as 90s, 15m, 12h or 2d, got {text!r}")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+_MEM_UNITS: Final = {"": 1.0, "k": 1 / 1024, "m": 1.0, "g": 1024.0, "t": 1024.0 ** 2, "p": 1024.0 ** 3}
+_MEM = re.compile(r"^(\d+(?:\.\d+)?)([kmgtp]?)b?$")
+
+
+def parse_mem(text: str) -> int:
+    """MiB from Slurm's memory notation: `4000`, `4000M`, `64G`, `1.5T` (no unit: MiB)."""
+    match = _MEM.match(text.strip().lower())
+    if match is None:
+        raise WorkloadError(f"expected a memory size such as 4000M or 64G, got {text!r}")
+    return math.ceil(float(match.group(1)) * _MEM_UNITS[match.group(2)])
+
+
+def parse_node_type(text: str) -> NodeType:
+    """A NodeType from `cpu=64,mem=512G,gres/gpu=8` (`gpu=` accepted too)."""
+    values = {"cpu": 0, "mem": 0, "gpu": 0}
+    for part in (p for p in text.split(",") if p.strip()):
+        name, _, amount = part.partition("=")
+        name = name.strip().lower()
+        try:
+            if name == "cpu":
+                values["cpu"] = int(amount)
+            elif name == "mem":
+                values["mem"] = parse_mem(amount)
+            elif name in ("gpu", "gres/gpu"):
+                values["gpu"] = int(amount)
+            else:
+                raise WorkloadError(f"--node-tres: unknown TRES {name!r} (expected cpu, mem, gres/gpu)")
+        except ValueError as error:
+            raise WorkloadError(f"--node-tres: {part.strip()!r} is not a whole number") from error
+    node = NodeType(**values)
+    if min(node.cpu, node.mem, node.gpu) < 0 or max(node.cpu, node.mem, node.gpu) == 0:
+        raise WorkloadError(f"--node-tres: expected cpu=N,mem=SIZE,gres/gpu=N, got {text!r}")
+    return node
+
+
+def format_duration(seconds: float) -> str:
+    """A short human duration: `45s`, `12m`, `3h05m`, `2d04h`."""
+    if not math.isfinite(seconds):
+        return "-"
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    minutes = whole // 60
+    if minutes < 60:
+        return f"{minutes}m"
+    hours, minutes = divmod(minutes, 60)
+    if hours < 24:
+        return f"{hours}h{minutes:02d}m"
+    days, hours = divmod(hours, 24)
+    return f"{days}d{hours:02d}h"

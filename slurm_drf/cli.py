@@ -22,6 +22,7 @@ from slurm_drf.daemon import make_source, make_writer, reset_jobs, run_cycle
 from slurm_drf.drf import compute_plan
 from slurm_drf.errors import DrfError, InputError
 from slurm_drf.report import render_plan_json, render_plan_table
+from slurm_drf.sim.cli import add_simulate_parser
 from slurm_drf.slurm.snapshot_file import SnapshotFileSource, render_snapshot_bytes, write_snapshot_file
 from slurm_drf.state import StateStore
 
@@ -139,6 +140,8 @@ def build_parser() -> argparse.ArgumentParser:
     reset.add_argument("--dry-run", action="store_true", help="list what would be reset")
     reset.add_argument("--state-dir", metavar="DIR", help="state directory (default: the config's state_dir)")
     reset.set_defaults(func=cmd_reset)
+
+    add_simulate_parser(verbs)
 
     check = verbs.add_parser("check-config", help="validate a config file: exit 0 or a clear error")
     check.add_argument("file", metavar="FILE")

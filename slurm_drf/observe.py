@@ -1,16 +1,85 @@
 """What watches the cycles: audit history, metrics, report files.
 
 Sits beside the daemon: the service loop asks `build_observers(config)` for
-the observers the config enables and tells each about every cycle.
+the observers the config enables and tells each about every cycle
+(`on_cycle`) and every failed cycle (`on_error`). Observers never raise
+for trouble of their own (a full disk, a port in use after start): they
+log it, because a missing report must not stop the scheduling.
+
+- `AuditRecorder` (slurm_drf.audit): always; history.sqlite in state_dir.
+- `ReportWriter` (here): when report_dir is set; latest.json (the plan,
+  SPEC §3) and latest.html (the share report), each replaced atomically.
+- `MetricsRecorder` (slurm_drf.metrics): when metrics_address or
+  metrics_textfile is set; build_observers starts its HTTP server.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+from pathlib import Path
+from typing import Final
+
+import orjson
+
+from slurm_drf.audit import AuditRecorder
 from slurm_drf.config import Config
-from slurm_drf.daemon import CycleObserver
+from slurm_drf.daemon import CycleObserver, CycleReport
+from slurm_drf.metrics import MetricsRecorder
+from slurm_drf.report import build_report, render_plan_json, render_report_html
+from slurm_drf.state import write_atomic
+
+logger = logging.getLogger(__name__)
+
+LATEST_JSON: Final = "latest.json"
+LATEST_HTML: Final = "latest.html"
 
 
-def build_observers(config: Config) -> list[CycleObserver]:
-    """The observers this config enables."""
-    del config
-    return []
+class ReportWriter:
+    """CycleObserver: rewrites latest.json and latest.html in a directory a web server publishes."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+
+    def on_cycle(self, report: CycleReport) -> None:
+        plan_json = orjson.dumps(render_plan_json(report.plan), option=orjson.OPT_APPEND_NEWLINE)
+        page = render_report_html(build_report(report.plan)).encode()
+        try:
+            self.directory.mkdir(mode=0o755, parents=True, exist_ok=True)
+            # Readable by the web server: these files are meant to be published.
+            write_atomic(self.directory / LATEST_JSON, plan_json, mode=0o644)
+            write_atomic(self.directory / LATEST_HTML, page, mode=0o644)
+        except OSError as error:
+            logger.warning("%s: cannot write the report files: %s", self.directory, error.strerror or error)
+
+    def on_error(self, error: Exception) -> None:
+        """The last good report stays: it says when it was taken."""
+        del error
+
+    def close(self) -> None:
+        """Nothing held between cycles."""
+
+
+def build_observers(config: Config, *, start: bool = True) -> list[CycleObserver]:
+    """The observers this config enables; `start` starts the metrics HTTP server (if configured).
+
+    Callers should call `close()` on each observer that has one when the
+    service stops (it stops the HTTP server).
+    """
+    observers: list[CycleObserver] = [AuditRecorder(config.state_dir, config.history_days)]
+    if config.report_dir:
+        observers.append(ReportWriter(config.report_dir))
+    if config.metrics_address or config.metrics_textfile:
+        metrics = MetricsRecorder(address=config.metrics_address, textfile=config.metrics_textfile)
+        if start:
+            metrics.start()
+        observers.append(metrics)
+    return observers
+
+
+def close_observers(observers: list[CycleObserver]) -> None:
+    """Close every observer that holds something (the metrics server)."""
+    for observer in observers:
+        close = getattr(observer, "close", None)
+        if callable(close):
+            close()

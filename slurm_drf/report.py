@@ -1,15 +1,27 @@
-"""Rendering of plans: JSON (SPEC §3) and aligned text tables. Pure.
+"""Rendering of plans: the plan JSON (SPEC §3), text tables and the share
+report in every format (table, JSON, CSV, markdown, self-contained HTML
+with an SVG chart). Pure.
 
-Sits under the CLI and the daemon; takes a Plan, returns data or text.
-Writing files (atomically) is left to the callers.
+Sits under the CLI and the daemon's observers; takes a Plan, returns data
+or text. Writing files (atomically, `state.write_atomic`) is left to the
+callers, as prometheus_client's `generate_latest` leaves it to
+`write_to_textfile`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+import csv
+import html
+import io
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from fractions import Fraction
+from typing import Any, Final
 
-from slurm_drf.drf import JobPlan, Plan, PlanJobs
+import orjson
+
+from slurm_drf.drf import AccountShare, JobPlan, Plan, PlanJobs, PoolPlan
 from slurm_drf.model import PLAN_FORMAT
 
 # Plan job entries: every key always present, the value under the mode's name.
@@ -25,6 +37,13 @@ def render_job_entries(jobs: Sequence[JobPlan], mode: str) -> list[dict[str, Any
     else:
         rows = ((getattr(job, name) for name in _ENTRY_FIELDS) for job in jobs)
     return [dict(zip(keys, row, strict=True)) for row in rows]
+
+
+def ordered_job_count(plan: Plan) -> int:
+    """How many pending jobs the plan orders (skipped ones left out), from the columns when it has them."""
+    jobs = plan.jobs
+    orders = jobs.columns["order"] if isinstance(jobs, PlanJobs) else [job.order for job in jobs]
+    return sum(1 for order in orders if order is not None)
 
 
 def render_plan_json(plan: Plan) -> dict[str, Any]:
@@ -134,3 +153,372 @@ def render_plan_table(plan: Plan, limit: int = 20) -> str:
     out.append(f"{writes} write(s) needed, mode {plan.mode}, scale {plan.scale}")
     out.extend(f"warning: {w}" for w in plan.warnings)
     return "\n".join(out)
+
+
+# --------------------------------------------------------------------------
+# The share report: per pool, one row per account (`slurm-drf report`)
+
+REPORT_FORMAT: Final = "slurm-drf-report/1"
+REPORT_FORMATS: Final = ("table", "json", "csv", "markdown", "html")
+
+# Resource colours of the HTML chart, in the order of the plan's resources.
+RESOURCE_COLOURS: Final = ("#1f77b4", "#2ca02c", "#d62728", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
+                           "#17becf")
+# Background of the HTML tables' header row.
+TABLE_HEADER_COLOUR: Final = "#243b55"
+
+_ANSI_RESET: Final = "\x1b[0m"
+_ANSI_BOLD: Final = "\x1b[1m"
+_ANSI_DOMINANT: Final = "\x1b[1;33m"
+_ANSI_NEXT: Final = "\x1b[32m"
+
+
+@dataclass(frozen=True, slots=True)
+class PoolReport:
+    """One pool of the report: its capacity and its accounts, lowest share (rank 1) first."""
+
+    pool: PoolPlan
+    accounts: tuple[AccountShare, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ShareReport:
+    cluster: str
+    taken_at: str
+    resources: tuple[str, ...]
+    pools: tuple[PoolReport, ...]
+    warnings: tuple[str, ...]
+
+
+def build_report(plan: Plan) -> ShareReport:
+    """The report's data: every pool of the plan with its accounts by rank.
+
+    An account that uses nothing has no dominant resource (the plan names
+    the first resource of a row of zeros): the report says none, rather
+    than mark a zero bar as dominant.
+    """
+    pools = tuple(
+        PoolReport(pool, tuple(
+            replace(a, dominant_resource=None) if a.dominant_share == 0 else a
+            for a in sorted((a for a in plan.accounts if a.pool == pool.name), key=lambda a: a.rank)))
+        for pool in plan.pools)
+    return ShareReport(plan.cluster, plan.taken_at, tuple(plan.resources), pools, tuple(plan.warnings))
+
+
+def format_weight(weight: Fraction | float) -> str:
+    """A weight as written in the config: 2, 0.5, 0.3."""
+    if isinstance(weight, Fraction) and weight.denominator == 1:
+        return str(weight.numerator)
+    value = float(weight)
+    return str(int(value)) if value.is_integer() else repr(value)
+
+
+def format_share(share: float) -> str:
+    """A share for people: four decimals (the exact value is in JSON and CSV)."""
+    return f"{share:.4f}"
+
+
+def report_columns(resources: Sequence[str]) -> list[str]:
+    """The CSV header: one column per field, usage and share per resource."""
+    return ["pool", "rank", "account", "weight", "running_jobs", "pending_jobs",
+            *(f"usage:{r}" for r in resources), *(f"share:{r}" for r in resources),
+            "dominant_resource", "dominant_share", "weighted_share"]
+
+
+def render_report_json(report: ShareReport) -> dict[str, Any]:
+    """The report as JSON-ready data; shares are exact floats."""
+    return {
+        "format": REPORT_FORMAT,
+        "cluster": report.cluster,
+        "taken_at": report.taken_at,
+        "resources": list(report.resources),
+        "pools": [
+            {
+                "name": p.pool.name,
+                "partitions": list(p.pool.partitions),
+                "nodes": p.pool.nodes,
+                "capacity": dict(p.pool.capacity),
+                "accounts": [
+                    {
+                        "rank": a.rank,
+                        "account": a.account,
+                        "weight": float(a.weight),
+                        "running_jobs": a.running_jobs,
+                        "pending_jobs": a.pending_jobs,
+                        "usage": {r: a.usage.get(r, 0) for r in report.resources},
+                        "shares": {r: a.shares.get(r, 0.0) for r in report.resources},
+                        "dominant_resource": a.dominant_resource,
+                        "dominant_share": a.dominant_share,
+                        "weighted_share": a.weighted_share,
+                    }
+                    for a in p.accounts
+                ],
+            }
+            for p in report.pools
+        ],
+        "warnings": list(report.warnings),
+    }
+
+
+def render_report_csv(report: ShareReport) -> str:
+    """One row per (pool, account); floats in full precision (repr), so they read back exactly."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(report_columns(report.resources))
+    for pool in report.pools:
+        for a in pool.accounts:
+            writer.writerow([
+                pool.pool.name, a.rank, a.account, format_weight(a.weight), a.running_jobs, a.pending_jobs,
+                *(a.usage.get(r, 0) for r in report.resources),
+                *(repr(a.shares.get(r, 0.0)) for r in report.resources),
+                a.dominant_resource or "", repr(a.dominant_share), repr(a.weighted_share)])
+    return out.getvalue()
+
+
+def _display_headers(resources: Sequence[str]) -> list[str]:
+    return ["rank", "account", "weight", "running", "pending", *(f"{r} used" for r in resources),
+            *(f"{r} share" for r in resources), "dominant", "dominant share", "weighted share"]
+
+
+def _display_cells(account: AccountShare, resources: Sequence[str]) -> list[str]:
+    """One account's row as text: the same cells in the table, markdown and HTML."""
+    return [str(account.rank), account.account, format_weight(account.weight), str(account.running_jobs),
+            str(account.pending_jobs), *(str(account.usage.get(r, 0)) for r in resources),
+            *(format_share(account.shares.get(r, 0.0)) for r in resources), account.dominant_resource or "-",
+            format_share(account.dominant_share), format_share(account.weighted_share)]
+
+
+# Columns that hold text (left-aligned); every other column holds numbers.
+_TEXT_COLUMNS: Final = frozenset({"account", "dominant"})
+
+
+def _capacity_text(pool: PoolPlan) -> str:
+    capacity = ", ".join(f"{k}={v}" for k, v in pool.capacity.items())
+    partitions = ",".join(pool.partitions) or "-"
+    return f"{pool.nodes} node(s), partitions {partitions}; capacity {capacity}"
+
+
+def render_report_table(report: ShareReport, *, color: bool = False) -> str:
+    """Aligned columns per pool; with `color`, ANSI styles (the caller decides: a TTY, NO_COLOR unset).
+
+    The dominant resource's share is highlighted and the account served
+    next (rank 1) is green. Padding is computed on the plain text, so the
+    columns line up with or without colour.
+    """
+    headers = _display_headers(report.resources)
+    width_of_resources = len(report.resources)
+    first_share = 5 + width_of_resources
+    out: list[str] = [f"cluster {report.cluster}, taken at {report.taken_at or '-'}"]
+    for pool in report.pools:
+        out.append("")
+        title = f"pool {pool.pool.name}: {_capacity_text(pool.pool)}"
+        out.append(f"{_ANSI_BOLD}{title}{_ANSI_RESET}" if color else title)
+        rows = [_display_cells(a, report.resources) for a in pool.accounts]
+        widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+
+        def pad(index: int, text: str, widths: list[int] = widths) -> str:
+            return text.ljust(widths[index]) if headers[index] in _TEXT_COLUMNS else text.rjust(widths[index])
+
+        header_line = "  ".join(pad(i, h) for i, h in enumerate(headers)).rstrip()
+        out.append(f"{_ANSI_BOLD}{header_line}{_ANSI_RESET}" if color else header_line)
+        out.append("  ".join("-" * w for w in widths))
+        for account, cells in zip(pool.accounts, rows, strict=True):
+            styled = [pad(i, c) for i, c in enumerate(cells)]
+            if color:
+                if account.dominant_resource in report.resources:
+                    k = first_share + report.resources.index(account.dominant_resource)
+                    styled[k] = f"{_ANSI_DOMINANT}{styled[k]}{_ANSI_RESET}"
+                if account.rank == 1:
+                    styled[1] = f"{_ANSI_NEXT}{styled[1]}{_ANSI_RESET}"
+            out.append("  ".join(styled).rstrip())
+        if not rows:
+            out.append("(no running or pending jobs)")
+    out.extend(f"warning: {w}" for w in report.warnings)
+    return "\n".join(out) + "\n"
+
+
+def _markdown_cell(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("|", "\\|")
+
+
+def render_report_markdown(report: ShareReport) -> str:
+    """A GitHub-flavoured markdown table per pool (numbers right-aligned)."""
+    headers = _display_headers(report.resources)
+    out = [f"# Share report: {_markdown_cell(report.cluster)}", "",
+           f"Taken at {report.taken_at or '-'}; resources {', '.join(report.resources)}."]
+    for pool in report.pools:
+        out += ["", f"## Pool {_markdown_cell(pool.pool.name)}", "", _markdown_cell(_capacity_text(pool.pool)), ""]
+        out.append("| " + " | ".join(headers) + " |")
+        out.append("|" + "|".join(":---" if h in _TEXT_COLUMNS else "---:" for h in headers) + "|")
+        for account in pool.accounts:
+            out.append("| " + " | ".join(_markdown_cell(c) for c in _display_cells(account, report.resources)) + " |")
+    if report.warnings:
+        out += ["", *(f"- warning: {_markdown_cell(w)}" for w in report.warnings)]
+    return "\n".join(out) + "\n"
+
+
+# --- HTML with an inline SVG chart -----------------------------------------
+
+_CSS: Final = f"""
+body {{ font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 24px; color: #1b1f24;
+       background: #ffffff; }}
+h1 {{ font-size: 22px; margin: 0 0 4px 0; }}
+h2 {{ font-size: 18px; margin: 28px 0 4px 0; }}
+p.meta {{ color: #57606a; margin: 0 0 12px 0; }}
+svg.chart {{ display: block; margin: 8px 0 16px 0; }}
+svg.chart text {{ font-size: 12px; fill: #1b1f24; }}
+table.shares {{ border-collapse: collapse; font-size: 13px; }}
+table.shares th {{ background: {TABLE_HEADER_COLOUR}; color: #ffffff; padding: 6px 10px; text-align: right; }}
+table.shares td {{ padding: 4px 10px; border-bottom: 1px solid #d0d7de; text-align: right;
+                   font-variant-numeric: tabular-nums; }}
+table.shares th.text, table.shares td.text {{ text-align: left; }}
+table.shares td.dominant {{ font-weight: bold; background: #fff3bf; }}
+table.shares tr.next td.account {{ color: #1a7f37; font-weight: bold; }}
+ul.warnings {{ color: #9a6700; }}
+"""
+
+_LABEL_WIDTH: Final = 170
+_PLOT_WIDTH: Final = 620
+_BAR_HEIGHT: Final = 12
+_BAR_GAP: Final = 2
+_GROUP_GAP: Final = 12
+_TOP: Final = 34
+_BOTTOM: Final = 34
+_MARK_WIDTH: Final = 80
+
+
+def resource_colour(index: int) -> str:
+    return RESOURCE_COLOURS[index % len(RESOURCE_COLOURS)]
+
+
+def chart_scale(accounts: Sequence[AccountShare], resources: Sequence[str]) -> float:
+    """The share at the right end of the axis: the largest share rounded up to a tenth (at least 0.1)."""
+    largest = max((a.shares.get(r, 0.0) for a in accounts for r in resources), default=0.0)
+    return max(0.1, math.ceil(largest * 10 - 1e-9) / 10)
+
+
+def render_share_chart_svg(pool: PoolReport, all_resources: Sequence[str]) -> str:
+    """Horizontal bars: per account (rank order) one bar per resource; the dominant one outlined and marked.
+
+    Resources the pool has none of are left out (they count for no share);
+    colours follow the resource's place in the plan, the same in every pool.
+    The weighted share is written at the right.
+    """
+    accounts = pool.accounts
+    colour = {r: resource_colour(i) for i, r in enumerate(all_resources)}
+    resources = [r for r in all_resources if pool.pool.capacity.get(r, 0) > 0] or list(all_resources)
+    group = len(resources) * (_BAR_HEIGHT + _BAR_GAP) - _BAR_GAP
+    height = _TOP + _BOTTOM + max(1, len(accounts)) * (group + _GROUP_GAP)
+    width = _LABEL_WIDTH + _PLOT_WIDTH + _MARK_WIDTH + 10
+    scale = chart_scale(accounts, resources)
+    x0 = _LABEL_WIDTH
+
+    def x_of(share: float) -> float:
+        return x0 + _PLOT_WIDTH * min(max(share, 0.0), scale) / scale
+
+    parts = [f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img" '
+             f'aria-label="share of each resource per account in pool {html.escape(pool.pool.name)}">']
+    # Legend: one swatch per resource, and the dominant marker.
+    lx = x0
+    for resource in resources:
+        parts.append(f'<rect x="{lx}" y="8" width="12" height="12" fill="{colour[resource]}"/>'
+                     f'<text x="{lx + 16}" y="18">{html.escape(resource)}</text>')
+        lx += 32 + 7 * len(resource)
+    parts.append(f'<rect x="{lx}" y="8" width="12" height="12" fill="#ffffff" stroke="#111111" '
+                 f'stroke-width="2"/><text x="{lx + 16}" y="18">dominant (&#9664;)</text>')
+    parts.append(f'<text x="{width - 6}" y="18" text-anchor="end">weighted</text>')
+    bottom = height - _BOTTOM
+    # Grid and axis: five ticks from 0 to the scale.
+    for tick in range(6):
+        share = scale * tick / 5
+        x = x_of(share)
+        parts.append(f'<line x1="{x:.1f}" y1="{_TOP - 4}" x2="{x:.1f}" y2="{bottom}" stroke="#d0d7de"/>'
+                     f'<text x="{x:.1f}" y="{bottom + 16}" text-anchor="middle">{share:.2f}</text>')
+    parts.append(f'<text x="{x0 + _PLOT_WIDTH / 2:.1f}" y="{bottom + 30}" text-anchor="middle">'
+                 'share of the pool&#8217;s capacity</text>')
+    for row, account in enumerate(accounts):
+        top = _TOP + row * (group + _GROUP_GAP)
+        name = account.account if len(account.account) <= 22 else account.account[:21] + "\u2026"
+        parts.append(f'<text x="{x0 - 8}" y="{top + group / 2 + 4:.1f}" text-anchor="end">'
+                     f'<title>{html.escape(account.account)}</title>{html.escape(name)}</text>')
+        parts.append(f'<text class="weighted" x="{width - 6}" y="{top + group / 2 + 4:.1f}" text-anchor="end">'
+                     f'{account.weighted_share:.3f}</text>')
+        for index, resource in enumerate(resources):
+            share = account.shares.get(resource, 0.0)
+            y = top + index * (_BAR_HEIGHT + _BAR_GAP)
+            bar = max(x_of(share) - x0, 0.0)
+            dominant = resource == account.dominant_resource
+            outline = ' stroke="#111111" stroke-width="2"' if dominant else ""
+            tip = f"{account.account} {resource}: {format_share(share)}" + (" (dominant)" if dominant else "")
+            parts.append(f'<rect class="bar{" dominant" if dominant else ""}" x="{x0}" y="{y}" '
+                         f'width="{bar:.1f}" height="{_BAR_HEIGHT}" fill="{colour[resource]}"{outline}>'
+                         f'<title>{html.escape(tip)}</title></rect>')
+            if dominant:
+                mx = x0 + bar + 4
+                parts.append(f'<path class="dominant-mark" d="M{mx:.1f},{y + _BAR_HEIGHT / 2:.1f} '
+                             f'l10,-6 l0,12 z" fill="#111111"/>')
+    parts.append(f'<line x1="{x0}" y1="{_TOP - 4}" x2="{x0}" y2="{bottom}" stroke="#1b1f24"/>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def render_report_html(report: ShareReport) -> str:
+    """One self-contained page: inline CSS, per pool an SVG chart and the table. No scripts, no links."""
+    esc = html.escape
+    headers = _display_headers(report.resources)
+    first_share = 5 + len(report.resources)
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           '<meta name="viewport" content="width=device-width, initial-scale=1">',
+           f"<title>slurm-drf share report: {esc(report.cluster)}</title>",
+           f"<style>{_CSS}</style></head><body>",
+           f"<h1>Share report: {esc(report.cluster)}</h1>",
+           f'<p class="meta">Taken at {esc(report.taken_at or "-")}; resources '
+           f'{esc(", ".join(report.resources))}. Rank 1 is the account served next (lowest weighted '
+           "dominant share).</p>"]
+    for pool in report.pools:
+        out.append(f'<section class="pool" id="pool-{esc(pool.pool.name)}">')
+        out.append(f"<h2>Pool {esc(pool.pool.name)}</h2>")
+        out.append(f'<p class="meta">{esc(_capacity_text(pool.pool))}</p>')
+        out.append(render_share_chart_svg(pool, report.resources))
+        out.append('<table class="shares"><thead><tr>')
+        text_class = ' class="text"'
+        out.extend(f'<th{text_class if h in _TEXT_COLUMNS else ""} scope="col">{esc(h)}</th>' for h in headers)
+        out.append("</tr></thead><tbody>")
+        for account in pool.accounts:
+            cells = _display_cells(account, report.resources)
+            dominant = (first_share + report.resources.index(account.dominant_resource)
+                        if account.dominant_resource in report.resources else -1)
+            row_class = ' class="next"' if account.rank == 1 else ""
+            out.append(f"<tr{row_class}>")
+            for index, (header, cell) in enumerate(zip(headers, cells, strict=True)):
+                classes = [c for c, on in (("text", header in _TEXT_COLUMNS), ("account", header == "account"),
+                                           ("dominant", index == dominant)) if on]
+                attribute = f' class="{" ".join(classes)}"' if classes else ""
+                out.append(f"<td{attribute}>{esc(cell)}</td>")
+            out.append("</tr>")
+        out.append("</tbody></table></section>")
+    if report.warnings:
+        out.append('<ul class="warnings">' + "".join(f"<li>{esc(w)}</li>" for w in report.warnings) + "</ul>")
+    out.append("</body></html>")
+    return "\n".join(out) + "\n"
+
+
+def render_report(plan: Plan, fmt: str, *, color: bool = False) -> str:
+    """The share report of a plan in one of REPORT_FORMATS, as text."""
+    report = build_report(plan)
+    renderers: dict[str, Callable[[ShareReport], str]] = {
+        "json": lambda r: _json_text(render_report_json(r)),
+        "csv": render_report_csv,
+        "markdown": render_report_markdown,
+        "html": render_report_html,
+    }
+    if fmt == "table":
+        return render_report_table(report, color=color)
+    if fmt not in renderers:
+        raise ValueError(f"unknown report format {fmt!r}; expected one of {', '.join(REPORT_FORMATS)}")
+    return renderers[fmt](report)
+
+
+def _json_text(data: Any) -> str:
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE).decode()

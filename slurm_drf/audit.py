@@ -1,0 +1,515 @@
+"""History: every cycle's shares and every value written, in SQLite.
+
+Sits beside the daemon: `AuditRecorder` is a CycleObserver the service
+loop tells about every cycle (and every failed one); `slurm-drf audit`
+reads the same file through `query_*`. The database is
+`history.sqlite` in the state directory, in WAL mode so the CLI reads while
+the daemon writes, with a versioned schema (`PRAGMA user_version`, one
+migration per version, each applied in one transaction) and a retention
+of `history_days` days.
+
+What is recorded: one `cycles` row per cycle (dry runs too, flagged), one
+`shares` row per (cycle, pool, account) with the per-resource usage and
+shares as JSON, one `writes` row per value sent to Slurm with its outcome
+(applied, gone, failed) and one `errors` row per failed cycle. A dry run
+wrote nothing, so it records no writes. Recording never stops the daemon:
+a database that cannot be written is logged and the cycle goes on.
+
+The query and render functions are pure apart from the connection they are
+handed; `parse_since` takes `now` from the caller.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import logging
+import os
+import re
+import sqlite3
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
+
+from slurm_drf.errors import DrfError, InputError, StateError
+from slurm_drf.model import format_time
+from slurm_drf.report import ordered_job_count, render_table
+from slurm_drf.state import StateStore
+
+if TYPE_CHECKING:
+    from slurm_drf.daemon import CycleReport
+
+logger = logging.getLogger(__name__)
+
+HISTORY_FILE: Final = "history.sqlite"
+OUTCOMES: Final = ("applied", "gone", "failed")
+AUDIT_FORMATS: Final = ("table", "json", "csv")
+AUDIT_TABLES: Final = ("writes", "shares", "cycles", "errors")
+# Retention runs at most this often (seconds): deleting is cheap, but not free.
+PRUNE_EVERY: Final = 3600.0
+
+# One entry per schema version: the statements that take version N to N+1.
+# Never edit a released entry; append a new one.
+MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
+    (
+        """CREATE TABLE cycles (
+            id INTEGER PRIMARY KEY,
+            time REAL NOT NULL,
+            taken_at TEXT NOT NULL,
+            cluster TEXT NOT NULL,
+            mode TEXT NOT NULL,
+            dry_run INTEGER NOT NULL,
+            epoch INTEGER NOT NULL,
+            pending_jobs INTEGER NOT NULL,
+            writes_planned INTEGER NOT NULL,
+            deferred INTEGER NOT NULL,
+            read_seconds REAL NOT NULL,
+            seconds REAL NOT NULL)""",
+        "CREATE INDEX cycles_time ON cycles(time)",
+        """CREATE TABLE shares (
+            cycle_id INTEGER NOT NULL REFERENCES cycles(id) ON DELETE CASCADE,
+            pool TEXT NOT NULL,
+            account TEXT NOT NULL,
+            weight REAL NOT NULL,
+            rank INTEGER NOT NULL,
+            running_jobs INTEGER NOT NULL,
+            pending_jobs INTEGER NOT NULL,
+            dominant_resource TEXT,
+            dominant_share REAL NOT NULL,
+            weighted_share REAL NOT NULL,
+            usage TEXT NOT NULL,
+            shares TEXT NOT NULL,
+            PRIMARY KEY (cycle_id, pool, account)) WITHOUT ROWID""",
+        "CREATE INDEX shares_account ON shares(account, cycle_id)",
+        """CREATE TABLE writes (
+            id INTEGER PRIMARY KEY,
+            cycle_id INTEGER NOT NULL REFERENCES cycles(id) ON DELETE CASCADE,
+            time REAL NOT NULL,
+            job_id TEXT NOT NULL,
+            account TEXT NOT NULL,
+            user TEXT NOT NULL,
+            pool TEXT,
+            mode TEXT NOT NULL,
+            old_value INTEGER,
+            new_value INTEGER NOT NULL,
+            level REAL,
+            position INTEGER,
+            tie INTEGER NOT NULL,
+            outcome TEXT NOT NULL CHECK (outcome IN ('applied', 'gone', 'failed')),
+            message TEXT)""",
+        "CREATE INDEX writes_time ON writes(time)",
+        "CREATE INDEX writes_job ON writes(job_id, time)",
+        "CREATE INDEX writes_account ON writes(account, time)",
+        """CREATE TABLE errors (
+            id INTEGER PRIMARY KEY,
+            time REAL NOT NULL,
+            kind TEXT NOT NULL,
+            message TEXT NOT NULL)""",
+        "CREATE INDEX errors_time ON errors(time)",
+    ),
+)
+SCHEMA_VERSION: Final = len(MIGRATIONS)
+
+
+def error_kind(error: BaseException) -> str:
+    """A bounded label for an error: its category (`slurm_read`, `state`, ...) or `internal`."""
+    if isinstance(error, DrfError):
+        return re.sub(r"[^a-z0-9]+", "_", error.category.lower()).strip("_") or "error"
+    return "internal"
+
+
+# --------------------------------------------------------------------------
+# Opening and migrating
+
+
+def history_path(state_dir: str | os.PathLike[str]) -> Path:
+    return Path(state_dir) / HISTORY_FILE
+
+
+def open_history(path: str | os.PathLike[str]) -> sqlite3.Connection:
+    """Open (creating it, mode 0640) and migrate the history database for writing."""
+    target = Path(path)
+    if not target.exists():
+        # SQLite would create it with 0644; account names and shares are not for everybody.
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o640))
+    connection = sqlite3.connect(target, timeout=10.0, isolation_level=None, check_same_thread=False)
+    try:
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=NORMAL")
+        connection.execute("PRAGMA foreign_keys=ON")
+        migrate(connection, str(target))
+    except BaseException:
+        connection.close()
+        raise
+    return connection
+
+
+def open_history_readonly(path: str | os.PathLike[str]) -> sqlite3.Connection:
+    """Open the history for queries only; StateError when it is missing or of another version."""
+    target = Path(path)
+    if not target.exists():
+        raise StateError(f"{target}: no history yet (the daemon records one every cycle)")
+    try:
+        connection = sqlite3.connect(f"{target.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0,
+                                     isolation_level=None)
+        version = int(connection.execute("PRAGMA user_version").fetchone()[0])
+    except sqlite3.Error as error:
+        raise StateError(f"{target}: cannot read the history: {error}") from error
+    if version != SCHEMA_VERSION:
+        connection.close()
+        newer = version > SCHEMA_VERSION
+        raise StateError(f"{target}: history schema version {version}, this slurm-drf reads {SCHEMA_VERSION}; "
+                         + ("upgrade slurm-drf" if newer else "the daemon upgrades it on its next cycle"))
+    return connection
+
+
+def schema_version(connection: sqlite3.Connection) -> int:
+    return int(connection.execute("PRAGMA user_version").fetchone()[0])
+
+
+def migrate(connection: sqlite3.Connection, name: str = "history") -> int:
+    """Bring the schema to SCHEMA_VERSION, one transaction per step; the version reached."""
+    while True:
+        version = schema_version(connection)
+        if version > SCHEMA_VERSION:
+            raise StateError(f"{name}: history schema version {version} is newer than this slurm-drf's "
+                             f"{SCHEMA_VERSION}; upgrade slurm-drf or move the file away")
+        if version == SCHEMA_VERSION:
+            return version
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            # Another process may have migrated between our read and our lock.
+            if schema_version(connection) == version:
+                for statement in MIGRATIONS[version]:
+                    connection.execute(statement)
+                connection.execute(f"PRAGMA user_version = {version + 1}")
+            connection.execute("COMMIT")
+        except BaseException:
+            connection.execute("ROLLBACK")
+            raise
+        logger.info("%s: history schema migrated to version %d", name, version + 1)
+
+
+# --------------------------------------------------------------------------
+# Recording
+
+
+def record_cycle(connection: sqlite3.Connection, report: CycleReport, now: float) -> int:
+    """One cycle: its shares and, unless it was a dry run, its writes with their outcomes; the cycle id."""
+    plan = report.plan
+    pending = ordered_job_count(plan)
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        cursor = connection.execute(
+            "INSERT INTO cycles (time, taken_at, cluster, mode, dry_run, epoch, pending_jobs, writes_planned,"
+            " deferred, read_seconds, seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (now, plan.taken_at, plan.cluster, plan.mode, int(report.dry_run), plan.state.epoch, pending,
+             len(report.writes), report.deferred, report.read_seconds, report.seconds))
+        cycle_id = int(cursor.lastrowid or 0)
+        connection.executemany(
+            "INSERT INTO shares (cycle_id, pool, account, weight, rank, running_jobs, pending_jobs,"
+            " dominant_resource, dominant_share, weighted_share, usage, shares)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(cycle_id, a.pool, a.account, float(a.weight), a.rank, a.running_jobs, a.pending_jobs,
+              a.dominant_resource if a.dominant_share else None, a.dominant_share, a.weighted_share,
+              json.dumps(dict(a.usage), sort_keys=True), json.dumps(dict(a.shares), sort_keys=True))
+             for a in plan.accounts])
+        if not report.dry_run and report.result is not None:
+            connection.executemany(
+                "INSERT INTO writes (cycle_id, time, job_id, account, user, pool, mode, old_value, new_value,"
+                " level, position, tie, outcome, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(cycle_id, now, *row) for row in build_write_rows(report)])
+        connection.execute("COMMIT")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    return cycle_id
+
+
+def build_write_rows(report: CycleReport) -> list[tuple[Any, ...]]:
+    """(job, account, user, pool, mode, old, new, level, order, tie, outcome, message) per write sent."""
+    result = report.result
+    if result is None:
+        return []
+    wanted = {w.job_id for w in report.writes}
+    jobs = report.plan.jobs
+    ids = _column(jobs, "job_id")
+    where = {job_id: index for index, job_id in enumerate(ids) if job_id in wanted}
+    applied, gone = set(result.applied), set(result.gone)
+    rows: list[tuple[Any, ...]] = []
+    for write in report.writes:
+        index = where.get(write.job_id)
+        job = jobs[index] if index is not None else None
+        if write.job_id in result.failed:
+            outcome, message = "failed", result.failed[write.job_id]
+        elif write.job_id in gone:
+            outcome, message = "gone", None
+        elif write.job_id in applied:
+            outcome, message = "applied", None
+        else:
+            outcome, message = "failed", "no outcome reported by the writer"
+        rows.append((write.job_id, job.account if job else "", job.user if job else "", job.pool if job else None,
+                     write.mode, job.current if job else None, write.value, job.level if job else None,
+                     job.order if job else None, int(job.tie) if job else 0, outcome, message))
+    return rows
+
+
+def _column(jobs: Sequence[Any], name: str) -> Sequence[Any]:
+    columns = getattr(jobs, "columns", None)
+    if isinstance(columns, Mapping) and name in columns:
+        column: Sequence[Any] = columns[name]
+        return column
+    return [getattr(job, name) for job in jobs]
+
+
+def record_error(connection: sqlite3.Connection, error: BaseException, now: float) -> None:
+    with connection:
+        connection.execute("INSERT INTO errors (time, kind, message) VALUES (?, ?, ?)",
+                           (now, error_kind(error), str(error) or type(error).__name__))
+
+
+def prune(connection: sqlite3.Connection, before: float) -> int:
+    """Delete everything recorded before `before`; how many rows went."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        deleted = connection.execute("DELETE FROM writes WHERE time < ?", (before,)).rowcount
+        deleted += connection.execute(
+            "DELETE FROM shares WHERE cycle_id IN (SELECT id FROM cycles WHERE time < ?)", (before,)).rowcount
+        deleted += connection.execute("DELETE FROM cycles WHERE time < ?", (before,)).rowcount
+        deleted += connection.execute("DELETE FROM errors WHERE time < ?", (before,)).rowcount
+        connection.execute("COMMIT")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    return max(deleted, 0)
+
+
+class AuditRecorder:
+    """CycleObserver: records every cycle into `history.sqlite` in the state directory."""
+
+    def __init__(self, state_dir: str | os.PathLike[str], history_days: int | None, *,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.state_dir = Path(state_dir)
+        self.path = history_path(state_dir)
+        self.history_days = history_days
+        self.clock = clock
+        self._last_prune: float | None = None
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[sqlite3.Connection]:
+        StateStore(self.state_dir).ensure_directory()
+        connection = open_history(self.path)
+        try:
+            yield connection
+        finally:
+            connection.close()
+
+    def on_cycle(self, report: CycleReport) -> None:
+        now = self.clock()
+        try:
+            with self._connection() as connection:
+                record_cycle(connection, report, now)
+                self._prune(connection, now)
+        except (sqlite3.Error, OSError, StateError) as error:
+            logger.warning("%s: cannot record the cycle in the history: %s", self.path, error)
+
+    def on_error(self, error: Exception) -> None:
+        now = self.clock()
+        try:
+            with self._connection() as connection:
+                record_error(connection, error, now)
+        except (sqlite3.Error, OSError, StateError) as failure:
+            logger.warning("%s: cannot record the error in the history: %s", self.path, failure)
+
+    def close(self) -> None:
+        """Nothing held between cycles: each cycle opens and closes the database."""
+
+    def _prune(self, connection: sqlite3.Connection, now: float) -> None:
+        if self.history_days is None:
+            return
+        if self._last_prune is not None and now - self._last_prune < PRUNE_EVERY:
+            return
+        self._last_prune = now
+        deleted = prune(connection, now - self.history_days * 86400.0)
+        if deleted:
+            logger.info("%s: %d history row(s) older than %d day(s) deleted", self.path, deleted,
+                        self.history_days)
+
+
+# --------------------------------------------------------------------------
+# Queries (`slurm-drf audit`)
+
+_RELATIVE: Final = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*([smhdw])\s*$")
+_UNIT_SECONDS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+def parse_since(text: str, now: float) -> float:
+    """Seconds since the epoch from `7d`, `12h`, `30m`, `2w`, a date (`2026-11-30`, UTC) or an ISO time."""
+    relative = _RELATIVE.match(text)
+    if relative:
+        return now - float(relative[1]) * _UNIT_SECONDS[relative[2]]
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(f"--since {text!r}: expected a duration back from now (7d, 12h, 30m, 2w), a date "
+                         "(2026-11-30) or a time (2026-11-30T02:00:00Z)") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
+@dataclass(frozen=True, slots=True)
+class AuditQuery:
+    table: str = "writes"
+    since: float | None = None
+    account: str | None = None
+    job: str | None = None
+    pool: str | None = None
+    limit: int = 0
+
+
+WRITE_COLUMNS: Final = ("time", "cycle", "job", "account", "user", "pool", "mode", "old", "new", "level", "order",
+                        "tie", "outcome", "message")
+CYCLE_COLUMNS: Final = ("time", "cycle", "taken_at", "cluster", "mode", "dry_run", "epoch", "pending",
+                        "writes_planned", "deferred", "read_seconds", "seconds")
+ERROR_COLUMNS: Final = ("time", "kind", "message")
+
+
+def query_history(connection: sqlite3.Connection, query: AuditQuery) -> list[dict[str, Any]]:
+    """Records of one table, oldest first, as dicts with the columns shown by `slurm-drf audit`."""
+    if query.table not in AUDIT_TABLES:
+        raise InputError(f"unknown history table {query.table!r}; expected one of {', '.join(AUDIT_TABLES)}")
+    if query.job is not None and query.table != "writes":
+        raise InputError(f"--job selects writes; {query.table} are not per job")
+    if query.account is not None and query.table not in ("writes", "shares"):
+        raise InputError(f"--account selects writes or shares; {query.table} are not per account")
+    if query.pool is not None and query.table not in ("writes", "shares"):
+        raise InputError(f"--pool selects writes or shares; {query.table} are not per pool")
+    time_column = {"writes": "w.time", "shares": "c.time", "cycles": "c.time", "errors": "e.time"}[query.table]
+    conditions: list[str] = []
+    parameters: list[Any] = []
+    if query.since is not None:
+        conditions.append(f"{time_column} >= ?")
+        parameters.append(query.since)
+    prefix = "w" if query.table == "writes" else "s"
+    if query.account is not None:
+        conditions.append(f"{prefix}.account = ?")
+        parameters.append(query.account)
+    if query.pool is not None:
+        conditions.append(f"{prefix}.pool = ?")
+        parameters.append(query.pool)
+    if query.job is not None:
+        conditions.append("w.job_id = ?")
+        parameters.append(query.job)
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    order = {"writes": "w.time, w.id", "shares": "c.time, s.cycle_id, s.pool, s.rank",
+             "cycles": "c.time, c.id", "errors": "e.time, e.id"}[query.table]
+    select = {
+        "writes": "SELECT w.time, w.cycle_id, w.job_id, w.account, w.user, w.pool, w.mode, w.old_value, "
+                  "w.new_value, w.level, w.position, w.tie, w.outcome, w.message FROM writes w",
+        "shares": "SELECT c.time, s.cycle_id, s.pool, s.account, s.rank, s.weight, s.running_jobs, "
+                  "s.pending_jobs, s.dominant_resource, s.dominant_share, s.weighted_share, s.usage, s.shares "
+                  "FROM shares s JOIN cycles c ON c.id = s.cycle_id",
+        "cycles": "SELECT c.time, c.id, c.taken_at, c.cluster, c.mode, c.dry_run, c.epoch, c.pending_jobs, "
+                  "c.writes_planned, c.deferred, c.read_seconds, c.seconds FROM cycles c",
+        "errors": "SELECT e.time, e.kind, e.message FROM errors e",
+    }[query.table]
+    if query.limit > 0:
+        # The newest `limit` rows, shown oldest first like the rest.
+        descending = ", ".join(f"{column} DESC" for column in order.split(", "))
+        rows = connection.execute(f"{select}{where} ORDER BY {descending} LIMIT ?",
+                                  [*parameters, query.limit]).fetchall()
+        rows.reverse()
+    else:
+        rows = connection.execute(f"{select}{where} ORDER BY {order}", parameters).fetchall()
+    return [_record(query.table, row) for row in rows]
+
+
+def _record(table: str, row: Sequence[Any]) -> dict[str, Any]:
+    if table == "writes":
+        record = dict(zip(WRITE_COLUMNS, row, strict=True))
+        record["tie"] = bool(record["tie"])
+    elif table == "cycles":
+        record = dict(zip(CYCLE_COLUMNS, row, strict=True))
+        record["dry_run"] = bool(record["dry_run"])
+    elif table == "errors":
+        record = dict(zip(ERROR_COLUMNS, row, strict=True))
+    else:
+        (moment, cycle, pool, account, rank, weight, running, pending, dominant, dominant_share, weighted,
+         usage, shares) = row
+        record = {"time": moment, "cycle": cycle, "pool": pool, "account": account, "rank": rank,
+                  "weight": weight, "running": running, "pending": pending, "dominant": dominant,
+                  "dominant_share": dominant_share, "weighted_share": weighted,
+                  "usage": json.loads(usage), "shares": json.loads(shares)}
+    record["time"] = format_time(float(record["time"]))
+    return record
+
+
+# --------------------------------------------------------------------------
+# Rendering query results (pure)
+
+
+def _flatten(record: Mapping[str, Any]) -> dict[str, Any]:
+    """Nested per-resource mappings as `usage:cpu`, `share:cpu` columns."""
+    flat: dict[str, Any] = {}
+    for key, value in record.items():
+        if isinstance(value, Mapping):
+            label = "share" if key == "shares" else key
+            flat.update({f"{label}:{name}": amount for name, amount in value.items()})
+        else:
+            flat[key] = value
+    return flat
+
+
+def _columns(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    columns: dict[str, None] = {}
+    for record in records:
+        columns.update(dict.fromkeys(record))
+    return list(columns)
+
+
+def render_audit_json(records: Sequence[Mapping[str, Any]]) -> str:
+    return orjson.dumps(list(records), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE).decode()
+
+
+def render_audit_csv(records: Sequence[Mapping[str, Any]]) -> str:
+    flat = [_flatten(r) for r in records]
+    columns = _columns(flat)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    for record in flat:
+        writer.writerow(["" if record.get(c) is None else repr(v) if isinstance(v := record.get(c), float)
+                         else v for c in columns])
+    return out.getvalue()
+
+
+def render_audit_table(records: Sequence[Mapping[str, Any]], table: str = "writes") -> str:
+    if not records:
+        return f"no {table} recorded for this query\n"
+    flat = [_flatten(r) for r in records]
+    # The table leaves usage out (it is in JSON and CSV): shares say it relative to the pool.
+    columns = [c for c in _columns(flat) if not c.startswith("usage:")]
+    rows = [[record.get(c) for c in columns] for record in flat]
+    if any(None in row for row in rows):
+        # render_table aligns numbers right only when every cell is one; keep numbers numbers.
+        rows = [[cell if cell is not None else "-" for cell in row] for row in rows]
+    return render_table(columns, rows) + "\n"
+
+
+def render_audit(records: Sequence[Mapping[str, Any]], fmt: str, table: str = "writes") -> str:
+    if fmt == "json":
+        return render_audit_json(records)
+    if fmt == "csv":
+        return render_audit_csv(records)
+    if fmt == "table":
+        return render_audit_table(records, table)
+    raise ValueError(f"unknown audit format {fmt!r}; expected one of {', '.join(AUDIT_FORMATS)}")

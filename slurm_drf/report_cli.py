@@ -1,0 +1,200 @@
+"""The verbs `report`, `audit` and `explain`: their arguments and what they run.
+
+Sits under cli.py, which adds these parsers (`add_observe_parsers`) and
+maps exceptions to exit codes; each `cmd_*` reads the cluster (a snapshot
+file or live Slurm through the daemon's source) or the history, calls the
+pure functions of report, audit and explain, and prints or writes
+(atomically) the result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+from typing import TextIO, TypeAlias
+
+import orjson
+
+from slurm_drf.audit import (
+    AUDIT_FORMATS,
+    AUDIT_TABLES,
+    AuditQuery,
+    history_path,
+    open_history_readonly,
+    parse_since,
+    query_history,
+    render_audit,
+)
+from slurm_drf.config import Config, resolve_config
+from slurm_drf.daemon import make_source
+from slurm_drf.drf import EMPTY_STATE, PolicyState, compute_plan
+from slurm_drf.errors import InputError
+from slurm_drf.explain import explain_job, render_explanation_json, render_explanation_text
+from slurm_drf.model import Snapshot
+from slurm_drf.report import REPORT_FORMATS, render_report
+from slurm_drf.slurm.snapshot_file import SnapshotFileSource
+from slurm_drf.state import STATE_FILE, StateStore, write_atomic
+
+logger = logging.getLogger(__name__)
+
+# argparse names no public type for what add_subparsers returns (and it is generic only to type checkers).
+Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+_CONFIG_HELP = "config YAML (default: $SLURM_DRF_CONFIG, /etc/slurm-drf/config.yaml, built-in defaults)"
+
+
+def _config(args: argparse.Namespace) -> Config:
+    return resolve_config(args.config, os.environ)
+
+
+def _snapshot(args: argparse.Namespace, config: Config) -> Snapshot:
+    """The snapshot file given, or the live cluster through the configured backend."""
+    if args.snapshot:
+        return SnapshotFileSource(args.snapshot).fetch_snapshot()
+    return make_source(config).fetch_snapshot()
+
+
+def use_color(choice: str, stream: TextIO, environ: os._Environ[str] | dict[str, str]) -> bool:
+    """`auto`: colour only on a terminal and when NO_COLOR is unset (no-color.org)."""
+    if choice == "always":
+        return True
+    if choice == "never":
+        return False
+    return stream.isatty() and not environ.get("NO_COLOR")
+
+
+def _emit(text: str, output: str | None) -> None:
+    if output is None or output == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    try:
+        write_atomic(Path(output), text.encode(), mode=0o644)
+    except OSError as error:
+        raise InputError(f"--output {output}: cannot write: {error.strerror or error}") from error
+    logger.info("wrote %s", output)
+
+
+# --------------------------------------------------------------------------
+# report
+
+
+def add_report_parser(verbs: Subparsers) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = verbs.add_parser(
+        "report", help="share report per pool and account, of the live cluster or a snapshot",
+        description="Per pool: each account's weight, running and pending jobs, usage and share of every "
+                    "resource, dominant resource and share, weighted share and rank (1: served next).")
+    parser.add_argument("--snapshot", metavar="FILE", help="a snapshot JSON instead of the live cluster")
+    parser.add_argument("--config", metavar="FILE", help=_CONFIG_HELP)
+    parser.add_argument("--format", choices=REPORT_FORMATS, default="table",
+                        help="table (default), json, csv, markdown or html (one self-contained page)")
+    parser.add_argument("--output", "-o", metavar="FILE", help="write here (atomically) instead of stdout")
+    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
+                        help="table colours: auto (a terminal and NO_COLOR unset), always, never")
+    parser.set_defaults(func=cmd_report)
+    return parser
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    config = _config(args)
+    snapshot = _snapshot(args, config)
+    plan = compute_plan(snapshot, config)
+    color = args.format == "table" and args.output in (None, "-") and use_color(args.color, sys.stdout, os.environ)
+    _emit(render_report(plan, args.format, color=color), args.output)
+    for warning in plan.warnings:
+        logger.warning("%s", warning)
+    return 0
+
+
+# --------------------------------------------------------------------------
+# audit
+
+
+def add_audit_parser(verbs: Subparsers) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = verbs.add_parser(
+        "audit", help="query the history: values written, shares, cycles, errors",
+        description="Reads history.sqlite in the state directory (written by the daemon every cycle). "
+                    "Oldest first.")
+    parser.add_argument("table", nargs="?", choices=AUDIT_TABLES, default="writes",
+                        help="what to list: writes (default), shares, cycles or errors")
+    parser.add_argument("--since", metavar="WHEN",
+                        help="from this time on: 7d, 12h, 30m, 2w back from now, or 2026-11-30, "
+                             "or 2026-11-30T02:00:00Z")
+    parser.add_argument("--account", metavar="NAME", help="only this account (writes, shares)")
+    parser.add_argument("--job", metavar="JOBID", help="only this job (writes)")
+    parser.add_argument("--pool", metavar="NAME", help="only this pool (writes, shares)")
+    parser.add_argument("--limit", type=int, default=0, metavar="N", help="only the newest N rows (0: all)")
+    parser.add_argument("--format", choices=AUDIT_FORMATS, default="table")
+    parser.add_argument("--config", metavar="FILE", help=_CONFIG_HELP)
+    parser.add_argument("--state-dir", metavar="DIR", help="state directory (default: the config's state_dir)")
+    parser.add_argument("--output", "-o", metavar="FILE", help="write here (atomically) instead of stdout")
+    parser.set_defaults(func=cmd_audit)
+    return parser
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    config = _config(args)
+    since = parse_since(args.since, time.time()) if args.since else None
+    if args.limit < 0:
+        raise InputError(f"--limit {args.limit}: expected 0 (all) or more")
+    query = AuditQuery(table=args.table, since=since, account=args.account, job=args.job, pool=args.pool,
+                       limit=args.limit)
+    connection = open_history_readonly(history_path(args.state_dir or config.state_dir))
+    try:
+        records = query_history(connection, query)
+    finally:
+        connection.close()
+    _emit(render_audit(records, args.format, args.table), args.output)
+    return 0
+
+
+# --------------------------------------------------------------------------
+# explain
+
+
+def add_explain_parser(verbs: Subparsers) -> argparse.ArgumentParser:
+    parser: argparse.ArgumentParser = verbs.add_parser(
+        "explain", help="why a pending job has its place and value",
+        description="Its account's usage and shares, the job's level, how many jobs of which accounts are "
+                    "ahead of it and why, whether a tie decided, the value and what Slurm has now.")
+    parser.add_argument("job", metavar="JOBID", help="the job (an array task finds its pending array record)")
+    parser.add_argument("--snapshot", metavar="FILE", help="a snapshot JSON instead of the live cluster")
+    parser.add_argument("--config", metavar="FILE", help=_CONFIG_HELP)
+    parser.add_argument("--state-dir", metavar="DIR",
+                        help="the daemon's state (tie wins, users' own nice) to plan with; default: the "
+                             "config's state_dir for the live cluster, none for a snapshot")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.set_defaults(func=cmd_explain)
+    return parser
+
+
+def _state_for_explain(args: argparse.Namespace, config: Config) -> PolicyState:
+    directory = args.state_dir or (None if args.snapshot else config.state_dir)
+    if directory is None or not (Path(directory) / STATE_FILE).exists():
+        return EMPTY_STATE
+    return StateStore(directory).load()
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    config = _config(args)
+    snapshot = _snapshot(args, config)
+    plan = compute_plan(snapshot, config, _state_for_explain(args, config))
+    explanation = explain_job(plan, snapshot, args.job)
+    if args.format == "json":
+        sys.stdout.buffer.write(orjson.dumps(render_explanation_json(explanation),
+                                             option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+        sys.stdout.flush()
+    else:
+        sys.stdout.write(render_explanation_text(explanation))
+    return 0
+
+
+def add_observe_parsers(verbs: Subparsers) -> None:
+    """The three verbs of this module, for cli.build_parser."""
+    add_report_parser(verbs)
+    add_audit_parser(verbs)
+    add_explain_parser(verbs)

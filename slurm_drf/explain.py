@@ -392,6 +392,11 @@ def render_explanation_text(e: Explanation) -> str:
         rows = [[r, e.capacity.get(r, 0), e.usage_before.get(r, 0), format_share(e.shares_before.get(r, 0.0))]
                 for r in e.usage_before]
         out.append(_indent(render_table(["resource", "capacity", "usage before", "share"], rows)))
+        usable = {r: s for r, s in e.shares_before.items() if e.capacity.get(r, 0) > 0}
+        if usable and share is not None:
+            top = max(usable, key=lambda r: usable[r])
+            out.append(f"  dominant {top} {format_share(usable[top])} / weight {format_weight(share.weight)} "
+                       f"= level {float(e.level_exact):.6g}")
         out.append("")
         out.append(f"ahead of it: {e.ahead_total} job(s); behind it: {e.behind}")
         if e.ahead:

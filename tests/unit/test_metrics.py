@@ -243,3 +243,43 @@ def test_build_observers_starts_and_closes_the_server(tmp_path: Path) -> None:
     finally:
         close_observers(observers)
     assert metrics.port is None
+
+
+# --- the Grafana dashboard is built on these metrics ------------------------------------------------
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "etc" / "grafana" / "slurm-drf.json"
+
+
+def test_dashboard_queries_only_metrics_and_labels_we_export(planned: tuple[Plan, Snapshot]) -> None:
+    import re
+
+    plan, snapshot = planned
+    recorder = MetricsRecorder()
+    recorder.on_cycle(_report(plan, snapshot))
+    recorder.on_error(SlurmReadError("x"))
+    labels: dict[str, set[str]] = {}
+    for family in text_string_to_metric_families(recorder.render().decode()):
+        for sample in family.samples:
+            labels.setdefault(sample.name, set()).update(sample.labels)
+    dashboard = json.loads(DASHBOARD.read_text())
+    assert dashboard["uid"] == "slurm-drf"
+    expressions = [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+    expressions += [v["query"]["query"] for v in dashboard["templating"]["list"] if v["type"] == "query"]
+    used: set[str] = set()
+    for expr in expressions:
+        for name, selector in re.findall(r"(slurm_drf_[a-z_]+)(\{[^}]*\})?", expr):
+            assert name in labels, f"{name} is not exported"
+            used.add(name)
+            for label in re.findall(r"([a-z_]+)\s*=~?", selector):
+                # `instance` is Prometheus' own target label.
+                assert label in labels[name] | {"instance"}, f"{name} has no label {label}"
+        for group in re.findall(r"by \(([^)]*)\)", expr):
+            assert {g.strip() for g in group.split(",")} <= set().union(*labels.values()) | {"instance"}
+    # Every metric the issue names is on the dashboard.
+    for name in ("slurm_drf_weighted_share", "slurm_drf_dominant_share", "slurm_drf_pending_jobs",
+                 "slurm_drf_running_jobs", "slurm_drf_cycle_duration_seconds_bucket", "slurm_drf_writes_total",
+                 "slurm_drf_errors_total", "slurm_drf_last_success_timestamp_seconds",
+                 "slurm_drf_slurm_read_seconds_bucket"):
+        assert name in used, name
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(ids) == len(set(ids))

@@ -21,6 +21,7 @@ import importlib.resources
 import math
 import os
 import re
+import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -154,15 +155,22 @@ def resolve_config(
     env: Mapping[str, str],
     *,
     default_path: str = DEFAULT_CONFIG_PATH,
+    private: bool = False,
 ) -> Config:
     """Find the config file by the search path and load it, or the defaults."""
     path = find_config_path(explicit, env, default_path=default_path)
-    return default_config() if path is None else load_config(path)
+    return default_config() if path is None else load_config(path, private=private)
 
 
-def load_config(path: str | os.PathLike[str]) -> Config:
-    """Read, validate and convert one config file; ConfigError lists every problem."""
+def load_config(path: str | os.PathLike[str], *, private: bool = False) -> Config:
+    """Read, validate and convert one config file; ConfigError lists every problem.
+
+    `private`: first refuse a file others could change (`check_config_private`);
+    the verbs that write to Slurm ask for it.
+    """
     source = os.fspath(path)
+    if private:
+        check_config_private(source)
     try:
         with open(source, "rb") as stream:
             raw = stream.read()
@@ -176,6 +184,25 @@ def load_config(path: str | os.PathLike[str]) -> Config:
         message = f"{source}:{line}: not UTF-8 text (byte {raw[error.start]:#04x}); save the file as UTF-8"
         raise ConfigError(message) from error
     return parse_config_text(text, source)
+
+
+def check_config_private(path: str) -> None:
+    """Refuse a config file writable by group or others, or owned by another user than root or us.
+
+    As ssh does: whoever can change the file can make the privileged daemon
+    reorder (or hold back) every job on the cluster. The same rule as
+    `slurm_drf.state.check_private`, raised as a ConfigError (exit 2).
+    """
+    try:
+        info = os.stat(path)
+    except OSError:
+        return  # reading it reports the problem
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise ConfigError(f"{path}: the config file is writable by group or others "
+                          f"(mode {stat.filemode(info.st_mode)}); run: chmod go-w {path}")
+    if info.st_uid not in (0, os.geteuid()):
+        raise ConfigError(f"{path}: the config file is owned by uid {info.st_uid}, neither root nor this "
+                          f"user (uid {os.geteuid()}); run: chown root {path}")
 
 
 def parse_config_text(text: str, source: str) -> Config:

@@ -1,0 +1,617 @@
+"""The service: `slurm-drf daemon`, one cycle every interval until told to stop.
+
+Sits on top of the daemon module: cli -> service -> daemon.run_cycle. The
+cycle itself (read, plan, write, save) is `daemon.run_cycle`; this module
+only decides when it runs and what happens around it:
+
+- APScheduler runs the cycle from an IntervalTrigger as one job with
+  `max_instances=1` and `coalesce=True`: cycles never overlap, and a cycle
+  that outlasts the interval makes the scheduler skip the start it missed
+  (the next one waits for the next interval boundary) instead of queueing a
+  pile of them.
+- Failures never end the process. A failed cycle is logged in one line,
+  observers hear of it, and the next attempt waits `compute_error_delay`
+  (kopf's `error_delays`, in units of the interval); the first good cycle
+  resets it.
+- Signals only set flags; the main thread acts on them. SIGHUP reloads the
+  config (a bad file is logged and the last good config stays), SIGTERM and
+  SIGINT let the running cycle finish and return 0.
+- Under systemd (Type=notify) it speaks sd_notify(3) over $NOTIFY_SOCKET:
+  READY=1 after the first cycle attempt, STATUS= with the last cycle's
+  summary, WATCHDOG=1 after every cycle and from the main loop at half of
+  $WATCHDOG_USEC, RELOADING=1 around a reload and STOPPING=1 at the end.
+- One instance per state directory: `cmd_daemon` holds `StateStore.lock()`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import gc
+import logging
+import os
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterable, MutableMapping, Sequence
+from datetime import UTC, datetime, timedelta
+from types import FrameType
+from typing import Any, Final
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+
+from slurm_drf.config import (
+    CONFIG_ENV,
+    DEFAULT_CONFIG_PATH,
+    Config,
+    default_config,
+    find_config_path,
+    load_config,
+    warn_unknown_accounts,
+)
+from slurm_drf.daemon import CycleObserver, CycleReport, Writer, make_source, make_writer, run_cycle
+from slurm_drf.errors import ConfigError, DrfError
+from slurm_drf.observe import build_observers
+from slurm_drf.slurm import ClusterSource
+from slurm_drf.state import StateStore
+
+logger = logging.getLogger(__name__)
+
+JOB_ID: Final = "slurm-drf-cycle"
+
+# After n failed cycles in a row the next attempt waits ERROR_DELAYS[n-1]
+# intervals (the last entry repeats), at most MAX_ERROR_DELAY seconds unless
+# the interval itself is longer. Two intervals at most: the daemon must
+# notice within two intervals that Slurm is back (a lost cycle leaves the
+# order stale, while a failed attempt against a down slurmctld costs it
+# nothing), and a slow slurmctld still sees half the load.
+ERROR_DELAYS: Final = (1.0, 2.0)
+MAX_ERROR_DELAY: Final = 600.0
+# A cycle running longer than this is taken as hung: the main loop stops
+# feeding the systemd watchdog, which then restarts the service. Every Slurm
+# command has its own timeout, so a healthy cycle never comes close.
+HUNG_CYCLE_SECONDS: Final = 900.0
+
+_STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
+
+
+def compute_error_delay(failures: int, interval: float, delays: Sequence[float] = ERROR_DELAYS,
+                        cap: float = MAX_ERROR_DELAY) -> float:
+    """Seconds until the next attempt after `failures` (>= 1) failed cycles in a row."""
+    if failures < 1 or not delays:
+        return interval
+    factor = delays[min(failures, len(delays)) - 1]
+    return min(interval * factor, max(interval, cap))
+
+
+def changed_settings(old: Config, new: Config) -> list[str]:
+    """The Config fields that differ, for the reload log line."""
+    return [f.name for f in dataclasses.fields(Config)
+            if f.compare and f.name != "source_path" and getattr(old, f.name) != getattr(new, f.name)]
+
+
+# ---------------------------------------------------------------------------
+# sd_notify(3)
+# ---------------------------------------------------------------------------
+
+
+def parse_notify_address(value: str | None) -> str | None:
+    """The AF_UNIX address in $NOTIFY_SOCKET: a path, or an abstract name written `@name`."""
+    if not value:
+        return None
+    if value.startswith("@"):
+        return "\0" + value[1:]
+    if value.startswith("/"):
+        return value
+    return None  # vsock: and other transports: not spoken here
+
+
+def parse_watchdog_seconds(environ: MutableMapping[str, str]) -> float | None:
+    """The watchdog period from $WATCHDOG_USEC, when it is meant for this process."""
+    usec = environ.get("WATCHDOG_USEC", "")
+    pid = environ.get("WATCHDOG_PID", "")
+    if pid and pid != str(os.getpid()):
+        return None
+    try:
+        value = int(usec)
+    except ValueError:
+        return None
+    return value / 1_000_000 if value > 0 else None
+
+
+class Notifier:
+    """Tells systemd how the service is doing; does nothing when not run by systemd.
+
+    The protocol is one datagram per message to the AF_UNIX socket named by
+    $NOTIFY_SOCKET, holding newline-separated `KEY=value` lines.
+    """
+
+    def __init__(self, address: str | None = None, watchdog_seconds: float | None = None) -> None:
+        self.address = address
+        self.watchdog_seconds = watchdog_seconds
+        self._lock = threading.Lock()
+        self._failed = False
+
+    @classmethod
+    def from_environment(cls, environ: MutableMapping[str, str], *, unset: bool = True) -> Notifier:
+        """Read $NOTIFY_SOCKET and $WATCHDOG_USEC; `unset` keeps them from the Slurm commands we run."""
+        raw = environ.get("NOTIFY_SOCKET")
+        address = parse_notify_address(raw)
+        if raw and address is None:
+            logger.warning("NOTIFY_SOCKET=%s: only unix sockets are supported; not notifying systemd", raw)
+        watchdog = parse_watchdog_seconds(environ)
+        if unset:
+            for name in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
+                environ.pop(name, None)
+        return cls(address, watchdog if address else None)
+
+    @property
+    def enabled(self) -> bool:
+        return self.address is not None
+
+    def notify(self, *fields: str) -> bool:
+        """Send one message; False (logged once) when it could not be delivered."""
+        if self.address is None:
+            return False
+        data = "\n".join(fields).encode("utf-8", errors="replace")
+        try:
+            with self._lock, socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+                sock.connect(self.address)
+                sock.sendall(data)
+        except OSError as error:
+            if not self._failed:
+                logger.warning("sd_notify to %s failed: %s", self.address.replace("\0", "@"),
+                               error.strerror or error)
+            self._failed = True
+            return False
+        self._failed = False
+        return True
+
+    def ready(self, status: str) -> bool:
+        return self.notify("READY=1", status_field(status))
+
+    def cycle(self, status: str) -> bool:
+        return self.notify(status_field(status), "WATCHDOG=1")
+
+    def watchdog(self) -> bool:
+        return self.notify("WATCHDOG=1")
+
+    def reloading(self) -> bool:
+        now = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
+        return self.notify("RELOADING=1", f"MONOTONIC_USEC={now}")
+
+    def stopping(self, status: str) -> bool:
+        return self.notify("STOPPING=1", status_field(status))
+
+
+def status_field(text: str) -> str:
+    """`STATUS=text` on one line, as systemctl status shows it."""
+    return "STATUS=" + " ".join(text.split())
+
+
+# ---------------------------------------------------------------------------
+# The service
+# ---------------------------------------------------------------------------
+
+
+class Service:
+    """Runs `run_cycle` every interval, reloads on SIGHUP, stops on SIGTERM.
+
+    `run_once` is one cycle with everything around it (logging, backoff,
+    observers, notifications) and no scheduler, for tests and for `run`.
+    """
+
+    def __init__(
+        self,
+        config: Config,
+        store: StateStore,
+        *,
+        load: Callable[[], Config] | None = None,
+        notifier: Notifier | None = None,
+        source_factory: Callable[[Config], ClusterSource] = make_source,
+        writer_factory: Callable[[], Writer] = make_writer,
+        observers_factory: Callable[[Config], Sequence[CycleObserver]] = build_observers,
+        dry_run: bool = False,
+        keep_log_level: bool = False,
+        error_delays: Sequence[float] = ERROR_DELAYS,
+        hung_after: float = HUNG_CYCLE_SECONDS,
+    ) -> None:
+        self.config = config
+        self.store = store
+        self._load = load
+        self.notifier = notifier or Notifier()
+        self._source_factory = source_factory
+        self._writer_factory = writer_factory
+        self._observers_factory = observers_factory
+        self._dry_run = dry_run
+        self._keep_log_level = keep_log_level
+        self._error_delays = tuple(error_delays)
+        self._hung_after = hung_after
+
+        # Used by the cycle thread only.
+        self._source: ClusterSource | None = None
+        self._source_backend: str | None = None
+        self._writer: Writer | None = None
+        self._observers: list[CycleObserver] = []
+        self._observers_for: Config | None = None
+        self._seen_accounts: set[str] = set()
+        self._warned_accounts: set[str] = set()
+        self._plan_warnings: frozenset[str] = frozenset()
+
+        self.cycles = 0
+        self.failures = 0  # failed cycles in a row
+        self.last_status = "starting"
+        self._ready = False
+        self._cycle_lock = threading.Lock()
+        self._cycle_started: float | None = None
+        self._hung_reported = False
+
+        # Between the signal handlers, the main loop and the cycle thread.
+        self._wake = threading.Event()
+        self._signals: list[int] = []
+        self._stopping = False
+        self._schedule_lock = threading.Lock()
+        self._scheduler: Any = None
+
+    # -- one cycle ---------------------------------------------------------
+
+    def run_once(self) -> float | None:
+        """One cycle, never raising; the delay before the next attempt when it failed."""
+        with self._cycle_lock:
+            self.cycles += 1
+            number = self.cycles
+            config = self.config
+            self._cycle_started = time.monotonic()
+            try:
+                self._prepare(config)
+                assert self._source is not None and self._writer is not None
+                logger.debug("cycle %d: reading Slurm", number)
+                report = run_cycle(self._source, self._writer, config, self.store,
+                                   dry_run=self._dry_run or config.dry_run)
+            except Exception as error:
+                delay: float | None = self._failed(number, config, error)
+            else:
+                delay = None
+                try:
+                    self._succeeded(number, config, report)
+                except Exception:  # a bug in the bookkeeping must not stop the service either
+                    logger.exception("cycle %d: after the cycle", number)
+            finally:
+                self._cycle_started = None
+                self._hung_reported = False
+            return delay
+
+    def _prepare(self, config: Config) -> None:
+        """Build what the cycle needs; rebuild observers and source after a reload changed them."""
+        if self._observers_for != config:
+            self._close_observers()
+            try:
+                self._observers = list(self._observers_factory(config))
+            except Exception as error:
+                # Retried next cycle; the cycle itself runs without them.
+                logger.error("observers (audit, metrics, reports) not started: %s", _describe(error))
+                logger.debug("observer set-up failed", exc_info=True)
+            else:
+                self._observers_for = config
+        if self._source is None or self._source_backend != config.backend:
+            self._source = self._source_factory(config)
+            self._source_backend = config.backend
+        if self._writer is None:
+            self._writer = self._writer_factory()
+
+    def _succeeded(self, number: int, config: Config, report: CycleReport) -> None:
+        recovered = self.failures
+        self.failures = 0
+        text = f"cycle {number}: {report.summary()}"
+        if recovered:
+            text += f" (recovered after {recovered} failed cycle(s))"
+        logger.info("%s", text)
+        if report.seconds > config.interval:
+            logger.warning("cycle %d took %.1f s, longer than the interval (%g s): the next cycle waits for "
+                           "the next interval boundary; consider a longer interval", number, report.seconds,
+                           config.interval)
+        warnings = frozenset(report.plan.warnings)
+        for warning in sorted(warnings - self._plan_warnings):
+            logger.warning("%s", warning)
+        self._plan_warnings = warnings
+        self._warn_unknown_accounts(config, report.snapshot.table.accounts)
+        for observer in self._observers:
+            try:
+                observer.on_cycle(report)
+            except Exception as error:
+                _observer_failed(observer, "on_cycle", error)
+        self._notify_cycle(text)
+
+    def _failed(self, number: int, config: Config, error: Exception) -> float:
+        self.failures += 1
+        delay = compute_error_delay(self.failures, config.interval, self._error_delays)
+        text = f"cycle {number} failed: {_describe(error)}"
+        tail = f"; next attempt in {delay:g} s"
+        if self.failures > 1:
+            tail += f" ({self.failures} failed in a row)"
+        if isinstance(error, DrfError):
+            logger.warning("%s%s", text, tail)
+        else:
+            logger.error("%s%s", text, tail, exc_info=error)
+        for observer in self._observers:
+            try:
+                observer.on_error(error)
+            except Exception as observer_error:
+                _observer_failed(observer, "on_error", observer_error)
+        self._notify_cycle(text + tail)
+        return delay
+
+    def _notify_cycle(self, text: str) -> None:
+        self.last_status = text
+        if not self._ready:
+            self._ready = True
+            self.notifier.notify("READY=1", status_field(text), "WATCHDOG=1")
+        else:
+            self.notifier.cycle(text)
+
+    def _warn_unknown_accounts(self, config: Config, accounts: Iterable[str]) -> None:
+        """Warn once per configured account that no snapshot has shown so far."""
+        self._seen_accounts.update(accounts)
+        configured = set(config.weights) | set(config.exclude_accounts)
+        new = configured - self._seen_accounts - self._warned_accounts
+        if not new:
+            return
+        # Accounts outside `new` count as known, so only the new ones are reported.
+        for message in warn_unknown_accounts(config, self._seen_accounts | (configured - new)):
+            logger.warning("%s", message)
+        self._warned_accounts |= new
+
+    def _close_observers(self) -> None:
+        for observer in self._observers:
+            close = getattr(observer, "close", None)
+            if callable(close):
+                try:
+                    close()
+                except Exception as error:
+                    _observer_failed(observer, "close", error)
+        self._observers = []
+        self._observers_for = None
+
+    # -- reload ------------------------------------------------------------
+
+    def reload(self) -> bool:
+        """Load the config again; keep the last good one when the new one is bad."""
+        if self._load is None:
+            logger.warning("SIGHUP: no config loader; nothing to reload")
+            return False
+        self.notifier.reloading()
+        try:
+            new = self._load()
+        except ConfigError as error:
+            for line in error.problems:
+                logger.error("%s", line)
+            self._reload_done(False, f"reload failed ({len(error.problems)} problem(s)): running on with the "
+                                     "last good configuration")
+            return False
+        except Exception as error:
+            self._reload_done(False, f"reload failed ({_describe(error)}): running on with the last good "
+                                     "configuration")
+            return False
+        old = self.config
+        if new.state_dir != old.state_dir:
+            # The lock, the state and the audit history stay together.
+            logger.warning("state_dir changed to %s: the daemon keeps %s until it is restarted",
+                           new.state_dir, old.state_dir)
+            new = dataclasses.replace(new, state_dir=old.state_dir)
+        changed = changed_settings(old, new)
+        if new == old:
+            new = old  # nothing to rebuild
+        self.config = new
+        self.apply_log_level(new)
+        if new.interval != old.interval:
+            self._reschedule(new.interval)
+        where = new.source_path or "built-in defaults"
+        self._reload_done(True, f"reloaded {where}: "
+                                + (f"changed {', '.join(changed)}" if changed else "no changes"))
+        return True
+
+    def _reload_done(self, ok: bool, text: str) -> None:
+        logger.log(logging.INFO if ok else logging.ERROR, "%s", text)
+        self.notifier.ready(f"{text}; last {self.last_status}")
+
+    def apply_log_level(self, config: Config) -> None:
+        if not self._keep_log_level:
+            logging.getLogger("slurm_drf").setLevel(config.log_level)
+
+    def _reschedule(self, interval: float) -> None:
+        with self._schedule_lock:
+            if self._scheduler is not None and not self._stopping:
+                self._scheduler.reschedule_job(JOB_ID, trigger=_trigger(interval))
+
+    # -- the loop ----------------------------------------------------------
+
+    def _scheduled_cycle(self) -> None:
+        """The scheduler's job: a cycle, then the backoff if it failed."""
+        try:
+            delay = self.run_once()
+        except BaseException:  # run_once catches Exception: this is KeyboardInterrupt and kin
+            logger.exception("cycle aborted")
+            return
+        if delay is None or delay <= self.config.interval:
+            return  # the trigger's own next start
+        # Under the lock shutdown() is not called concurrently: modify_job
+        # during shutdown(wait=True) would deadlock on the job store lock.
+        with self._schedule_lock:
+            if self._scheduler is not None and not self._stopping:
+                self._scheduler.modify_job(JOB_ID, next_run_time=datetime.now(UTC) + timedelta(seconds=delay))
+
+    def request_stop(self) -> None:
+        """What SIGTERM does; callable from any thread."""
+        self._note(signal.SIGTERM)
+
+    def request_reload(self) -> None:
+        """What SIGHUP does; callable from any thread."""
+        self._note(signal.SIGHUP)
+
+    def _note(self, signum: int) -> None:
+        self._signals.append(signum)
+        self._wake.set()
+
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        del frame
+        # Only note it: logging or reloading here could deadlock on a lock
+        # the interrupted main thread holds.
+        self._note(signum)
+
+    def run(self) -> int:
+        """Run until SIGTERM/SIGINT (or `request_stop`); 0 when stopped that way."""
+        previous = self._install_signal_handlers()
+        self.apply_log_level(self.config)
+        scheduler = BackgroundScheduler(timezone=UTC, executors={"default": ThreadPoolExecutor(1)})
+        scheduler.add_job(self._scheduled_cycle, _trigger(self.config.interval), id=JOB_ID, name="cycle",
+                          max_instances=1, coalesce=True, misfire_grace_time=None,
+                          next_run_time=datetime.now(UTC))
+        self._scheduler = scheduler
+        scheduler.start()
+        try:
+            stop = self._main_loop()
+        finally:
+            with self._schedule_lock:
+                self._stopping = True
+            running = self._cycle_started is not None
+            why = "stopping" + (" after the current cycle" if running else "")
+            logger.info("%s", why)
+            self.notifier.stopping(why)
+            scheduler.shutdown(wait=True)
+            self._scheduler = None
+            self._close_observers()
+            self._restore_signal_handlers(previous)
+        logger.info("stopped on %s after %d cycle(s)", stop, self.cycles)
+        return 0
+
+    def _main_loop(self) -> str:
+        """Act on signals and feed the watchdog until told to stop; what stopped it."""
+        while True:
+            self._wake.wait(self._wait_seconds())
+            self._wake.clear()
+            while self._signals:
+                signum = self._signals.pop(0)
+                if signum == signal.SIGHUP:
+                    logger.info("SIGHUP: reloading the configuration")
+                    self.reload()
+                else:
+                    name = signal.Signals(signum).name
+                    logger.info("%s received", name)
+                    return name
+            self._feed_watchdog()
+
+    def _wait_seconds(self) -> float | None:
+        if self.notifier.watchdog_seconds is None:
+            return None
+        return max(0.05, self.notifier.watchdog_seconds / 2)
+
+    def _feed_watchdog(self) -> None:
+        # systemd arms the watchdog once the service is ready.
+        if self.notifier.watchdog_seconds is None or not self._ready:
+            return
+        started = self._cycle_started
+        if started is not None and time.monotonic() - started > self._hung_after:
+            if not self._hung_reported:
+                logger.error("cycle %d has run for over %g s: it looks hung; no longer feeding the systemd "
+                             "watchdog, which restarts the service", self.cycles, self._hung_after)
+                self._hung_reported = True
+            return
+        self.notifier.watchdog()
+
+    def _install_signal_handlers(self) -> dict[int, Any]:
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+        previous: dict[int, Any] = {}
+        for signum in (*_STOP_SIGNALS, signal.SIGHUP):
+            previous[signum] = signal.signal(signum, self._on_signal)
+        return previous
+
+    def _restore_signal_handlers(self, previous: dict[int, Any]) -> None:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+
+
+def _trigger(interval: float) -> IntervalTrigger:
+    return IntervalTrigger(seconds=interval, timezone=UTC)
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, DrfError):
+        return f"{error.category}: {error}"
+    return f"{type(error).__name__}: {error}"
+
+
+def _observer_failed(observer: object, method: str, error: Exception) -> None:
+    logger.error("observer %s.%s failed (the cycle is not affected): %s", type(observer).__name__, method,
+                 _describe(error))
+    logger.debug("observer traceback", exc_info=error)
+
+
+# ---------------------------------------------------------------------------
+# The verb
+# ---------------------------------------------------------------------------
+
+
+def config_loader(explicit: str | None, environ: MutableMapping[str, str],
+                  state_dir: str | None = None) -> Callable[[], Config]:
+    """Loads the config by the search path each time it is called (start-up and SIGHUP).
+
+    `state_dir` (--state-dir) replaces the file's, so that everything kept
+    in the state directory (state, lock, audit history) lands in one place.
+    """
+
+    def load() -> Config:
+        path = find_config_path(explicit, environ)
+        config = default_config() if path is None else load_config(path, private=True)
+        return config if state_dir is None else dataclasses.replace(config, state_dir=state_dir)
+
+    return load
+
+
+def add_daemon_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """The `daemon` verb; `subparsers` is what ArgumentParser.add_subparsers returned."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "daemon", help="the service: a cycle every interval (SIGHUP reloads, SIGTERM stops)",
+        description="Run a cycle every interval until SIGTERM or SIGINT. SIGHUP reloads the config "
+                    "(a bad file is logged and the last good config kept). Speaks sd_notify under systemd "
+                    "(Type=notify). One daemon per state directory.")
+    parser.add_argument("--config", metavar="FILE",
+                        help=f"config YAML (default: ${CONFIG_ENV}, then {DEFAULT_CONFIG_PATH}, "
+                             "then built-in defaults)")
+    parser.add_argument("--state-dir", metavar="DIR", help="state directory (default: the config's state_dir)")
+    parser.add_argument("--dry-run", action="store_true", help="plan every cycle but write nothing")
+    parser.set_defaults(func=cmd_daemon)
+    return parser
+
+
+def cmd_daemon(args: argparse.Namespace) -> int:
+    """`slurm-drf daemon`: exit 2 for a bad config, 1 when the state directory is taken, else 0 on SIGTERM."""
+    # cli.main raised the collector's thresholds for one-shot verbs; a
+    # long-running process wants the defaults back.
+    gc.set_threshold(700, 10, 10)
+    load = config_loader(args.config, os.environ, args.state_dir)
+    config = load()
+    keep_log_level = bool(getattr(args, "debug", False) or getattr(args, "quiet", False))
+    if not keep_log_level:
+        logging.getLogger("slurm_drf").setLevel(config.log_level)
+    # APScheduler logs every start at INFO and every skipped start (what a
+    # slow cycle is meant to cause) as a warning; the service logs its own.
+    logging.getLogger("apscheduler").setLevel(logging.ERROR)
+    if os.geteuid() == 0:
+        logger.info("notice: running as root; allowed (Slurm's SlurmUser often is root), but a dedicated "
+                    "SlurmUser account limits what a mistake can reach")
+    store = StateStore(config.state_dir)
+    store.lock()
+    try:
+        dry_run = bool(args.dry_run)
+        logger.info("daemon started: config %s, state %s, every %g s, mode %s%s",
+                    config.source_path or "built-in defaults", store.directory, config.interval, config.mode,
+                    ", dry run (writes nothing)" if dry_run or config.dry_run else "")
+        service = Service(config, store, load=load, notifier=Notifier.from_environment(os.environ),
+                          dry_run=dry_run, keep_log_level=keep_log_level)
+        return service.run()
+    finally:
+        store.unlock()

@@ -52,11 +52,19 @@ class Cluster:
         return bool(self.free_cpu[node] >= demand[0] and self.free_mem[node] >= demand[1]
                     and self.free_gpu[node] >= demand[2])
 
-    def find_nodes(self, demand: Vector, count: int, exclude: BoolArray | None = None) -> list[int] | None:
-        """The first `count` nodes (by index) with `demand` free, or None."""
+    def find_nodes(self, demand: Vector, count: int, reserved: Reservation | None = None) -> list[int] | None:
+        """The first `count` nodes (by index) with `demand` free, or None.
+
+        With `reserved`, a reserved node counts only if its spare at the
+        reservation's time can also take `demand` (the job runs past it).
+        """
         mask = self.fits(demand)
-        if exclude is not None:
-            mask &= ~exclude
+        if reserved is not None:
+            cpu, mem, gpu = demand
+            for node in reserved.nodes:
+                spare = reserved.spare[node]
+                if spare[0] < cpu or spare[1] < mem or spare[2] < gpu:
+                    mask[node] = False
         if count == 1:
             first = int(mask.argmax())
             return [first] if mask[first] else None
@@ -101,15 +109,6 @@ class Reservation:
     time: float
     nodes: tuple[int, ...]
     spare: dict[int, list[int]] = field(default_factory=dict)
-
-    def blocked_nodes(self, cluster: Cluster, demand: Vector) -> BoolArray:
-        """Reserved nodes whose spare cannot take `demand` past the reservation."""
-        mask = np.zeros(cluster.count, dtype=np.bool_)
-        for node in self.nodes:
-            spare = self.spare[node]
-            if spare[0] < demand[0] or spare[1] < demand[1] or spare[2] < demand[2]:
-                mask[node] = True
-        return mask
 
     def take(self, nodes: Sequence[int], demand: Vector) -> bool:
         """Book a long-running job on reserved nodes; False if it breaks the reservation."""

@@ -244,7 +244,7 @@ class Simulator:
                 pending = self.record_pending
                 self.account_records[index] = [r for r in records if pending[r] > 0]
                 self.account_done[index] = 0
-        flat = np.fromiter(chain.from_iterable(self.account_records), dtype=np.int64)
+        flat = np.array(list(chain.from_iterable(self.account_records)), dtype=np.int64)
         live: IntArray = flat[self.record_pending_array[flat] > 0]
         return live
 
@@ -349,7 +349,12 @@ class Simulator:
             self.account_records[account].append(record)
         self.record_pending[record] += 1
         self.record_pending_array[record] += 1
-        bisect.insort(self.queue, job, lo=self.head, key=self.policy.sort_key)
+        queue = self.queue
+        sort_key = self.policy.sort_key
+        if not queue or sort_key(job) > sort_key(queue[-1]):
+            queue.append(job)  # the usual case: a new job sorts last
+        else:
+            bisect.insort(queue, job, lo=self.head, key=sort_key)
         self.arrivals.append(job)
 
     def _start(self, job: int, nodes: list[int], now: float, backfill: bool) -> None:
@@ -527,7 +532,7 @@ class Simulator:
         if short:
             nodes = cluster.find_nodes(demand, self.job_nodes_wanted[job])
         else:
-            nodes = cluster.find_nodes(demand, self.job_nodes_wanted[job], reservation.blocked_nodes(cluster, demand))
+            nodes = cluster.find_nodes(demand, self.job_nodes_wanted[job], reservation)
         if nodes is None:
             # Free TRES only shrink during a pass: no other job of this shape
             # fits now, or none that runs past the reservation. Short ones could

@@ -38,6 +38,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
+import numpy.typing as npt
 
 from slurm_drf.config import Config
 from slurm_drf.drf import (
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
 
 # (major, minor, array task): ascending is the queue order.
 QueueKey = tuple[float, float, int]
+IntArray = npt.NDArray[np.int64]
 
 POLICIES: Final = ("fifo", "multifactor", "drf", "drf-naive")
 PARTITION: Final = "sim"
@@ -259,7 +261,7 @@ class DrfPolicy(Policy):
             jobs.extend(self._pending_job(r) for r in records)
         return Snapshot(cluster="sim", taken_at=format_time(now), nodes=self.nodes, jobs=tuple(jobs))
 
-    def _plan_order(self, now: float) -> list[int]:
+    def _plan_order(self, now: float) -> IntArray:
         plan = compute_plan(self.snapshot(now), self.config, self.state)
         self.state = plan.state
         ordered = sorted((j for j in plan.jobs if j.order is not None),
@@ -267,9 +269,9 @@ class DrfPolicy(Policy):
         skipped = [j for j in plan.jobs if j.order is None]
         if skipped:
             raise SimulationError(f"the engine skipped job {skipped[0].job_id}: {skipped[0].reason}")
-        return [self.record_of_label[j.job_id] for j in ordered]
+        return np.array([self.record_of_label[j.job_id] for j in ordered], dtype=np.int64)
 
-    def _fast_order(self) -> list[int]:
+    def _fast_order(self) -> IntArray:
         """`compute_plan`'s order, from the lower-level functions it calls."""
         sim = self.sim
         config = self.config
@@ -292,14 +294,14 @@ class DrfPolicy(Policy):
                               plan_wins).order
         self.state = PolicyState(epoch=epoch, fingerprint=fingerprint, tie_wins=MappingProxyType(committed),
                                  plan_wins=MappingProxyType(plan_wins), jobs=self.state.jobs)
-        ordered: list[int] = index[order].tolist()
+        ordered: IntArray = index[order]
         return ordered
 
     def reorder(self, now: float) -> list[int] | None:
         self.plans += 1
         order = self._plan_order(now) if self.engine == "plan" else self._fast_order()
         if self.history is not None:
-            self.history.append([self.sim.record_number[r] for r in order])
+            self.history.append([self.sim.record_number[r] for r in order.tolist()])
         return self._planned(order)
 
     def sort_key(self, job: int) -> QueueKey:
@@ -311,17 +313,16 @@ class DrfPolicy(Policy):
             return (0.0, float(position), sim.job_task[job])
         return (1.0, float(sim.record_number[sim.job_record[job]]), sim.job_task[job])
 
-    def _planned(self, order: Sequence[int]) -> list[int]:
+    def _planned(self, order: IntArray) -> list[int]:
         """The queue for records in plan order; an array's pending tasks follow one another."""
         sim = self.sim
-        records = np.array(order, dtype=np.int64)
-        jobs = sim.record_single_array[records]
+        jobs = sim.record_single_array[order]
         if not len(jobs) or jobs.min() >= 0:  # no array: one job per record
             self.position[jobs] = np.arange(len(jobs))
             queue: list[int] = jobs.tolist()
             return queue
         queue = []
-        for position, record in enumerate(order):
+        for position, record in enumerate(order.tolist()):
             tasks = sim.pending_tasks(record)
             self.position[tasks] = position
             queue.extend(tasks)
@@ -347,7 +348,7 @@ class NaiveDrfPolicy(DrfPolicy):
         sim = self.sim
         order = naive_order(sim.pending_records(), sim.usage.tolist(), sim.record_total, sim.record_pending,
                             sim.capacity, self.fractions, sim.accounts)
-        return self._planned(order)
+        return self._planned(np.array(order, dtype=np.int64))
 
 
 def naive_share(usage: Sequence[int], capacity: Sequence[int], weight: Fraction) -> int:

@@ -22,6 +22,7 @@ from slurm_drf.daemon import make_source, make_writer, reset_jobs, run_cycle
 from slurm_drf.drf import compute_plan
 from slurm_drf.errors import DrfError, InputError
 from slurm_drf.report import render_plan_json, render_plan_table
+from slurm_drf.service import add_daemon_parser
 from slurm_drf.sim.cli import add_simulate_parser
 from slurm_drf.slurm.snapshot_file import SnapshotFileSource, render_snapshot_bytes, write_snapshot_file
 from slurm_drf.state import StateStore
@@ -29,9 +30,11 @@ from slurm_drf.state import StateStore
 logger = logging.getLogger("slurm_drf")
 
 
-def _load_config(path: str | None) -> Config:
+def _load_config(path: str | None, private: bool = False) -> Config:
+    """The config from --config, $SLURM_DRF_CONFIG or /etc; `private` refuses
+    one that others could write (for verbs that write to Slurm)."""
     found = find_config_path(path, os.environ)
-    return load_config(found) if found is not None else default_config()
+    return load_config(found, private=private) if found is not None else default_config()
 
 
 def _emit(data: object) -> None:
@@ -68,7 +71,7 @@ def _store(config: Config, args: argparse.Namespace) -> StateStore:
 
 
 def cmd_once(args: argparse.Namespace) -> int:
-    config = _load_config(args.config)
+    config = _load_config(args.config, private=not args.dry_run)
     dry_run = args.dry_run or config.dry_run
     store = _store(config, args)
     if not dry_run:
@@ -85,7 +88,7 @@ def cmd_once(args: argparse.Namespace) -> int:
 
 
 def cmd_reset(args: argparse.Namespace) -> int:
-    config = _load_config(args.config)
+    config = _load_config(args.config, private=not args.dry_run)
     store = _store(config, args)
     if not args.dry_run:
         store.lock()
@@ -141,6 +144,7 @@ def build_parser() -> argparse.ArgumentParser:
     reset.add_argument("--state-dir", metavar="DIR", help="state directory (default: the config's state_dir)")
     reset.set_defaults(func=cmd_reset)
 
+    add_daemon_parser(verbs)
     add_simulate_parser(verbs)
 
     check = verbs.add_parser("check-config", help="validate a config file: exit 0 or a clear error")

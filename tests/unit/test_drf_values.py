@@ -8,8 +8,8 @@ from types import MappingProxyType
 
 import numpy as np
 import pytest
-
 from builders import job, node, snapshot
+
 from slurm_drf.config import NICE_LIMIT, Config, PoolConfig
 from slurm_drf.drf import JobMemory, PolicyState, compute_plan, map_values, mode_values
 

@@ -173,7 +173,8 @@ def test_captured_fixture_snapshot_plans(tmp_path: Path, capsys: pytest.CaptureF
 
     squeue = json.loads((FIXTURES / "slurm-22.05" / "squeue.json").read_text())
     sinfo = json.loads((FIXTURES / "slurm-22.05" / "sinfo.json").read_text())
-    from slurm_drf.model import Snapshot, render_snapshot as render
+    from slurm_drf.model import Snapshot
+    from slurm_drf.model import render_snapshot as render
 
     snap = Snapshot("drftest", "2026-11-30T02:00:00Z", tuple(parse_sinfo_json(sinfo)), tuple(parse_squeue_json(squeue)))
     path = write(tmp_path, "snap.json", render(snap))

@@ -241,13 +241,16 @@ def build_write_rows(report: CycleReport) -> list[tuple[Any, ...]]:
         return []
     wanted = {w.job_id for w in report.writes}
     jobs = report.plan.jobs
-    ids = _column(jobs, "job_id")
-    where = {job_id: index for index, job_id in enumerate(ids) if job_id in wanted}
+    # Straight from the plan's columns: a plan of 100k jobs need not become 100k objects.
+    names = ("account", "user", "pool", "current", "level", "order", "tie")
+    columns = {name: _column(jobs, name) for name in ("job_id", *names)}
+    where = {job_id: index for index, job_id in enumerate(columns["job_id"]) if job_id in wanted}
     applied, gone = set(result.applied), set(result.gone)
     rows: list[tuple[Any, ...]] = []
     for write in report.writes:
         index = where.get(write.job_id)
-        job = jobs[index] if index is not None else None
+        account, user, pool, current, level, order, tie = (
+            ("", "", None, None, None, None, False) if index is None else (columns[n][index] for n in names))
         if write.job_id in result.failed:
             outcome, message = "failed", result.failed[write.job_id]
         elif write.job_id in gone:
@@ -256,9 +259,8 @@ def build_write_rows(report: CycleReport) -> list[tuple[Any, ...]]:
             outcome, message = "applied", None
         else:
             outcome, message = "failed", "no outcome reported by the writer"
-        rows.append((write.job_id, job.account if job else "", job.user if job else "", job.pool if job else None,
-                     write.mode, job.current if job else None, write.value, job.level if job else None,
-                     job.order if job else None, int(job.tie) if job else 0, outcome, message))
+        rows.append((write.job_id, account, user, pool, write.mode, current, write.value, level, order, int(tie),
+                     outcome, message))
     return rows
 
 

@@ -24,7 +24,7 @@ version), the tie reasons are reported as `tie` without the detail.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from types import MappingProxyType
@@ -217,8 +217,26 @@ def _explain_ordered(plan: Plan, snapshot: Snapshot, columns: Mapping[str, Seque
             cache[i] = share_vector(before[i], pool_capacity, weight) or (Fraction(0),)
         return cache[i]
 
-    replay = _replay_ties(plan, columns, by_pool, vector)
+    def float_vector(i: int) -> tuple[float, ...]:
+        # As the engine computes it: one correctly rounded division per share.
+        pool_capacity = [int(pools[columns["pool"][i]].capacity.get(r, 0)) for r in resources]
+        weight = weights.get((columns["pool"][i], columns["account"][i]), Fraction(1))
+        return tuple(sorted((u * weight.denominator / (c * weight.numerator)
+                             for u, c in zip(before[i], pool_capacity, strict=True) if c > 0), reverse=True))
+
+    def same(i: int, j: int) -> bool:
+        """Whether jobs i and j have exactly equal share vectors; exact fractions only when floats cannot tell."""
+        if before[i] == before[j] and weights.get((columns["pool"][i], columns["account"][i])) == weights.get(
+                (columns["pool"][j], columns["account"][j])):
+            return True
+        # Equal fractions round to equal floats: different floats prove different vectors.
+        if float_vector(i) != float_vector(j):
+            return False
+        return vector(i) == vector(j)
+
+    replay = _replay_ties(plan, columns, by_pool, same, (our_pool, plan_index))
     ours = vector(plan_index)
+    our_level = columns["level"][plan_index]
     our_account = columns["account"][plan_index]
     pool_indices = by_pool[our_pool]
     position = pool_indices.index(plan_index)
@@ -227,6 +245,9 @@ def _explain_ordered(plan: Plan, snapshot: Snapshot, columns: Mapping[str, Seque
         account = columns["account"][i]
         if account == our_account:
             why = "own_queue"
+        elif columns["level"][i] < our_level:
+            # A smaller float level proves a smaller exact one (rounding is monotonic).
+            why = "lower_level"
         else:
             theirs = vector(i)
             if theirs[0] < ours[0]:
@@ -264,11 +285,17 @@ class _Replay:
 
 
 def _replay_ties(plan: Plan, columns: Mapping[str, Sequence[Any]], by_pool: Mapping[str, list[int]],
-                 vector: Any) -> _Replay:
-    """Break every tie group again as the engine does and say who won each comparison, and why."""
+                 same: Callable[[int, int], bool], until: tuple[str, int]) -> _Replay:
+    """Break the tie groups again as the engine does, in its order (pools in plan order, then
+    positions), up to the group of job `until`; say who won each comparison, and why.
+
+    The tie wins carry from group to group and from pool to pool, so every
+    group before the job's matters; none after it does.
+    """
     replay = _Replay()
     wins = dict(plan.state.tie_wins)
     epoch = plan.state.epoch
+    last_pool, last_job = until
     for pool in (p.name for p in plan.pools):
         indices = by_pool.get(pool, [])
         start = 0
@@ -279,17 +306,21 @@ def _replay_ties(plan: Plan, columns: Mapping[str, Sequence[Any]], by_pool: Mapp
             while stop < len(indices) and columns["level"][indices[stop]] == level:
                 stop += 1
             if stop - start > 1:
-                for group in _split_equal(indices[start:stop], vector):
+                for group in _split_equal(indices[start:stop], same):
                     if len({columns["account"][i] for i in group}) > 1:
                         replay.ok &= _replay_group(group, columns, wins, epoch, replay)
+            if pool == last_pool and last_job in indices[start:stop]:
+                return replay
             start = stop
+        if pool == last_pool:
+            break
     return replay
 
 
-def _split_equal(indices: list[int], vector: Any) -> list[list[int]]:
+def _split_equal(indices: list[int], same: Callable[[int, int], bool]) -> list[list[int]]:
     groups: list[list[int]] = [[indices[0]]]
     for i in indices[1:]:
-        if vector(i) == vector(groups[-1][-1]):
+        if same(groups[-1][-1], i):
             groups[-1].append(i)
         else:
             groups.append([i])

@@ -247,7 +247,16 @@ class Snapshot:
     slurm_version: str | None = None
     priority_weights: Mapping[str, int] = field(default_factory=lambda: EMPTY_TRES)
     priority_type: str | None = None
-    _table: JobTable | None = field(default=None, compare=False, repr=False)
+    # Derived from `jobs`; init=False so dataclasses.replace(jobs=...) never
+    # carries a stale table over.
+    _table: JobTable | None = field(default=None, init=False, compare=False, repr=False)
+
+    @classmethod
+    def from_table(cls, table: JobTable, **fields: Any) -> Snapshot:
+        """A snapshot whose jobs are the table's (made into Job objects lazily)."""
+        snapshot = cls(jobs=LazyJobs(table), **fields)
+        object.__setattr__(snapshot, "_table", table)
+        return snapshot
 
     @property
     def table(self) -> JobTable:
@@ -390,16 +399,14 @@ def parse_snapshot(data: object) -> Snapshot:
         raise SnapshotError("priority_weights: expected an object")
     version = data.get("slurm_version")
     priority_type = data.get("priority_type")
-    table = parse_job_table(jobs)
-    return Snapshot(
+    return Snapshot.from_table(
+        parse_job_table(jobs),
         cluster=str(data.get("cluster", "")),
         taken_at=str(data.get("taken_at", "")),
         nodes=tuple(parse_node(n, i) for i, n in enumerate(nodes)),
-        jobs=LazyJobs(table),
         slurm_version=str(version) if version is not None else None,
         priority_weights=_tres(weights, "priority_weights"),
         priority_type=str(priority_type) if priority_type is not None else None,
-        _table=table,
     )
 
 

@@ -186,3 +186,15 @@ def test_captured_fixture_snapshot_plans(tmp_path: Path, capsys: pytest.CaptureF
     ordered = [j["account"] for j in plan["jobs"] if j["order"] is not None]
     # memteam holds 400 of 500 GiB and gputeam all 8 GPUs: both at high shares; cputeam has nothing pending.
     assert sorted(ordered) == ["gputeam", "gputeam", "memteam"]
+
+
+def test_replacing_the_jobs_of_a_planned_snapshot_plans_the_new_jobs() -> None:
+    from dataclasses import replace
+
+    from slurm_drf.config import Config
+    from slurm_drf.drf import compute_plan
+
+    snapshot = parse_snapshot(good_snapshot())
+    assert len(compute_plan(snapshot, Config()).jobs) == 2
+    fewer = replace(snapshot, jobs=tuple(snapshot.jobs)[:2])
+    assert [j.job_id for j in compute_plan(fewer, Config()).jobs] == ["1240"]

@@ -1,24 +1,101 @@
-"""A ClusterSource through pyslurm, used when a matching pyslurm imports.
+"""A ClusterSource that reads the cluster through pyslurm, in process.
 
-pyslurm builds only against the Slurm release whose major.minor it carries,
-so it is usable only when its version matches the running Slurm's.
+Sits beside cli.py between the daemon and Slurm, and gives the same
+Snapshot: pyslurm's job and node data are first turned into records shaped
+like `squeue --json` / `sinfo --json` records (pure `build_*` functions
+below), then read by the very parsers the CLI source uses
+(`parse_squeue_json`, `parse_sinfo_json`), so TRES, GRES, arrays, het jobs,
+holds and node states mean the same thing whichever backend read them.
+
+pyslurm builds only against the Slurm release whose major.minor it carries
+(pyslurm 22.5.x for Slurm 22.05, 23.2.x for 23.02, ...), so it is used only
+when its version matches the running Slurm's (`pyslurm_usable`). Note the
+spelling: pyslurm writes the minor without the zero (22.5.3), Slurm with it
+(22.05.8); releases are compared as numbers.
+
+Two API shapes exist in pyslurm's releases (read from PySlurm/pyslurm's
+source at tags v22.5.0 to v25.11.2):
+
+- the dict API, `pyslurm.job().get()` and `pyslurm.node().get()`
+  (pyslurm/pyslurm.pyx up to 23.2.0, pyslurm/deprecated.pyx after):
+  `job` in every release from 22.5.0 to 25.5.x, `node` up to 24.11.x. Its
+  records carry Slurm's raw strings (tres_req_str, tres_alloc_str,
+  tres_per_job/node/task/socket, the node's tres_fmt_str): exactly what
+  squeue's JSON is built from.
+- the object API, `pyslurm.Jobs.load()` and `pyslurm.Nodes.load()`
+  (pyslurm/core/job/job.pyx, pyslurm/core/node.pyx; from 22.5.2). Up to
+  24.11 a job shows its GRES only as `gres_per_node` (no TRES strings, no
+  tres_per_job/tres_per_task, so `--gpus` and `--gpus-per-task` requests are
+  invisible and there is no billing); 25.5 adds `requested_tres` and
+  `allocated_tres` objects, which are read when present.
+
+For jobs and for nodes separately, the dict API is used when the module has
+it (it is complete), the object API otherwise. The configuration
+(ClusterName, PriorityType, PriorityWeight*) is read with `scontrol show
+config`, as the CLI source does: pyslurm's config API differs in every
+release, scontrol's text does not.
 """
 
 from __future__ import annotations
 
 import importlib
 import logging
+import math
+import os
+import pwd
+import re
 import shutil
 import subprocess
+import time
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from types import ModuleType
+from typing import Any, Final, Literal
 
 from slurm_drf.errors import SlurmReadError
-from slurm_drf.model import Snapshot
+from slurm_drf.model import PENDING, Job, Node, Snapshot, format_time, freeze_tres
+from slurm_drf.slurm.cli import CommandRunner, build_command_env, build_scontrol_config_argv
+from slurm_drf.slurm.execute import run_command
+from slurm_drf.slurm.parse import (
+    parse_cluster_name,
+    parse_priority_type,
+    parse_priority_weights,
+    parse_scontrol_config,
+    parse_sinfo_json,
+    parse_squeue_json,
+    parse_version_tuple,
+    select_partitions,
+)
 
 logger = logging.getLogger(__name__)
 
+Api = Literal["auto", "dict", "object"]
+
+# slurm.h: nice travels as NICE_OFFSET + nice; the dict API subtracts the
+# offset, so an unset nice (NO_VAL) arrives as NO_VAL - NICE_OFFSET.
+_NICE_OFFSET: Final = 0x80000000
+_NO_VAL: Final = 0xFFFFFFFE
+_UNSET_NICE: Final = _NO_VAL - _NICE_OFFSET
+# Numbers this large are Slurm's NO_VAL64/INFINITE64 leaking through raw.
+_NO_VAL64_FLOOR: Final = 2**63
+
+# Suffixes node_state_string() (src/common/slurm_protocol_defs.c) appends to
+# a base state, as the names node_state_flag_string() gives the same flags
+# (and `sinfo --json` prints in state_flags).
+_STATE_SUFFIX_FLAGS: Final[Mapping[str, str]] = {
+    "*": "not_responding", "~": "powered_down", "#": "powering_up", "%": "powering_down",
+    "!": "power_down", "$": "maintenance", "@": "reboot_requested", "^": "reboot_issued",
+}
+# "+POWER" is how the dict API's node().get() spells POWERED_DOWN.
+_DICT_STATE_WORDS: Final[Mapping[str, str]] = {"power": "powered_down"}
+
+
+# --------------------------------------------------------------------------
+# Is pyslurm usable here?
+
 
 def _slurm_release() -> str | None:
-    """major.minor of the installed Slurm, from `sinfo --version` ("slurm 22.05.8")."""
+    """The installed Slurm's version from `sinfo --version` ("slurm 22.05.8",
+    Debian: "slurm-wlm 22.05.8")."""
     sinfo = shutil.which("sinfo")
     if sinfo is None:
         return None
@@ -26,31 +103,433 @@ def _slurm_release() -> str | None:
         out = subprocess.run([sinfo, "--version"], capture_output=True, text=True, timeout=10, check=False).stdout
     except (OSError, subprocess.SubprocessError):
         return None
-    parts = out.split()
-    if len(parts) < 2:
-        return None
-    return ".".join(parts[1].split(".")[:2])
+    match = re.search(r"\d+\.\d+(?:\.\d+)?", out)
+    return match.group(0) if match else None
 
 
-def pyslurm_usable() -> tuple[bool, str]:
-    """Whether pyslurm imports and matches the running Slurm, and why not."""
+def parse_api_shapes(module: object) -> tuple[bool, bool, bool, bool]:
+    """(dict jobs, dict nodes, object jobs, object nodes) the module offers."""
+    return (callable(getattr(module, "job", None)), callable(getattr(module, "node", None)),
+            callable(getattr(getattr(module, "Jobs", None), "load", None)),
+            callable(getattr(getattr(module, "Nodes", None), "load", None)))
+
+
+def pyslurm_usable(*, importer: Callable[[str], ModuleType] = importlib.import_module,
+                   slurm_release: str | None = None) -> tuple[bool, str]:
+    """Whether pyslurm imports, matches the running Slurm's major.minor and
+    offers an API this backend reads; the reason either way.
+
+    `importer` and `slurm_release` are for tests; by default pyslurm is
+    imported and the release read from `sinfo --version`.
+    """
     try:
-        module = importlib.import_module("pyslurm")
-    except ImportError as error:
-        return False, f"pyslurm does not import ({error})"
-    version = str(getattr(module, "__version__", ""))
-    release = _slurm_release()
-    if release is None:
+        module = importer("pyslurm")
+    except Exception as error:  # a mismatched libslurm fails in many ways at import
+        return False, f"pyslurm does not import ({type(error).__name__}: {error})"
+    version = str(getattr(module, "__version__", "") or "")
+    pyslurm_release = parse_version_tuple(version)
+    if pyslurm_release is None:
+        return False, f"pyslurm reports no readable version ({version!r})"
+    release = slurm_release if slurm_release is not None else _slurm_release()
+    slurm = parse_version_tuple(release)
+    if slurm is None:
         return False, "cannot tell the Slurm release (sinfo --version)"
-    if ".".join(version.split(".")[:2]) != release:
-        return False, f"pyslurm {version} does not match Slurm {release}"
-    return True, ""
+    if pyslurm_release != slurm:
+        return False, (f"pyslurm {version} is built for Slurm {pyslurm_release[0]}.{pyslurm_release[1]:02d}, "
+                       f"but Slurm here is {release}: install the pyslurm whose major.minor matches")
+    dict_jobs, dict_nodes, object_jobs, object_nodes = parse_api_shapes(module)
+    if not ((dict_jobs or object_jobs) and (dict_nodes or object_nodes)):
+        return False, f"pyslurm {version} has neither job()/node() nor Jobs.load()/Nodes.load()"
+    return True, f"pyslurm {version} matches Slurm {release}"
+
+
+# --------------------------------------------------------------------------
+# pyslurm data -> squeue/sinfo-shaped records (pure)
+
+
+def _get(obj: object, name: str) -> Any:
+    """An object-API attribute, or None when this release lacks it or its
+    property raises (several do on odd input, e.g. `user_name` for an
+    unknown uid, `memory_per_gpu` on 23.11's `gres/gpu:N` spelling)."""
+    try:
+        return getattr(obj, name)
+    except Exception:  # pyslurm properties raise KeyError, IndexError, ValueError, ...
+        return None
+
+
+def _text(value: object) -> str:
+    """A string field; pyslurm gives None for a NULL char*."""
+    return value if isinstance(value, str) else ""
+
+
+def _count(value: object) -> int | None:
+    """A whole count from an int, a digit string, or to_gres_dict's
+    {"count": ..., "indexes": ...} form; None when unset."""
+    if isinstance(value, Mapping):
+        value = value.get("count")
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and math.isfinite(value):
+        return round(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return None
+
+
+def _raw_number(value: object) -> int | None:
+    """A number the dict API passes through raw: NO_VAL64 and friends read as unset."""
+    number = _count(value)
+    return None if number is None or number >= _NO_VAL64_FLOOR else number
+
+
+def render_gres_dict(gres: object) -> str:
+    """A GRES string from pyslurm's `to_gres_dict()` form.
+
+    {"gpu": 4} -> "gpu:4"; {"gpu:a100": 2} -> "gpu:a100:2"; 23.11's
+    "gres/gpu:2" parses there to {"gres/gpu": 2} -> "gres/gpu:2".
+    """
+    if not isinstance(gres, Mapping):
+        return ""
+    items = []
+    for name, value in gres.items():
+        amount = _count(value)
+        if isinstance(name, str) and name and amount is not None:
+            items.append(f"{name}:{amount}")
+    return ",".join(items)
+
+
+def _tres_amount(value: object) -> int | None:
+    return _count(_get(value, "count")) if value is not None else None
+
+
+def render_tres_object(tres: object) -> str:
+    """A TRES string (`cpu=2,mem=8192M,node=1,gres/gpu=2`) from 25.5+'s
+    TrackableResources (pyslurm/db/tres.pyx): built-in TRES are attributes
+    holding a TrackableResource (`.count`; mem in MiB), GRES and licenses
+    dicts of them keyed by name ("gpu", "gpu:a100")."""
+    if tres is None:
+        return ""
+    items = []
+    for name in ("cpu", "mem", "node", "billing"):
+        amount = _tres_amount(_get(tres, name))
+        if amount is not None:
+            items.append(f"{name}={amount}{'M' if name == 'mem' else ''}")
+    for kind in ("gres", "license"):
+        group = _get(tres, kind)
+        if isinstance(group, Mapping):
+            for key, value in group.items():
+                amount = _tres_amount(value)
+                if isinstance(key, str) and key and amount is not None:
+                    items.append(f"{kind}/{key}={amount}")
+    return ",".join(items)
+
+
+def build_job_record_from_dict(job: Mapping[str, Any], user_name: Callable[[int], str]) -> dict[str, Any]:
+    """An `squeue --json`-shaped record from one dict-API job
+    (`pyslurm.job().get()`, get_job_ptr() in pyslurm.pyx / deprecated.pyx).
+
+    The dict API keeps Slurm's raw strings, so the record is nearly a
+    renaming; `nice` arrives signed (NICE_OFFSET already taken off) and the
+    user only as a uid.
+    """
+    nice = job.get("nice")
+    if not isinstance(nice, int) or isinstance(nice, bool) or nice == _UNSET_NICE:
+        nice = None
+    user_id = _count(job.get("user_id"))
+    return {
+        "job_id": job.get("job_id"),
+        "job_state": job.get("job_state"),
+        "state_reason": _text(job.get("state_reason")),
+        "account": _text(job.get("account")),
+        "partition": _text(job.get("partition")),
+        "user_id": user_id,
+        "user_name": user_name(user_id) if user_id is not None else "",
+        "priority": job.get("priority"),
+        "nice": nice,
+        "submit_time": job.get("submit_time"),
+        "array_job_id": job.get("array_job_id") or 0,
+        "array_task_id": job.get("array_task_id"),
+        "array_task_string": _text(job.get("array_task_str")),
+        "het_job_id": job.get("het_job_id") or 0,
+        "het_job_offset": job.get("het_job_offset") or 0,
+        "tres_req_str": _text(job.get("tres_req_str")),
+        "tres_alloc_str": _text(job.get("tres_alloc_str")),
+        "tres_per_job": _text(job.get("tres_per_job")),
+        "tres_per_node": _text(job.get("tres_per_node")),
+        "tres_per_task": _text(job.get("tres_per_task")),
+        "tres_per_socket": _text(job.get("tres_per_socket")),
+        "memory_per_tres": _text(job.get("mem_per_tres")),
+        "memory_per_node": _raw_number(job.get("min_memory_node")),
+        "memory_per_cpu": _raw_number(job.get("min_memory_cpu")),
+        "cpus": _raw_number(job.get("num_cpus")),
+        "node_count": _raw_number(job.get("num_nodes")),
+        "tasks": _raw_number(job.get("num_tasks")),
+        "sockets_per_node": _raw_number(job.get("sockets_per_node")),
+    }
+
+
+def build_job_record_from_object(job: object) -> dict[str, Any]:
+    """An `squeue --json`-shaped record from one object-API job
+    (`pyslurm.Jobs.load()`, pyslurm/core/job/job.pyx).
+
+    Before 25.5 there are no TRES strings: CPUs, memory and nodes come from
+    `cpus`, `memory_per_cpu`/`memory_per_node` and `num_nodes`, GPUs from
+    `gres_per_node` (the parsers multiply by the node count). `Job.memory`
+    is not used: in 22.5.x it returns None for per-node memory.
+    """
+    user_id = _count(_get(job, "user_id"))
+    user = _text(_get(job, "user_name")) or ("" if user_id is None else str(user_id))
+    per_gpu = _count(_get(job, "memory_per_gpu"))
+    record: dict[str, Any] = {
+        "job_id": _get(job, "id"),
+        "job_state": _get(job, "state"),
+        "state_reason": _text(_get(job, "state_reason")),
+        "account": _text(_get(job, "account")),
+        "partition": _text(_get(job, "partition")),
+        "cluster": _text(_get(job, "cluster")),
+        "user_id": user_id,
+        "user_name": user,
+        "priority": _get(job, "priority"),
+        "nice": _get(job, "nice"),
+        "submit_time": _get(job, "submit_time"),
+        "array_job_id": _count(_get(job, "array_id")) or 0,
+        "array_task_string": _text(_get(job, "array_tasks_waiting")),
+        "het_job_id": _count(_get(job, "heterogeneous_id")) or 0,
+        "het_job_offset": _count(_get(job, "heterogeneous_offset")) or 0,
+        "tres_req_str": render_tres_object(_get(job, "requested_tres")),
+        "tres_alloc_str": render_tres_object(_get(job, "allocated_tres")),
+        "tres_per_node": render_gres_dict(_get(job, "gres_per_node")),
+        "memory_per_tres": f"gres:gpu:{per_gpu}" if per_gpu else "",
+        "memory_per_node": _get(job, "memory_per_node"),
+        "memory_per_cpu": _get(job, "memory_per_cpu"),
+        "cpus": _get(job, "cpus"),
+        "node_count": _get(job, "num_nodes"),
+        "tasks": _get(job, "ntasks"),
+        "sockets_per_node": _get(job, "sockets_per_node"),
+    }
+    return record
+
+
+def parse_pyslurm_node_state(state: object) -> str:
+    """`MIXED`, `IDLE+DRAIN` (object API), `IDLE*+DRAIN`, `DOWN+POWER` (dict
+    API) -> the CLI's spelling: lower case, flags joined by '+'
+    (`idle+not_responding+drain`)."""
+    if not isinstance(state, str) or not state.strip():
+        return "unknown"
+    words: list[str] = []
+    for part in state.strip().split("+"):
+        word = part.strip()
+        flags = []
+        while word and word[-1] in _STATE_SUFFIX_FLAGS:
+            flags.append(_STATE_SUFFIX_FLAGS[word[-1]])
+            word = word[:-1]
+        if word:
+            lowered = word.lower()
+            words.append(_DICT_STATE_WORDS.get(lowered, lowered) if words else lowered)
+        words.extend(reversed(flags))
+    return "+".join(dict.fromkeys(words)) or "unknown"
+
+
+def build_node_record_from_dict(node: Mapping[str, Any]) -> dict[str, Any]:
+    """An `sinfo --json`-shaped record from one dict-API node (`pyslurm.node().get()`)."""
+    gres = node.get("gres")
+    partitions = node.get("partitions")
+    return {
+        "name": _text(node.get("name")),
+        "partitions": [p for p in partitions if isinstance(p, str) and p] if isinstance(partitions, list) else [],
+        "state": parse_pyslurm_node_state(node.get("state")),
+        "tres": _text(node.get("tres_fmt_str")),
+        "cpus": _raw_number(node.get("cpus")),
+        "real_memory": _raw_number(node.get("real_memory")),
+        # listOrNone(record.gres, ','): the GRES string split at commas
+        "gres": ",".join(g for g in gres if isinstance(g, str)) if isinstance(gres, list) else _text(gres),
+    }
+
+
+def build_node_record_from_object(node: object) -> dict[str, Any]:
+    """An `sinfo --json`-shaped record from one object-API node
+    (`pyslurm.Nodes.load()`, pyslurm/core/node.pyx); no TRES string there."""
+    partitions = _get(node, "partitions")
+    return {
+        "name": _text(_get(node, "name")),
+        "partitions": [p for p in partitions if isinstance(p, str) and p] if isinstance(partitions, list) else [],
+        "state": parse_pyslurm_node_state(_get(node, "state")),
+        "tres": "",
+        "cpus": _count(_get(node, "total_cpus")),
+        "real_memory": _count(_get(node, "real_memory")),
+        "gres": render_gres_dict(_get(node, "configured_gres")),
+    }
+
+
+def _values(collection: object) -> list[Any]:
+    """The items of pyslurm's collections: a dict (dict API; object API
+    up to 23.2.x) or a MultiClusterMap, whose values() spans all clusters."""
+    values = getattr(collection, "values", None)
+    if not callable(values):
+        raise SlurmReadError(f"pyslurm returned {type(collection).__name__}, not a collection")
+    return list(values())
+
+
+def _build_records(items: Iterable[Any], build: Callable[[Any], dict[str, Any]], what: str) -> list[dict[str, Any]]:
+    records = []
+    for item in items:
+        try:
+            records.append(build(item))
+        except Exception as error:  # one odd record must not hide the others
+            logger.warning("%s skipped: %s", what, error)
+    return records
+
+
+def parse_het_leaders(records: Iterable[Mapping[str, Any]]) -> frozenset[str]:
+    """Leader ids of pending het jobs with more than one pending component.
+
+    slurm_update_job() (what pyslurm's Job.modify sends) updates only the
+    record it names, unlike `scontrol update jobid=LEADER`, which updates
+    every component; the pyslurm writer sends these through scontrol.
+    """
+    leaders = set()
+    for record in records:
+        state = str(record.get("job_state") or "").upper()
+        leader = _count(record.get("het_job_id"))
+        if state == PENDING and leader and _count(record.get("het_job_offset")):
+            leaders.add(str(leader))
+    return frozenset(leaders)
+
+
+# --------------------------------------------------------------------------
+# The source
+
+
+def _passwd_name(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
 
 
 class PyslurmSource:
-    """Reads the cluster through pyslurm's object model."""
+    """Reads the cluster through pyslurm; one Snapshot per fetch.
 
-    name = "pyslurm"
+    `module` is pyslurm (imported on first use when None; tests pass a
+    fake). `api` forces one shape ("dict" or "object") instead of the best
+    available. `user_name` maps uids for the dict API, which gives no names.
+    """
+
+    def __init__(
+        self,
+        module: ModuleType | None = None,
+        *,
+        partitions: Iterable[str] | None = None,
+        api: Api = "auto",
+        timeout: float = 30.0,
+        runner: CommandRunner = run_command,
+        environ: MutableMapping[str, str] | None = None,
+        clock: Callable[[], float] = time.time,
+        user_name: Callable[[int], str] = _passwd_name,
+    ) -> None:
+        self.name = "pyslurm"
+        self._module = module
+        if isinstance(partitions, str):
+            partitions = [partitions]
+        self.partitions = tuple(partitions) if partitions is not None else None
+        self.api = api
+        self.timeout = timeout
+        self._runner = runner
+        self._environ = os.environ if environ is None else environ
+        self._clock = clock
+        self._user_name = user_name
+        #: PriorityType from the last fetch.
+        self.priority_type: str | None = None
+        #: Pending het job leaders of the last fetch (see parse_het_leaders).
+        self.het_leaders: frozenset[str] = frozenset()
+
+    def _pyslurm(self) -> ModuleType:
+        if self._module is None:
+            try:
+                self._module = importlib.import_module("pyslurm")
+            except Exception as error:
+                raise SlurmReadError(f"pyslurm does not import ({type(error).__name__}: {error})") from error
+        return self._module
+
+    def _use_dict(self, has_dict: bool, has_object: bool, kind: str) -> bool:
+        """Whether to read `kind` ("job" or "node") through the dict API."""
+        if self.api == "dict" or (self.api == "auto" and has_dict):
+            if not has_dict:
+                raise SlurmReadError(f"pyslurm has no dict API for {kind}s (pyslurm.{kind}().get())")
+            return True
+        if not has_object:
+            raise SlurmReadError(f"pyslurm has no object API for {kind}s (pyslurm.{kind.capitalize()}s.load())")
+        return False
+
+    def _load(self, load: Callable[[], object], what: str) -> list[Any]:
+        try:
+            return _values(load())
+        except SlurmReadError:
+            raise
+        except Exception as error:  # RPCError (object API), ValueError(message, errno) (dict API)
+            detail = error.args[0] if isinstance(error, ValueError) and error.args else error
+            raise SlurmReadError(f"pyslurm: loading {what} failed: {detail}") from error
+
+    def fetch_job_records(self) -> list[dict[str, Any]]:
+        """Every job as an squeue-shaped record."""
+        module = self._pyslurm()
+        dict_jobs, _, object_jobs, _ = parse_api_shapes(module)
+        # libslurm cuts a pending array's task list to 64 characters unless
+        # SLURM_BITSTR_LEN says otherwise (xlate_array_task_str() reads it in
+        # this process, as it does in squeue's).
+        self._environ["SLURM_BITSTR_LEN"] = "0"
+        if self._use_dict(dict_jobs, object_jobs, "job"):
+            names: dict[int, str] = {}
+
+            def cached_name(uid: int) -> str:
+                if uid not in names:
+                    names[uid] = self._user_name(uid)
+                return names[uid]
+
+            loaded = self._load(lambda: module.job().get(), "jobs")
+            return _build_records(loaded, lambda job: build_job_record_from_dict(job, cached_name), "pyslurm job")
+        loaded = self._load(module.Jobs.load, "jobs")
+        return _build_records(loaded, build_job_record_from_object, "pyslurm job")
+
+    def fetch_node_records(self) -> list[dict[str, Any]]:
+        """Every node as an sinfo-shaped record."""
+        module = self._pyslurm()
+        _, dict_nodes, _, object_nodes = parse_api_shapes(module)
+        if self._use_dict(dict_nodes, object_nodes, "node"):
+            loaded = self._load(lambda: module.node().get(), "nodes")
+            return _build_records(loaded, build_node_record_from_dict, "pyslurm node")
+        loaded = self._load(module.Nodes.load, "nodes")
+        return _build_records(loaded, build_node_record_from_object, "pyslurm node")
+
+    def _fetch_config(self) -> str:
+        try:
+            return self._runner(build_scontrol_config_argv(), self.timeout, env=build_command_env(self._environ))
+        except SlurmReadError as error:
+            # Weights only feed a warning; the cycle can go on without them.
+            logger.warning("priority weights unknown: %s", error)
+            return ""
 
     def fetch_snapshot(self) -> Snapshot:
-        raise SlurmReadError("the pyslurm backend is not implemented yet; use backend: cli")
+        """Read jobs, nodes and configuration now; SlurmReadError when Slurm cannot be read."""
+        job_records = self.fetch_job_records()
+        jobs: list[Job] = parse_squeue_json({"jobs": job_records})
+        nodes: list[Node] = parse_sinfo_json({"nodes": self.fetch_node_records()})
+        self.het_leaders = parse_het_leaders(job_records)
+        config = self._fetch_config()
+        self.priority_type = parse_priority_type(config)
+        version = parse_scontrol_config(config).get("SLURM_VERSION") or None
+        cluster = next((r["cluster"] for r in job_records if r.get("cluster")), None)
+        cluster = cluster or parse_cluster_name(config) or ""
+        nodes, jobs = select_partitions(nodes, jobs, self.partitions)
+        logger.debug("read %d nodes and %d jobs through pyslurm", len(nodes), len(jobs))
+        return Snapshot(
+            cluster=cluster,
+            taken_at=format_time(self._clock()),
+            nodes=tuple(nodes),
+            jobs=tuple(jobs),
+            slurm_version=version,
+            priority_weights=freeze_tres(parse_priority_weights(config)),
+            priority_type=self.priority_type,
+        )

@@ -104,7 +104,8 @@ def dry_cycle(config_path: Path, state_dir: Path) -> float:
     """One dry-run cycle as the daemon runs it: read through the CLI source, plan, write nothing."""
     config = load_config(config_path)
     started = time.perf_counter()
-    run_cycle(make_source(config), make_writer(), config, StateStore(state_dir), dry_run=True)
+    source = make_source(config)
+    run_cycle(source, make_writer(source), config, StateStore(state_dir), dry_run=True)
     return time.perf_counter() - started
 
 

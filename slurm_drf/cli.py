@@ -17,11 +17,14 @@ from collections.abc import Callable, Sequence
 import orjson
 
 from slurm_drf import __version__
+from slurm_drf.audit import AuditRecorder
 from slurm_drf.config import Config, default_config, find_config_path, load_config
-from slurm_drf.daemon import make_source, make_writer, reset_jobs, run_cycle
+from slurm_drf.daemon import CycleObserver, make_source, make_writer, reset_jobs, run_cycle
 from slurm_drf.drf import compute_plan
 from slurm_drf.errors import DrfError, InputError
+from slurm_drf.observe import ReportWriter
 from slurm_drf.report import render_plan_json, render_plan_table
+from slurm_drf.report_cli import add_observe_parsers
 from slurm_drf.service import add_daemon_parser
 from slurm_drf.sim.cli import add_simulate_parser
 from slurm_drf.slurm.snapshot_file import SnapshotFileSource, render_snapshot_bytes, write_snapshot_file
@@ -74,9 +77,23 @@ def cmd_once(args: argparse.Namespace) -> int:
     config = _load_config(args.config, private=not args.dry_run)
     dry_run = args.dry_run or config.dry_run
     store = _store(config, args)
+    # A real cycle leaves the same trail as the daemon's: history and report
+    # files (not metrics: a one-off run must not reset the daemon's counters).
+    observers: list[CycleObserver] = []
     if not dry_run:
         store.lock()
-    report = run_cycle(make_source(config), make_writer(), config, store, dry_run=dry_run)
+        observers.append(AuditRecorder(store.directory, config.history_days))
+        if config.report_dir:
+            observers.append(ReportWriter(config.report_dir))
+    try:
+        source = make_source(config)
+        report = run_cycle(source, make_writer(source), config, store, dry_run=dry_run)
+    except DrfError as error:
+        for observer in observers:
+            observer.on_error(error)
+        raise
+    for observer in observers:
+        observer.on_cycle(report)
     if args.format == "json":
         _emit(render_plan_json(report.plan))
     else:
@@ -92,7 +109,8 @@ def cmd_reset(args: argparse.Namespace) -> int:
     store = _store(config, args)
     if not args.dry_run:
         store.lock()
-    report = reset_jobs(make_source(config), make_writer(), store, dry_run=args.dry_run)
+    source = make_source(config)
+    report = reset_jobs(source, make_writer(source), store, dry_run=args.dry_run)
     verb = "would reset" if args.dry_run else "reset"
     print(f"{verb} {len(report.reset)} job(s)" + (f": {', '.join(report.reset)}" if report.reset else ""))
     for job_id, why in sorted(report.skipped.items()):
@@ -146,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_daemon_parser(verbs)
     add_simulate_parser(verbs)
+    add_observe_parsers(verbs)
 
     check = verbs.add_parser("check-config", help="validate a config file: exit 0 or a clear error")
     check.add_argument("file", metavar="FILE")

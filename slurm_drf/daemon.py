@@ -29,6 +29,7 @@ from slurm_drf.model import Snapshot
 from slurm_drf.slurm import ClusterSource
 from slurm_drf.slurm.cli import CliSource
 from slurm_drf.slurm.pyslurm_source import PyslurmSource, pyslurm_usable
+from slurm_drf.slurm.pyslurm_write import PyslurmWriter
 from slurm_drf.slurm.write import ScontrolWriter, Write, WriteResult, build_reset_lines
 from slurm_drf.state import StateStore
 
@@ -135,7 +136,12 @@ def make_source(config: Config) -> ClusterSource:
     return CliSource()
 
 
-def make_writer() -> ScontrolWriter:
+def make_writer(source: ClusterSource) -> Writer:
+    """The writer that goes with the source: pyslurm's when pyslurm reads."""
+    if isinstance(source, PyslurmSource):
+        # pyslurm updates only a het job's leader record; scontrol updates
+        # every component, so het leaders go through scontrol.
+        return PyslurmWriter(through_scontrol=lambda: source.het_leaders)
     return ScontrolWriter()
 
 

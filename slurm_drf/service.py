@@ -212,7 +212,7 @@ class Service:
         load: Callable[[], Config] | None = None,
         notifier: Notifier | None = None,
         source_factory: Callable[[Config], ClusterSource] = make_source,
-        writer_factory: Callable[[], Writer] = make_writer,
+        writer_factory: Callable[[ClusterSource], Writer] = make_writer,
         observers_factory: Callable[[Config], Sequence[CycleObserver]] = build_observers,
         dry_run: bool = False,
         keep_log_level: bool = False,
@@ -299,8 +299,9 @@ class Service:
         if self._source is None or self._source_backend != config.backend:
             self._source = self._source_factory(config)
             self._source_backend = config.backend
+            self._writer = None  # the writer goes with the source
         if self._writer is None:
-            self._writer = self._writer_factory()
+            self._writer = self._writer_factory(self._source)
 
     def _succeeded(self, number: int, config: Config, report: CycleReport) -> None:
         recovered = self.failures

@@ -191,7 +191,8 @@ def test_job_cancelled_between_read_and_write_does_not_fail_the_cycle(live: Live
     config = load_config(write_config(tmp_path, "cycle.yaml", state_dir=str(live.state_dir)))
     store = StateStore(live.state_dir)
 
-    report = run_cycle(CancellingSource(live, victim), make_writer(), config, store)
+    source = CancellingSource(live, victim)
+    report = run_cycle(source, make_writer(source), config, store)
 
     assert report.result is not None
     assert {w.job_id for w in report.writes} == {*keep, victim}

@@ -134,7 +134,7 @@ def make_service(tmp_path: Path, source: FakeSource, *, config: Config | None = 
     config = config or Config(interval=60, resources=("cpu", "mem"), state_dir=str(tmp_path / "state"))
     writer = FakeWriter()
     return Service(config, StateStore(config.state_dir), source_factory=lambda c: source,
-                   writer_factory=lambda: writer, observers_factory=lambda c: list(observers),
+                   writer_factory=lambda source: writer, observers_factory=lambda c: list(observers),
                    keep_log_level=True, **kwargs)
 
 
@@ -375,7 +375,7 @@ def test_reload_applies_to_the_next_cycle_and_rebuilds_observers(tmp_path: Path)
 
     source = FakeSource()
     service = Service(load(), StateStore(tmp_path / "state"), load=load, source_factory=lambda c: source,
-                      writer_factory=FakeWriter, observers_factory=observers, keep_log_level=True)
+                      writer_factory=lambda source: FakeWriter(), observers_factory=observers, keep_log_level=True)
     service.run_once()
     first = built[0].cycles[0].plan
     assert {a.account: a.weight for a in first.accounts}["physics"] == 2
@@ -434,7 +434,7 @@ def test_observers_that_cannot_start_do_not_stop_the_cycle(tmp_path: Path,
     writer = FakeWriter()
     config = Config(resources=("cpu", "mem"), state_dir=str(tmp_path / "state"))
     service = Service(config, StateStore(config.state_dir), source_factory=lambda c: FakeSource(),
-                      writer_factory=lambda: writer, observers_factory=observers, keep_log_level=True)
+                      writer_factory=lambda source: writer, observers_factory=observers, keep_log_level=True)
     assert service.run_once() is None
     assert writer.writes
     assert any("observers (audit, metrics, reports) not started: OSError" in r.getMessage()

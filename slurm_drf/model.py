@@ -114,9 +114,12 @@ def job_number(job_id: str) -> int:
 def job_numbers(job_ids: Sequence[str]) -> IntArray:
     """`job_number` of every id; plain numeric ids (the usual case) in one numpy call."""
     try:
-        return np.array(job_ids, dtype=np.str_).astype(np.int64) if len(job_ids) else np.zeros(0, np.int64)
-    except ValueError:
+        numbers = np.fromiter(map(int, job_ids), dtype=np.int64, count=len(job_ids))
+    except ValueError:  # array or het ids such as 1234_5
         return np.fromiter(map(job_number, job_ids), dtype=np.int64, count=len(job_ids))
+    if len(numbers) and numbers.min() < 0:  # int() takes "-5"; job_number does not
+        return np.fromiter(map(job_number, job_ids), dtype=np.int64, count=len(job_ids))
+    return numbers
 
 
 def _codes(values: Sequence[str]) -> tuple[IntArray, tuple[str, ...]]:
@@ -500,7 +503,8 @@ def _fast_times(values: list[object]) -> FloatArray | None:
         return np.array(values, dtype=np.float64)
     if not kinds <= {str}:
         return None
-    texts = [str(v) for v in values]
+    texts: list[str] = values  # type: ignore[assignment]  # all str, checked above
+    # Only the one shape snapshots are written in; others take the careful path.
     if not all(len(v) == 20 and v[-1] == "Z" for v in texts):
         return None
     stamps = np.array([v[:-1] for v in texts], dtype="datetime64[s]")

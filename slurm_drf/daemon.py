@@ -30,7 +30,7 @@ from slurm_drf.slurm import ClusterSource
 from slurm_drf.slurm.cli import CliSource
 from slurm_drf.slurm.pyslurm_source import PyslurmSource, pyslurm_usable
 from slurm_drf.slurm.pyslurm_write import PyslurmWriter
-from slurm_drf.slurm.write import ScontrolWriter, Write, WriteResult, build_reset_lines
+from slurm_drf.slurm.write import ScontrolWriter, Write, WriteResult, build_reset_lines, is_gone
 from slurm_drf.state import StateStore
 
 logger = logging.getLogger(__name__)
@@ -85,9 +85,14 @@ def select_writes(plan: Plan, limit: int) -> tuple[list[JobPlan], int]:
 
 
 def remember(previous: Mapping[str, JobMemory], plan: Plan, chosen: Sequence[JobPlan],
-             pending_ids: set[str]) -> dict[str, JobMemory]:
-    """Memory after this cycle's writes: kept for jobs still pending, new for jobs written now."""
-    memory = {job: m for job, m in previous.items() if job in pending_ids and m.mode == plan.mode}
+             pending_ids: set[str], undone: set[str]) -> dict[str, JobMemory]:
+    """Memory after this cycle's writes: kept for jobs still pending, new for jobs written now.
+
+    What another mode wrote is forgotten once it was undone (`undone`); a
+    held job keeps that memory until it is released and can be undone.
+    """
+    memory = {job: m for job, m in previous.items()
+              if job in pending_ids and (m.mode == plan.mode or job not in undone)}
     for job in chosen:
         assert job.value is not None
         memory[job.job_id] = JobMemory(job.user_nice, job.value, plan.mode)
@@ -108,8 +113,8 @@ def run_cycle(source: ClusterSource, writer: Writer, config: Config, store: Stat
         return CycleReport(plan, snapshot, writes, None, read_seconds, time.monotonic() - started, deferred, True)
 
     pending_ids = {j.job_id for j in plan.jobs}
-    _reset_other_modes(writer, state, plan, snapshot)
-    memory = remember(state.jobs, plan, chosen, pending_ids)
+    undone = _reset_other_modes(writer, state, plan, snapshot)
+    memory = remember(state.jobs, plan, chosen, pending_ids, undone)
     store.save(replace(plan.state, jobs=MappingProxyType(memory)))
     result = writer.apply(writes)
     if result.failed or result.gone:
@@ -145,17 +150,24 @@ def make_writer(source: ClusterSource) -> Writer:
     return ScontrolWriter()
 
 
-def _reset_other_modes(writer: Writer, state: PolicyState, plan: Plan, snapshot: Snapshot) -> None:
-    """After a change of mode, undo what the old mode wrote before the new one writes."""
+def _reset_other_modes(writer: Writer, state: PolicyState, plan: Plan, snapshot: Snapshot) -> set[str]:
+    """After a change of mode, undo what the old mode wrote before the new one
+    writes; the jobs undone. Held jobs wait: we never write to a held job."""
     held = {j.job_id for j in snapshot.jobs if j.held or j.priority == 0}
     pending = {j.job_id for j in plan.jobs}
     lines: list[str] = []
+    jobs: list[str] = []
     for job_id, memory in state.jobs.items():
         if memory.mode != plan.mode and job_id in pending and job_id not in held:
             lines.extend(build_reset_lines(job_id, memory.mode, memory.user_nice))
-    if lines:
-        logger.info("mode is now %s: giving %d job(s) their own values back first", plan.mode, len(lines))
-        writer.run_lines(lines)
+            jobs.append(job_id)
+    if not lines:
+        return set()
+    logger.info("mode is now %s: giving %d job(s) their own values back first", plan.mode, len(jobs))
+    per_job, other = writer.run_lines(lines)
+    for line in other:
+        logger.warning("scontrol: %s", line)
+    return {job for job in jobs if job not in per_job or is_gone(per_job[job])}
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,13 +184,19 @@ def reset_jobs(source: ClusterSource, writer: Writer, store: StateStore, *, dry_
     lines: list[str] = []
     done: list[str] = []
     skipped: dict[str, str] = {}
+    waiting: set[str] = set()
     for job_id, memory in sorted(state.jobs.items()):
         job = jobs.get(job_id)
         if job is None:
             skipped[job_id] = "no longer pending"
             continue
         if job.held or job.priority == 0:
-            skipped[job_id] = "held: never written"
+            # We never write to a held job; remember it for the next reset.
+            skipped[job_id] = "held: run reset again once it is released"
+            waiting.add(job_id)
+            continue
+        if memory.mode == "nice" and job.nice != memory.written:
+            skipped[job_id] = f"nice changed to {job.nice} since we wrote it: left as it is"
             continue
         lines.extend(build_reset_lines(job_id, memory.mode, memory.user_nice))
         done.append(job_id)
@@ -188,7 +206,7 @@ def reset_jobs(source: ClusterSource, writer: Writer, store: StateStore, *, dry_
     for line in other:
         logger.warning("scontrol: %s", line)
     failed = {job: message for job, message in per_job.items() if job in done}
-    remaining = {job: m for job, m in state.jobs.items() if job in failed}
+    remaining = {job: m for job, m in state.jobs.items() if job in failed or job in waiting}
     store.save(replace(state, jobs=MappingProxyType(remaining)))
     skipped.update({job: f"failed: {message}" for job, message in failed.items()})
     return ResetReport(tuple(j for j in done if j not in failed), MappingProxyType(skipped))

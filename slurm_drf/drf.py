@@ -262,11 +262,15 @@ def adjust_for_memory(job_ids: Sequence[str], priority: IntArray, nice: IntArray
         return base, own, current
     for k, job_id in enumerate(job_ids):
         remembered = memory.get(job_id)
-        if remembered is None or remembered.mode != mode:
+        if remembered is None:
             continue
+        # The user's nice, whatever mode wrote last: nice mode's value is ours
+        # while Slurm still shows it; priority mode made Slurm zero the nice.
+        if (remembered.mode == "nice" and int(nice[k]) == remembered.written) or remembered.mode == "priority":
+            own[k] = remembered.user_nice
+        if remembered.mode != mode:
+            continue  # another mode wrote it; that is undone before this mode writes
         if mode == "nice":
-            if int(nice[k]) == remembered.written:
-                own[k] = remembered.user_nice
             base[k] = priority[k] + (nice[k] - own[k])
         elif mode == "site_factor":
             if current[k] is None:

@@ -20,13 +20,13 @@ import os
 import shlex
 import shutil
 import subprocess
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+from polling import wait_for
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE.parents[1] / "scripts" / "slurm-sandbox"
@@ -72,18 +72,6 @@ def job_state(job: dict[str, Any]) -> str:
     """``job_state`` is a string in 22.05 and a list from 23.11 on."""
     state = job["job_state"]
     return state[0] if isinstance(state, list) else state
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
-    """Polls ``predicate`` until it returns something truthy and returns that."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 @dataclass(frozen=True)

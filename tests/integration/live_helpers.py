@@ -26,11 +26,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from polling import wait_for
 
 if TYPE_CHECKING:
     from conftest import SlurmSandbox
@@ -46,18 +47,6 @@ QUIET_TIMEOUT_S = 30
 NODE_CPUS = 64
 NODE_MEM = 512000
 NODE_GPUS = 8
-
-
-def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.2) -> Any:
-    """Polls ``predicate`` until it returns something truthy and returns that."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 # --------------------------------------------------------------------------

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from polling import wait_for
 
 if TYPE_CHECKING:
     from conftest import SlurmSandbox
@@ -41,17 +42,6 @@ QUIET_TIMEOUT = 60
 SUCCESS = re.compile(r"^slurm-drf: INFO: cycle (\d+): \d+ accounts, ")
 FAILURE = re.compile(r"^slurm-drf: WARNING: cycle (\d+) failed: ")
 STARTED = re.compile(r"^slurm-drf: DEBUG: cycle (\d+): reading Slurm$")
-
-
-def wait_for(predicate: Callable[[], object], timeout: float, what: str, interval: float = 0.1) -> object:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() >= deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
 
 
 # ---------------------------------------------------------------------------

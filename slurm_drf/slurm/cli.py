@@ -26,18 +26,17 @@ from typing import Any, Protocol
 import orjson
 
 from slurm_drf.errors import SlurmReadError
-from slurm_drf.model import Node, Snapshot, format_time, freeze_tres
+from slurm_drf.model import Node, Snapshot, format_time
 from slurm_drf.slurm.execute import run_command
 from slurm_drf.slurm.parse import (
+    build_snapshot,
     parse_cluster_name,
     parse_json_cluster,
     parse_priority_type,
-    parse_priority_weights,
     parse_sinfo_json,
     parse_slurm_version,
     parse_squeue_json,
     parse_version_tuple,
-    select_partitions,
 )
 
 logger = logging.getLogger(__name__)
@@ -161,14 +160,5 @@ class CliSource:
         config = self._fetch_config()
         self.priority_type = parse_priority_type(config)
         cluster = parse_json_cluster(squeue_data) or parse_cluster_name(config) or ""
-        nodes, jobs = select_partitions(nodes, jobs, self.partitions)
         logger.debug("read %d nodes and %d jobs from Slurm %s", len(nodes), len(jobs), version or "?")
-        return Snapshot(
-            cluster=cluster,
-            taken_at=format_time(self._clock()),
-            nodes=tuple(nodes),
-            jobs=tuple(jobs),
-            slurm_version=version,
-            priority_weights=freeze_tres(parse_priority_weights(config)),
-            priority_type=self.priority_type,
-        )
+        return build_snapshot(cluster, format_time(self._clock()), nodes, jobs, self.partitions, version, config)

@@ -38,7 +38,7 @@ from dataclasses import replace
 from typing import Any, Final, NamedTuple
 
 from slurm_drf.errors import SlurmReadError
-from slurm_drf.model import HOLDING_STATES, PENDING, Job, Node, freeze_tres
+from slurm_drf.model import HOLDING_STATES, PENDING, Job, Node, Snapshot, freeze_tres
 
 logger = logging.getLogger(__name__)
 
@@ -921,3 +921,21 @@ def select_partitions(nodes: Sequence[Node], jobs: Sequence[Job],
     wanted = set(partitions)
     return ([n for n in nodes if wanted.intersection(n.partitions)],
             [j for j in jobs if wanted.intersection(j.partitions)])
+
+
+def build_snapshot(cluster: str, taken_at: str, nodes: Sequence[Node], jobs: Sequence[Job],
+                   partitions: Sequence[str] | None, version: str | None, config_text: str) -> Snapshot:
+    """The Snapshot every source hands the daemon, from what it read.
+
+    `config_text` is `scontrol show config`: priority weights and type.
+    """
+    nodes, jobs = select_partitions(list(nodes), list(jobs), partitions)
+    return Snapshot(
+        cluster=cluster,
+        taken_at=taken_at,
+        nodes=tuple(nodes),
+        jobs=tuple(jobs),
+        slurm_version=version,
+        priority_weights=freeze_tres(parse_priority_weights(config_text)),
+        priority_type=parse_priority_type(config_text),
+    )

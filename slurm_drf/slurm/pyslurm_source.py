@@ -52,18 +52,17 @@ from types import ModuleType
 from typing import Any, Final, Literal
 
 from slurm_drf.errors import SlurmReadError
-from slurm_drf.model import PENDING, Job, Node, Snapshot, format_time, freeze_tres
+from slurm_drf.model import PENDING, Job, Node, Snapshot, format_time
 from slurm_drf.slurm.cli import CommandRunner, build_command_env, build_scontrol_config_argv
 from slurm_drf.slurm.execute import run_command
 from slurm_drf.slurm.parse import (
+    build_snapshot,
     parse_cluster_name,
     parse_priority_type,
-    parse_priority_weights,
     parse_scontrol_config,
     parse_sinfo_json,
     parse_squeue_json,
     parse_version_tuple,
-    select_partitions,
 )
 
 logger = logging.getLogger(__name__)
@@ -522,14 +521,5 @@ class PyslurmSource:
         version = parse_scontrol_config(config).get("SLURM_VERSION") or None
         cluster = next((r["cluster"] for r in job_records if r.get("cluster")), None)
         cluster = cluster or parse_cluster_name(config) or ""
-        nodes, jobs = select_partitions(nodes, jobs, self.partitions)
         logger.debug("read %d nodes and %d jobs through pyslurm", len(nodes), len(jobs))
-        return Snapshot(
-            cluster=cluster,
-            taken_at=format_time(self._clock()),
-            nodes=tuple(nodes),
-            jobs=tuple(jobs),
-            slurm_version=version,
-            priority_weights=freeze_tres(parse_priority_weights(config)),
-            priority_type=self.priority_type,
-        )
+        return build_snapshot(cluster, format_time(self._clock()), nodes, jobs, self.partitions, version, config)

@@ -23,10 +23,15 @@ returns the new queue; `sort_key` places a job submitted between ticks
 (the drf policies put it after the planned jobs, as the daemon's nice
 values would: a new job has none yet).
 
-A reservation is cached until it can move: the top job changes, a job
-ends before its time limit, or a job started ahead of the top would break
-it. Within one pass free TRES only shrink, so a job shape that did not
-fit is not tried again in that pass.
+Shortcuts that leave the outcome as a full pass would make it (up to
+where exactly the backfill depth falls): a reservation is cached until
+it can move (the top job changes, a job ends before its time limit, or a
+job started ahead of the top would break it); within one pass free TRES
+only shrink, so a job shape that did not fit is not tried again in that
+pass; and after an instant with nothing but submissions, only the new
+jobs are tried (as backfill, if they sort after the top job and within
+the depth the last full pass reached), since everything else is as the
+last pass left it.
 """
 
 from __future__ import annotations

@@ -127,7 +127,7 @@ def test_same_seed_gives_identical_json() -> None:
     assert first != run(12)
 
 
-@pytest.mark.parametrize("scenario", ["tie", "bursty", "weighted"])
+@pytest.mark.parametrize("scenario", ["mixed", "tie", "bursty", "weighted"])
 def test_fast_engine_orders_exactly_as_compute_plan(scenario: str) -> None:
     """The fast drf path calls compute_plan's own lower-level functions on the
     simulator's arrays: every tick's order and every start must be the same."""

@@ -348,6 +348,19 @@ def order_pending(before: IntArray, account_of: IntArray, capacity: IntArray, we
     v, a, c = vector[order], amounts[order], columns[order]
     near = np.abs(v[1:] - v[:-1]) <= TIE_RTOL * np.maximum(np.abs(v[1:]), 1e-300)
     same = (a[1:] == a[:-1]) & (c[1:] == c[:-1]) & (weight_id[1:] == weight_id[:-1])[:, None]
+    # Close components that are not the very same (usage, resource, weight)
+    # are most often exactly equal rationals (8 of 64,000 CPUs is 1 of 8,000
+    # GPUs): u1*q1*c2*p2 == u2*q2*c1*p1 in Python integers settles them, and
+    # only pairs that really differ go to the exact re-sort below.
+    pairs = np.flatnonzero((near & ~same).any(axis=1))
+    if len(pairs) and len(usable):
+        caps = capacity[usable].astype(object)
+        p = np.array([w.numerator for w in weights], dtype=object)[account_of[order]]
+        q = np.array([w.denominator for w in weights], dtype=object)[account_of[order]]
+        current, previous = pairs + 1, pairs
+        exactly = (a[current].astype(object) * q[current, None] * caps[c[previous]] * p[previous, None]
+                   == a[previous].astype(object) * q[previous, None] * caps[c[current]] * p[current, None])
+        same[pairs] |= exactly.astype(np.bool_) & near[pairs]
     far = ~near
     first_far = np.where(far.any(axis=1), far.argmax(axis=1), width)
     in_prefix = np.arange(width)[None, :] < first_far[:, None]

@@ -9,28 +9,38 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Final
 
 import orjson
 
 from slurm_drf import __version__
-from slurm_drf.audit import AuditRecorder
 from slurm_drf.config import Config, default_config, find_config_path, load_config
-from slurm_drf.daemon import CycleObserver, make_source, make_writer, reset_jobs, run_cycle
 from slurm_drf.drf import compute_plan
 from slurm_drf.errors import DrfError, InputError
-from slurm_drf.observe import ReportWriter
 from slurm_drf.report import render_plan_json, render_plan_table
-from slurm_drf.report_cli import add_observe_parsers
-from slurm_drf.service import add_daemon_parser
-from slurm_drf.sim.cli import add_simulate_parser
 from slurm_drf.slurm.snapshot_file import SnapshotFileSource, render_snapshot_bytes, write_snapshot_file
-from slurm_drf.state import StateStore
+
+if TYPE_CHECKING:
+    from slurm_drf.daemon import CycleObserver
+    from slurm_drf.state import StateStore
 
 logger = logging.getLogger("slurm_drf")
+
+# Verbs defined in their own modules: (module, function adding the parsers,
+# verbs). A run imports only the module of the verb it asks for, so `plan`
+# on a large snapshot does not pay for the scheduler, metrics and simulator.
+_VERB_MODULES: Final = (
+    ("slurm_drf.service", "add_daemon_parser", ("daemon",)),
+    ("slurm_drf.sim.cli", "add_simulate_parser", ("simulate",)),
+    ("slurm_drf.report_cli", "add_observe_parsers", ("report", "audit", "explain")),
+)
+_CORE_VERBS: Final = ("plan", "snapshot", "once", "reset", "check-config")
+_ALL_VERBS: Final = frozenset(_CORE_VERBS).union(*(names for _, _, names in _VERB_MODULES))
 
 
 def _load_config(path: str | None, private: bool = False) -> Config:
@@ -59,6 +69,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
+    from slurm_drf.daemon import make_source
+
     config = _load_config(args.config)
     snapshot = make_source(config).fetch_snapshot()
     if args.output:
@@ -70,10 +82,16 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 
 
 def _store(config: Config, args: argparse.Namespace) -> StateStore:
+    from slurm_drf.state import StateStore
+
     return StateStore(args.state_dir or config.state_dir)
 
 
 def cmd_once(args: argparse.Namespace) -> int:
+    from slurm_drf.audit import AuditRecorder
+    from slurm_drf.daemon import make_source, make_writer, run_cycle
+    from slurm_drf.observe import ReportWriter
+
     config = _load_config(args.config, private=not args.dry_run)
     dry_run = args.dry_run or config.dry_run
     store = _store(config, args)
@@ -105,6 +123,8 @@ def cmd_once(args: argparse.Namespace) -> int:
 
 
 def cmd_reset(args: argparse.Namespace) -> int:
+    from slurm_drf.daemon import make_source, make_writer, reset_jobs
+
     config = _load_config(args.config, private=not args.dry_run)
     store = _store(config, args)
     if not args.dry_run:
@@ -125,7 +145,12 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _requested_verb(argv: Sequence[str]) -> str | None:
+    """The verb on the command line, if one is there (options come first)."""
+    return next((arg for arg in argv if not arg.startswith("-")), None)
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="slurm-drf", description="Dominant resource fairness for Slurm: order pending jobs by "
         "each account's dominant share and write the order back.")
@@ -162,9 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
     reset.add_argument("--state-dir", metavar="DIR", help="state directory (default: the config's state_dir)")
     reset.set_defaults(func=cmd_reset)
 
-    add_daemon_parser(verbs)
-    add_simulate_parser(verbs)
-    add_observe_parsers(verbs)
+    wanted = _requested_verb(sys.argv[1:] if argv is None else argv)
+    for module, function, names in _VERB_MODULES:
+        if wanted not in _CORE_VERBS and (wanted is None or wanted in names or wanted not in _ALL_VERBS):
+            getattr(importlib.import_module(module), function)(verbs)
 
     check = verbs.add_parser("check-config", help="validate a config file: exit 0 or a clear error")
     check.add_argument("file", metavar="FILE")
@@ -182,7 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # the end: collecting them again and again is wasted work (it is a
     # third of the time of loading a large snapshot). The daemon resets it.
     gc.set_threshold(200_000, 50, 1000)
-    parser = build_parser()
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     _setup_logging(args)
     func: Callable[[argparse.Namespace], int] = args.func

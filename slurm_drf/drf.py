@@ -34,9 +34,10 @@ offset - value (at least 1; priority 0 means held).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import heapq
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from types import MappingProxyType
@@ -512,10 +513,48 @@ def mode_value(mode: str, value: int, offset: int, nice: int) -> int:
 # The plan
 
 
+ColumnMaker = Callable[[], list[Any]]
+
+
+class LazyColumns(Mapping[str, list[Any]]):
+    """A plan's job columns, each made into a list the first time it is read.
+
+    Pools add chunks of column makers; a terminal table that shows twenty
+    jobs never pays for the job ids and users of a hundred thousand.
+    """
+
+    def __init__(self) -> None:
+        self._chunks: list[Mapping[str, ColumnMaker]] = []
+        self._made: dict[str, list[Any]] = {}
+        self.size = 0
+
+    def add(self, size: int, makers: Mapping[str, ColumnMaker]) -> None:
+        assert set(makers) == set(JOB_COLUMNS)
+        self._chunks.append(makers)
+        self.size += size
+        self._made.clear()
+
+    def __getitem__(self, name: str) -> list[Any]:
+        if name not in self._made:
+            if name not in JOB_COLUMNS:
+                raise KeyError(name)
+            column: list[Any] = []
+            for chunk in self._chunks:
+                column.extend(chunk[name]())
+            self._made[name] = column
+        return self._made[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(JOB_COLUMNS)
+
+    def __len__(self) -> int:
+        return len(JOB_COLUMNS)
+
+
 class PlanJobs(Sequence[JobPlan]):
     """A plan's job decisions as columns; JobPlan objects made on demand."""
 
-    def __init__(self, columns: Mapping[str, list[Any]]) -> None:
+    def __init__(self, columns: LazyColumns) -> None:
         self.columns = columns
         self._rows: tuple[JobPlan, ...] | None = None
 
@@ -529,7 +568,7 @@ class PlanJobs(Sequence[JobPlan]):
         return self._rows
 
     def __len__(self) -> int:
-        return len(self.columns["job_id"])
+        return self.columns.size
 
     def row(self, index: int) -> JobPlan:
         """One decision, without making all of them into objects."""
@@ -578,7 +617,7 @@ def compute_plan(snapshot: Snapshot, config: Config, state: PolicyState = EMPTY_
     # Absolute priorities leave Slurm no factors to add; nice and site
     # factor are added to them.
     step = 1 if config.mode == "priority" else priority_weight_sum(snapshot.priority_weights) + 1
-    columns: dict[str, list[Any]] = {name: [] for name in JOB_COLUMNS}
+    columns = LazyColumns()
     warnings: list[str] = []
     pool_plans: list[PoolPlan] = []
     account_rows: list[AccountShare] = []
@@ -615,7 +654,7 @@ def compute_plan(snapshot: Snapshot, config: Config, state: PolicyState = EMPTY_
 def _plan_pool(pool: str, capacity_map: Mapping[str, int], table: JobTable, running_rows: IntArray,
                pending_rows: IntArray, weights: Sequence[Fraction], config: Config, state: PolicyState,
                epoch: int, wins: dict[str, float], plan_wins: dict[str, float], step: int,
-               columns: dict[str, list[Any]], warnings: list[str]) -> list[AccountShare]:
+               columns: LazyColumns, warnings: list[str]) -> list[AccountShare]:
     resources = config.resources
     mode = config.mode
     accounts = len(table.accounts)
@@ -627,10 +666,11 @@ def _plan_pool(pool: str, capacity_map: Mapping[str, int], table: JobTable, runn
     running_count = np.bincount(running_account, minlength=accounts)
     capacity = np.array([capacity_map[r] for r in resources], dtype=np.int64)
 
-    ids = [table.job_id[i] for i in pending_rows.tolist()]
+    # Job ids and site factors only when they can matter (memory, site_factor mode).
+    ids = [table.job_id[i] for i in pending_rows.tolist()] if state.jobs else []
+    site_factors = [table.site_factor[i] for i in pending_rows.tolist()] if mode == "site_factor" else []
     base, own_nice, current = adjust_for_memory(
-        ids, table.priority[pending_rows], table.nice[pending_rows],
-        [table.site_factor[i] for i in pending_rows.tolist()], mode, state.jobs)
+        ids, table.priority[pending_rows], table.nice[pending_rows], site_factors, mode, state.jobs)
     slurm_order = np.lexsort((table.job_number[pending_rows], table.submit_time[pending_rows], -base,
                               table.account[pending_rows]))
     rows = pending_rows[slurm_order]
@@ -660,23 +700,25 @@ def _plan_pool(pool: str, capacity_map: Mapping[str, int], table: JobTable, runn
             warnings.append(f"pool {pool}: {clipped} job(s) carry a nice of their own that does not fit beside "
                             f"ours in Slurm's range (+/-{NICE_LIMIT}); their values were clipped and may tie")
     now = [current[k] for k in taken.tolist()]
-    rows_sorted = rows[order].tolist()
+    written_list = written.tolist()
+    rows_sorted = rows[order]
     count = len(rows_sorted)
     job_ids, users, names = table.job_id, table.user, table.accounts
-    columns["job_id"].extend([job_ids[i] for i in rows_sorted])
-    columns["account"].extend([names[a] for a in account_of[order].tolist()])
-    columns["user"].extend([users[i] for i in rows_sorted])
-    columns["pool"].extend([pool] * count)
-    columns["order"].extend(range(count))
-    columns["level"].extend(level_sorted.tolist())
-    written_list = written.tolist()
-    columns["value"].extend(written_list)
-    columns["current"].extend(now)
-    columns["action"].extend("keep" if c == w else "set" for c, w in zip(now, written_list, strict=True))
-    columns["reason"].extend([None] * count)
-    columns["tie"].extend(ordering.tied[order].tolist())
-    columns["user_nice"].extend(own.tolist())
-    columns["array_tasks"].extend(table.array_tasks[rows_sorted].tolist())
+    columns.add(count, {
+        "job_id": lambda: [job_ids[i] for i in rows_sorted.tolist()],
+        "account": lambda: [names[a] for a in account_of[order].tolist()],
+        "user": lambda: [users[i] for i in rows_sorted.tolist()],
+        "pool": lambda: [pool] * count,
+        "order": lambda: list(range(count)),
+        "level": level_sorted.tolist,
+        "value": lambda: written_list,
+        "current": lambda: now,
+        "action": lambda: ["keep" if c == w else "set" for c, w in zip(now, written_list, strict=True)],
+        "reason": lambda: [None] * count,
+        "tie": ordering.tied[order].tolist,
+        "user_nice": own.tolist,
+        "array_tasks": table.array_tasks[rows_sorted].tolist,
+    })
 
     pending_count = np.bincount(account_of, minlength=accounts)
     present = np.flatnonzero((running_count > 0) | (pending_count > 0))
@@ -687,9 +729,10 @@ def _plan_pool(pool: str, capacity_map: Mapping[str, int], table: JobTable, runn
 
 def _skipped_rows(table: JobTable, job_pool: IntArray, pending: BoolArray, excluded: BoolArray, held: BoolArray,
                   pools: Sequence[tuple[str, tuple[str, ...]]], mode: str, state: PolicyState,
-                  columns: dict[str, list[Any]]) -> None:
+                  columns: LazyColumns) -> None:
     """Pending jobs the plan leaves alone, each with its reason."""
     skip = pending & ((job_pool < 0) | excluded | held)
+    rows: list[tuple[Any, ...]] = []
     for i in np.flatnonzero(skip).tolist():
         reason = ("partition not managed" if job_pool[i] < 0 else "account excluded" if excluded[i]
                   else "held")
@@ -698,8 +741,11 @@ def _skipped_rows(table: JobTable, job_pool: IntArray, pending: BoolArray, exclu
         row = (table.job_id[i], table.accounts[table.account[i]], table.user[i],
                pools[job_pool[i]][0] if job_pool[i] >= 0 else None, None, None, None, current[0], "skip",
                reason, False, int(own[0]), int(table.array_tasks[i]))
-        for name, value in zip(JOB_COLUMNS, row, strict=True):
-            columns[name].append(value)
+        rows.append(row)
+    made: list[list[Any]] = [list(column) for column in zip(*rows, strict=True)] if rows else \
+        [[] for _ in JOB_COLUMNS]
+    columns.add(len(rows), {name: functools.partial(list, column) for name, column in zip(JOB_COLUMNS, made,
+                                                                                          strict=True)})
 
 
 def _account_shares(pool: str, account_names: list[str], fractions: list[Fraction], usage: IntArray,

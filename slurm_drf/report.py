@@ -114,10 +114,6 @@ def _column(jobs: Sequence[JobPlan], name: str) -> Sequence[Any]:
     return [getattr(job, name) for job in jobs]
 
 
-def _row(jobs: Sequence[JobPlan], index: int) -> JobPlan:
-    return jobs.row(index) if isinstance(jobs, PlanJobs) else jobs[index]
-
-
 def render_plan_table(plan: Plan, limit: int = 20) -> str:
     """Accounts by share and the head of each pool's order, for a terminal."""
     pools, orders, actions = (_column(plan.jobs, name) for name in ("pool", "order", "action"))
@@ -133,19 +129,23 @@ def render_plan_table(plan: Plan, limit: int = 20) -> str:
              for a in accounts]))
         indices = [i for i, (name, order) in enumerate(zip(pools, orders, strict=True))
                    if name == pool.name and order is not None]
-        shown = [_row(plan.jobs, i) for i in (indices[:limit] if limit > 0 else indices)]
+        shown = indices[:limit] if limit > 0 else indices
+        # Only the columns shown: the user of each of 100,000 jobs is not needed here.
+        job_id, tie, account, level, value, current, action = (
+            _column(plan.jobs, name) for name in ("job_id", "tie", "account", "level", "value", "current", "action"))
         out.append("")
         out.append(render_table(
             ["order", "job", "account", "level", plan.mode, "current", "action"],
-            [[j.order, j.job_id + (" (tie)" if j.tie else ""), j.account, j.level, j.value, j.current, j.action]
-             for j in shown]))
+            [[orders[i], job_id[i] + (" (tie)" if tie[i] else ""), account[i], level[i], value[i], current[i],
+              action[i]] for i in shown]))
         if len(shown) < len(indices):
             out.append(f"... {len(indices) - len(shown)} more pending job(s) in pool {pool.name}")
         out.append("")
     reasons: dict[str, int] = {}
+    reason = _column(plan.jobs, "reason")
     for i, action in enumerate(actions):
         if action == "skip":
-            key = _row(plan.jobs, i).reason or "skipped"
+            key = reason[i] or "skipped"
             reasons[key] = reasons.get(key, 0) + 1
     if reasons:
         out.append("skipped: " + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items())))

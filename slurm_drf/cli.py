@@ -88,9 +88,7 @@ def _store(config: Config, args: argparse.Namespace) -> StateStore:
 
 
 def cmd_once(args: argparse.Namespace) -> int:
-    from slurm_drf.audit import AuditRecorder
     from slurm_drf.daemon import make_source, make_writer, run_cycle
-    from slurm_drf.observe import ReportWriter
 
     config = _load_config(args.config, private=not args.dry_run)
     dry_run = args.dry_run or config.dry_run
@@ -99,6 +97,9 @@ def cmd_once(args: argparse.Namespace) -> int:
     # files (not metrics: a one-off run must not reset the daemon's counters).
     observers: list[CycleObserver] = []
     if not dry_run:
+        from slurm_drf.audit import AuditRecorder
+        from slurm_drf.observe import ReportWriter
+
         store.lock()
         observers.append(AuditRecorder(store.directory, config.history_days))
         if config.report_dir:

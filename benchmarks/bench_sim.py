@@ -1,7 +1,7 @@
 """Benchmark of the simulator (issue 6): run by hand, not a test.
 
     python benchmarks/bench_sim.py [--scenario mixed] [--jobs 100000] [--nodes 1000]
-        [--policy drf] [--interval 60] [--engine auto] [--seed 1]
+        [--policy drf] [--interval 60] [--engine auto] [--backfill easy|slurm] [--seed 1]
 
 Builds the scenario, simulates it under one policy and prints the wall time
 of each step, what the run did (ticks, scheduler passes), the time spent in
@@ -23,7 +23,7 @@ from typing import Any
 
 import slurm_drf.sim.policies as policies_module
 from slurm_drf.sim.compare import choose_engine
-from slurm_drf.sim.engine import SimOptions, simulate
+from slurm_drf.sim.engine import BACKFILL_MODES, DEFAULT_BACKFILL, SimOptions, simulate
 from slurm_drf.sim.metrics import compute_metrics
 from slurm_drf.sim.policies import POLICIES, build_policy
 from slurm_drf.sim.scenarios import SCENARIOS, build_scenario
@@ -50,6 +50,7 @@ def main() -> int:
     parser.add_argument("--policy", choices=POLICIES, default="drf")
     parser.add_argument("--interval", type=float, default=60.0)
     parser.add_argument("--engine", choices=("auto", "plan", "fast"), default="auto")
+    parser.add_argument("--backfill", choices=BACKFILL_MODES, default=DEFAULT_BACKFILL)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     # As slurm_drf.cli.main does for every verb: the run keeps its objects to the end.
@@ -67,7 +68,7 @@ def main() -> int:
     engine = choose_engine(args.engine, workload)
     policy = build_policy(args.policy, engine=engine)
     began, cpu_began = time.perf_counter(), time.process_time()
-    result = simulate(workload, policy, SimOptions(interval=args.interval))
+    result = simulate(workload, policy, SimOptions(interval=args.interval, backfill=args.backfill))
     simulated = time.perf_counter() - began
     cpu = time.process_time() - cpu_began
     metrics = compute_metrics(result)
@@ -76,7 +77,8 @@ def main() -> int:
     print(f"scenario {workload.name}: {len(workload.jobs)} jobs, {workload.node_count} nodes of "
           f"{workload.node_type.render()}, seed {args.seed}")
     print(f"policy {args.policy} (engine {engine if args.policy == 'drf' else '-'}), interval {args.interval:g}s, "
-          f"{result.plans} ticks, {result.passes} scheduler passes, simulated {result.end.max() / 3600:.1f} h")
+          f"{args.backfill} backfill, {result.plans} ticks, {result.passes} scheduler passes, "
+          f"simulated {result.end.max() / 3600:.1f} h")
     print(f"build workload   {built:7.2f} s")
     print(f"simulate         {simulated:7.2f} s wall, {cpu:.2f} s CPU (DRF engine functions: {engine_time[0]:.2f} s)")
     load = os.getloadavg()[0]

@@ -18,7 +18,13 @@ import orjson
 
 from slurm_drf.config import Config, load_config
 from slurm_drf.sim.compare import ProgressLine, parse_policies, run_comparison
-from slurm_drf.sim.engine import DEFAULT_BACKFILL_DEPTH, DEFAULT_INTERVAL, SimOptions
+from slurm_drf.sim.engine import (
+    BACKFILL_MODES,
+    DEFAULT_BACKFILL,
+    DEFAULT_BACKFILL_DEPTH,
+    DEFAULT_INTERVAL,
+    SimOptions,
+)
 from slurm_drf.sim.importers import FORMATS, guess_format, load_workload
 from slurm_drf.sim.policies import POLICIES
 from slurm_drf.sim.render import render_html, render_json, render_plot_png, render_table, write_bytes, write_text
@@ -49,7 +55,7 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
     scenarios = "; ".join(f"{s.name}: {s.summary}" for s in SCENARIOS.values())
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "simulate", help="compare fifo, multifactor, drf and drf-naive on a simulated cluster",
-        description="Simulate a Slurm-like cluster (EASY backfill) under several queue policies and "
+        description="Simulate a Slurm-like cluster (priority queue with backfill) under several queue policies and "
         "compare fairness (Jain's index of weighted dominant shares), waits and utilisation. With no "
         f"arguments: the '{DEFAULT_SCENARIO}' scenario under every policy.",
         epilog=f"Scenarios: {scenarios}.")
@@ -81,6 +87,10 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
                      help="multifactor usage decay half-life (default 7d, Slurm's default)")
     run.add_argument("--backfill-depth", type=_positive_int, default=DEFAULT_BACKFILL_DEPTH, metavar="N",
                      help=f"jobs the backfill pass looks at behind the top job (default {DEFAULT_BACKFILL_DEPTH})")
+    run.add_argument("--backfill", choices=BACKFILL_MODES, default=DEFAULT_BACKFILL,
+                     help="easy: a reservation for the top job only; slurm: like sched/backfill, a reservation "
+                     "for every job tested (up to --backfill-depth) that a lower job may not delay "
+                     f"(default {DEFAULT_BACKFILL})")
     run.add_argument("--engine", choices=("auto", "plan", "fast"), default="auto",
                      help="drf: full snapshot and plan every interval, or the same engine functions on the "
                      "simulator's arrays (auto: plan up to 5000 jobs)")
@@ -130,7 +140,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     workload = build_workload(args)
     if config is not None:
         workload = _with_config_weights(workload, config)
-    options = SimOptions(interval=interval, backfill_depth=args.backfill_depth)
+    options = SimOptions(interval=interval, backfill_depth=args.backfill_depth, backfill=args.backfill)
     progress = ProgressLine(sys.stderr)
     try:
         comparison = run_comparison(workload, policies, options, config, half_life, args.engine, progress)

@@ -3,13 +3,15 @@
 Sits under `engine`: the engine asks where a job fits now (`find_nodes`),
 books and frees TRES (`allocate`, `release`) and, for the EASY backfill,
 when the top job of the queue could start at the earliest
-(`compute_reservation`). Placement is first fit over node index, as
+(`compute_reservation`), and for the Slurm-like backfill, the reservations
+of every job tested (`Plan`). Placement is first fit over node index, as
 Slurm's select plugin does on a partition of equal nodes; a job takes
 `nodes` distinct nodes with its per-node demand on each.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -176,3 +178,181 @@ def compute_reservation(cluster: Cluster, job: int, demand: Vector, count: int, 
         free = projected.get(node) or cluster.free_of(node)
         spare[node] = [free[0] - demand[0], free[1] - demand[1], free[2] - demand[2]]
     return Reservation(job=job, time=time, nodes=nodes, spare=spare)
+
+
+class Plan:
+    """Reservations of every job the Slurm-like backfill could not start now.
+
+    Reservation `i` holds `demand[i]` on each of `nodes[i]` from `time[i]` to
+    `end[i]` (start plus time limit). `spare[i][node]` is what stays free on
+    that node at `time[i]`, with running jobs released by their time limits and
+    every reservation active then booked: a job placed on the node that runs
+    past `time[i]` must fit in it. Free TRES on a node only drop at the start
+    of one of its reservations, so checking now and those starts is exact.
+    """
+
+    def __init__(self, cluster: Cluster, now: float) -> None:
+        self.cluster = cluster
+        self.now = now
+        self.job: list[int] = []
+        self.time: list[float] = []
+        self.end: list[float] = []
+        self.demand: list[Vector] = []
+        self.nodes: list[tuple[int, ...]] = []
+        self.spare: list[dict[int, list[int]]] = []
+        self.on_node: dict[int, list[int]] = {}  # node -> reservations on it
+        self.reserved = np.zeros(cluster.count, dtype=np.bool_)
+        self.ends: list[float] = []  # reservation ends, ascending
+
+    def _free_at(self, node: int, time: float, projected: list[int]) -> list[int]:
+        """Free TRES on a reserved node at `time`: `projected` (running jobs released) less active reservations."""
+        free = list(projected)
+        for i in self.on_node[node]:
+            if self.time[i] <= time < self.end[i]:
+                demand = self.demand[i]
+                free[0] -= demand[0]
+                free[1] -= demand[1]
+                free[2] -= demand[2]
+        return free
+
+    def _fits(self, node: int, time: float, limit: float, demand: Vector, projected: list[int]) -> bool:
+        """Whether a reserved node can hold `demand` from `time` for `limit` seconds."""
+        free = self._free_at(node, time, projected)
+        if free[0] < demand[0] or free[1] < demand[1] or free[2] < demand[2]:
+            return False
+        stop = time + limit
+        for i in self.on_node[node]:
+            if time < self.time[i] < stop:
+                spare = self.spare[i][node]
+                if spare[0] < demand[0] or spare[1] < demand[1] or spare[2] < demand[2]:
+                    return False
+        return True
+
+    def earliest(self, demand: Vector, count: int, limit: float, ends: Sequence[tuple[float, int]],
+                 job_nodes: Sequence[Sequence[int]], job_demand: Sequence[Vector], after: float = -math.inf,
+                 free_now: bool = True) -> tuple[float, list[int]]:
+        """The earliest time (not before `after`) and the nodes where `count` nodes can hold `demand`
+        for `limit` seconds, given running jobs (released by their time limits, `ends` ascending)
+        and the reservations. Nodes: the lowest indexes that fit at that time.
+
+        `free_now=False` says the caller knows `count` nodes do not have `demand` free now.
+        """
+        cluster = self.cluster
+        now = self.now
+        plain_mask = cluster.fits(demand) & ~self.reserved
+        plain = {int(n) for n in np.flatnonzero(plain_mask)}
+        projected: dict[int, list[int]] = {}
+        reserved_nodes = sorted(self.on_node)
+        time = now
+        position = 0
+        reservation_end = 0
+        ends_at = self.ends
+        while True:
+            if time >= after and (free_now or time > now) and len(plain) + len(reserved_nodes) >= count:
+                ordered = sorted(plain)
+                # Reserved nodes matter only if they come before the count-th plain node.
+                bound = ordered[count - 1] if len(ordered) >= count else cluster.count
+                fitting = ordered
+                for node in reserved_nodes:
+                    if node >= bound:
+                        break
+                    free = projected.get(node) or cluster.free_of(node)
+                    if self._fits(node, time, limit, demand, free):
+                        fitting.append(node)
+                if len(fitting) >= count:
+                    return time, sorted(fitting)[:count]
+            # The next moment something is released: a running job's limit or a reservation's end.
+            next_end = ends[position][0] if position < len(ends) else math.inf
+            next_reservation = ends_at[reservation_end] if reservation_end < len(ends_at) else math.inf
+            following = min(next_end, next_reservation)
+            if following == math.inf:
+                raise RuntimeError("no time at which the job fits: the plan is inconsistent")
+            time = max(following, now)
+            while position < len(ends) and ends[position][0] <= time:
+                _, other = ends[position]
+                position += 1
+                released = job_demand[other]
+                for node in job_nodes[other]:
+                    node_free = projected.get(node)
+                    if node_free is None:
+                        node_free = projected[node] = cluster.free_of(node)
+                    node_free[0] += released[0]
+                    node_free[1] += released[1]
+                    node_free[2] += released[2]
+                    if (node not in plain and not self.reserved[node] and node_free[0] >= demand[0]
+                            and node_free[1] >= demand[1] and node_free[2] >= demand[2]):
+                        plain.add(node)
+            while reservation_end < len(ends_at) and ends_at[reservation_end] <= time:
+                reservation_end += 1
+
+    def fits_now(self, node: int, limit: float, demand: Vector) -> bool:
+        """Whether a job running `limit` seconds from now on `node` leaves every reservation on it whole
+        (the caller knows `demand` is free on the node now)."""
+        if node not in self.on_node:
+            return True
+        stop = self.now + limit
+        for i in self.on_node[node]:
+            if self.time[i] < stop:
+                spare = self.spare[i][node]
+                if spare[0] < demand[0] or spare[1] < demand[1] or spare[2] < demand[2]:
+                    return False
+        return True
+
+    def take_now(self, nodes: Sequence[int], limit: float, demand: Vector) -> bool:
+        """Book a job started now; False if it breaks a reservation (it must not)."""
+        stop = self.now + limit
+        whole = True
+        for node in nodes:
+            for i in self.on_node.get(node, ()):
+                if self.time[i] < stop:
+                    spare = self.spare[i][node]
+                    spare[0] -= demand[0]
+                    spare[1] -= demand[1]
+                    spare[2] -= demand[2]
+                    if spare[0] < 0 or spare[1] < 0 or spare[2] < 0:
+                        whole = False
+        return whole
+
+    def add(self, job: int, time: float, limit: float, demand: Vector, nodes: Sequence[int],
+            ends: Sequence[tuple[float, int]], job_nodes: Sequence[Sequence[int]],
+            job_demand: Sequence[Vector]) -> None:
+        """Reserve `nodes` for `job` from `time` for `limit` seconds (where `earliest` found room)."""
+        cluster = self.cluster
+        stop = time + limit
+        chosen = set(nodes)
+        projected = {node: cluster.free_of(node) for node in nodes}
+        for end, other in ends:
+            if end > time:
+                break
+            released = job_demand[other]
+            for node in job_nodes[other]:
+                if node in chosen:
+                    free = projected[node]
+                    free[0] += released[0]
+                    free[1] += released[1]
+                    free[2] += released[2]
+        index = len(self.job)
+        spare: dict[int, list[int]] = {}
+        for node in nodes:
+            free = self._free_at(node, time, projected[node]) if node in self.on_node else projected[node]
+            spare[node] = [free[0] - demand[0], free[1] - demand[1], free[2] - demand[2]]
+            if spare[node][0] < 0 or spare[node][1] < 0 or spare[node][2] < 0:
+                raise RuntimeError("reservation on a node without room")
+            for i in self.on_node.get(node, ()):
+                if time <= self.time[i] < stop:
+                    other_spare = self.spare[i][node]
+                    other_spare[0] -= demand[0]
+                    other_spare[1] -= demand[1]
+                    other_spare[2] -= demand[2]
+                    if other_spare[0] < 0 or other_spare[1] < 0 or other_spare[2] < 0:
+                        raise RuntimeError("reservation overlaps an earlier one")
+        self.job.append(job)
+        self.time.append(time)
+        self.end.append(stop)
+        self.demand.append(demand)
+        self.nodes.append(tuple(nodes))
+        self.spare.append(spare)
+        for node in nodes:
+            self.on_node.setdefault(node, []).append(index)
+            self.reserved[node] = True
+        bisect.insort(self.ends, stop)

@@ -18,6 +18,18 @@ instant with events:
   it fits now and either ends (by its time limit) before the reservation,
   or leaves the reserved nodes enough for the top job at that time.
 
+That is the default, `SimOptions(backfill="easy")`. With `backfill="slurm"`
+the scheduler works like Slurm's sched/backfill instead: after the main
+pass it tests the pending jobs from the top job on, in queue order (the top
+job and at most `backfill_depth` more), and gives each job that cannot
+start now a reservation: the earliest time it fits, with running jobs
+released by their time limits and every earlier reservation booked
+(`cluster.Plan`). A job starts now only if it delays none of those
+reservations. The plan is made again at every full pass; after an instant
+with nothing but submissions that all sort behind the last job it tested,
+the new jobs are tested against it, within what is left of the depth. This
+mode costs time in proportion to the depth times the reservations per node.
+
 The policy decides only the order of the queue: `reorder` at each tick
 returns the new queue; `sort_key` places a job submitted between ticks
 (the drf policies put it after the planned jobs, as the daemon's nice
@@ -48,7 +60,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from slurm_drf.sim.cluster import Cluster, Reservation, Vector, compute_reservation
+from slurm_drf.sim.cluster import Cluster, Plan, Reservation, Vector, compute_reservation
 from slurm_drf.sim.policies import Policy, QueueKey
 from slurm_drf.sim.workload import SimulationError, Workload, validate_workload
 
@@ -58,14 +70,17 @@ BoolArray = npt.NDArray[np.bool_]
 
 DEFAULT_INTERVAL: Final = 60.0
 DEFAULT_BACKFILL_DEPTH: Final = 500
+BACKFILL_MODES: Final = ("easy", "slurm")
+DEFAULT_BACKFILL: Final = "easy"
 
 
 @dataclass(frozen=True, slots=True)
 class SimOptions:
-    """How to run: policy interval (also the sampling period) and backfill depth."""
+    """How to run: policy interval (also the sampling period), backfill mode and depth."""
 
     interval: float = DEFAULT_INTERVAL
     backfill_depth: int = DEFAULT_BACKFILL_DEPTH
+    backfill: str = DEFAULT_BACKFILL  # one of BACKFILL_MODES
     # Keep every processed event time (for the tests of monotonic time).
     record_events: bool = False
 
@@ -93,6 +108,8 @@ class SimResult:
     event_times: FloatArray | None
     plans: int
     passes: int
+    # slurm backfill: when each job was first given a reservation (NaN: never).
+    reserved_at: FloatArray | None = None
 
 
 ProgressCallback = Callable[[float], None]
@@ -111,6 +128,10 @@ class Simulator:
         self.options = options or SimOptions()
         if not (self.options.interval > 0 and math.isfinite(self.options.interval)):
             raise SimulationError(f"interval must be > 0 seconds, got {self.options.interval}")
+        if self.options.backfill not in BACKFILL_MODES:
+            raise SimulationError(f"backfill must be one of {', '.join(BACKFILL_MODES)}, "
+                                  f"got {self.options.backfill!r}")
+        self.slurm = self.options.backfill == "slurm"
         self.progress = progress
         self.cluster = Cluster(workload.node_type, workload.node_count)
         self.capacity: Vector = self.cluster.capacity
@@ -205,6 +226,14 @@ class Simulator:
         self.blocked_shape = np.zeros(len(self.shape_demand), dtype=np.bool_)  # the same, as a mask
         self.blocked_long: set[int] = set()  # shapes that fit nowhere the reservation can spare
         self.reservation: Reservation | None = None
+        # slurm backfill: the plan of the last full pass, what it has left of the
+        # depth, the last job it tested, and per shape (limit, time) of its last
+        # reservation (a job of that shape and no shorter limit cannot start before).
+        self.plan: Plan | None = None
+        self.plan_budget = 0
+        self.plan_last: QueueKey | None = None
+        self.plan_shape: dict[int, tuple[float, float]] = {}
+        self.reserved_at = [math.nan] * count
         self.finished = 0
         self.plans = 0
         self.passes = 0
@@ -331,7 +360,8 @@ class Simulator:
             sample_pending=np.array(sample_pending, dtype=np.int64).reshape(len(sample_time), len(self.accounts)),
             sample_used=np.array(sample_used, dtype=np.int64).reshape(len(sample_time), 3),
             event_times=np.array(event_times, dtype=np.float64) if options.record_events else None,
-            plans=self.policy.plans, passes=self.passes)
+            plans=self.policy.plans, passes=self.passes,
+            reserved_at=np.array(self.reserved_at, dtype=np.float64) if self.slurm else None)
 
     def _shares(self) -> list[float]:
         capacity = self.capacity
@@ -428,6 +458,22 @@ class Simulator:
             self.top_key = None
             return started
         sort_key = self.policy.sort_key
+        if self.slurm:
+            if not self.dirty and self.plan is not None and self.plan_last is not None and \
+                    all(sort_key(job) > self.plan_last for job in arrivals):
+                # Only submissions, all behind every job the plan tested: the plan
+                # stands (nothing ended, nothing moved); test the new jobs against it.
+                self.plan.now = now
+                for job in sorted(arrivals, key=sort_key):
+                    if self.plan_budget <= 0:
+                        break
+                    self.plan_budget -= 1
+                    self.plan_last = sort_key(job)
+                    if self._plan_job(job, now):
+                        started.append(job)
+                return started
+            self.dirty = False
+            return self._full_pass(now, started)
         if not self.dirty and self.top_key is not None and self.reservation is not None and \
                 all(sort_key(job) > self.top_key for job in arrivals):
             # Only submissions since the last pass: free TRES and the reservation
@@ -475,12 +521,26 @@ class Simulator:
                     reservation = None
                 continue
             self.top_key = self.policy.sort_key(job)
+            if self.slurm:
+                self._block(self.job_shape[job])
+                position -= 1  # the top job is the first one the plan tests
+                break
             if reservation is None or reservation.job != job or reservation.time < now:
                 reservation = compute_reservation(cluster, job, demand[job], wanted[job], now,
                                                   self.running_by_end, self.node_of, demand)
             # Same demand, same nodes: nothing of this shape fits now either.
             self._block(self.job_shape[job])
             break
+        if self.slurm:
+            self.reservation = None
+            self.plan = None
+            if self.top_key is not None:
+                self.plan = Plan(cluster, now)
+                self.plan_budget = self.options.backfill_depth + 1
+                self.plan_last = None
+                self.plan_shape = {}
+                self._plan_scan(position, now, started)
+            return started
         self.reservation = reservation if self.top_key is not None else None
         if self.reservation is not None:
             self._backfill_scan(position, now, self.reservation, started)
@@ -519,6 +579,49 @@ class Simulator:
                     started.append(job)
                 elif len(self.blocked_all) >= len(self.pending_shapes):
                     return
+
+    def _plan_scan(self, position: int, now: float, started: list[int]) -> None:
+        """Slurm-like backfill from `position` (the top job) on, in queue order, within the depth."""
+        queue = self.queue
+        flags = self.started
+        sort_key = self.policy.sort_key
+        while position < len(queue) and self.plan_budget > 0:
+            job = queue[position]
+            position += 1
+            if flags[job]:
+                continue
+            self.plan_budget -= 1
+            self.plan_last = sort_key(job)
+            if self._plan_job(job, now):
+                started.append(job)
+
+    def _plan_job(self, job: int, now: float) -> bool:
+        """Start `job` now if that delays no reservation of the plan, else give it the earliest one."""
+        plan = self.plan
+        assert plan is not None
+        shape = self.job_shape[job]
+        demand = self.job_demand[job]
+        count = self.job_nodes_wanted[job]
+        limit = self.job_limit[job]
+        after = -math.inf
+        previous = self.plan_shape.get(shape)
+        if previous is not None and limit >= previous[0]:
+            after = previous[1]
+        free_now = shape not in self.blocked_all
+        time, nodes = plan.earliest(demand, count, limit, self.running_by_end, self.node_of, self.job_demand,
+                                    after, free_now)
+        if time <= now:
+            if not plan.take_now(nodes, limit, demand):
+                raise SimulationError(f"backfill of job {self.job_label[job]} broke a reservation")
+            self._start(job, nodes, now, backfill=True)
+            return True
+        if free_now and self.cluster.find_nodes(demand, count) is None:
+            self._block(shape)  # free TRES only shrink during a pass
+        plan.add(job, time, limit, demand, nodes, self.running_by_end, self.node_of, self.job_demand)
+        self.plan_shape[shape] = (limit, time)
+        if math.isnan(self.reserved_at[job]):
+            self.reserved_at[job] = time
+        return False
 
     def _block(self, shape: int) -> None:
         self.blocked_all.add(shape)

@@ -166,6 +166,7 @@ def render_json(comparison: Comparison, series: bool = True) -> dict[str, Any]:
         "workload": render_workload(workload),
         "interval_s": comparison.options.interval,
         "backfill_depth": comparison.options.backfill_depth,
+        "backfill": comparison.options.backfill,
         "policies": policies,
     }
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -126,6 +126,24 @@ class Reservation:
         return True
 
 
+def holds(free: Sequence[int], demand: Vector) -> bool:
+    """Whether `free` TRES (cpu, mem, gpu) can take `demand`."""
+    return free[0] >= demand[0] and free[1] >= demand[1] and free[2] >= demand[2]
+
+
+def release_into(projected: dict[int, list[int]], cluster: Cluster, nodes: Sequence[int],
+                 released: Vector) -> Iterator[tuple[int, list[int]]]:
+    """Give a running job's demand back to its nodes' projected free TRES; yield each node and its free TRES."""
+    for node in nodes:
+        free = projected.get(node)
+        if free is None:
+            free = projected[node] = cluster.free_of(node)
+        free[0] += released[0]
+        free[1] += released[1]
+        free[2] += released[2]
+        yield node, free
+
+
 def compute_reservation(cluster: Cluster, job: int, demand: Vector, count: int, now: float,
                         ends: Sequence[tuple[float, int]], job_nodes: Sequence[Sequence[int]],
                         job_demand: Sequence[Vector]) -> Reservation:
@@ -144,16 +162,8 @@ def compute_reservation(cluster: Cluster, job: int, demand: Vector, count: int, 
         while position < len(ends):
             end, other = ends[position]
             position += 1
-            released = job_demand[other]
-            for node in job_nodes[other]:
-                free = projected.get(node)
-                if free is None:
-                    free = projected[node] = cluster.free_of(node)
-                free[0] += released[0]
-                free[1] += released[1]
-                free[2] += released[2]
-                if (node not in chosen and free[0] >= demand[0] and free[1] >= demand[1]
-                        and free[2] >= demand[2]):
+            for node, free in release_into(projected, cluster, job_nodes[other], job_demand[other]):
+                if node not in chosen and holds(free, demand):
                     chosen.add(node)
                     fitting.append(node)
             if len(fitting) >= count:
@@ -163,15 +173,8 @@ def compute_reservation(cluster: Cluster, job: int, demand: Vector, count: int, 
         while position < len(ends) and ends[position][0] <= time:
             _, other = ends[position]
             position += 1
-            released = job_demand[other]
-            for node in job_nodes[other]:
-                if node in chosen:
-                    free = projected.get(node)
-                    if free is None:
-                        free = projected[node] = cluster.free_of(node)
-                    free[0] += released[0]
-                    free[1] += released[1]
-                    free[2] += released[2]
+            for _ in release_into(projected, cluster, job_nodes[other], job_demand[other]):
+                pass  # only the chosen nodes' projection is read below
     nodes = tuple(fitting[:count])
     spare = {}
     for node in nodes:
@@ -271,16 +274,8 @@ class Plan:
             while position < len(ends) and ends[position][0] <= time:
                 _, other = ends[position]
                 position += 1
-                released = job_demand[other]
-                for node in job_nodes[other]:
-                    node_free = projected.get(node)
-                    if node_free is None:
-                        node_free = projected[node] = cluster.free_of(node)
-                    node_free[0] += released[0]
-                    node_free[1] += released[1]
-                    node_free[2] += released[2]
-                    if (node not in plain and not self.reserved[node] and node_free[0] >= demand[0]
-                            and node_free[1] >= demand[1] and node_free[2] >= demand[2]):
+                for node, node_free in release_into(projected, cluster, job_nodes[other], job_demand[other]):
+                    if node not in plain and not self.reserved[node] and holds(node_free, demand):
                         plain.add(node)
             while reservation_end < len(ends_at) and ends_at[reservation_end] <= time:
                 reservation_end += 1

@@ -81,7 +81,8 @@ def test_invariants_hold_for_every_policy(policy: str, scenario: str) -> None:
     assert len(result.start) == len(result.workload.jobs)
 
 
-def test_invariants_with_multi_node_jobs_and_early_ends() -> None:
+@pytest.mark.parametrize("backfill", ["easy", "slurm"])
+def test_invariants_with_multi_node_jobs_and_early_ends(backfill: str) -> None:
     jobs = tuple(
         WorkloadJob(f"j{i}", f"a{i % 3}", "u", submit=float(i * 30), duration=float(600 + 97 * (i % 5)),
                     limit=float(600 + 97 * (i % 5)) * (1.5 if i % 2 else 1.0), cpu=16 * (1 + i % 4),
@@ -90,7 +91,8 @@ def test_invariants_with_multi_node_jobs_and_early_ends() -> None:
     workload = Workload("multi", "multi-node jobs, time limits above run times", jobs, 4,
                         NodeType(cpu=64, mem=256_000, gpu=4))
     for policy in POLICIES:
-        check_invariants(simulate(workload, build_policy(policy), SimOptions(interval=120, record_events=True)))
+        check_invariants(simulate(workload, build_policy(policy),
+                                  SimOptions(interval=120, record_events=True, backfill=backfill)))
 
 
 def test_easy_backfill_protects_the_top_job() -> None:

@@ -26,19 +26,6 @@ def test_invariants_hold_for_every_policy(policy: str, scenario: str) -> None:
     check_invariants(simulate(workload, build_policy(policy), options))
 
 
-def test_invariants_with_multi_node_jobs_and_early_ends() -> None:
-    jobs = tuple(
-        WorkloadJob(f"j{i}", f"a{i % 3}", "u", submit=float(i * 30), duration=float(600 + 97 * (i % 5)),
-                    limit=float(600 + 97 * (i % 5)) * (1.5 if i % 2 else 1.0), cpu=16 * (1 + i % 4),
-                    mem=64_000, gpu=i % 3, nodes=1 + i % 3)
-        for i in range(60))
-    workload = Workload("multi", "multi-node jobs, time limits above run times", jobs, 4,
-                        NodeType(cpu=64, mem=256_000, gpu=4))
-    for policy in POLICIES:
-        check_invariants(simulate(workload, build_policy(policy),
-                                  SimOptions(interval=120, record_events=True, backfill="slurm")))
-
-
 @pytest.mark.parametrize("scenario", ["mixed", "bursty"])
 def test_no_reservation_is_delayed(scenario: str) -> None:
     """fifo never moves a job ahead of one submitted before it, and run times equal

@@ -21,7 +21,6 @@ import importlib.resources
 import math
 import os
 import re
-import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -32,6 +31,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from slurm_drf.errors import ConfigError
+from slurm_drf.files import check_private
 
 if TYPE_CHECKING:
     import jsonschema
@@ -187,22 +187,9 @@ def load_config(path: str | os.PathLike[str], *, private: bool = False) -> Confi
 
 
 def check_config_private(path: str) -> None:
-    """Refuse a config file writable by group or others, or owned by another user than root or us.
-
-    As ssh does: whoever can change the file can make the privileged daemon
-    reorder (or hold back) every job on the cluster. The same rule as
-    `slurm_drf.state.check_private`, raised as a ConfigError (exit 2).
-    """
-    try:
-        info = os.stat(path)
-    except OSError:
-        return  # reading it reports the problem
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise ConfigError(f"{path}: the config file is writable by group or others "
-                          f"(mode {stat.filemode(info.st_mode)}); run: chmod go-w {path}")
-    if info.st_uid not in (0, os.geteuid()):
-        raise ConfigError(f"{path}: the config file is owned by uid {info.st_uid}, neither root nor this "
-                          f"user (uid {os.geteuid()}); run: chown root {path}")
+    """Refuse a config file writable by group or others, or owned by another user than root or us
+    (`files.check_private`), as a ConfigError (exit 2)."""
+    check_private(path, "the config file", ConfigError)
 
 
 def parse_config_text(text: str, source: str) -> Config:

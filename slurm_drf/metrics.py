@@ -6,7 +6,7 @@ CollectorRegistry (no process or platform collectors of other code mixed
 in, and tests can run several side by side), serves them over HTTP on
 `metrics_address` (prometheus_client's own server, on a thread) and/or
 rewrites a node_exporter textfile (`metrics_textfile`) after every cycle:
-rendered by `generate_latest` (pure), written by `state.write_atomic`.
+rendered by `generate_latest` (pure), written by `files.write_atomic`.
 
 Labels stay bounded: pool, account, resource (the configured ones),
 outcome and kind. Never a job or a user. An account that leaves a pool
@@ -28,8 +28,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from slurm_drf.audit import OUTCOMES, error_kind
 from slurm_drf.errors import ConfigError
+from slurm_drf.files import write_atomic
 from slurm_drf.report import ordered_job_count
-from slurm_drf.state import write_atomic
 
 if TYPE_CHECKING:
     from slurm_drf.daemon import CycleReport

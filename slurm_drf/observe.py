@@ -25,9 +25,9 @@ import orjson
 from slurm_drf.audit import AuditRecorder
 from slurm_drf.config import Config
 from slurm_drf.daemon import CycleObserver, CycleReport
+from slurm_drf.files import write_atomic
 from slurm_drf.metrics import MetricsRecorder
 from slurm_drf.report import build_report, render_plan_json, render_report_html
-from slurm_drf.state import write_atomic
 
 logger = logging.getLogger(__name__)
 

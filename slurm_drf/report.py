@@ -3,7 +3,7 @@ report in every format (table, JSON, CSV, markdown, self-contained HTML
 with an SVG chart). Pure.
 
 Sits under the CLI and the daemon's observers; takes a Plan, returns data
-or text. Writing files (atomically, `state.write_atomic`) is left to the
+or text. Writing files (atomically, `files.write_atomic`) is left to the
 callers, as prometheus_client's `generate_latest` leaves it to
 `write_to_textfile`.
 """

@@ -34,10 +34,11 @@ from slurm_drf.daemon import make_source
 from slurm_drf.drf import EMPTY_STATE, PolicyState, compute_plan
 from slurm_drf.errors import InputError
 from slurm_drf.explain import explain_job, render_explanation_json, render_explanation_text
+from slurm_drf.files import write_atomic
 from slurm_drf.model import Snapshot
 from slurm_drf.report import REPORT_FORMATS, render_report
 from slurm_drf.slurm.snapshot_file import SnapshotFileSource
-from slurm_drf.state import STATE_FILE, StateStore, write_atomic
+from slurm_drf.state import STATE_FILE, StateStore
 
 logger = logging.getLogger(__name__)
 

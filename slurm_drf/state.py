@@ -14,14 +14,13 @@ import fcntl
 import json
 import logging
 import os
-import stat
-import tempfile
 from pathlib import Path
 from types import MappingProxyType
 from typing import IO, Any, Final
 
 from slurm_drf.drf import EMPTY_STATE, JobMemory, PolicyState
 from slurm_drf.errors import StateError
+from slurm_drf.files import check_private, write_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -53,23 +52,6 @@ def parse_state(data: Any) -> PolicyState:
         plan_wins=MappingProxyType({str(k): float(v) for k, v in data["plan_wins"].items()}),
         jobs=MappingProxyType(jobs),
     )
-
-
-def check_private(path: Path, what: str) -> None:
-    """Refuse a file or directory others could write to, as ssh does.
-
-    Whoever can write the config or the state can make a privileged daemon
-    reorder (or hold back) every job on the cluster.
-    """
-    try:
-        info = path.stat()
-    except FileNotFoundError:
-        return
-    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise StateError(f"{path}: {what} is writable by group or others (mode {stat.filemode(info.st_mode)}); "
-                         f"run: chmod go-w {path}")
-    if info.st_uid not in (0, os.geteuid()):
-        raise StateError(f"{path}: {what} is owned by uid {info.st_uid}, neither root nor this user")
 
 
 class StateStore:
@@ -136,19 +118,3 @@ class StateStore:
                 fcntl.flock(self._lock, fcntl.LOCK_UN)
             self._lock.close()
             self._lock = None
-
-
-def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:
-    """Write `data` to `path` so a reader sees the old file or the new one."""
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, mode)
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise

@@ -240,10 +240,9 @@ def build_write_rows(report: CycleReport) -> list[tuple[Any, ...]]:
     if result is None:
         return []
     wanted = {w.job_id for w in report.writes}
-    jobs = report.plan.jobs
     # Straight from the plan's columns: a plan of 100k jobs need not become 100k objects.
     names = ("account", "user", "pool", "current", "level", "order", "tie")
-    columns = {name: _column(jobs, name) for name in ("job_id", *names)}
+    columns = {name: report.plan.column(name) for name in ("job_id", *names)}
     where = {job_id: index for index, job_id in enumerate(columns["job_id"]) if job_id in wanted}
     applied, gone = set(result.applied), set(result.gone)
     rows: list[tuple[Any, ...]] = []
@@ -262,14 +261,6 @@ def build_write_rows(report: CycleReport) -> list[tuple[Any, ...]]:
         rows.append((write.job_id, account, user, pool, write.mode, current, write.value, level, order, int(tie),
                      outcome, message))
     return rows
-
-
-def _column(jobs: Sequence[Any], name: str) -> Sequence[Any]:
-    columns = getattr(jobs, "columns", None)
-    if isinstance(columns, Mapping) and name in columns:
-        column: Sequence[Any] = columns[name]
-        return column
-    return [getattr(job, name) for job in jobs]
 
 
 def record_error(connection: sqlite3.Connection, error: BaseException, now: float) -> None:

@@ -22,6 +22,8 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Protocol
 
+import numpy as np
+
 from slurm_drf.config import Config
 from slurm_drf.drf import JobMemory, JobPlan, Plan, PolicyState, compute_plan
 from slurm_drf.errors import SlurmReadError
@@ -62,7 +64,7 @@ class CycleReport:
     dry_run: bool
 
     def summary(self) -> str:
-        pending = sum(1 for j in self.plan.jobs if j.order is not None)
+        pending = sum(1 for order in self.plan.column("order") if order is not None)
         accounts = len({a.account for a in self.plan.accounts})
         if self.dry_run or self.result is None:
             done = f"would write {len(self.writes)}"
@@ -79,9 +81,10 @@ class CycleReport:
 
 def select_writes(plan: Plan, limit: int) -> tuple[list[JobPlan], int]:
     """The jobs to write now: the head of each pool's order first; how many wait."""
-    wanted = sorted((j for j in plan.jobs if j.action == "set" and j.value is not None),
-                    key=lambda j: (j.order if j.order is not None else 0, j.pool or ""))
-    return wanted[:limit], max(0, len(wanted) - limit)
+    actions, values, orders, pools = (plan.column(name) for name in ("action", "value", "order", "pool"))
+    wanted = sorted((i for i, action in enumerate(actions) if action == "set" and values[i] is not None),
+                    key=lambda i: (orders[i] if orders[i] is not None else 0, pools[i] or ""))
+    return [plan.job(i) for i in wanted[:limit]], max(0, len(wanted) - limit)
 
 
 def remember(previous: Mapping[str, JobMemory], plan: Plan, chosen: Sequence[JobPlan],
@@ -112,8 +115,8 @@ def run_cycle(source: ClusterSource, writer: Writer, config: Config, store: Stat
     if dry_run:
         return CycleReport(plan, snapshot, writes, None, read_seconds, time.monotonic() - started, deferred, True)
 
-    pending_ids = {j.job_id for j in plan.jobs}
-    undone = _reset_other_modes(writer, state, plan, snapshot)
+    pending_ids = set(plan.column("job_id"))
+    undone = _reset_other_modes(writer, state, plan, snapshot, pending_ids)
     memory = remember(state.jobs, plan, chosen, pending_ids, undone)
     store.save(replace(plan.state, jobs=MappingProxyType(memory)))
     result = writer.apply(writes)
@@ -150,11 +153,14 @@ def make_writer(source: ClusterSource) -> Writer:
     return ScontrolWriter()
 
 
-def _reset_other_modes(writer: Writer, state: PolicyState, plan: Plan, snapshot: Snapshot) -> set[str]:
+def _reset_other_modes(writer: Writer, state: PolicyState, plan: Plan, snapshot: Snapshot,
+                       pending: set[str]) -> set[str]:
     """After a change of mode, undo what the old mode wrote before the new one
     writes; the jobs undone. Held jobs wait: we never write to a held job."""
-    held = {j.job_id for j in snapshot.jobs if j.held or j.priority == 0}
-    pending = {j.job_id for j in plan.jobs}
+    if all(memory.mode == plan.mode for memory in state.jobs.values()):
+        return set()
+    table = snapshot.table
+    held = {table.job_id[i] for i in np.flatnonzero(table.held | (table.priority == 0)).tolist()}
     lines: list[str] = []
     jobs: list[str] = []
     for job_id, memory in state.jobs.items():

@@ -145,9 +145,19 @@ class Plan:
     state: PolicyState
     taken_at: str = ""
 
+    def column(self, name: str) -> Sequence[Any]:
+        """One field (a JobPlan attribute) of every job decision, in `jobs` order,
+        without making 100k JobPlan objects when the plan keeps columns."""
+        if isinstance(self.jobs, PlanJobs):
+            return self.jobs.columns[name]
+        return [getattr(job, name) for job in self.jobs]
+
+    def job(self, index: int) -> JobPlan:
+        return self.jobs.row(index) if isinstance(self.jobs, PlanJobs) else self.jobs[index]
+
     @property
     def writes(self) -> tuple[JobPlan, ...]:
-        return tuple(j for j in self.jobs if j.action == "set")
+        return tuple(self.job(i) for i, action in enumerate(self.column("action")) if action == "set")
 
 
 # --------------------------------------------------------------------------

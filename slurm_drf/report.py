@@ -108,15 +108,9 @@ def _cell(value: object) -> str:
     return str(value)
 
 
-def _column(jobs: Sequence[JobPlan], name: str) -> Sequence[Any]:
-    if isinstance(jobs, PlanJobs):
-        return jobs.columns[name]
-    return [getattr(job, name) for job in jobs]
-
-
 def render_plan_table(plan: Plan, limit: int = 20) -> str:
     """Accounts by share and the head of each pool's order, for a terminal."""
-    pools, orders, actions = (_column(plan.jobs, name) for name in ("pool", "order", "action"))
+    pools, orders, actions = (plan.column(name) for name in ("pool", "order", "action"))
     out: list[str] = []
     for pool in plan.pools:
         capacity = ", ".join(f"{k}={v}" for k, v in pool.capacity.items())
@@ -132,7 +126,7 @@ def render_plan_table(plan: Plan, limit: int = 20) -> str:
         shown = indices[:limit] if limit > 0 else indices
         # Only the columns shown: the user of each of 100,000 jobs is not needed here.
         job_id, tie, account, level, value, current, action = (
-            _column(plan.jobs, name) for name in ("job_id", "tie", "account", "level", "value", "current", "action"))
+            plan.column(name) for name in ("job_id", "tie", "account", "level", "value", "current", "action"))
         out.append("")
         out.append(render_table(
             ["order", "job", "account", "level", plan.mode, "current", "action"],
@@ -142,7 +136,7 @@ def render_plan_table(plan: Plan, limit: int = 20) -> str:
             out.append(f"... {len(indices) - len(shown)} more pending job(s) in pool {pool.name}")
         out.append("")
     reasons: dict[str, int] = {}
-    reason = _column(plan.jobs, "reason")
+    reason = plan.column("reason")
     for i, action in enumerate(actions):
         if action == "skip":
             key = reason[i] or "skipped"

@@ -85,21 +85,27 @@ def queue(slurm: SlurmSandbox) -> dict[str, QueuedJob]:
     return parse_squeue_lines(slurm.run("squeue", "-h", "--noconvert", "-o", _SQUEUE_FORMAT).stdout)
 
 
+def pending_priorities(slurm: SlurmSandbox, job_ids: Iterable[str]) -> dict[str, int]:
+    """Slurm's priority of each of ``job_ids`` (all pending), highest first; ties allowed."""
+    wanted = set(job_ids)
+    text = slurm.run("squeue", "-h", "--noconvert", "-t", "PD", "--sort=-p,i", "-o", _SQUEUE_FORMAT).stdout
+    # parse_squeue_lines keeps squeue's line order.
+    lines = [job for job in parse_squeue_lines(text).values() if job.job_id in wanted]
+    assert {j.job_id for j in lines} == wanted, f"not all pending: {sorted(wanted - {j.job_id for j in lines})}"
+    return {j.job_id: j.priority for j in lines}
+
+
 def priority_order(slurm: SlurmSandbox, job_ids: Iterable[str]) -> list[str]:
     """``job_ids`` (all pending) in Slurm's own order: squeue sorted by priority, highest first.
 
     Fails when two of them share a priority: then Slurm, not the daemon,
     decides between them.
     """
-    wanted = set(job_ids)
-    text = slurm.run("squeue", "-h", "--noconvert", "-t", "PD", "--sort=-p,i", "-o", _SQUEUE_FORMAT).stdout
-    # parse_squeue_lines keeps squeue's line order.
-    lines = [job for job in parse_squeue_lines(text).values() if job.job_id in wanted]
-    assert {j.job_id for j in lines} == wanted, f"not all pending: {sorted(wanted - {j.job_id for j in lines})}"
-    priorities = [j.priority for j in lines]
-    assert len(set(priorities)) == len(priorities), f"equal priorities: {[(j.job_id, j.priority) for j in lines]}"
+    by_priority = pending_priorities(slurm, job_ids)
+    priorities = list(by_priority.values())
+    assert len(set(priorities)) == len(priorities), f"equal priorities: {list(by_priority.items())}"
     assert priorities == sorted(priorities, reverse=True)
-    return [j.job_id for j in lines]
+    return list(by_priority)
 
 
 @dataclass(frozen=True)

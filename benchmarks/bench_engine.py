@@ -35,9 +35,15 @@ RESOURCES = ("cpu", "mem", "gres/gpu")
 
 def build_snapshot(pending: int, running: int, accounts: int, nodes: int, seed: int) -> dict[str, object]:
     rng = np.random.default_rng(seed)
-    node_list = [{"name": f"n{i:04d}", "partitions": ["gpu" if i % 4 == 0 else "cpu"], "state": "mixed",
-                  "tres": {"cpu": 128, "mem": 1_024_000, "gres/gpu": 8 if i % 4 == 0 else 0}}
-                 for i in range(nodes)]
+    node_list = [
+        {
+            "name": f"n{i:04d}",
+            "partitions": ["gpu" if i % 4 == 0 else "cpu"],
+            "state": "mixed",
+            "tres": {"cpu": 128, "mem": 1_024_000, "gres/gpu": 8 if i % 4 == 0 else 0},
+        }
+        for i in range(nodes)
+    ]
     names = [f"acct{i:04d}" for i in range(accounts)]
     # Zipf-like account popularity: a few big accounts, a long tail.
     popularity = 1.0 / np.arange(1, accounts + 1) ** 0.8
@@ -53,14 +59,28 @@ def build_snapshot(pending: int, running: int, accounts: int, nodes: int, seed: 
     prio = rng.integers(1000, 100_000, size=total)
     for i in range(total):
         state = "RUNNING" if i < running else "PENDING"
-        jobs.append({
-            "job_id": str(1000 + i), "account": names[acct[i]], "user": f"user{acct[i] % 500}",
-            "partition": "gpu" if gpus[i] else "cpu", "state": state, "priority": int(prio[i]),
-            "nice": 0, "held": False, "submit_time": format_time(float(submit[i])), "array_tasks": 1,
-            "tres": {"cpu": int(cpus[i]), "mem": int(mem[i]), "gres/gpu": int(gpus[i])},
-        })
-    return {"format": SNAPSHOT_FORMAT, "cluster": "bench", "taken_at": "2026-11-30T00:00:00Z",
-            "nodes": node_list, "jobs": jobs}
+        jobs.append(
+            {
+                "job_id": str(1000 + i),
+                "account": names[acct[i]],
+                "user": f"user{acct[i] % 500}",
+                "partition": "gpu" if gpus[i] else "cpu",
+                "state": state,
+                "priority": int(prio[i]),
+                "nice": 0,
+                "held": False,
+                "submit_time": format_time(float(submit[i])),
+                "array_tasks": 1,
+                "tres": {"cpu": int(cpus[i]), "mem": int(mem[i]), "gres/gpu": int(gpus[i])},
+            }
+        )
+    return {
+        "format": SNAPSHOT_FORMAT,
+        "cluster": "bench",
+        "taken_at": "2026-11-30T00:00:00Z",
+        "nodes": node_list,
+        "jobs": jobs,
+    }
 
 
 def timed(func, repeat: int = 3):  # type: ignore[no-untyped-def]
@@ -102,8 +122,7 @@ def main() -> None:
     data_dir.mkdir(exist_ok=True)
     path = data_dir / f"snapshot-{args.pending}-{args.running}-{args.accounts}-{args.nodes}-{args.seed}.json"
     if not path.exists():
-        path.write_text(json.dumps(build_snapshot(args.pending, args.running, args.accounts, args.nodes,
-                                                  args.seed)))
+        path.write_text(json.dumps(build_snapshot(args.pending, args.running, args.accounts, args.nodes, args.seed)))
     print(f"snapshot: {path.name}, {path.stat().st_size / 1e6:.1f} MB")
 
     load_s, raw = timed(lambda: json.loads(path.read_text()))
@@ -112,8 +131,7 @@ def main() -> None:
     engine_s, plan = timed(lambda: compute_plan(snap, config))
     print(f"json.load:              {load_s:8.3f} s")
     print(f"parse_snapshot:         {parse_s:8.3f} s")
-    print(f"engine (compute_plan):  {engine_s:8.3f} s   ({len(plan.jobs)} pending jobs, "
-          f"{len(plan.accounts)} accounts)")
+    print(f"engine (compute_plan):  {engine_s:8.3f} s   ({len(plan.jobs)} pending jobs, {len(plan.accounts)} accounts)")
 
     if not args.skip_reference:
         jobs = list(snap.jobs)
@@ -130,8 +148,8 @@ def main() -> None:
                     key = (-job.priority, job.submit_time, job_number(job.job_id))
                     queues[job.account].append((key, vector))
             pending = {a: [v for _, v in sorted(q, key=lambda e: e[0])] for a, q in queues.items()}
-            return reference_order(pending, usage, capacity, {a: Fraction(1) for a in pending},
-                                   epoch=plan.state.epoch)
+            return reference_order(pending, usage, capacity, {a: Fraction(1) for a in pending}, epoch=plan.state.epoch)
+
         ref_s, expected = timed(reference, repeat=1)
         assert plan_order_pairs(plan, plan.pools[0].name) == expected, "engine and reference orders differ"
         print(f"reference heap loop:    {ref_s:8.3f} s   (engine is {ref_s / engine_s:.1f}x faster)")

@@ -52,8 +52,10 @@ FILL = {
 }
 # Pending job shapes per account, cycled: GPU-heavy, memory-heavy, CPU-heavy, small.
 SHAPES = {
-    "gputeam": (("-p", "gpu", "--gres=gpu:1", "-c", "1", "--mem=1000"),
-                ("-p", "gpu", "--gres=gpu:2", "-c", "2", "--mem=2000")),
+    "gputeam": (
+        ("-p", "gpu", "--gres=gpu:1", "-c", "1", "--mem=1000"),
+        ("-p", "gpu", "--gres=gpu:2", "-c", "2", "--mem=2000"),
+    ),
     "memteam": (("-p", "cpu", "-c", "1", "--mem=32000"), ("-p", "cpu", "-c", "2", "--mem=64000")),
     "cputeam": (("-p", "cpu", "-c", "8", "--mem=1000"), ("-p", "cpu", "-c", "4", "--mem=1000")),
     "newteam": (("-p", "cpu", "-c", "1", "--mem=500"), ("-p", "cpu", "-c", "2", "--mem=1000")),
@@ -80,8 +82,19 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 def sbatch(scratch: Path, account: str, options: Sequence[str], hold: bool) -> str:
-    argv = ["sbatch", "--parsable", f"--chdir={scratch}", "--output=/dev/null", "--error=/dev/null",
-            "-A", account, *options, *(["--hold"] if hold else []), "--wrap", "sleep 3600"]
+    argv = [
+        "sbatch",
+        "--parsable",
+        f"--chdir={scratch}",
+        "--output=/dev/null",
+        "--error=/dev/null",
+        "-A",
+        account,
+        *options,
+        *(["--hold"] if hold else []),
+        "--wrap",
+        "sleep 3600",
+    ]
     return run(argv).stdout.strip().split(";", 1)[0]
 
 
@@ -152,20 +165,24 @@ def main() -> None:
             cleanup(submitted)
 
 
-def measure(args: argparse.Namespace, scratch: Path, state_dir: Path, config: Path, env: dict[str, str],
-            submitted: list[str]) -> None:
+def measure(
+    args: argparse.Namespace, scratch: Path, state_dir: Path, config: Path, env: dict[str, str], submitted: list[str]
+) -> None:
     started = time.perf_counter()
     fill = [sbatch(scratch, account, options, hold=False) for account, options in FILL.items()]
     submitted += fill
-    wait_for(lambda: set(run(["squeue", "-h", "-t", "R", "-o", "%A"]).stdout.split()) >= set(fill), 60,
-             "the node-filling jobs to run")
+    wait_for(
+        lambda: set(run(["squeue", "-h", "-t", "R", "-o", "%A"]).stdout.split()) >= set(fill),
+        60,
+        "the node-filling jobs to run",
+    )
 
     plan = [(ACCOUNTS[i % 4], SHAPES[ACCOUNTS[i % 4]][(i // 4) % 2]) for i in range(args.jobs)]
     with ThreadPoolExecutor(args.threads) as pool:
         pending = list(pool.map(lambda item: sbatch(scratch, item[0], item[1], hold=True), plan))
     submitted += pending
     for start in range(0, len(pending), 500):
-        run(["scontrol", "release", ",".join(pending[start:start + 500])])
+        run(["scontrol", "release", ",".join(pending[start : start + 500])])
     held = run(["squeue", "-h", "-t", "PD", "-o", "%A %r"]).stdout.splitlines()
     still_held = [line for line in held if "JobHeld" in line]
     if still_held:
@@ -173,8 +190,10 @@ def measure(args: argparse.Namespace, scratch: Path, state_dir: Path, config: Pa
     print(f"setup: {len(fill)} running + {len(pending)} pending jobs in {time.perf_counter() - started:.1f} s")
 
     reads = [bare_reads(env) for _ in range(args.repeat)]
-    dry = [timed([*DRF, "once", "--dry-run", "--config", str(config), "--state-dir", str(state_dir)], env)[0]
-           for _ in range(args.repeat)]
+    dry = [
+        timed([*DRF, "once", "--dry-run", "--config", str(config), "--state-dir", str(state_dir)], env)[0]
+        for _ in range(args.repeat)
+    ]
     cycles = [dry_cycle(config, state_dir) for _ in range(args.repeat)]
     # Interleave once more, so that a drift of the machine shows in all three.
     reads.append(bare_reads(env))
@@ -183,28 +202,31 @@ def measure(args: argparse.Namespace, scratch: Path, state_dir: Path, config: Pa
     print(f"once --dry-run (process):                             {figures(dry)}")
     print(f"dry-run cycle in a running daemon (run_cycle):        {figures(cycles)}")
     print(f"  (of the process: interpreter start and imports {startup:.3f} s)")
-    print(f"ratio once --dry-run / bare reads: best {min(dry) / min(reads):.2f}x, "
-          f"median {statistics.median(dry) / statistics.median(reads):.2f}x (target <= 1.5x)")
-    print(f"ratio daemon cycle / bare reads:   best {min(cycles) / min(reads):.2f}x, "
-          f"median {statistics.median(cycles) / statistics.median(reads):.2f}x (target <= 1.5x)")
+    print(
+        f"ratio once --dry-run / bare reads: best {min(dry) / min(reads):.2f}x, "
+        f"median {statistics.median(dry) / statistics.median(reads):.2f}x (target <= 1.5x)"
+    )
+    print(
+        f"ratio daemon cycle / bare reads:   best {min(cycles) / min(reads):.2f}x, "
+        f"median {statistics.median(cycles) / statistics.median(reads):.2f}x (target <= 1.5x)"
+    )
 
     once = [*DRF, "once", "--config", str(config), "--state-dir", str(state_dir), "--format", "json"]
     first_time, first = timed(once, env)
-    print(f"first once:  {first_time:6.3f} s, wrote {written(first.stderr)} "
-          f"({summary_line(first.stderr)})")
+    print(f"first once:  {first_time:6.3f} s, wrote {written(first.stderr)} ({summary_line(first.stderr)})")
     second_time, second = timed(once, env)
-    print(f"second once: {second_time:6.3f} s, wrote {written(second.stderr)} "
-          f"({summary_line(second.stderr)})")
+    print(f"second once: {second_time:6.3f} s, wrote {written(second.stderr)} ({summary_line(second.stderr)})")
 
-    ordered = sorted((j for j in json.loads(second.stdout)["jobs"] if j["order"] is not None),
-                     key=lambda j: j["order"])
+    ordered = sorted((j for j in json.loads(second.stdout)["jobs"] if j["order"] is not None), key=lambda j: j["order"])
     order = [j["job_id"] for j in ordered]
     text = run(["squeue", "-h", "-t", "PD", "--sort=-p,i", "-o", "%A %Q"]).stdout.split("\n")
     slurm_order = [line.split()[0] for line in text if line.strip() and line.split()[0] in set(order)]
     priorities = [int(line.split()[1]) for line in text if line.strip()]
     distinct = len(set(priorities)) == len(priorities)
-    print(f"Slurm's priority order equals the plan's: {slurm_order == order} "
-          f"({len(order)} jobs, priorities distinct: {distinct}, lowest {min(priorities)})")
+    print(
+        f"Slurm's priority order equals the plan's: {slurm_order == order} "
+        f"({len(order)} jobs, priorities distinct: {distinct}, lowest {min(priorities)})"
+    )
 
 
 def cleanup(submitted: list[str]) -> None:
@@ -212,7 +234,7 @@ def cleanup(submitted: list[str]) -> None:
         return
     started = time.perf_counter()
     for start in range(0, len(submitted), 500):
-        run(["scancel", *submitted[start:start + 500]], check=False)
+        run(["scancel", *submitted[start : start + 500]], check=False)
     wait_for(lambda: queued_ids().isdisjoint(submitted), 300, "the benchmark's jobs to leave squeue")
     print(f"cleanup: cancelled {len(submitted)} jobs in {time.perf_counter() - started:.1f} s")
 

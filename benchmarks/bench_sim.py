@@ -33,12 +33,14 @@ TARGET_SECONDS = 60.0
 
 def timed(function: Callable[..., Any], spent: list[float]) -> Callable[..., Any]:
     """`function`, adding its wall time to spent[0]."""
+
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         began = time.perf_counter()
         try:
             return function(*args, **kwargs)
         finally:
             spent[0] += time.perf_counter() - began
+
     return wrapper
 
 
@@ -74,11 +76,15 @@ def main() -> int:
     metrics = compute_metrics(result)
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
-    print(f"scenario {workload.name}: {len(workload.jobs)} jobs, {workload.node_count} nodes of "
-          f"{workload.node_type.render()}, seed {args.seed}")
-    print(f"policy {args.policy} (engine {engine if args.policy == 'drf' else '-'}), interval {args.interval:g}s, "
-          f"{args.backfill} backfill, {result.plans} ticks, {result.passes} scheduler passes, "
-          f"simulated {result.end.max() / 3600:.1f} h")
+    print(
+        f"scenario {workload.name}: {len(workload.jobs)} jobs, {workload.node_count} nodes of "
+        f"{workload.node_type.render()}, seed {args.seed}"
+    )
+    print(
+        f"policy {args.policy} (engine {engine if args.policy == 'drf' else '-'}), interval {args.interval:g}s, "
+        f"{args.backfill} backfill, {result.plans} ticks, {result.passes} scheduler passes, "
+        f"simulated {result.end.max() / 3600:.1f} h"
+    )
     print(f"build workload   {built:7.2f} s")
     print(f"simulate         {simulated:7.2f} s wall, {cpu:.2f} s CPU (DRF engine functions: {engine_time[0]:.2f} s)")
     load = os.getloadavg()[0]

@@ -158,16 +158,19 @@ def open_history_readonly(path: str | os.PathLike[str]) -> sqlite3.Connection:
     if not target.exists():
         raise StateError(f"{target}: no history yet (the daemon records one every cycle)")
     try:
-        connection = sqlite3.connect(f"{target.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0,
-                                     isolation_level=None)
+        connection = sqlite3.connect(
+            f"{target.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0, isolation_level=None
+        )
         version = int(connection.execute("PRAGMA user_version").fetchone()[0])
     except sqlite3.Error as error:
         raise StateError(f"{target}: cannot read the history: {error}") from error
     if version != SCHEMA_VERSION:
         connection.close()
         newer = version > SCHEMA_VERSION
-        raise StateError(f"{target}: history schema version {version}, this slurm-drf reads {SCHEMA_VERSION}; "
-                         + ("upgrade slurm-drf" if newer else "the daemon upgrades it on its next cycle"))
+        raise StateError(
+            f"{target}: history schema version {version}, this slurm-drf reads {SCHEMA_VERSION}; "
+            + ("upgrade slurm-drf" if newer else "the daemon upgrades it on its next cycle")
+        )
     return connection
 
 
@@ -180,8 +183,10 @@ def migrate(connection: sqlite3.Connection, name: str = "history") -> int:
     while True:
         version = schema_version(connection)
         if version > SCHEMA_VERSION:
-            raise StateError(f"{name}: history schema version {version} is newer than this slurm-drf's "
-                             f"{SCHEMA_VERSION}; upgrade slurm-drf or move the file away")
+            raise StateError(
+                f"{name}: history schema version {version} is newer than this slurm-drf's "
+                f"{SCHEMA_VERSION}; upgrade slurm-drf or move the file away"
+            )
         if version == SCHEMA_VERSION:
             return version
         connection.execute("BEGIN IMMEDIATE")
@@ -211,22 +216,49 @@ def record_cycle(connection: sqlite3.Connection, report: CycleReport, now: float
         cursor = connection.execute(
             "INSERT INTO cycles (time, taken_at, cluster, mode, dry_run, epoch, pending_jobs, writes_planned,"
             " deferred, read_seconds, seconds) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (now, plan.taken_at, plan.cluster, plan.mode, int(report.dry_run), plan.state.epoch, pending,
-             len(report.writes), report.deferred, report.read_seconds, report.seconds))
+            (
+                now,
+                plan.taken_at,
+                plan.cluster,
+                plan.mode,
+                int(report.dry_run),
+                plan.state.epoch,
+                pending,
+                len(report.writes),
+                report.deferred,
+                report.read_seconds,
+                report.seconds,
+            ),
+        )
         cycle_id = int(cursor.lastrowid or 0)
         connection.executemany(
             "INSERT INTO shares (cycle_id, pool, account, weight, rank, running_jobs, pending_jobs,"
             " dominant_resource, dominant_share, weighted_share, usage, shares)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [(cycle_id, a.pool, a.account, float(a.weight), a.rank, a.running_jobs, a.pending_jobs,
-              a.dominant_resource if a.dominant_share else None, a.dominant_share, a.weighted_share,
-              json.dumps(dict(a.usage), sort_keys=True), json.dumps(dict(a.shares), sort_keys=True))
-             for a in plan.accounts])
+            [
+                (
+                    cycle_id,
+                    a.pool,
+                    a.account,
+                    float(a.weight),
+                    a.rank,
+                    a.running_jobs,
+                    a.pending_jobs,
+                    a.dominant_resource if a.dominant_share else None,
+                    a.dominant_share,
+                    a.weighted_share,
+                    json.dumps(dict(a.usage), sort_keys=True),
+                    json.dumps(dict(a.shares), sort_keys=True),
+                )
+                for a in plan.accounts
+            ],
+        )
         if not report.dry_run and report.result is not None:
             connection.executemany(
                 "INSERT INTO writes (cycle_id, time, job_id, account, user, pool, mode, old_value, new_value,"
                 " level, position, tie, outcome, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(cycle_id, now, *row) for row in build_write_rows(report)])
+                [(cycle_id, now, *row) for row in build_write_rows(report)],
+            )
         connection.execute("COMMIT")
     except BaseException:
         connection.execute("ROLLBACK")
@@ -249,7 +281,8 @@ def build_write_rows(report: CycleReport) -> list[tuple[Any, ...]]:
     for write in report.writes:
         index = where.get(write.job_id)
         account, user, pool, current, level, order, tie = (
-            ("", "", None, None, None, None, False) if index is None else (columns[n][index] for n in names))
+            ("", "", None, None, None, None, False) if index is None else (columns[n][index] for n in names)
+        )
         if write.job_id in result.failed:
             outcome, message = "failed", result.failed[write.job_id]
         elif write.job_id in gone:
@@ -258,15 +291,31 @@ def build_write_rows(report: CycleReport) -> list[tuple[Any, ...]]:
             outcome, message = "applied", None
         else:
             outcome, message = "failed", "no outcome reported by the writer"
-        rows.append((write.job_id, account, user, pool, write.mode, current, write.value, level, order, int(tie),
-                     outcome, message))
+        rows.append(
+            (
+                write.job_id,
+                account,
+                user,
+                pool,
+                write.mode,
+                current,
+                write.value,
+                level,
+                order,
+                int(tie),
+                outcome,
+                message,
+            )
+        )
     return rows
 
 
 def record_error(connection: sqlite3.Connection, error: BaseException, now: float) -> None:
     with connection:
-        connection.execute("INSERT INTO errors (time, kind, message) VALUES (?, ?, ?)",
-                           (now, error_kind(error), str(error) or type(error).__name__))
+        connection.execute(
+            "INSERT INTO errors (time, kind, message) VALUES (?, ?, ?)",
+            (now, error_kind(error), str(error) or type(error).__name__),
+        )
 
 
 def prune(connection: sqlite3.Connection, before: float) -> int:
@@ -275,7 +324,8 @@ def prune(connection: sqlite3.Connection, before: float) -> int:
     try:
         deleted = connection.execute("DELETE FROM writes WHERE time < ?", (before,)).rowcount
         deleted += connection.execute(
-            "DELETE FROM shares WHERE cycle_id IN (SELECT id FROM cycles WHERE time < ?)", (before,)).rowcount
+            "DELETE FROM shares WHERE cycle_id IN (SELECT id FROM cycles WHERE time < ?)", (before,)
+        ).rowcount
         deleted += connection.execute("DELETE FROM cycles WHERE time < ?", (before,)).rowcount
         deleted += connection.execute("DELETE FROM errors WHERE time < ?", (before,)).rowcount
         connection.execute("COMMIT")
@@ -288,8 +338,9 @@ def prune(connection: sqlite3.Connection, before: float) -> int:
 class AuditRecorder:
     """CycleObserver: records every cycle into `history.sqlite` in the state directory."""
 
-    def __init__(self, state_dir: str | os.PathLike[str], history_days: int | None, *,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, state_dir: str | os.PathLike[str], history_days: int | None, *, clock: Callable[[], float] = time.time
+    ) -> None:
         self.state_dir = Path(state_dir)
         self.path = history_path(state_dir)
         self.history_days = history_days
@@ -333,8 +384,7 @@ class AuditRecorder:
         self._last_prune = now
         deleted = prune(connection, now - self.history_days * 86400.0)
         if deleted:
-            logger.info("%s: %d history row(s) older than %d day(s) deleted", self.path, deleted,
-                        self.history_days)
+            logger.info("%s: %d history row(s) older than %d day(s) deleted", self.path, deleted, self.history_days)
 
 
 # --------------------------------------------------------------------------
@@ -352,8 +402,10 @@ def parse_since(text: str, now: float) -> float:
     try:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
-        raise InputError(f"--since {text!r}: expected a duration back from now (7d, 12h, 30m, 2w), a date "
-                         "(2026-11-30) or a time (2026-11-30T02:00:00Z)") from None
+        raise InputError(
+            f"--since {text!r}: expected a duration back from now (7d, 12h, 30m, 2w), a date "
+            "(2026-11-30) or a time (2026-11-30T02:00:00Z)"
+        ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return moment.timestamp()
@@ -369,10 +421,36 @@ class AuditQuery:
     limit: int = 0
 
 
-WRITE_COLUMNS: Final = ("time", "cycle", "job", "account", "user", "pool", "mode", "old", "new", "level", "order",
-                        "tie", "outcome", "message")
-CYCLE_COLUMNS: Final = ("time", "cycle", "taken_at", "cluster", "mode", "dry_run", "epoch", "pending",
-                        "writes_planned", "deferred", "read_seconds", "seconds")
+WRITE_COLUMNS: Final = (
+    "time",
+    "cycle",
+    "job",
+    "account",
+    "user",
+    "pool",
+    "mode",
+    "old",
+    "new",
+    "level",
+    "order",
+    "tie",
+    "outcome",
+    "message",
+)
+CYCLE_COLUMNS: Final = (
+    "time",
+    "cycle",
+    "taken_at",
+    "cluster",
+    "mode",
+    "dry_run",
+    "epoch",
+    "pending",
+    "writes_planned",
+    "deferred",
+    "read_seconds",
+    "seconds",
+)
 ERROR_COLUMNS: Final = ("time", "kind", "message")
 
 
@@ -403,23 +481,28 @@ def query_history(connection: sqlite3.Connection, query: AuditQuery) -> list[dic
         conditions.append("w.job_id = ?")
         parameters.append(query.job)
     where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-    order = {"writes": "w.time, w.id", "shares": "c.time, s.cycle_id, s.pool, s.rank",
-             "cycles": "c.time, c.id", "errors": "e.time, e.id"}[query.table]
+    order = {
+        "writes": "w.time, w.id",
+        "shares": "c.time, s.cycle_id, s.pool, s.rank",
+        "cycles": "c.time, c.id",
+        "errors": "e.time, e.id",
+    }[query.table]
     select = {
         "writes": "SELECT w.time, w.cycle_id, w.job_id, w.account, w.user, w.pool, w.mode, w.old_value, "
-                  "w.new_value, w.level, w.position, w.tie, w.outcome, w.message FROM writes w",
+        "w.new_value, w.level, w.position, w.tie, w.outcome, w.message FROM writes w",
         "shares": "SELECT c.time, s.cycle_id, s.pool, s.account, s.rank, s.weight, s.running_jobs, "
-                  "s.pending_jobs, s.dominant_resource, s.dominant_share, s.weighted_share, s.usage, s.shares "
-                  "FROM shares s JOIN cycles c ON c.id = s.cycle_id",
+        "s.pending_jobs, s.dominant_resource, s.dominant_share, s.weighted_share, s.usage, s.shares "
+        "FROM shares s JOIN cycles c ON c.id = s.cycle_id",
         "cycles": "SELECT c.time, c.id, c.taken_at, c.cluster, c.mode, c.dry_run, c.epoch, c.pending_jobs, "
-                  "c.writes_planned, c.deferred, c.read_seconds, c.seconds FROM cycles c",
+        "c.writes_planned, c.deferred, c.read_seconds, c.seconds FROM cycles c",
         "errors": "SELECT e.time, e.kind, e.message FROM errors e",
     }[query.table]
     if query.limit > 0:
         # The newest `limit` rows, shown oldest first like the rest.
         descending = ", ".join(f"{column} DESC" for column in order.split(", "))
-        rows = connection.execute(f"{select}{where} ORDER BY {descending} LIMIT ?",
-                                  [*parameters, query.limit]).fetchall()
+        rows = connection.execute(
+            f"{select}{where} ORDER BY {descending} LIMIT ?", [*parameters, query.limit]
+        ).fetchall()
         rows.reverse()
     else:
         rows = connection.execute(f"{select}{where} ORDER BY {order}", parameters).fetchall()
@@ -436,12 +519,36 @@ def _record(table: str, row: Sequence[Any]) -> dict[str, Any]:
     elif table == "errors":
         record = dict(zip(ERROR_COLUMNS, row, strict=True))
     else:
-        (moment, cycle, pool, account, rank, weight, running, pending, dominant, dominant_share, weighted,
-         usage, shares) = row
-        record = {"time": moment, "cycle": cycle, "pool": pool, "account": account, "rank": rank,
-                  "weight": weight, "running": running, "pending": pending, "dominant": dominant,
-                  "dominant_share": dominant_share, "weighted_share": weighted,
-                  "usage": json.loads(usage), "shares": json.loads(shares)}
+        (
+            moment,
+            cycle,
+            pool,
+            account,
+            rank,
+            weight,
+            running,
+            pending,
+            dominant,
+            dominant_share,
+            weighted,
+            usage,
+            shares,
+        ) = row
+        record = {
+            "time": moment,
+            "cycle": cycle,
+            "pool": pool,
+            "account": account,
+            "rank": rank,
+            "weight": weight,
+            "running": running,
+            "pending": pending,
+            "dominant": dominant,
+            "dominant_share": dominant_share,
+            "weighted_share": weighted,
+            "usage": json.loads(usage),
+            "shares": json.loads(shares),
+        }
     record["time"] = format_time(float(record["time"]))
     return record
 
@@ -480,8 +587,9 @@ def render_audit_csv(records: Sequence[Mapping[str, Any]]) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(columns)
     for record in flat:
-        writer.writerow(["" if record.get(c) is None else repr(v) if isinstance(v := record.get(c), float)
-                         else v for c in columns])
+        writer.writerow(
+            ["" if record.get(c) is None else repr(v) if isinstance(v := record.get(c), float) else v for c in columns]
+        )
     return out.getvalue()
 
 

@@ -141,8 +141,10 @@ def cmd_reset(args: argparse.Namespace) -> int:
 
 def cmd_check_config(args: argparse.Namespace) -> int:
     config = load_config(args.file)
-    print(f"{args.file}: OK (mode {config.mode}, {len(config.weights)} weighted account(s), "
-          f"resources {', '.join(config.resources)})")
+    print(
+        f"{args.file}: OK (mode {config.mode}, {len(config.weights)} weighted account(s), "
+        f"resources {', '.join(config.resources)})"
+    )
     return 0
 
 
@@ -153,8 +155,10 @@ def _requested_verb(argv: Sequence[str]) -> str | None:
 
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="slurm-drf", description="Dominant resource fairness for Slurm: order pending jobs by "
-        "each account's dominant share and write the order back.")
+        prog="slurm-drf",
+        description="Dominant resource fairness for Slurm: order pending jobs by "
+        "each account's dominant share and write the order back.",
+    )
     parser.add_argument("--version", action="version", version=f"slurm-drf {__version__}")
     parser.add_argument("--debug", action="store_true", help="log debug messages and show tracebacks")
     parser.add_argument("-q", "--quiet", action="store_true", help="log only errors")
@@ -162,11 +166,13 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
     plan = verbs.add_parser("plan", help="the plan for a saved snapshot (no Slurm needed)")
     plan.add_argument("--snapshot", required=True, metavar="FILE", help="snapshot JSON (slurm-drf-snapshot/1)")
-    plan.add_argument("--config", metavar="FILE", help="config YAML (default: $SLURM_DRF_CONFIG, "
-                      "/etc/slurm-drf/config.yaml, built-in defaults)")
+    plan.add_argument(
+        "--config",
+        metavar="FILE",
+        help="config YAML (default: $SLURM_DRF_CONFIG, /etc/slurm-drf/config.yaml, built-in defaults)",
+    )
     plan.add_argument("--format", choices=("table", "json"), default="table")
-    plan.add_argument("--limit", type=int, default=20, metavar="N",
-                      help="table: jobs shown per pool (0: all)")
+    plan.add_argument("--limit", type=int, default=20, metavar="N", help="table: jobs shown per pool (0: all)")
     plan.set_defaults(func=cmd_plan)
 
     snap = verbs.add_parser("snapshot", help="read live Slurm and write a snapshot")
@@ -230,8 +236,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:
         if args.debug:
             raise
-        print(f"slurm-drf: internal error: {type(error).__name__}: {error} (run with --debug for a traceback)",
-              file=sys.stderr)
+        print(
+            f"slurm-drf: internal error: {type(error).__name__}: {error} (run with --debug for a traceback)",
+            file=sys.stderr,
+        )
         return 1
 
 

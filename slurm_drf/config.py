@@ -91,9 +91,7 @@ class Config:
     # Where each key was written: dotted path (`accounts.physics.weight`,
     # `pools[0].name`) -> 1-based line in source_path. Lets later warnings
     # (unknown accounts, a scale that does not dominate) point into the file.
-    lines: Mapping[str, int] = field(
-        default_factory=lambda: MappingProxyType({}), compare=False, repr=False
-    )
+    lines: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}), compare=False, repr=False)
 
     def weight(self, account: str) -> Fraction:
         return self.weights.get(account, self.default_weight)
@@ -286,8 +284,10 @@ class _Loader(yaml.SafeLoader):
         for key_node, value_node in node.value:
             if not isinstance(key_node, ScalarNode):
                 raise yaml.constructor.ConstructorError(
-                    "while reading a mapping", node.start_mark,
-                    "found a key that is a list or mapping; keys are names", key_node.start_mark,
+                    "while reading a mapping",
+                    node.start_mark,
+                    "found a key that is a list or mapping; keys are names",
+                    key_node.start_mark,
                 )
             mapping[key_node.value] = self.construct_object(value_node, deep=deep)
         return mapping
@@ -345,8 +345,9 @@ def _refuse_recursion(root: Node, source: str) -> None:
             return
         if id(node) in open_nodes:
             line = int(node.start_mark.line) + 1
-            raise ConfigError(f"{source}:{line}: YAML: an alias refers to a node that contains it; "
-                              "values cannot contain themselves")
+            raise ConfigError(
+                f"{source}:{line}: YAML: an alias refers to a node that contains it; values cannot contain themselves"
+            )
         if isinstance(node, MappingNode | SequenceNode):
             open_nodes.add(id(node))
             for child in node.value:
@@ -471,11 +472,13 @@ def _duplicate_key_problems(root: Node) -> list[_Problem]:
                 key = str(key_node.value)
                 mark = _start(key_node)
                 if key in first_lines:
-                    problems.append(_Problem(
-                        (*path, key),
-                        f"duplicate key (first set on line {first_lines[key]}); write it once",
-                        mark,
-                    ))
+                    problems.append(
+                        _Problem(
+                            (*path, key),
+                            f"duplicate key (first set on line {first_lines[key]}); write it once",
+                            mark,
+                        )
+                    )
                 else:
                     first_lines[key] = mark[0]
                 walk(value_node, (*path, key))
@@ -540,8 +543,14 @@ _COMPARISONS: Final = {
 }
 # Bare words people write for a TRES, and the Slurm name they mean.
 _TRES_ALIASES: Final = {
-    "cpus": "cpu", "core": "cpu", "cores": "cpu", "memory": "mem", "ram": "mem",
-    "nodes": "node", "gpu": "gres/gpu", "gpus": "gres/gpu",
+    "cpus": "cpu",
+    "core": "cpu",
+    "cores": "cpu",
+    "memory": "mem",
+    "ram": "mem",
+    "nodes": "node",
+    "gpu": "gres/gpu",
+    "gpus": "gres/gpu",
 }
 _BASE_TRES: Final = ("cpu", "mem", "node", "billing", "energy", "vmem", "pages", "fs/disk")
 
@@ -646,7 +655,7 @@ def _tres_guess(value: str, pattern: str) -> str | None:
     for family in ("gres", "license", "bb", "fs", "ic"):
         for separator in (":", "s/", "s:"):
             if lower.startswith(family + separator):
-                guesses.append(f"{family}/{lower[len(family + separator):]}")
+                guesses.append(f"{family}/{lower[len(family + separator) :]}")
     guesses.append(_closest(lower, _BASE_TRES) or "")
     return next((guess for guess in guesses if guess and re.fullmatch(pattern, guess)), None)
 
@@ -706,12 +715,7 @@ def _pool_problems(data: dict[str, Any]) -> Iterator[_Problem]:
     if pools and managed_names is not None:
         # With pools, only pooled partitions are managed: a partition listed
         # in `partitions` but in no pool would silently be left alone.
-        pooled = {
-            name
-            for pool in pools
-            if isinstance(pool, dict)
-            for _, name in _names(pool.get("partitions"))
-        }
+        pooled = {name for pool in pools if isinstance(pool, dict) for _, name in _names(pool.get("partitions"))}
         for position, partition in _names(managed):
             if partition not in pooled:
                 yield _Problem(
@@ -781,9 +785,7 @@ def _is_number(value: Any) -> bool:
 
 
 def _is_int(value: Any) -> bool:
-    return (isinstance(value, int) and not isinstance(value, bool)) or (
-        isinstance(value, float) and value.is_integer()
-    )
+    return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
 
 
 def _metrics_address_problems(data: dict[str, Any]) -> Iterator[_Problem]:
@@ -855,9 +857,7 @@ def _build_config(data: dict[str, Any], root: Node, source: str) -> Config:
         else defaults.default_weight
     )
     partitions = data.get("partitions")
-    pools = tuple(
-        PoolConfig(name=pool["name"], partitions=tuple(pool["partitions"])) for pool in data.get("pools", ())
-    )
+    pools = tuple(PoolConfig(name=pool["name"], partitions=tuple(pool["partitions"])) for pool in data.get("pools", ()))
     return Config(
         interval=parse_duration(data["interval"]) if "interval" in data else defaults.interval,
         mode=cast(Mode, data.get("mode", defaults.mode)),

@@ -70,8 +70,10 @@ class CycleReport:
             done = f"would write {len(self.writes)}"
         else:
             done = f"wrote {self.result.count}"
-        text = (f"{accounts} accounts, {pending} pending jobs, {done} value(s) in {self.seconds:.2f} s "
-                f"(read {self.read_seconds:.2f} s)")
+        text = (
+            f"{accounts} accounts, {pending} pending jobs, {done} value(s) in {self.seconds:.2f} s "
+            f"(read {self.read_seconds:.2f} s)"
+        )
         if self.deferred:
             text += f", {self.deferred} deferred to the next cycle (max_writes_per_cycle)"
         if self.result is not None and self.result.failed:
@@ -82,28 +84,33 @@ class CycleReport:
 def select_writes(plan: Plan, limit: int) -> tuple[list[JobPlan], int]:
     """The jobs to write now: the head of each pool's order first; how many wait."""
     actions, values, orders, pools = (plan.column(name) for name in ("action", "value", "order", "pool"))
-    wanted = sorted((i for i, action in enumerate(actions) if action == "set" and values[i] is not None),
-                    key=lambda i: (orders[i] if orders[i] is not None else 0, pools[i] or ""))
+    wanted = sorted(
+        (i for i, action in enumerate(actions) if action == "set" and values[i] is not None),
+        key=lambda i: (orders[i] if orders[i] is not None else 0, pools[i] or ""),
+    )
     return [plan.job(i) for i in wanted[:limit]], max(0, len(wanted) - limit)
 
 
-def remember(previous: Mapping[str, JobMemory], plan: Plan, chosen: Sequence[JobPlan],
-             pending_ids: set[str], undone: set[str]) -> dict[str, JobMemory]:
+def remember(
+    previous: Mapping[str, JobMemory], plan: Plan, chosen: Sequence[JobPlan], pending_ids: set[str], undone: set[str]
+) -> dict[str, JobMemory]:
     """Memory after this cycle's writes: kept for jobs still pending, new for jobs written now.
 
     What another mode wrote is forgotten once it was undone (`undone`); a
     held job keeps that memory until it is released and can be undone.
     """
-    memory = {job: m for job, m in previous.items()
-              if job in pending_ids and (m.mode == plan.mode or job not in undone)}
+    memory = {
+        job: m for job, m in previous.items() if job in pending_ids and (m.mode == plan.mode or job not in undone)
+    }
     for job in chosen:
         assert job.value is not None
         memory[job.job_id] = JobMemory(job.user_nice, job.value, plan.mode)
     return memory
 
 
-def run_cycle(source: ClusterSource, writer: Writer, config: Config, store: StateStore, *,
-              dry_run: bool = False) -> CycleReport:
+def run_cycle(
+    source: ClusterSource, writer: Writer, config: Config, store: StateStore, *, dry_run: bool = False
+) -> CycleReport:
     """One cycle; dry_run computes the plan and writes nothing, state included."""
     started = time.monotonic()
     snapshot = source.fetch_snapshot()
@@ -153,8 +160,9 @@ def make_writer(source: ClusterSource) -> Writer:
     return ScontrolWriter()
 
 
-def _reset_other_modes(writer: Writer, state: PolicyState, plan: Plan, snapshot: Snapshot,
-                       pending: set[str]) -> set[str]:
+def _reset_other_modes(
+    writer: Writer, state: PolicyState, plan: Plan, snapshot: Snapshot, pending: set[str]
+) -> set[str]:
     """After a change of mode, undo what the old mode wrote before the new one
     writes; the jobs undone. Held jobs wait: we never write to a held job."""
     if all(memory.mode == plan.mode for memory in state.jobs.values()):

@@ -54,7 +54,6 @@ DEFAULT_POOL: Final = "default"
 TIE_RTOL: Final = 1e-9
 
 
-
 # --------------------------------------------------------------------------
 # State carried between plans
 
@@ -178,8 +177,9 @@ def build_pools(snapshot: Snapshot, config: Config) -> tuple[tuple[str, tuple[st
     return ((DEFAULT_POOL, tuple(seen)),)
 
 
-def compute_capacity(snapshot: Snapshot, partitions: Iterable[str], resources: Sequence[str],
-                     include_unavailable: bool = False) -> tuple[dict[str, int], int]:
+def compute_capacity(
+    snapshot: Snapshot, partitions: Iterable[str], resources: Sequence[str], include_unavailable: bool = False
+) -> tuple[dict[str, int], int]:
     """Summed node TRES over the pool's nodes (each node once) and the node count."""
     wanted = set(partitions)
     capacity = dict.fromkeys(resources, 0)
@@ -211,8 +211,7 @@ def weighted_share(usage: Sequence[int], capacity: Sequence[int], weight: Fracti
 
 def share_vector(usage: Sequence[int], capacity: Sequence[int], weight: Fraction) -> tuple[Fraction, ...]:
     """Weighted shares, largest first: the tie rule's lexicographic key."""
-    return tuple(sorted((Fraction(u, c) / weight for u, c in zip(usage, capacity, strict=True) if c > 0),
-                        reverse=True))
+    return tuple(sorted((Fraction(u, c) / weight for u, c in zip(usage, capacity, strict=True) if c > 0), reverse=True))
 
 
 def rotation_key(epoch: int, account: str) -> int:
@@ -247,9 +246,14 @@ def advance_state(state: PolicyState, fingerprint: str, half_life: float) -> tup
 # Slurm's own order of an account's pending jobs
 
 
-def adjust_for_memory(job_ids: Sequence[str], priority: IntArray, nice: IntArray,
-                      site_factor: Sequence[int | None], mode: str,
-                      memory: Mapping[str, JobMemory]) -> tuple[IntArray, IntArray, list[int | None]]:
+def adjust_for_memory(
+    job_ids: Sequence[str],
+    priority: IntArray,
+    nice: IntArray,
+    site_factor: Sequence[int | None],
+    mode: str,
+    memory: Mapping[str, JobMemory],
+) -> tuple[IntArray, IntArray, list[int | None]]:
     """Per job: base priority, the user's own nice, and the value Slurm has now.
 
     Base priority is Slurm's with this daemon's adjustment removed. The
@@ -322,9 +326,16 @@ class Ordering:
     tied: npt.NDArray[np.bool_]
 
 
-def order_pending(before: IntArray, account_of: IntArray, capacity: IntArray, weights: Sequence[Fraction],
-                  account_names: Sequence[str], epoch: int, wins: dict[str, float],
-                  plan_wins: dict[str, float]) -> Ordering:
+def order_pending(
+    before: IntArray,
+    account_of: IntArray,
+    capacity: IntArray,
+    weights: Sequence[Fraction],
+    account_names: Sequence[str],
+    epoch: int,
+    wins: dict[str, float],
+    plan_wins: dict[str, float],
+) -> Ordering:
     """Sort jobs by (level, share vector), exactly; break full ties by wins, rotation.
 
     Floats (one correctly rounded division u*q / (c*p) per share, w = p/q)
@@ -343,7 +354,8 @@ def order_pending(before: IntArray, account_of: IntArray, capacity: IntArray, we
     else:
         usable_before = before[:, usable]
         shares = (usable_before * denominators[account_of, None]) / (
-            capacity[usable].astype(np.float64)[None, :] * numerators[account_of, None])
+            capacity[usable].astype(np.float64)[None, :] * numerators[account_of, None]
+        )
     columns = np.argsort(-shares, axis=1, kind="stable")
     vector = np.take_along_axis(shares, columns, axis=1)  # largest first
     amounts = np.take_along_axis(usable_before, columns, axis=1)
@@ -369,8 +381,10 @@ def order_pending(before: IntArray, account_of: IntArray, capacity: IntArray, we
         p = np.array([w.numerator for w in weights], dtype=object)[account_of[order]]
         q = np.array([w.denominator for w in weights], dtype=object)[account_of[order]]
         current, previous = pairs + 1, pairs
-        exactly = (a[current].astype(object) * q[current, None] * caps[c[previous]] * p[previous, None]
-                   == a[previous].astype(object) * q[previous, None] * caps[c[current]] * p[current, None])
+        exactly = (
+            a[current].astype(object) * q[current, None] * caps[c[previous]] * p[previous, None]
+            == a[previous].astype(object) * q[previous, None] * caps[c[current]] * p[current, None]
+        )
         same[pairs] |= exactly.astype(np.bool_) & near[pairs]
     far = ~near
     first_far = np.where(far.any(axis=1), far.argmax(axis=1), width)
@@ -385,8 +399,7 @@ def order_pending(before: IntArray, account_of: IntArray, capacity: IntArray, we
             order[start:stop] = rows
             equal_prev[start] = False
             for position in range(start + 1, stop):
-                equal_prev[position] = exact.vector(rows[position - start]) == exact.vector(
-                    rows[position - start - 1])
+                equal_prev[position] = exact.vector(rows[position - start]) == exact.vector(rows[position - start - 1])
 
     group_starts = np.flatnonzero(~equal_prev)
     group_stops = np.r_[group_starts[1:], count]
@@ -425,8 +438,7 @@ def _runs_around(positions: IntArray, near_level: npt.NDArray[np.bool_]) -> list
 class _ExactShares:
     """Exact sorted share vectors of single rows, computed on demand."""
 
-    def __init__(self, before: IntArray, account_of: IntArray, capacity: IntArray,
-                 weights: Sequence[Fraction]) -> None:
+    def __init__(self, before: IntArray, account_of: IntArray, capacity: IntArray, weights: Sequence[Fraction]) -> None:
         self._before = before
         self._account_of = account_of
         self._capacity = [int(x) for x in capacity]
@@ -435,13 +447,20 @@ class _ExactShares:
 
     def vector(self, row: int) -> tuple[Fraction, ...]:
         if row not in self._cache:
-            self._cache[row] = share_vector([int(x) for x in self._before[row]], self._capacity,
-                                            self._weights[int(self._account_of[row])]) or (Fraction(0),)
+            self._cache[row] = share_vector(
+                [int(x) for x in self._before[row]], self._capacity, self._weights[int(self._account_of[row])]
+            ) or (Fraction(0),)
         return self._cache[row]
 
 
-def _break_ties(rows: list[int], account_of: IntArray, account_names: Sequence[str], epoch: int,
-                wins: dict[str, float], plan_wins: dict[str, float]) -> list[int]:
+def _break_ties(
+    rows: list[int],
+    account_of: IntArray,
+    account_names: Sequence[str],
+    epoch: int,
+    wins: dict[str, float],
+    plan_wins: dict[str, float],
+) -> list[int]:
     """Order rows of equal level and share vector: fewer tie wins first, then rotation.
 
     Rows come in index order, so each account's rows are in Slurm's order.
@@ -515,8 +534,7 @@ def mode_values(mode: str, values: IntArray, offset: int, user_nice: IntArray) -
 
 def mode_value(mode: str, value: int, offset: int, nice: int) -> int:
     """`mode_values` for one job."""
-    return int(mode_values(mode, np.array([value], dtype=np.int64), offset,
-                           np.array([nice], dtype=np.int64))[0])
+    return int(mode_values(mode, np.array([value], dtype=np.int64), offset, np.array([nice], dtype=np.int64))[0])
 
 
 # --------------------------------------------------------------------------
@@ -571,10 +589,25 @@ class PlanJobs(Sequence[JobPlan]):
     def _all(self) -> tuple[JobPlan, ...]:
         if self._rows is None:
             c = self.columns
-            self._rows = tuple(JobPlan(*row) for row in zip(
-                c["job_id"], c["account"], c["user"], c["pool"], c["order"], c["level"], c["value"],
-                c["current"], c["action"], c["reason"], c["tie"], c["user_nice"], c["array_tasks"],
-                strict=True))
+            self._rows = tuple(
+                JobPlan(*row)
+                for row in zip(
+                    c["job_id"],
+                    c["account"],
+                    c["user"],
+                    c["pool"],
+                    c["order"],
+                    c["level"],
+                    c["value"],
+                    c["current"],
+                    c["action"],
+                    c["reason"],
+                    c["tie"],
+                    c["user_nice"],
+                    c["array_tasks"],
+                    strict=True,
+                )
+            )
         return self._rows
 
     def __len__(self) -> int:
@@ -597,8 +630,21 @@ class PlanJobs(Sequence[JobPlan]):
         return iter(self._all())
 
 
-JOB_COLUMNS: Final = ("job_id", "account", "user", "pool", "order", "level", "value", "current", "action",
-                      "reason", "tie", "user_nice", "array_tasks")
+JOB_COLUMNS: Final = (
+    "job_id",
+    "account",
+    "user",
+    "pool",
+    "order",
+    "level",
+    "value",
+    "current",
+    "action",
+    "reason",
+    "tie",
+    "user_nice",
+    "array_tasks",
+)
 
 
 def compute_plan(snapshot: Snapshot, config: Config, state: PolicyState = EMPTY_STATE) -> Plan:
@@ -609,13 +655,18 @@ def compute_plan(snapshot: Snapshot, config: Config, state: PolicyState = EMPTY_
     for number, (_, partitions) in enumerate(pools):
         for partition in partitions:
             pool_index.setdefault(partition, number)
-    pool_of_code = np.array([next((pool_index[p] for p in text.split(",") if p in pool_index), -1)
-                             for text in table.partitions] or [-1], dtype=np.int64)
+    pool_of_code = np.array(
+        [next((pool_index[p] for p in text.split(",") if p in pool_index), -1) for text in table.partitions] or [-1],
+        dtype=np.int64,
+    )
     job_pool = pool_of_code[table.partition] if len(table) else np.zeros(0, dtype=np.int64)
     holding = np.isin(table.state, [i for i, s in enumerate(table.states) if s in HOLDING_STATES])
     pending = np.isin(table.state, [i for i, s in enumerate(table.states) if s == PENDING])
-    excluded = np.array([a in config.exclude_accounts for a in table.accounts] or [False])[table.account] \
-        if len(table) else np.zeros(0, dtype=np.bool_)
+    excluded = (
+        np.array([a in config.exclude_accounts for a in table.accounts] or [False])[table.account]
+        if len(table)
+        else np.zeros(0, dtype=np.bool_)
+    )
     held = table.held | (table.priority == 0)
 
     fingerprint = running_fingerprint([table.job_id[i] for i in np.flatnonzero(holding).tolist()])
@@ -632,39 +683,85 @@ def compute_plan(snapshot: Snapshot, config: Config, state: PolicyState = EMPTY_
     pool_plans: list[PoolPlan] = []
     account_rows: list[AccountShare] = []
     for number, (name, partitions) in enumerate(pools):
-        capacity_map, node_count = compute_capacity(snapshot, partitions, config.resources,
-                                                    config.include_unavailable_nodes)
+        capacity_map, node_count = compute_capacity(
+            snapshot, partitions, config.resources, config.include_unavailable_nodes
+        )
         pool_plans.append(PoolPlan(name, tuple(partitions), node_count, MappingProxyType(capacity_map)))
         in_pool = (job_pool == number) & ~excluded
         running_rows = np.flatnonzero(in_pool & holding)
         pending_rows = np.flatnonzero(in_pool & pending & ~held)
         if not any(capacity_map.values()) and (len(running_rows) or len(pending_rows)):
-            warnings.append(f"pool {name}: no capacity in {', '.join(config.resources)}; its jobs are "
-                            "ordered by tie rule and Slurm's order only")
-        account_rows.extend(_plan_pool(name, capacity_map, table, running_rows, pending_rows, weights, config,
-                                       state, epoch, wins, plan_wins, step, columns, warnings))
+            warnings.append(
+                f"pool {name}: no capacity in {', '.join(config.resources)}; its jobs are "
+                "ordered by tie rule and Slurm's order only"
+            )
+        account_rows.extend(
+            _plan_pool(
+                name,
+                capacity_map,
+                table,
+                running_rows,
+                pending_rows,
+                weights,
+                config,
+                state,
+                epoch,
+                wins,
+                plan_wins,
+                step,
+                columns,
+                warnings,
+            )
+        )
 
     _skipped_rows(table, job_pool, pending, excluded, held, pools, config.mode, state, columns)
 
     weight_sum = priority_weight_sum(snapshot.priority_weights)
     if weight_sum and weight_sum * 100 > config.scale and config.mode != "priority":
-        warnings.append(f"Slurm's PriorityWeight* sum to {weight_sum}: neighbours in the order are kept "
-                        f"{weight_sum + 1} apart so that they cannot swap, which is more than scale "
-                        f"{config.scale} gives a level difference under {(weight_sum + 1) / config.scale:.3g}; "
-                        f"raise scale to {weight_sum * 100} or more to keep values proportional to levels")
+        warnings.append(
+            f"Slurm's PriorityWeight* sum to {weight_sum}: neighbours in the order are kept "
+            f"{weight_sum + 1} apart so that they cannot swap, which is more than scale "
+            f"{config.scale} gives a level difference under {(weight_sum + 1) / config.scale:.3g}; "
+            f"raise scale to {weight_sum * 100} or more to keep values proportional to levels"
+        )
 
-    next_state = PolicyState(epoch=epoch, fingerprint=fingerprint, tie_wins=MappingProxyType(committed),
-                             plan_wins=MappingProxyType(plan_wins), jobs=state.jobs)
-    return Plan(cluster=snapshot.cluster, mode=config.mode, scale=config.scale,
-                resources=tuple(config.resources), pools=tuple(pool_plans), accounts=tuple(account_rows),
-                jobs=PlanJobs(columns), warnings=tuple(warnings), state=next_state,
-                taken_at=snapshot.taken_at)
+    next_state = PolicyState(
+        epoch=epoch,
+        fingerprint=fingerprint,
+        tie_wins=MappingProxyType(committed),
+        plan_wins=MappingProxyType(plan_wins),
+        jobs=state.jobs,
+    )
+    return Plan(
+        cluster=snapshot.cluster,
+        mode=config.mode,
+        scale=config.scale,
+        resources=tuple(config.resources),
+        pools=tuple(pool_plans),
+        accounts=tuple(account_rows),
+        jobs=PlanJobs(columns),
+        warnings=tuple(warnings),
+        state=next_state,
+        taken_at=snapshot.taken_at,
+    )
 
 
-def _plan_pool(pool: str, capacity_map: Mapping[str, int], table: JobTable, running_rows: IntArray,
-               pending_rows: IntArray, weights: Sequence[Fraction], config: Config, state: PolicyState,
-               epoch: int, wins: dict[str, float], plan_wins: dict[str, float], step: int,
-               columns: LazyColumns, warnings: list[str]) -> list[AccountShare]:
+def _plan_pool(
+    pool: str,
+    capacity_map: Mapping[str, int],
+    table: JobTable,
+    running_rows: IntArray,
+    pending_rows: IntArray,
+    weights: Sequence[Fraction],
+    config: Config,
+    state: PolicyState,
+    epoch: int,
+    wins: dict[str, float],
+    plan_wins: dict[str, float],
+    step: int,
+    columns: LazyColumns,
+    warnings: list[str],
+) -> list[AccountShare]:
     resources = config.resources
     mode = config.mode
     accounts = len(table.accounts)
@@ -680,13 +777,18 @@ def _plan_pool(pool: str, capacity_map: Mapping[str, int], table: JobTable, runn
     ids = [table.job_id[i] for i in pending_rows.tolist()] if state.jobs else []
     site_factors = [table.site_factor[i] for i in pending_rows.tolist()] if mode == "site_factor" else []
     base, own_nice, current = adjust_for_memory(
-        ids, table.priority[pending_rows], table.nice[pending_rows], site_factors, mode, state.jobs)
-    slurm_order = np.lexsort((table.job_number[pending_rows], table.submit_time[pending_rows], -base,
-                              table.account[pending_rows]))
+        ids, table.priority[pending_rows], table.nice[pending_rows], site_factors, mode, state.jobs
+    )
+    slurm_order = np.lexsort(
+        (table.job_number[pending_rows], table.submit_time[pending_rows], -base, table.account[pending_rows])
+    )
     rows = pending_rows[slurm_order]
     account_of = table.account[rows]
-    demand = np.stack([values[rows] for values in tres], axis=1) if len(resources) else \
-        np.zeros((len(rows), 0), dtype=np.int64)
+    demand = (
+        np.stack([values[rows] for values in tres], axis=1)
+        if len(resources)
+        else np.zeros((len(rows), 0), dtype=np.int64)
+    )
     demand = demand * table.array_tasks[rows][:, None]
     before = compute_before(demand, account_of, usage)
     ordering = order_pending(before, account_of, capacity, weights, table.accounts, epoch, wins, plan_wins)
@@ -694,73 +796,121 @@ def _plan_pool(pool: str, capacity_map: Mapping[str, int], table: JobTable, runn
     level_sorted = ordering.level[order]
     values, collisions = map_values(level_sorted, config.scale, step)
     if collisions:
-        warnings.append(f"pool {pool}: scale {config.scale} cannot separate {collisions} pair(s) of distinct "
-                        "levels; their values were spread apart to keep the order strict (raise scale)")
+        warnings.append(
+            f"pool {pool}: scale {config.scale} cannot separate {collisions} pair(s) of distinct "
+            "levels; their values were spread apart to keep the order strict (raise scale)"
+        )
     # nice: value - offset <= -1; site_factor, priority: offset - value >= 1.
     saturated = int(np.count_nonzero(values > config.offset - 1))
     if saturated:
-        warnings.append(f"pool {pool}: {saturated} job(s) have levels beyond what scale {config.scale} and "
-                        f"offset {config.offset} can express; they share the last value")
+        warnings.append(
+            f"pool {pool}: {saturated} job(s) have levels beyond what scale {config.scale} and "
+            f"offset {config.offset} can express; they share the last value"
+        )
     taken = slurm_order[order]  # positions into the pool's pending_rows / ids / adjustments
     own = own_nice[taken]
     written = mode_values(mode, values, config.offset, own)
     if mode == "nice":
         clipped = int(np.count_nonzero(written != own + np.minimum(values - config.offset, -1)))
         if clipped:
-            warnings.append(f"pool {pool}: {clipped} job(s) carry a nice of their own that does not fit beside "
-                            f"ours in Slurm's range (+/-{NICE_LIMIT}); their values were clipped and may tie")
+            warnings.append(
+                f"pool {pool}: {clipped} job(s) carry a nice of their own that does not fit beside "
+                f"ours in Slurm's range (+/-{NICE_LIMIT}); their values were clipped and may tie"
+            )
     now = [current[k] for k in taken.tolist()]
     written_list = written.tolist()
     rows_sorted = rows[order]
     count = len(rows_sorted)
     job_ids, users, names = table.job_id, table.user, table.accounts
-    columns.add(count, {
-        "job_id": lambda: [job_ids[i] for i in rows_sorted.tolist()],
-        "account": lambda: [names[a] for a in account_of[order].tolist()],
-        "user": lambda: [users[i] for i in rows_sorted.tolist()],
-        "pool": lambda: [pool] * count,
-        "order": lambda: list(range(count)),
-        "level": level_sorted.tolist,
-        "value": lambda: written_list,
-        "current": lambda: now,
-        "action": lambda: ["keep" if c == w else "set" for c, w in zip(now, written_list, strict=True)],
-        "reason": lambda: [None] * count,
-        "tie": ordering.tied[order].tolist,
-        "user_nice": own.tolist,
-        "array_tasks": table.array_tasks[rows_sorted].tolist,
-    })
+    columns.add(
+        count,
+        {
+            "job_id": lambda: [job_ids[i] for i in rows_sorted.tolist()],
+            "account": lambda: [names[a] for a in account_of[order].tolist()],
+            "user": lambda: [users[i] for i in rows_sorted.tolist()],
+            "pool": lambda: [pool] * count,
+            "order": lambda: list(range(count)),
+            "level": level_sorted.tolist,
+            "value": lambda: written_list,
+            "current": lambda: now,
+            "action": lambda: ["keep" if c == w else "set" for c, w in zip(now, written_list, strict=True)],
+            "reason": lambda: [None] * count,
+            "tie": ordering.tied[order].tolist,
+            "user_nice": own.tolist,
+            "array_tasks": table.array_tasks[rows_sorted].tolist,
+        },
+    )
 
     pending_count = np.bincount(account_of, minlength=accounts)
     present = np.flatnonzero((running_count > 0) | (pending_count > 0))
-    return _account_shares(pool, [table.accounts[a] for a in present.tolist()],
-                           [weights[a] for a in present.tolist()], usage[present], capacity_map, resources,
-                           running_count[present].tolist(), pending_count[present].tolist())
+    return _account_shares(
+        pool,
+        [table.accounts[a] for a in present.tolist()],
+        [weights[a] for a in present.tolist()],
+        usage[present],
+        capacity_map,
+        resources,
+        running_count[present].tolist(),
+        pending_count[present].tolist(),
+    )
 
 
-def _skipped_rows(table: JobTable, job_pool: IntArray, pending: BoolArray, excluded: BoolArray, held: BoolArray,
-                  pools: Sequence[tuple[str, tuple[str, ...]]], mode: str, state: PolicyState,
-                  columns: LazyColumns) -> None:
+def _skipped_rows(
+    table: JobTable,
+    job_pool: IntArray,
+    pending: BoolArray,
+    excluded: BoolArray,
+    held: BoolArray,
+    pools: Sequence[tuple[str, tuple[str, ...]]],
+    mode: str,
+    state: PolicyState,
+    columns: LazyColumns,
+) -> None:
     """Pending jobs the plan leaves alone, each with its reason."""
     skip = pending & ((job_pool < 0) | excluded | held)
     rows: list[tuple[Any, ...]] = []
     for i in np.flatnonzero(skip).tolist():
-        reason = ("partition not managed" if job_pool[i] < 0 else "account excluded" if excluded[i]
-                  else "held")
-        _, own, current = adjust_for_memory([table.job_id[i]], table.priority[i:i + 1], table.nice[i:i + 1],
-                                            [table.site_factor[i]], mode, state.jobs)
-        row = (table.job_id[i], table.accounts[table.account[i]], table.user[i],
-               pools[job_pool[i]][0] if job_pool[i] >= 0 else None, None, None, None, current[0], "skip",
-               reason, False, int(own[0]), int(table.array_tasks[i]))
+        reason = "partition not managed" if job_pool[i] < 0 else "account excluded" if excluded[i] else "held"
+        _, own, current = adjust_for_memory(
+            [table.job_id[i]],
+            table.priority[i : i + 1],
+            table.nice[i : i + 1],
+            [table.site_factor[i]],
+            mode,
+            state.jobs,
+        )
+        row = (
+            table.job_id[i],
+            table.accounts[table.account[i]],
+            table.user[i],
+            pools[job_pool[i]][0] if job_pool[i] >= 0 else None,
+            None,
+            None,
+            None,
+            current[0],
+            "skip",
+            reason,
+            False,
+            int(own[0]),
+            int(table.array_tasks[i]),
+        )
         rows.append(row)
-    made: list[list[Any]] = [list(column) for column in zip(*rows, strict=True)] if rows else \
-        [[] for _ in JOB_COLUMNS]
-    columns.add(len(rows), {name: functools.partial(list, column) for name, column in zip(JOB_COLUMNS, made,
-                                                                                          strict=True)})
+    made: list[list[Any]] = [list(column) for column in zip(*rows, strict=True)] if rows else [[] for _ in JOB_COLUMNS]
+    columns.add(
+        len(rows), {name: functools.partial(list, column) for name, column in zip(JOB_COLUMNS, made, strict=True)}
+    )
 
 
-def _account_shares(pool: str, account_names: list[str], fractions: list[Fraction], usage: IntArray,
-                    capacity_map: Mapping[str, int], resources: Sequence[str], running_count: list[int],
-                    pending_count: list[int]) -> list[AccountShare]:
+def _account_shares(
+    pool: str,
+    account_names: list[str],
+    fractions: list[Fraction],
+    usage: IntArray,
+    capacity_map: Mapping[str, int],
+    resources: Sequence[str],
+    running_count: list[int],
+    pending_count: list[int],
+) -> list[AccountShare]:
     """One row per account present in the pool, ranked by weighted share (lowest first)."""
     capacity = np.array([capacity_map[r] for r in resources], dtype=np.float64)
     usable = capacity > 0
@@ -778,11 +928,21 @@ def _account_shares(pool: str, account_names: list[str], fractions: list[Fractio
     for rank, i in enumerate(ranking, start=1):
         has_dominant = bool(usable.any())
         resource = resources[int(dominant[i])] if has_dominant else None
-        rows.append(AccountShare(
-            account_names[i], pool, fractions[i], running_count[i], pending_count[i],
-            MappingProxyType(dict(zip(resources, usage[i].tolist(), strict=True))),
-            MappingProxyType(dict(zip(resources, shares[i].tolist(), strict=True))), resource,
-            float(shares[i, dominant[i]]) if has_dominant else 0.0, float(weighted[i]), rank))
+        rows.append(
+            AccountShare(
+                account_names[i],
+                pool,
+                fractions[i],
+                running_count[i],
+                pending_count[i],
+                MappingProxyType(dict(zip(resources, usage[i].tolist(), strict=True))),
+                MappingProxyType(dict(zip(resources, shares[i].tolist(), strict=True))),
+                resource,
+                float(shares[i, dominant[i]]) if has_dominant else 0.0,
+                float(weighted[i]),
+                rank,
+            )
+        )
     return rows
 
 
@@ -790,9 +950,14 @@ def _account_shares(pool: str, account_names: list[str], fractions: list[Fractio
 # The reference oracle: textbook progressive filling with a heap
 
 
-def reference_order(pending_by_account: Mapping[str, Sequence[Sequence[int]]], usage: Mapping[str, Sequence[int]],
-                    capacity: Sequence[int], weights: Mapping[str, Fraction], epoch: int = 1,
-                    wins: Mapping[str, float] | None = None) -> list[tuple[str, int]]:
+def reference_order(
+    pending_by_account: Mapping[str, Sequence[Sequence[int]]],
+    usage: Mapping[str, Sequence[int]],
+    capacity: Sequence[int],
+    weights: Mapping[str, Fraction],
+    epoch: int = 1,
+    wins: Mapping[str, float] | None = None,
+) -> list[tuple[str, int]]:
     """The DRF order by the greedy loop: always serve the lowest current share.
 
     `pending_by_account[a]` lists the demand vectors of a's pending jobs in
@@ -806,9 +971,13 @@ def reference_order(pending_by_account: Mapping[str, Sequence[Sequence[int]]], u
 
     def entry(account: str) -> tuple[Fraction, tuple[Fraction, ...], float, int, str]:
         weight = weights.get(account, Fraction(1))
-        return (weighted_share(current[account], capacity, weight),
-                share_vector(current[account], capacity, weight),
-                tie_wins.get(account, 0.0), rotation_key(epoch, account), account)
+        return (
+            weighted_share(current[account], capacity, weight),
+            share_vector(current[account], capacity, weight),
+            tie_wins.get(account, 0.0),
+            rotation_key(epoch, account),
+            account,
+        )
 
     heap = [entry(a) for a, jobs in pending_by_account.items() if jobs]
     heapq.heapify(heap)
@@ -830,8 +999,10 @@ def reference_order(pending_by_account: Mapping[str, Sequence[Sequence[int]]], u
 def plan_order_pairs(plan: Plan, pool: str) -> list[tuple[str, int]]:
     """(account, index within the account's Slurm order) of a pool's ordered jobs."""
     counters: dict[str, int] = {}
-    ordered = sorted((j for j in plan.jobs if j.pool == pool and j.order is not None),
-                     key=lambda j: j.order if j.order is not None else -1)
+    ordered = sorted(
+        (j for j in plan.jobs if j.pool == pool and j.order is not None),
+        key=lambda j: j.order if j.order is not None else -1,
+    )
     # Index within account follows Slurm order, which the plan's order keeps per account.
     out = []
     for job in ordered:

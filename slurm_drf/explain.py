@@ -100,8 +100,21 @@ def _columns(plan: Plan) -> Mapping[str, Sequence[Any]]:
     jobs = plan.jobs
     if isinstance(jobs, PlanJobs):
         return jobs.columns
-    names = ("job_id", "account", "user", "pool", "order", "level", "value", "current", "action", "reason",
-             "tie", "user_nice", "array_tasks")
+    names = (
+        "job_id",
+        "account",
+        "user",
+        "pool",
+        "order",
+        "level",
+        "value",
+        "current",
+        "action",
+        "reason",
+        "tie",
+        "user_nice",
+        "array_tasks",
+    )
     return {name: [getattr(job, name) for job in jobs] for name in names}
 
 
@@ -117,10 +130,16 @@ def find_job_index(plan: Plan, snapshot: Snapshot, job_id: str) -> tuple[int | N
         if number:
             # `123_4` or `123_[0-9]`: the pending array record 123 the plan writes.
             plan_index = next((i for i, j in enumerate(ids) if job_number(j) == number), None)
-            pending = [i for i, n in enumerate(table.job_number.tolist())
-                       if n == number and table.states[table.state[i]] == PENDING]
-            row = pending[0] if pending else next(
-                (i for i, n in enumerate(table.job_number.tolist()) if n == number), None)
+            pending = [
+                i
+                for i, n in enumerate(table.job_number.tolist())
+                if n == number and table.states[table.state[i]] == PENDING
+            ]
+            row = (
+                pending[0]
+                if pending
+                else next((i for i, n in enumerate(table.job_number.tolist()) if n == number), None)
+            )
     if plan_index is not None and row is None:
         plan_id = ids[plan_index]
         row = next((i for i, j in enumerate(table.job_id) if j == plan_id), None)
@@ -135,8 +154,10 @@ def explain_job(plan: Plan, snapshot: Snapshot, job_id: str) -> Explanation:
     plan_index, row = find_job_index(plan, snapshot, job_id)
     table = snapshot.table
     if plan_index is None and row is None:
-        raise InputError(f"job {job_id}: not in the queue of cluster {snapshot.cluster} "
-                         "(neither pending nor running when it was read)")
+        raise InputError(
+            f"job {job_id}: not in the queue of cluster {snapshot.cluster} "
+            "(neither pending nor running when it was read)"
+        )
     resources = tuple(plan.resources)
     if plan_index is None:
         assert row is not None
@@ -144,38 +165,66 @@ def explain_job(plan: Plan, snapshot: Snapshot, job_id: str) -> Explanation:
         account = table.accounts[table.account[row]]
         demand = {r: int(table.column(r)[row]) for r in resources}
         status = "running" if state != PENDING else "other"
-        note = ("running jobs are not ordered: this one counts in its account's usage"
-                if status == "running" else f"state {state}: the daemon orders pending jobs only")
+        note = (
+            "running jobs are not ordered: this one counts in its account's usage"
+            if status == "running"
+            else f"state {state}: the daemon orders pending jobs only"
+        )
         partitions = set(table.partitions[table.partition[row]].split(","))
         pool = next((p for p in plan.pools if partitions.intersection(p.partitions)), None)
-        share = None if pool is None else next(
-            (a for a in plan.accounts if a.account == account and a.pool == pool.name), None)
-        return Explanation(table.job_id[row], status, state, account, table.user[row],
-                           None if pool is None else pool.name, plan.mode, plan.scale,
-                           demand=MappingProxyType(demand), array_tasks=int(table.array_tasks[row]),
-                           account_share=share,
-                           capacity=MappingProxyType({} if pool is None else dict(pool.capacity)), notes=(note,))
+        share = (
+            None
+            if pool is None
+            else next((a for a in plan.accounts if a.account == account and a.pool == pool.name), None)
+        )
+        return Explanation(
+            table.job_id[row],
+            status,
+            state,
+            account,
+            table.user[row],
+            None if pool is None else pool.name,
+            plan.mode,
+            plan.scale,
+            demand=MappingProxyType(demand),
+            array_tasks=int(table.array_tasks[row]),
+            account_share=share,
+            capacity=MappingProxyType({} if pool is None else dict(pool.capacity)),
+            notes=(note,),
+        )
     columns = _columns(plan)
     job = {name: columns[name][plan_index] for name in columns}
     state = table.states[table.state[row]] if row is not None else PENDING
     demand = {r: int(table.column(r)[row]) * int(job["array_tasks"]) for r in resources} if row is not None else {}
     share = next((a for a in plan.accounts if a.account == job["account"] and a.pool == job["pool"]), None)
     common: dict[str, Any] = {
-        "job_id": job["job_id"], "state": state, "account": job["account"], "user": job["user"],
-        "pool": job["pool"], "mode": plan.mode, "scale": plan.scale, "action": job["action"],
-        "reason": job["reason"], "value": job["value"], "current": job["current"],
-        "user_nice": int(job["user_nice"]), "array_tasks": int(job["array_tasks"]),
-        "demand": MappingProxyType(demand), "account_share": share,
+        "job_id": job["job_id"],
+        "state": state,
+        "account": job["account"],
+        "user": job["user"],
+        "pool": job["pool"],
+        "mode": plan.mode,
+        "scale": plan.scale,
+        "action": job["action"],
+        "reason": job["reason"],
+        "value": job["value"],
+        "current": job["current"],
+        "user_nice": int(job["user_nice"]),
+        "array_tasks": int(job["array_tasks"]),
+        "demand": MappingProxyType(demand),
+        "account_share": share,
         "capacity": MappingProxyType(next((dict(p.capacity) for p in plan.pools if p.name == job["pool"]), {})),
     }
     if job["order"] is None:
-        return Explanation(status="skipped", **common,
-                           notes=(f"skipped ({job['reason']}): the daemon leaves this job's value alone",))
+        return Explanation(
+            status="skipped", **common, notes=(f"skipped ({job['reason']}): the daemon leaves this job's value alone",)
+        )
     return _explain_ordered(plan, snapshot, columns, plan_index, common)
 
 
-def _explain_ordered(plan: Plan, snapshot: Snapshot, columns: Mapping[str, Sequence[Any]], plan_index: int,
-                     common: dict[str, Any]) -> Explanation:
+def _explain_ordered(
+    plan: Plan, snapshot: Snapshot, columns: Mapping[str, Sequence[Any]], plan_index: int, common: dict[str, Any]
+) -> Explanation:
     resources = tuple(plan.resources)
     pools = {pool.name: pool for pool in plan.pools}
     our_pool = columns["pool"][plan_index]
@@ -221,13 +270,22 @@ def _explain_ordered(plan: Plan, snapshot: Snapshot, columns: Mapping[str, Seque
         # As the engine computes it: one correctly rounded division per share.
         pool_capacity = [int(pools[columns["pool"][i]].capacity.get(r, 0)) for r in resources]
         weight = weights.get((columns["pool"][i], columns["account"][i]), Fraction(1))
-        return tuple(sorted((u * weight.denominator / (c * weight.numerator)
-                             for u, c in zip(before[i], pool_capacity, strict=True) if c > 0), reverse=True))
+        return tuple(
+            sorted(
+                (
+                    u * weight.denominator / (c * weight.numerator)
+                    for u, c in zip(before[i], pool_capacity, strict=True)
+                    if c > 0
+                ),
+                reverse=True,
+            )
+        )
 
     def same(i: int, j: int) -> bool:
         """Whether jobs i and j have exactly equal share vectors; exact fractions only when floats cannot tell."""
         if before[i] == before[j] and weights.get((columns["pool"][i], columns["account"][i])) == weights.get(
-                (columns["pool"][j], columns["account"][j])):
+            (columns["pool"][j], columns["account"][j])
+        ):
             return True
         # Equal fractions round to equal floats: different floats prove different vectors.
         if float_vector(i) != float_vector(j):
@@ -257,23 +315,40 @@ def _explain_ordered(plan: Plan, snapshot: Snapshot, columns: Mapping[str, Seque
             else:
                 why = replay.reasons.get((i, plan_index), "tie") if replay.ok else "tie"
         counts.setdefault(account, dict.fromkeys(REASONS, 0))[why] += 1
-    ahead = tuple(sorted((AheadCount(a, sum(c.values()), MappingProxyType({k: v for k, v in c.items() if v}))
-                          for a, c in counts.items()), key=lambda x: (-x.jobs, x.account)))
+    ahead = tuple(
+        sorted(
+            (
+                AheadCount(a, sum(c.values()), MappingProxyType({k: v for k, v in c.items() if v}))
+                for a, c in counts.items()
+            ),
+            key=lambda x: (-x.jobs, x.account),
+        )
+    )
     usage_before = dict(zip(resources, before[plan_index], strict=True))
-    shares_before = {r: (u / c if c else 0.0) for r, u, c in zip(resources, before[plan_index], capacity,
-                                                                    strict=True)}
+    shares_before = {r: (u / c if c else 0.0) for r, u, c in zip(resources, before[plan_index], capacity, strict=True)}
     level = columns["level"][plan_index]
     notes: list[str] = []
     if not replay.ok:
         notes.append("the tie replay did not reproduce this plan's order; tie reasons are given without detail")
     return Explanation(
-        status="ordered", **common, order=columns["order"][plan_index], pool_jobs=len(pool_indices),
-        level=level, level_exact=ours[0], scaled_level=int(Fraction(plan.scale) * ours[0] + Fraction(1, 2)),
-        usage_before=MappingProxyType(usage_before), shares_before=MappingProxyType(shares_before),
+        status="ordered",
+        **common,
+        order=columns["order"][plan_index],
+        pool_jobs=len(pool_indices),
+        level=level,
+        level_exact=ours[0],
+        scaled_level=int(Fraction(plan.scale) * ours[0] + Fraction(1, 2)),
+        usage_before=MappingProxyType(usage_before),
+        shares_before=MappingProxyType(shares_before),
         earlier_own=sum(1 for i in pool_indices[:position] if columns["account"][i] == our_account),
-        ahead=ahead, ahead_total=position, behind=len(pool_indices) - position - 1,
-        tie=bool(columns["tie"][plan_index]), tie_detail=replay.details.get(plan_index),
-        tie_replayed=replay.ok, notes=tuple(notes))
+        ahead=ahead,
+        ahead_total=position,
+        behind=len(pool_indices) - position - 1,
+        tie=bool(columns["tie"][plan_index]),
+        tie_detail=replay.details.get(plan_index),
+        tie_replayed=replay.ok,
+        notes=tuple(notes),
+    )
 
 
 @dataclass
@@ -284,8 +359,13 @@ class _Replay:
     details: dict[int, TieDetail] = field(default_factory=dict)
 
 
-def _replay_ties(plan: Plan, columns: Mapping[str, Sequence[Any]], by_pool: Mapping[str, list[int]],
-                 same: Callable[[int, int], bool], until: tuple[str, int]) -> _Replay:
+def _replay_ties(
+    plan: Plan,
+    columns: Mapping[str, Sequence[Any]],
+    by_pool: Mapping[str, list[int]],
+    same: Callable[[int, int], bool],
+    until: tuple[str, int],
+) -> _Replay:
     """Break the tie groups again as the engine does, in its order (pools in plan order, then
     positions), up to the group of job `until`; say who won each comparison, and why.
 
@@ -327,8 +407,9 @@ def _split_equal(indices: list[int], same: Callable[[int, int], bool]) -> list[l
     return [g for g in groups if len(g) > 1]
 
 
-def _replay_group(group: list[int], columns: Mapping[str, Sequence[Any]], wins: dict[str, float], epoch: int,
-                  replay: _Replay) -> bool:
+def _replay_group(
+    group: list[int], columns: Mapping[str, Sequence[Any]], wins: dict[str, float], epoch: int, replay: _Replay
+) -> bool:
     """One tie group through the engine's heap; False when the replay's order is not the plan's."""
     accounts = [columns["account"][i] for i in group]
     queues: dict[str, list[int]] = {}
@@ -363,10 +444,13 @@ def _replay_group(group: list[int], columns: Mapping[str, Sequence[Any]], wins: 
         mine = columns["account"][i]
         position = group.index(i)
         replay.details[i] = TieDetail(
-            accounts=tuple(queues), jobs=len(group), wins=MappingProxyType(start_wins),
+            accounts=tuple(queues),
+            jobs=len(group),
+            wins=MappingProxyType(start_wins),
             rotation_rank=MappingProxyType(ranks),
-            won_against=sum(1 for j in group[position + 1:] if columns["account"][j] != mine),
-            lost_to=sum(1 for j in group[:position] if columns["account"][j] != mine))
+            won_against=sum(1 for j in group[position + 1 :] if columns["account"][j] != mine),
+            lost_to=sum(1 for j in group[:position] if columns["account"][j] != mine),
+        )
     return True
 
 
@@ -384,8 +468,11 @@ _REASON_TEXT: Final = {
 
 
 def _fraction_text(value: Fraction) -> str:
-    return f"{float(value):.6g}" + (f" (exactly {value})" if value.denominator != 1 and value.denominator < 10**6
-                                     and float(value) != round(float(value), 6) else "")
+    return f"{float(value):.6g}" + (
+        f" (exactly {value})"
+        if value.denominator != 1 and value.denominator < 10**6 and float(value) != round(float(value), 6)
+        else ""
+    )
 
 
 def render_explanation_text(e: Explanation) -> str:
@@ -406,33 +493,51 @@ def render_explanation_text(e: Explanation) -> str:
     share = e.account_share
     if share is not None:
         out.append("")
-        out.append(f"account {share.account} in pool {share.pool}: weight {format_weight(share.weight)}, "
-                   f"rank {share.rank} by weighted share, {share.running_jobs} running, "
-                   f"{share.pending_jobs} pending")
-        rows = [[r, e.capacity.get(r, "-") if e.capacity else "-", share.usage.get(r, 0),
-                 format_share(share.shares.get(r, 0.0)), "dominant" if r == share.dominant_resource
-                 and share.dominant_share else ""] for r in share.usage]
+        out.append(
+            f"account {share.account} in pool {share.pool}: weight {format_weight(share.weight)}, "
+            f"rank {share.rank} by weighted share, {share.running_jobs} running, "
+            f"{share.pending_jobs} pending"
+        )
+        rows = [
+            [
+                r,
+                e.capacity.get(r, "-") if e.capacity else "-",
+                share.usage.get(r, 0),
+                format_share(share.shares.get(r, 0.0)),
+                "dominant" if r == share.dominant_resource and share.dominant_share else "",
+            ]
+            for r in share.usage
+        ]
         out.append(_indent(render_table(["resource", "capacity", "used", "share", "note"], rows)))
-        out.append(f"  dominant share {format_share(share.dominant_share)} / weight {format_weight(share.weight)}"
-                   f" = weighted share {format_share(share.weighted_share)}")
+        out.append(
+            f"  dominant share {format_share(share.dominant_share)} / weight {format_weight(share.weight)}"
+            f" = weighted share {format_share(share.weighted_share)}"
+        )
     if e.status == "ordered":
         assert e.level_exact is not None
         out.append("")
-        out.append(f"level {_fraction_text(e.level_exact)}: the account's weighted dominant share over its "
-                   f"running usage plus its {e.earlier_own} earlier pending job(s) in this pool")
-        rows = [[r, e.capacity.get(r, 0), e.usage_before.get(r, 0), format_share(e.shares_before.get(r, 0.0))]
-                for r in e.usage_before]
+        out.append(
+            f"level {_fraction_text(e.level_exact)}: the account's weighted dominant share over its "
+            f"running usage plus its {e.earlier_own} earlier pending job(s) in this pool"
+        )
+        rows = [
+            [r, e.capacity.get(r, 0), e.usage_before.get(r, 0), format_share(e.shares_before.get(r, 0.0))]
+            for r in e.usage_before
+        ]
         out.append(_indent(render_table(["resource", "capacity", "usage before", "share"], rows)))
         usable = {r: s for r, s in e.shares_before.items() if e.capacity.get(r, 0) > 0}
         if usable and share is not None:
             top = max(usable, key=lambda r: usable[r])
-            out.append(f"  dominant {top} {format_share(usable[top])} / weight {format_weight(share.weight)} "
-                       f"= level {float(e.level_exact):.6g}")
+            out.append(
+                f"  dominant {top} {format_share(usable[top])} / weight {format_weight(share.weight)} "
+                f"= level {float(e.level_exact):.6g}"
+            )
         out.append("")
         out.append(f"ahead of it: {e.ahead_total} job(s); behind it: {e.behind}")
         if e.ahead:
-            rows = [[a.account, a.jobs, "; ".join(f"{n} {_REASON_TEXT[k]}" for k, n in a.reasons.items())]
-                    for a in e.ahead]
+            rows = [
+                [a.account, a.jobs, "; ".join(f"{n} {_REASON_TEXT[k]}" for k, n in a.reasons.items())] for a in e.ahead
+            ]
             out.append(_indent(render_table(["account", "jobs", "why they go first"], rows)))
         out.append("")
         if e.tie and e.tie_detail is not None:
@@ -440,8 +545,10 @@ def render_explanation_text(e: Explanation) -> str:
             others = [a for a in d.accounts if a != e.account]
             wins = ", ".join(f"{a} {d.wins.get(a, 0.0):.3g}" for a in d.accounts)
             ranks = ", ".join(f"{a} {d.rotation_rank[a]}" for a in sorted(d.accounts, key=lambda a: d.rotation_rank[a]))
-            out.append(f"a tie decided its place: {d.jobs} jobs of {len(d.accounts)} accounts "
-                       f"({', '.join(others)} besides {e.account}) have exactly this level and share vector")
+            out.append(
+                f"a tie decided its place: {d.jobs} jobs of {len(d.accounts)} accounts "
+                f"({', '.join(others)} besides {e.account}) have exactly this level and share vector"
+            )
             out.append(f"  broken by fewer tie wins (at the tie: {wins}), then the rotation (this cycle: {ranks})")
             out.append(f"  it went after {d.lost_to} and before {d.won_against} of the other accounts' tied jobs")
         elif e.tie:
@@ -456,8 +563,10 @@ def render_explanation_text(e: Explanation) -> str:
             if e.mode == "nice" and e.user_nice:
                 out.append(f"  includes the user's own nice {e.user_nice}")
         now = "unknown" if e.current is None else str(e.current)
-        out.append(f"Slurm has {e.mode} {now} now; action: {e.action}"
-                   + (" (the next cycle writes the value)" if e.action == "set" else ""))
+        out.append(
+            f"Slurm has {e.mode} {now} now; action: {e.action}"
+            + (" (the next cycle writes the value)" if e.action == "set" else "")
+        )
     out.extend(f"note: {n}" for n in e.notes)
     return "\n".join(out) + "\n"
 
@@ -469,24 +578,56 @@ def _indent(text: str) -> str:
 def render_explanation_json(e: Explanation) -> dict[str, Any]:
     share = e.account_share
     data: dict[str, Any] = {
-        "job_id": e.job_id, "status": e.status, "state": e.state, "account": e.account, "user": e.user,
-        "pool": e.pool, "mode": e.mode, "action": e.action, "reason": e.reason, "order": e.order,
-        "pool_jobs": e.pool_jobs, "level": e.level,
-        "level_exact": None if e.level_exact is None else str(e.level_exact), "value": e.value,
-        "current": e.current, "user_nice": e.user_nice, "array_tasks": e.array_tasks, "demand": dict(e.demand),
-        "account_share": None if share is None else {
-            "weight": float(share.weight), "rank": share.rank, "running_jobs": share.running_jobs,
-            "pending_jobs": share.pending_jobs, "usage": dict(share.usage), "shares": dict(share.shares),
+        "job_id": e.job_id,
+        "status": e.status,
+        "state": e.state,
+        "account": e.account,
+        "user": e.user,
+        "pool": e.pool,
+        "mode": e.mode,
+        "action": e.action,
+        "reason": e.reason,
+        "order": e.order,
+        "pool_jobs": e.pool_jobs,
+        "level": e.level,
+        "level_exact": None if e.level_exact is None else str(e.level_exact),
+        "value": e.value,
+        "current": e.current,
+        "user_nice": e.user_nice,
+        "array_tasks": e.array_tasks,
+        "demand": dict(e.demand),
+        "account_share": None
+        if share is None
+        else {
+            "weight": float(share.weight),
+            "rank": share.rank,
+            "running_jobs": share.running_jobs,
+            "pending_jobs": share.pending_jobs,
+            "usage": dict(share.usage),
+            "shares": dict(share.shares),
             "dominant_resource": share.dominant_resource if share.dominant_share else None,
-            "dominant_share": share.dominant_share, "weighted_share": share.weighted_share},
-        "capacity": dict(e.capacity), "usage_before": dict(e.usage_before), "shares_before": dict(e.shares_before),
-        "earlier_own": e.earlier_own, "ahead_total": e.ahead_total, "behind": e.behind,
+            "dominant_share": share.dominant_share,
+            "weighted_share": share.weighted_share,
+        },
+        "capacity": dict(e.capacity),
+        "usage_before": dict(e.usage_before),
+        "shares_before": dict(e.shares_before),
+        "earlier_own": e.earlier_own,
+        "ahead_total": e.ahead_total,
+        "behind": e.behind,
         "ahead": [{"account": a.account, "jobs": a.jobs, "reasons": dict(a.reasons)} for a in e.ahead],
-        "tie": e.tie, "tie_replayed": e.tie_replayed,
-        "tie_detail": None if e.tie_detail is None else {
-            "accounts": list(e.tie_detail.accounts), "jobs": e.tie_detail.jobs, "wins": dict(e.tie_detail.wins),
-            "rotation_rank": dict(e.tie_detail.rotation_rank), "won_against": e.tie_detail.won_against,
-            "lost_to": e.tie_detail.lost_to},
+        "tie": e.tie,
+        "tie_replayed": e.tie_replayed,
+        "tie_detail": None
+        if e.tie_detail is None
+        else {
+            "accounts": list(e.tie_detail.accounts),
+            "jobs": e.tie_detail.jobs,
+            "wins": dict(e.tie_detail.wins),
+            "rotation_rank": dict(e.tie_detail.rotation_rank),
+            "won_against": e.tie_detail.won_against,
+            "lost_to": e.tie_detail.lost_to,
+        },
         "notes": list(e.notes),
     }
     return data

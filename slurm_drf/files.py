@@ -27,11 +27,15 @@ def check_private(path: str | os.PathLike[str], what: str, error: type[DrfError]
     except OSError:
         return
     if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        raise error(f"{path}: {what} is writable by group or others (mode {stat.filemode(info.st_mode)}); "
-                    f"run: chmod go-w {path}")
+        raise error(
+            f"{path}: {what} is writable by group or others (mode {stat.filemode(info.st_mode)}); "
+            f"run: chmod go-w {path}"
+        )
     if info.st_uid not in (0, os.geteuid()):
-        raise error(f"{path}: {what} is owned by uid {info.st_uid}, neither root nor this user "
-                    f"(uid {os.geteuid()}); run: chown root {path}")
+        raise error(
+            f"{path}: {what} is owned by uid {info.st_uid}, neither root nor this user "
+            f"(uid {os.geteuid()}); run: chown root {path}"
+        )
 
 
 def write_atomic(path: Path, data: bytes, mode: int = 0o644) -> None:

@@ -61,8 +61,14 @@ def parse_address(address: str) -> tuple[str, int]:
 class MetricsRecorder:
     """CycleObserver: updates the metrics and publishes them (HTTP and/or a textfile)."""
 
-    def __init__(self, *, address: str | None = None, textfile: str | None = None,
-                 registry: CollectorRegistry | None = None, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        *,
+        address: str | None = None,
+        textfile: str | None = None,
+        registry: CollectorRegistry | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.address = address
         self.textfile = Path(textfile) if textfile else None
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
@@ -74,38 +80,65 @@ class MetricsRecorder:
         self._pool_labels: set[tuple[str, str]] = set()
         labels = ("pool", "account")
         r = self.registry
-        self.dominant_share = Gauge("slurm_drf_dominant_share",
-                                    "Largest share of any resource the account holds in the pool (unweighted)",
-                                    labels, registry=r)
-        self.weighted_share = Gauge("slurm_drf_weighted_share",
-                                    "Dominant share divided by the account's weight: what DRF equalises",
-                                    labels, registry=r)
-        self.running_jobs = Gauge("slurm_drf_running_jobs", "Running (and suspended) jobs of the account",
-                                  labels, registry=r)
-        self.pending_jobs = Gauge("slurm_drf_pending_jobs", "Pending jobs of the account that the daemon orders",
-                                  labels, registry=r)
-        self.rank = Gauge("slurm_drf_account_rank",
-                          "Place of the account by weighted share in the pool (1: lowest, served next)",
-                          labels, registry=r)
-        self.resource_share = Gauge("slurm_drf_resource_share",
-                                    "Share of one resource of the pool that the account holds",
-                                    (*labels, "resource"), registry=r)
-        self.capacity = Gauge("slurm_drf_pool_capacity", "Capacity of the pool in one resource (Slurm TRES units)",
-                              ("pool", "resource"), registry=r)
-        self.cycle_duration = Histogram("slurm_drf_cycle_duration_seconds",
-                                        "Duration of a whole cycle: read, plan, write", registry=r,
-                                        buckets=CYCLE_BUCKETS)
-        self.read_seconds = Histogram("slurm_drf_slurm_read_seconds", "Time to read the cluster from Slurm",
-                                      registry=r, buckets=READ_BUCKETS)
-        self.writes = Counter("slurm_drf_writes", "Values written to Slurm, by outcome (applied, gone, failed)",
-                              ("outcome",), registry=r)
+        self.dominant_share = Gauge(
+            "slurm_drf_dominant_share",
+            "Largest share of any resource the account holds in the pool (unweighted)",
+            labels,
+            registry=r,
+        )
+        self.weighted_share = Gauge(
+            "slurm_drf_weighted_share",
+            "Dominant share divided by the account's weight: what DRF equalises",
+            labels,
+            registry=r,
+        )
+        self.running_jobs = Gauge(
+            "slurm_drf_running_jobs", "Running (and suspended) jobs of the account", labels, registry=r
+        )
+        self.pending_jobs = Gauge(
+            "slurm_drf_pending_jobs", "Pending jobs of the account that the daemon orders", labels, registry=r
+        )
+        self.rank = Gauge(
+            "slurm_drf_account_rank",
+            "Place of the account by weighted share in the pool (1: lowest, served next)",
+            labels,
+            registry=r,
+        )
+        self.resource_share = Gauge(
+            "slurm_drf_resource_share",
+            "Share of one resource of the pool that the account holds",
+            (*labels, "resource"),
+            registry=r,
+        )
+        self.capacity = Gauge(
+            "slurm_drf_pool_capacity",
+            "Capacity of the pool in one resource (Slurm TRES units)",
+            ("pool", "resource"),
+            registry=r,
+        )
+        self.cycle_duration = Histogram(
+            "slurm_drf_cycle_duration_seconds",
+            "Duration of a whole cycle: read, plan, write",
+            registry=r,
+            buckets=CYCLE_BUCKETS,
+        )
+        self.read_seconds = Histogram(
+            "slurm_drf_slurm_read_seconds", "Time to read the cluster from Slurm", registry=r, buckets=READ_BUCKETS
+        )
+        self.writes = Counter(
+            "slurm_drf_writes", "Values written to Slurm, by outcome (applied, gone, failed)", ("outcome",), registry=r
+        )
         self.errors = Counter("slurm_drf_errors", "Cycles that failed, by kind of error", ("kind",), registry=r)
         self.cycles = Counter("slurm_drf_cycles", "Cycles completed (dry runs included)", registry=r)
-        self.deferred = Gauge("slurm_drf_deferred_writes",
-                              "Writes left to the next cycle by max_writes_per_cycle", registry=r)
+        self.deferred = Gauge(
+            "slurm_drf_deferred_writes", "Writes left to the next cycle by max_writes_per_cycle", registry=r
+        )
         self.pending_total = Gauge("slurm_drf_ordered_jobs", "Pending jobs ordered in the last cycle", registry=r)
-        self.last_success = Gauge("slurm_drf_last_success_timestamp_seconds",
-                                  "When the last cycle completed (seconds since the epoch)", registry=r)
+        self.last_success = Gauge(
+            "slurm_drf_last_success_timestamp_seconds",
+            "When the last cycle completed (seconds since the epoch)",
+            registry=r,
+        )
         self.dry_run = Gauge("slurm_drf_dry_run", "1 when the last cycle wrote nothing (dry run)", registry=r)
         for outcome in OUTCOMES:
             self.writes.labels(outcome)

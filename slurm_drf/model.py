@@ -37,10 +37,27 @@ HOLDING_STATES: Final = frozenset({RUNNING, SUSPENDED, "COMPLETING"})
 
 # Node states that cannot run jobs; their resources are not capacity.
 INELIGIBLE_NODE_STATES: Final = frozenset(
-    {"down", "drain", "drained", "draining", "fail", "failing", "future",
-     "powered_down", "power_down", "powering_down", "powering_up",
-     "inval", "invalid", "invalid_reg", "maint", "maintenance", "reboot_issued",
-     "not_responding", "unknown"}
+    {
+        "down",
+        "drain",
+        "drained",
+        "draining",
+        "fail",
+        "failing",
+        "future",
+        "powered_down",
+        "power_down",
+        "powering_down",
+        "powering_up",
+        "inval",
+        "invalid",
+        "invalid_reg",
+        "maint",
+        "maintenance",
+        "reboot_issued",
+        "not_responding",
+        "unknown",
+    }
 )
 
 Tres = Mapping[str, int]
@@ -166,37 +183,81 @@ class JobTable:
 
     def job(self, i: int) -> Job:
         tres = {name: int(col[i]) for name, col in self.tres.items() if col[i]}
-        return Job(self.job_id[i], self.accounts[self.account[i]], self.user[i],
-                   self.partitions[self.partition[i]], self.states[self.state[i]], int(self.priority[i]),
-                   int(self.nice[i]), bool(self.held[i]), float(self.submit_time[i]), int(self.array_tasks[i]),
-                   MappingProxyType(tres), self.site_factor[i])
+        return Job(
+            self.job_id[i],
+            self.accounts[self.account[i]],
+            self.user[i],
+            self.partitions[self.partition[i]],
+            self.states[self.state[i]],
+            int(self.priority[i]),
+            int(self.nice[i]),
+            bool(self.held[i]),
+            float(self.submit_time[i]),
+            int(self.array_tasks[i]),
+            MappingProxyType(tres),
+            self.site_factor[i],
+        )
 
     @classmethod
-    def build(cls, job_id: Sequence[str], account: Sequence[str], user: Sequence[str],
-              partition: Sequence[str], state: Sequence[str], priority: Sequence[int] | IntArray,
-              nice: Sequence[int] | IntArray, held: Sequence[bool] | BoolArray,
-              submit_time: Sequence[float] | FloatArray, array_tasks: Sequence[int] | IntArray,
-              site_factor: Sequence[int | None], tres: Mapping[str, IntArray]) -> JobTable:
+    def build(
+        cls,
+        job_id: Sequence[str],
+        account: Sequence[str],
+        user: Sequence[str],
+        partition: Sequence[str],
+        state: Sequence[str],
+        priority: Sequence[int] | IntArray,
+        nice: Sequence[int] | IntArray,
+        held: Sequence[bool] | BoolArray,
+        submit_time: Sequence[float] | FloatArray,
+        array_tasks: Sequence[int] | IntArray,
+        site_factor: Sequence[int | None],
+        tres: Mapping[str, IntArray],
+    ) -> JobTable:
         account_codes, accounts = _codes(account)
         partition_codes, partitions = _codes(partition)
         state_codes, states = _codes(state)
-        return cls(job_id, job_numbers(job_id),
-                   account_codes, accounts, user, partition_codes, partitions, state_codes, states,
-                   np.asarray(priority, dtype=np.int64), np.asarray(nice, dtype=np.int64),
-                   np.asarray(held, dtype=np.bool_), np.asarray(submit_time, dtype=np.float64),
-                   np.asarray(array_tasks, dtype=np.int64), site_factor, tres)
+        return cls(
+            job_id,
+            job_numbers(job_id),
+            account_codes,
+            accounts,
+            user,
+            partition_codes,
+            partitions,
+            state_codes,
+            states,
+            np.asarray(priority, dtype=np.int64),
+            np.asarray(nice, dtype=np.int64),
+            np.asarray(held, dtype=np.bool_),
+            np.asarray(submit_time, dtype=np.float64),
+            np.asarray(array_tasks, dtype=np.int64),
+            site_factor,
+            tres,
+        )
 
     @classmethod
     def from_jobs(cls, jobs: Sequence[Job]) -> JobTable:
         names: dict[str, None] = {}
         for job in jobs:
             names.update(dict.fromkeys(job.tres))
-        tres = {name: np.fromiter((j.tres.get(name, 0) for j in jobs), dtype=np.int64, count=len(jobs))
-                for name in names}
-        return cls.build([j.job_id for j in jobs], [j.account for j in jobs], [j.user for j in jobs],
-                         [j.partition for j in jobs], [j.state for j in jobs], [j.priority for j in jobs],
-                         [j.nice for j in jobs], [j.held for j in jobs], [j.submit_time for j in jobs],
-                         [j.array_tasks for j in jobs], [j.site_factor for j in jobs], tres)
+        tres = {
+            name: np.fromiter((j.tres.get(name, 0) for j in jobs), dtype=np.int64, count=len(jobs)) for name in names
+        }
+        return cls.build(
+            [j.job_id for j in jobs],
+            [j.account for j in jobs],
+            [j.user for j in jobs],
+            [j.partition for j in jobs],
+            [j.state for j in jobs],
+            [j.priority for j in jobs],
+            [j.nice for j in jobs],
+            [j.held for j in jobs],
+            [j.submit_time for j in jobs],
+            [j.array_tasks for j in jobs],
+            [j.site_factor for j in jobs],
+            tres,
+        )
 
 
 class LazyJobs(Sequence[Job]):
@@ -430,9 +491,18 @@ def _types(values: Iterable[object]) -> set[type]:
     return set(map(type, values))
 
 
-_JOB_DEFAULTS: Final[Mapping[str, object]] = MappingProxyType({
-    "user": "", "priority": 0, "nice": 0, "held": False, "submit_time": 0, "array_tasks": 1,
-    "site_factor": None, "tres": EMPTY_TRES})
+_JOB_DEFAULTS: Final[Mapping[str, object]] = MappingProxyType(
+    {
+        "user": "",
+        "priority": 0,
+        "nice": 0,
+        "held": False,
+        "submit_time": 0,
+        "array_tasks": 1,
+        "site_factor": None,
+        "tres": EMPTY_TRES,
+    }
+)
 
 
 def _column(records: list[Any], key: str) -> list[Any]:
@@ -492,8 +562,20 @@ def _fast_job_table(records: list[Any]) -> JobTable | None:
             return None
         tres[name] = column.astype(np.int64, copy=False)
     state_upper = {text: text.upper() for text in set(state)}
-    return JobTable.build(raw_ids, account, user, partition, [state_upper[t] for t in state], priority, nice,
-                          held, submit, tasks, site_factor, tres)
+    return JobTable.build(
+        raw_ids,
+        account,
+        user,
+        partition,
+        [state_upper[t] for t in state],
+        priority,
+        nice,
+        held,
+        submit,
+        tasks,
+        site_factor,
+        tres,
+    )
 
 
 def _fast_times(values: list[object]) -> FloatArray | None:

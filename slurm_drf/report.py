@@ -25,8 +25,21 @@ from slurm_drf.drf import AccountShare, JobPlan, Plan, PlanJobs, PoolPlan
 from slurm_drf.model import PLAN_FORMAT
 
 # Plan job entries: every key always present, the value under the mode's name.
-_ENTRY_FIELDS = ("job_id", "account", "user", "pool", "order", "level", "value", "current", "action", "reason",
-                 "tie", "user_nice", "array_tasks")
+_ENTRY_FIELDS = (
+    "job_id",
+    "account",
+    "user",
+    "pool",
+    "order",
+    "level",
+    "value",
+    "current",
+    "action",
+    "reason",
+    "tie",
+    "user_nice",
+    "array_tasks",
+)
 
 
 def render_job_entries(jobs: Sequence[JobPlan], mode: str) -> list[dict[str, Any]]:
@@ -116,22 +129,52 @@ def render_plan_table(plan: Plan, limit: int = 20) -> str:
         capacity = ", ".join(f"{k}={v}" for k, v in pool.capacity.items())
         out.append(f"pool {pool.name}: {pool.nodes} node(s), {capacity}")
         accounts = [a for a in plan.accounts if a.pool == pool.name]
-        out.append(render_table(
-            ["rank", "account", "weight", "running", "pending", *plan.resources, "dominant", "share"],
-            [[a.rank, a.account, float(a.weight), a.running_jobs, a.pending_jobs,
-              *(a.shares[r] for r in plan.resources), a.dominant_resource, a.weighted_share]
-             for a in accounts]))
-        indices = [i for i, (name, order) in enumerate(zip(pools, orders, strict=True))
-                   if name == pool.name and order is not None]
+        out.append(
+            render_table(
+                ["rank", "account", "weight", "running", "pending", *plan.resources, "dominant", "share"],
+                [
+                    [
+                        a.rank,
+                        a.account,
+                        float(a.weight),
+                        a.running_jobs,
+                        a.pending_jobs,
+                        *(a.shares[r] for r in plan.resources),
+                        a.dominant_resource,
+                        a.weighted_share,
+                    ]
+                    for a in accounts
+                ],
+            )
+        )
+        indices = [
+            i
+            for i, (name, order) in enumerate(zip(pools, orders, strict=True))
+            if name == pool.name and order is not None
+        ]
         shown = indices[:limit] if limit > 0 else indices
         # Only the columns shown: the user of each of 100,000 jobs is not needed here.
         job_id, tie, account, level, value, current, action = (
-            plan.column(name) for name in ("job_id", "tie", "account", "level", "value", "current", "action"))
+            plan.column(name) for name in ("job_id", "tie", "account", "level", "value", "current", "action")
+        )
         out.append("")
-        out.append(render_table(
-            ["order", "job", "account", "level", plan.mode, "current", "action"],
-            [[orders[i], job_id[i] + (" (tie)" if tie[i] else ""), account[i], level[i], value[i], current[i],
-              action[i]] for i in shown]))
+        out.append(
+            render_table(
+                ["order", "job", "account", "level", plan.mode, "current", "action"],
+                [
+                    [
+                        orders[i],
+                        job_id[i] + (" (tie)" if tie[i] else ""),
+                        account[i],
+                        level[i],
+                        value[i],
+                        current[i],
+                        action[i],
+                    ]
+                    for i in shown
+                ],
+            )
+        )
         if len(shown) < len(indices):
             out.append(f"... {len(indices) - len(shown)} more pending job(s) in pool {pool.name}")
         out.append("")
@@ -156,8 +199,7 @@ REPORT_FORMAT: Final = "slurm-drf-report/1"
 REPORT_FORMATS: Final = ("table", "json", "csv", "markdown", "html")
 
 # Resource colours of the HTML chart, in the order of the plan's resources.
-RESOURCE_COLOURS: Final = ("#1f77b4", "#2ca02c", "#d62728", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
-                           "#17becf")
+RESOURCE_COLOURS: Final = ("#1f77b4", "#2ca02c", "#d62728", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
 # Background of the HTML tables' header row.
 TABLE_HEADER_COLOUR: Final = "#243b55"
 
@@ -192,10 +234,15 @@ def build_report(plan: Plan) -> ShareReport:
     than mark a zero bar as dominant.
     """
     pools = tuple(
-        PoolReport(pool, tuple(
-            replace(a, dominant_resource=None) if a.dominant_share == 0 else a
-            for a in sorted((a for a in plan.accounts if a.pool == pool.name), key=lambda a: a.rank)))
-        for pool in plan.pools)
+        PoolReport(
+            pool,
+            tuple(
+                replace(a, dominant_resource=None) if a.dominant_share == 0 else a
+                for a in sorted((a for a in plan.accounts if a.pool == pool.name), key=lambda a: a.rank)
+            ),
+        )
+        for pool in plan.pools
+    )
     return ShareReport(plan.cluster, plan.taken_at, tuple(plan.resources), pools, tuple(plan.warnings))
 
 
@@ -214,9 +261,19 @@ def format_share(share: float) -> str:
 
 def report_columns(resources: Sequence[str]) -> list[str]:
     """The CSV header: one column per field, usage and share per resource."""
-    return ["pool", "rank", "account", "weight", "running_jobs", "pending_jobs",
-            *(f"usage:{r}" for r in resources), *(f"share:{r}" for r in resources),
-            "dominant_resource", "dominant_share", "weighted_share"]
+    return [
+        "pool",
+        "rank",
+        "account",
+        "weight",
+        "running_jobs",
+        "pending_jobs",
+        *(f"usage:{r}" for r in resources),
+        *(f"share:{r}" for r in resources),
+        "dominant_resource",
+        "dominant_share",
+        "weighted_share",
+    ]
 
 
 def render_report_json(report: ShareReport) -> dict[str, Any]:
@@ -261,25 +318,53 @@ def render_report_csv(report: ShareReport) -> str:
     writer.writerow(report_columns(report.resources))
     for pool in report.pools:
         for a in pool.accounts:
-            writer.writerow([
-                pool.pool.name, a.rank, a.account, format_weight(a.weight), a.running_jobs, a.pending_jobs,
-                *(a.usage.get(r, 0) for r in report.resources),
-                *(repr(a.shares.get(r, 0.0)) for r in report.resources),
-                a.dominant_resource or "", repr(a.dominant_share), repr(a.weighted_share)])
+            writer.writerow(
+                [
+                    pool.pool.name,
+                    a.rank,
+                    a.account,
+                    format_weight(a.weight),
+                    a.running_jobs,
+                    a.pending_jobs,
+                    *(a.usage.get(r, 0) for r in report.resources),
+                    *(repr(a.shares.get(r, 0.0)) for r in report.resources),
+                    a.dominant_resource or "",
+                    repr(a.dominant_share),
+                    repr(a.weighted_share),
+                ]
+            )
     return out.getvalue()
 
 
 def _display_headers(resources: Sequence[str]) -> list[str]:
-    return ["rank", "account", "weight", "running", "pending", *(f"{r} used" for r in resources),
-            *(f"{r} share" for r in resources), "dominant", "dominant share", "weighted share"]
+    return [
+        "rank",
+        "account",
+        "weight",
+        "running",
+        "pending",
+        *(f"{r} used" for r in resources),
+        *(f"{r} share" for r in resources),
+        "dominant",
+        "dominant share",
+        "weighted share",
+    ]
 
 
 def _display_cells(account: AccountShare, resources: Sequence[str]) -> list[str]:
     """One account's row as text: the same cells in the table, markdown and HTML."""
-    return [str(account.rank), account.account, format_weight(account.weight), str(account.running_jobs),
-            str(account.pending_jobs), *(str(account.usage.get(r, 0)) for r in resources),
-            *(format_share(account.shares.get(r, 0.0)) for r in resources), account.dominant_resource or "-",
-            format_share(account.dominant_share), format_share(account.weighted_share)]
+    return [
+        str(account.rank),
+        account.account,
+        format_weight(account.weight),
+        str(account.running_jobs),
+        str(account.pending_jobs),
+        *(str(account.usage.get(r, 0)) for r in resources),
+        *(format_share(account.shares.get(r, 0.0)) for r in resources),
+        account.dominant_resource or "-",
+        format_share(account.dominant_share),
+        format_share(account.weighted_share),
+    ]
 
 
 # Columns that hold text (left-aligned); every other column holds numbers.
@@ -338,8 +423,11 @@ def _markdown_cell(text: str) -> str:
 def render_report_markdown(report: ShareReport) -> str:
     """A GitHub-flavoured markdown table per pool (numbers right-aligned)."""
     headers = _display_headers(report.resources)
-    out = [f"# Share report: {_markdown_cell(report.cluster)}", "",
-           f"Taken at {report.taken_at or '-'}; resources {', '.join(report.resources)}."]
+    out = [
+        f"# Share report: {_markdown_cell(report.cluster)}",
+        "",
+        f"Taken at {report.taken_at or '-'}; resources {', '.join(report.resources)}.",
+    ]
     for pool in report.pools:
         out += ["", f"## Pool {_markdown_cell(pool.pool.name)}", "", _markdown_cell(_capacity_text(pool.pool)), ""]
         out.append("| " + " | ".join(headers) + " |")
@@ -410,34 +498,48 @@ def render_share_chart_svg(pool: PoolReport, all_resources: Sequence[str]) -> st
     def x_of(share: float) -> float:
         return x0 + _PLOT_WIDTH * min(max(share, 0.0), scale) / scale
 
-    parts = [f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-             f'viewBox="0 0 {width} {height}" role="img" '
-             f'aria-label="share of each resource per account in pool {html.escape(pool.pool.name)}">']
+    parts = [
+        f'<svg class="chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" '
+        f'aria-label="share of each resource per account in pool {html.escape(pool.pool.name)}">'
+    ]
     # Legend: one swatch per resource, and the dominant marker.
     lx = x0
     for resource in resources:
-        parts.append(f'<rect x="{lx}" y="8" width="12" height="12" fill="{colour[resource]}"/>'
-                     f'<text x="{lx + 16}" y="18">{html.escape(resource)}</text>')
+        parts.append(
+            f'<rect x="{lx}" y="8" width="12" height="12" fill="{colour[resource]}"/>'
+            f'<text x="{lx + 16}" y="18">{html.escape(resource)}</text>'
+        )
         lx += 32 + 7 * len(resource)
-    parts.append(f'<rect x="{lx}" y="8" width="12" height="12" fill="#ffffff" stroke="#111111" '
-                 f'stroke-width="2"/><text x="{lx + 16}" y="18">dominant (&#9664;)</text>')
+    parts.append(
+        f'<rect x="{lx}" y="8" width="12" height="12" fill="#ffffff" stroke="#111111" '
+        f'stroke-width="2"/><text x="{lx + 16}" y="18">dominant (&#9664;)</text>'
+    )
     parts.append(f'<text x="{width - 6}" y="18" text-anchor="end">weighted</text>')
     bottom = height - _BOTTOM
     # Grid and axis: five ticks from 0 to the scale.
     for tick in range(6):
         share = scale * tick / 5
         x = x_of(share)
-        parts.append(f'<line x1="{x:.1f}" y1="{_TOP - 4}" x2="{x:.1f}" y2="{bottom}" stroke="#d0d7de"/>'
-                     f'<text x="{x:.1f}" y="{bottom + 16}" text-anchor="middle">{share:.2f}</text>')
-    parts.append(f'<text x="{x0 + _PLOT_WIDTH / 2:.1f}" y="{bottom + 30}" text-anchor="middle">'
-                 'share of the pool&#8217;s capacity</text>')
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{_TOP - 4}" x2="{x:.1f}" y2="{bottom}" stroke="#d0d7de"/>'
+            f'<text x="{x:.1f}" y="{bottom + 16}" text-anchor="middle">{share:.2f}</text>'
+        )
+    parts.append(
+        f'<text x="{x0 + _PLOT_WIDTH / 2:.1f}" y="{bottom + 30}" text-anchor="middle">'
+        "share of the pool&#8217;s capacity</text>"
+    )
     for row, account in enumerate(accounts):
         top = _TOP + row * (group + _GROUP_GAP)
         name = account.account if len(account.account) <= 22 else account.account[:21] + "\u2026"
-        parts.append(f'<text x="{x0 - 8}" y="{top + group / 2 + 4:.1f}" text-anchor="end">'
-                     f'<title>{html.escape(account.account)}</title>{html.escape(name)}</text>')
-        parts.append(f'<text class="weighted" x="{width - 6}" y="{top + group / 2 + 4:.1f}" text-anchor="end">'
-                     f'{account.weighted_share:.3f}</text>')
+        parts.append(
+            f'<text x="{x0 - 8}" y="{top + group / 2 + 4:.1f}" text-anchor="end">'
+            f"<title>{html.escape(account.account)}</title>{html.escape(name)}</text>"
+        )
+        parts.append(
+            f'<text class="weighted" x="{width - 6}" y="{top + group / 2 + 4:.1f}" text-anchor="end">'
+            f"{account.weighted_share:.3f}</text>"
+        )
         for index, resource in enumerate(resources):
             share = account.shares.get(resource, 0.0)
             y = top + index * (_BAR_HEIGHT + _BAR_GAP)
@@ -445,13 +547,17 @@ def render_share_chart_svg(pool: PoolReport, all_resources: Sequence[str]) -> st
             dominant = resource == account.dominant_resource
             outline = ' stroke="#111111" stroke-width="2"' if dominant else ""
             tip = f"{account.account} {resource}: {format_share(share)}" + (" (dominant)" if dominant else "")
-            parts.append(f'<rect class="bar{" dominant" if dominant else ""}" x="{x0}" y="{y}" '
-                         f'width="{bar:.1f}" height="{_BAR_HEIGHT}" fill="{colour[resource]}"{outline}>'
-                         f'<title>{html.escape(tip)}</title></rect>')
+            parts.append(
+                f'<rect class="bar{" dominant" if dominant else ""}" x="{x0}" y="{y}" '
+                f'width="{bar:.1f}" height="{_BAR_HEIGHT}" fill="{colour[resource]}"{outline}>'
+                f"<title>{html.escape(tip)}</title></rect>"
+            )
             if dominant:
                 mx = x0 + bar + 4
-                parts.append(f'<path class="dominant-mark" d="M{mx:.1f},{y + _BAR_HEIGHT / 2:.1f} '
-                             f'l10,-6 l0,12 z" fill="#111111"/>')
+                parts.append(
+                    f'<path class="dominant-mark" d="M{mx:.1f},{y + _BAR_HEIGHT / 2:.1f} '
+                    f'l10,-6 l0,12 z" fill="#111111"/>'
+                )
     parts.append(f'<line x1="{x0}" y1="{_TOP - 4}" x2="{x0}" y2="{bottom}" stroke="#1b1f24"/>')
     parts.append("</svg>")
     return "".join(parts)
@@ -462,14 +568,17 @@ def render_report_html(report: ShareReport) -> str:
     esc = html.escape
     headers = _display_headers(report.resources)
     first_share = 5 + len(report.resources)
-    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-           '<meta name="viewport" content="width=device-width, initial-scale=1">',
-           f"<title>slurm-drf share report: {esc(report.cluster)}</title>",
-           f"<style>{_CSS}</style></head><body>",
-           f"<h1>Share report: {esc(report.cluster)}</h1>",
-           f'<p class="meta">Taken at {esc(report.taken_at or "-")}; resources '
-           f'{esc(", ".join(report.resources))}. Rank 1 is the account served next (lowest weighted '
-           "dominant share).</p>"]
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>slurm-drf share report: {esc(report.cluster)}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        f"<h1>Share report: {esc(report.cluster)}</h1>",
+        f'<p class="meta">Taken at {esc(report.taken_at or "-")}; resources '
+        f"{esc(', '.join(report.resources))}. Rank 1 is the account served next (lowest weighted "
+        "dominant share).</p>",
+    ]
     for pool in report.pools:
         out.append(f'<section class="pool" id="pool-{esc(pool.pool.name)}">')
         out.append(f"<h2>Pool {esc(pool.pool.name)}</h2>")
@@ -481,13 +590,23 @@ def render_report_html(report: ShareReport) -> str:
         out.append("</tr></thead><tbody>")
         for account in pool.accounts:
             cells = _display_cells(account, report.resources)
-            dominant = (first_share + report.resources.index(account.dominant_resource)
-                        if account.dominant_resource in report.resources else -1)
+            dominant = (
+                first_share + report.resources.index(account.dominant_resource)
+                if account.dominant_resource in report.resources
+                else -1
+            )
             row_class = ' class="next"' if account.rank == 1 else ""
             out.append(f"<tr{row_class}>")
             for index, (header, cell) in enumerate(zip(headers, cells, strict=True)):
-                classes = [c for c, on in (("text", header in _TEXT_COLUMNS), ("account", header == "account"),
-                                           ("dominant", index == dominant)) if on]
+                classes = [
+                    c
+                    for c, on in (
+                        ("text", header in _TEXT_COLUMNS),
+                        ("account", header == "account"),
+                        ("dominant", index == dominant),
+                    )
+                    if on
+                ]
                 attribute = f' class="{" ".join(classes)}"' if classes else ""
                 out.append(f"<td{attribute}>{esc(cell)}</td>")
             out.append("</tr>")

@@ -86,16 +86,26 @@ def _emit(text: str, output: str | None) -> None:
 
 def add_report_parser(verbs: Subparsers) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = verbs.add_parser(
-        "report", help="share report per pool and account, of the live cluster or a snapshot",
+        "report",
+        help="share report per pool and account, of the live cluster or a snapshot",
         description="Per pool: each account's weight, running and pending jobs, usage and share of every "
-                    "resource, dominant resource and share, weighted share and rank (1: served next).")
+        "resource, dominant resource and share, weighted share and rank (1: served next).",
+    )
     parser.add_argument("--snapshot", metavar="FILE", help="a snapshot JSON instead of the live cluster")
     parser.add_argument("--config", metavar="FILE", help=_CONFIG_HELP)
-    parser.add_argument("--format", choices=REPORT_FORMATS, default="table",
-                        help="table (default), json, csv, markdown or html (one self-contained page)")
+    parser.add_argument(
+        "--format",
+        choices=REPORT_FORMATS,
+        default="table",
+        help="table (default), json, csv, markdown or html (one self-contained page)",
+    )
     parser.add_argument("--output", "-o", metavar="FILE", help="write here (atomically) instead of stdout")
-    parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
-                        help="table colours: auto (a terminal and NO_COLOR unset), always, never")
+    parser.add_argument(
+        "--color",
+        choices=("auto", "always", "never"),
+        default="auto",
+        help="table colours: auto (a terminal and NO_COLOR unset), always, never",
+    )
     parser.set_defaults(func=cmd_report)
     return parser
 
@@ -117,14 +127,22 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def add_audit_parser(verbs: Subparsers) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = verbs.add_parser(
-        "audit", help="query the history: values written, shares, cycles, errors",
-        description="Reads history.sqlite in the state directory (written by the daemon every cycle). "
-                    "Oldest first.")
-    parser.add_argument("table", nargs="?", choices=AUDIT_TABLES, default="writes",
-                        help="what to list: writes (default), shares, cycles or errors")
-    parser.add_argument("--since", metavar="WHEN",
-                        help="from this time on: 7d, 12h, 30m, 2w back from now, or 2026-11-30, "
-                             "or 2026-11-30T02:00:00Z")
+        "audit",
+        help="query the history: values written, shares, cycles, errors",
+        description="Reads history.sqlite in the state directory (written by the daemon every cycle). Oldest first.",
+    )
+    parser.add_argument(
+        "table",
+        nargs="?",
+        choices=AUDIT_TABLES,
+        default="writes",
+        help="what to list: writes (default), shares, cycles or errors",
+    )
+    parser.add_argument(
+        "--since",
+        metavar="WHEN",
+        help="from this time on: 7d, 12h, 30m, 2w back from now, or 2026-11-30, or 2026-11-30T02:00:00Z",
+    )
     parser.add_argument("--account", metavar="NAME", help="only this account (writes, shares)")
     parser.add_argument("--job", metavar="JOBID", help="only this job (writes)")
     parser.add_argument("--pool", metavar="NAME", help="only this pool (writes, shares)")
@@ -142,8 +160,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
     since = parse_since(args.since, time.time()) if args.since else None
     if args.limit < 0:
         raise InputError(f"--limit {args.limit}: expected 0 (all) or more")
-    query = AuditQuery(table=args.table, since=since, account=args.account, job=args.job, pool=args.pool,
-                       limit=args.limit)
+    query = AuditQuery(
+        table=args.table, since=since, account=args.account, job=args.job, pool=args.pool, limit=args.limit
+    )
     connection = open_history_readonly(history_path(args.state_dir or config.state_dir))
     try:
         records = query_history(connection, query)
@@ -159,15 +178,20 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def add_explain_parser(verbs: Subparsers) -> argparse.ArgumentParser:
     parser: argparse.ArgumentParser = verbs.add_parser(
-        "explain", help="why a pending job has its place and value",
+        "explain",
+        help="why a pending job has its place and value",
         description="Its account's usage and shares, the job's level, how many jobs of which accounts are "
-                    "ahead of it and why, whether a tie decided, the value and what Slurm has now.")
+        "ahead of it and why, whether a tie decided, the value and what Slurm has now.",
+    )
     parser.add_argument("job", metavar="JOBID", help="the job (an array task finds its pending array record)")
     parser.add_argument("--snapshot", metavar="FILE", help="a snapshot JSON instead of the live cluster")
     parser.add_argument("--config", metavar="FILE", help=_CONFIG_HELP)
-    parser.add_argument("--state-dir", metavar="DIR",
-                        help="the daemon's state (tie wins, users' own nice) to plan with; default: the "
-                             "config's state_dir for the live cluster, none for a snapshot")
+    parser.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="the daemon's state (tie wins, users' own nice) to plan with; default: the "
+        "config's state_dir for the live cluster, none for a snapshot",
+    )
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.set_defaults(func=cmd_explain)
     return parser
@@ -186,8 +210,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     plan = compute_plan(snapshot, config, _state_for_explain(args, config))
     explanation = explain_job(plan, snapshot, args.job)
     if args.format == "json":
-        sys.stdout.buffer.write(orjson.dumps(render_explanation_json(explanation),
-                                             option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+        sys.stdout.buffer.write(
+            orjson.dumps(render_explanation_json(explanation), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
+        )
         sys.stdout.flush()
     else:
         sys.stdout.write(render_explanation_text(explanation))

@@ -78,8 +78,9 @@ HUNG_CYCLE_SECONDS: Final = 900.0
 _STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 
 
-def compute_error_delay(failures: int, interval: float, delays: Sequence[float] = ERROR_DELAYS,
-                        cap: float = MAX_ERROR_DELAY) -> float:
+def compute_error_delay(
+    failures: int, interval: float, delays: Sequence[float] = ERROR_DELAYS, cap: float = MAX_ERROR_DELAY
+) -> float:
     """Seconds until the next attempt after `failures` (>= 1) failed cycles in a row."""
     if failures < 1 or not delays:
         return interval
@@ -89,8 +90,11 @@ def compute_error_delay(failures: int, interval: float, delays: Sequence[float] 
 
 def changed_settings(old: Config, new: Config) -> list[str]:
     """The Config fields that differ, for the reload log line."""
-    return [f.name for f in dataclasses.fields(Config)
-            if f.compare and f.name != "source_path" and getattr(old, f.name) != getattr(new, f.name)]
+    return [
+        f.name
+        for f in dataclasses.fields(Config)
+        if f.compare and f.name != "source_path" and getattr(old, f.name) != getattr(new, f.name)
+    ]
 
 
 # ---------------------------------------------------------------------------
@@ -163,8 +167,7 @@ class Notifier:
                 sock.sendall(data)
         except OSError as error:
             if not self._failed:
-                logger.warning("sd_notify to %s failed: %s", self.address.replace("\0", "@"),
-                               error.strerror or error)
+                logger.warning("sd_notify to %s failed: %s", self.address.replace("\0", "@"), error.strerror or error)
             self._failed = True
             return False
         self._failed = False
@@ -269,8 +272,9 @@ class Service:
                 self._prepare(config)
                 assert self._source is not None and self._writer is not None
                 logger.debug("cycle %d: reading Slurm", number)
-                report = run_cycle(self._source, self._writer, config, self.store,
-                                   dry_run=self._dry_run or config.dry_run)
+                report = run_cycle(
+                    self._source, self._writer, config, self.store, dry_run=self._dry_run or config.dry_run
+                )
             except Exception as error:
                 delay: float | None = self._failed(number, config, error)
             else:
@@ -311,9 +315,13 @@ class Service:
             text += f" (recovered after {recovered} failed cycle(s))"
         logger.info("%s", text)
         if report.seconds > config.interval:
-            logger.warning("cycle %d took %.1f s, longer than the interval (%g s): the next cycle waits for "
-                           "the next interval boundary; consider a longer interval", number, report.seconds,
-                           config.interval)
+            logger.warning(
+                "cycle %d took %.1f s, longer than the interval (%g s): the next cycle waits for "
+                "the next interval boundary; consider a longer interval",
+                number,
+                report.seconds,
+                config.interval,
+            )
         warnings = frozenset(report.plan.warnings)
         for warning in sorted(warnings - self._plan_warnings):
             logger.warning("%s", warning)
@@ -389,18 +397,19 @@ class Service:
         except ConfigError as error:
             for line in error.problems:
                 logger.error("%s", line)
-            self._reload_done(False, f"reload failed ({len(error.problems)} problem(s)): running on with the "
-                                     "last good configuration")
+            self._reload_done(
+                False, f"reload failed ({len(error.problems)} problem(s)): running on with the last good configuration"
+            )
             return False
         except Exception as error:
-            self._reload_done(False, f"reload failed ({_describe(error)}): running on with the last good "
-                                     "configuration")
+            self._reload_done(False, f"reload failed ({_describe(error)}): running on with the last good configuration")
             return False
         old = self.config
         if new.state_dir != old.state_dir:
             # The lock, the state and the audit history stay together.
-            logger.warning("state_dir changed to %s: the daemon keeps %s until it is restarted",
-                           new.state_dir, old.state_dir)
+            logger.warning(
+                "state_dir changed to %s: the daemon keeps %s until it is restarted", new.state_dir, old.state_dir
+            )
             new = dataclasses.replace(new, state_dir=old.state_dir)
         changed = changed_settings(old, new)
         if new == old:
@@ -410,8 +419,7 @@ class Service:
         if new.interval != old.interval:
             self._reschedule(new.interval)
         where = new.source_path or "built-in defaults"
-        self._reload_done(True, f"reloaded {where}: "
-                                + (f"changed {', '.join(changed)}" if changed else "no changes"))
+        self._reload_done(True, f"reloaded {where}: " + (f"changed {', '.join(changed)}" if changed else "no changes"))
         return True
 
     def _reload_done(self, ok: bool, text: str) -> None:
@@ -467,9 +475,16 @@ class Service:
         previous = self._install_signal_handlers()
         self.apply_log_level(self.config)
         scheduler = BackgroundScheduler(timezone=UTC, executors={"default": ThreadPoolExecutor(1)})
-        scheduler.add_job(self._scheduled_cycle, _trigger(self.config.interval), id=JOB_ID, name="cycle",
-                          max_instances=1, coalesce=True, misfire_grace_time=None,
-                          next_run_time=datetime.now(UTC))
+        scheduler.add_job(
+            self._scheduled_cycle,
+            _trigger(self.config.interval),
+            id=JOB_ID,
+            name="cycle",
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=None,
+            next_run_time=datetime.now(UTC),
+        )
         self._scheduler = scheduler
         scheduler.start()
         try:
@@ -516,8 +531,12 @@ class Service:
         started = self._cycle_started
         if started is not None and time.monotonic() - started > self._hung_after:
             if not self._hung_reported:
-                logger.error("cycle %d has run for over %g s: it looks hung; no longer feeding the systemd "
-                             "watchdog, which restarts the service", self.cycles, self._hung_after)
+                logger.error(
+                    "cycle %d has run for over %g s: it looks hung; no longer feeding the systemd "
+                    "watchdog, which restarts the service",
+                    self.cycles,
+                    self._hung_after,
+                )
                 self._hung_reported = True
             return
         self.notifier.watchdog()
@@ -546,8 +565,9 @@ def _describe(error: BaseException) -> str:
 
 
 def _observer_failed(observer: object, method: str, error: Exception) -> None:
-    logger.error("observer %s.%s failed (the cycle is not affected): %s", type(observer).__name__, method,
-                 _describe(error))
+    logger.error(
+        "observer %s.%s failed (the cycle is not affected): %s", type(observer).__name__, method, _describe(error)
+    )
     logger.debug("observer traceback", exc_info=error)
 
 
@@ -556,8 +576,9 @@ def _observer_failed(observer: object, method: str, error: Exception) -> None:
 # ---------------------------------------------------------------------------
 
 
-def config_loader(explicit: str | None, environ: MutableMapping[str, str],
-                  state_dir: str | None = None) -> Callable[[], Config]:
+def config_loader(
+    explicit: str | None, environ: MutableMapping[str, str], state_dir: str | None = None
+) -> Callable[[], Config]:
     """Loads the config by the search path each time it is called (start-up and SIGHUP).
 
     `state_dir` (--state-dir) replaces the file's, so that everything kept
@@ -575,13 +596,17 @@ def config_loader(explicit: str | None, environ: MutableMapping[str, str],
 def add_daemon_parser(subparsers: Any) -> argparse.ArgumentParser:
     """The `daemon` verb; `subparsers` is what ArgumentParser.add_subparsers returned."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "daemon", help="the service: a cycle every interval (SIGHUP reloads, SIGTERM stops)",
+        "daemon",
+        help="the service: a cycle every interval (SIGHUP reloads, SIGTERM stops)",
         description="Run a cycle every interval until SIGTERM or SIGINT. SIGHUP reloads the config "
-                    "(a bad file is logged and the last good config kept). Speaks sd_notify under systemd "
-                    "(Type=notify). One daemon per state directory.")
-    parser.add_argument("--config", metavar="FILE",
-                        help=f"config YAML (default: ${CONFIG_ENV}, then {DEFAULT_CONFIG_PATH}, "
-                             "then built-in defaults)")
+        "(a bad file is logged and the last good config kept). Speaks sd_notify under systemd "
+        "(Type=notify). One daemon per state directory.",
+    )
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help=f"config YAML (default: ${CONFIG_ENV}, then {DEFAULT_CONFIG_PATH}, then built-in defaults)",
+    )
     parser.add_argument("--state-dir", metavar="DIR", help="state directory (default: the config's state_dir)")
     parser.add_argument("--dry-run", action="store_true", help="plan every cycle but write nothing")
     parser.set_defaults(func=cmd_daemon)
@@ -602,17 +627,30 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     # slow cycle is meant to cause) as a warning; the service logs its own.
     logging.getLogger("apscheduler").setLevel(logging.ERROR)
     if os.geteuid() == 0:
-        logger.info("notice: running as root; allowed (Slurm's SlurmUser often is root), but a dedicated "
-                    "SlurmUser account limits what a mistake can reach")
+        logger.info(
+            "notice: running as root; allowed (Slurm's SlurmUser often is root), but a dedicated "
+            "SlurmUser account limits what a mistake can reach"
+        )
     store = StateStore(config.state_dir)
     store.lock()
     try:
         dry_run = bool(args.dry_run)
-        logger.info("daemon started: config %s, state %s, every %g s, mode %s%s",
-                    config.source_path or "built-in defaults", store.directory, config.interval, config.mode,
-                    ", dry run (writes nothing)" if dry_run or config.dry_run else "")
-        service = Service(config, store, load=load, notifier=Notifier.from_environment(os.environ),
-                          dry_run=dry_run, keep_log_level=keep_log_level)
+        logger.info(
+            "daemon started: config %s, state %s, every %g s, mode %s%s",
+            config.source_path or "built-in defaults",
+            store.directory,
+            config.interval,
+            config.mode,
+            ", dry run (writes nothing)" if dry_run or config.dry_run else "",
+        )
+        service = Service(
+            config,
+            store,
+            load=load,
+            notifier=Notifier.from_environment(os.environ),
+            dry_run=dry_run,
+            keep_log_level=keep_log_level,
+        )
         return service.run()
     finally:
         store.unlock()

@@ -66,8 +66,9 @@ class StateStore:
         try:
             self.directory.mkdir(mode=0o750, parents=True, exist_ok=True)
         except OSError as error:
-            raise StateError(f"{self.directory}: cannot create the state directory: "
-                             f"{error.strerror or error}") from error
+            raise StateError(
+                f"{self.directory}: cannot create the state directory: {error.strerror or error}"
+            ) from error
         check_private(self.directory, "the state directory")
 
     def load(self) -> PolicyState:
@@ -84,8 +85,11 @@ class StateStore:
         try:
             return parse_state(json.loads(text))
         except (ValueError, KeyError, TypeError, AttributeError, IndexError) as error:
-            logger.warning("%s: state is corrupt (%s); starting fresh: tie wins are forgotten and "
-                           "jobs are rewritten where needed", self.path, error)
+            logger.warning(
+                "%s: state is corrupt (%s); starting fresh: tie wins are forgotten and jobs are rewritten where needed",
+                self.path,
+                error,
+            )
             return EMPTY_STATE
 
     def save(self, state: PolicyState) -> None:

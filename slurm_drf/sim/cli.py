@@ -54,46 +54,87 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `simulate` on the CLI's subparsers (the object add_subparsers returns)."""
     scenarios = "; ".join(f"{s.name}: {s.summary}" for s in SCENARIOS.values())
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "simulate", help="compare fifo, multifactor, drf and drf-naive on a simulated cluster",
+        "simulate",
+        help="compare fifo, multifactor, drf and drf-naive on a simulated cluster",
         description="Simulate a Slurm-like cluster (priority queue with backfill) under several queue policies and "
         "compare fairness (Jain's index of weighted dominant shares), waits and utilisation. With no "
         f"arguments: the '{DEFAULT_SCENARIO}' scenario under every policy.",
-        epilog=f"Scenarios: {scenarios}.")
+        epilog=f"Scenarios: {scenarios}.",
+    )
     source = parser.add_argument_group("workload")
-    source.add_argument("--scenario", choices=tuple(SCENARIOS), default=None,
-                        help=f"built-in scenario (default {DEFAULT_SCENARIO})")
+    source.add_argument(
+        "--scenario", choices=tuple(SCENARIOS), default=None, help=f"built-in scenario (default {DEFAULT_SCENARIO})"
+    )
     source.add_argument("--seed", type=int, default=1, help="seed of the scenario's generator (default 1)")
-    source.add_argument("--jobs", type=_positive_int, metavar="N",
-                        help="jobs to generate (default per scenario); with --workload, the first N only")
-    source.add_argument("--nodes", type=_positive_int, metavar="N",
-                        help="nodes in the cluster (default per scenario; for a trace, what its header says "
-                        "or enough for a 90%% offered load)")
-    source.add_argument("--node-tres", metavar="SPEC",
-                        help="TRES of every node, e.g. cpu=64,mem=512G,gres/gpu=8 (default "
-                        "cpu=64,mem=512000,gres/gpu=8)")
-    source.add_argument("--duration", metavar="DUR",
-                        help="scenario submission window, e.g. 12h (default: what keeps it backlogged)")
+    source.add_argument(
+        "--jobs",
+        type=_positive_int,
+        metavar="N",
+        help="jobs to generate (default per scenario); with --workload, the first N only",
+    )
+    source.add_argument(
+        "--nodes",
+        type=_positive_int,
+        metavar="N",
+        help="nodes in the cluster (default per scenario; for a trace, what its header says "
+        "or enough for a 90%% offered load)",
+    )
+    source.add_argument(
+        "--node-tres",
+        metavar="SPEC",
+        help="TRES of every node, e.g. cpu=64,mem=512G,gres/gpu=8 (default cpu=64,mem=512000,gres/gpu=8)",
+    )
+    source.add_argument(
+        "--duration", metavar="DUR", help="scenario submission window, e.g. 12h (default: what keeps it backlogged)"
+    )
     source.add_argument("--workload", metavar="FILE", help="replay a trace instead of a scenario")
-    source.add_argument("--workload-format", choices=FORMATS,
-                        help="format of --workload (default by extension: .json sacct-json, .swf swf, "
-                        "else sacct -P)")
+    source.add_argument(
+        "--workload-format",
+        choices=FORMATS,
+        help="format of --workload (default by extension: .json sacct-json, .swf swf, else sacct -P)",
+    )
     run = parser.add_argument_group("policies")
-    run.add_argument("--policies", default=",".join(POLICIES), metavar="LIST",
-                     help=f"comma-separated, in order (default {','.join(POLICIES)})")
-    run.add_argument("--interval", default=f"{DEFAULT_INTERVAL:g}s", metavar="DUR",
-                     help="how often policies reorder the queue and metrics are sampled (default 60s)")
+    run.add_argument(
+        "--policies",
+        default=",".join(POLICIES),
+        metavar="LIST",
+        help=f"comma-separated, in order (default {','.join(POLICIES)})",
+    )
+    run.add_argument(
+        "--interval",
+        default=f"{DEFAULT_INTERVAL:g}s",
+        metavar="DUR",
+        help="how often policies reorder the queue and metrics are sampled (default 60s)",
+    )
     run.add_argument("--config", metavar="FILE", help="slurm-drf config: account weights and tie settings")
-    run.add_argument("--half-life", default="7d", metavar="DUR",
-                     help="multifactor usage decay half-life (default 7d, Slurm's default)")
-    run.add_argument("--backfill-depth", type=_positive_int, default=DEFAULT_BACKFILL_DEPTH, metavar="N",
-                     help=f"jobs the backfill pass looks at behind the top job (default {DEFAULT_BACKFILL_DEPTH})")
-    run.add_argument("--backfill", choices=BACKFILL_MODES, default=DEFAULT_BACKFILL,
-                     help="easy: a reservation for the top job only; slurm: like sched/backfill, a reservation "
-                     "for every job tested (up to --backfill-depth) that a lower job may not delay "
-                     f"(default {DEFAULT_BACKFILL})")
-    run.add_argument("--engine", choices=("auto", "plan", "fast"), default="auto",
-                     help="drf: full snapshot and plan every interval, or the same engine functions on the "
-                     "simulator's arrays (auto: plan up to 5000 jobs)")
+    run.add_argument(
+        "--half-life",
+        default="7d",
+        metavar="DUR",
+        help="multifactor usage decay half-life (default 7d, Slurm's default)",
+    )
+    run.add_argument(
+        "--backfill-depth",
+        type=_positive_int,
+        default=DEFAULT_BACKFILL_DEPTH,
+        metavar="N",
+        help=f"jobs the backfill pass looks at behind the top job (default {DEFAULT_BACKFILL_DEPTH})",
+    )
+    run.add_argument(
+        "--backfill",
+        choices=BACKFILL_MODES,
+        default=DEFAULT_BACKFILL,
+        help="easy: a reservation for the top job only; slurm: like sched/backfill, a reservation "
+        "for every job tested (up to --backfill-depth) that a lower job may not delay "
+        f"(default {DEFAULT_BACKFILL})",
+    )
+    run.add_argument(
+        "--engine",
+        choices=("auto", "plan", "fast"),
+        default="auto",
+        help="drf: full snapshot and plan every interval, or the same engine functions on the "
+        "simulator's arrays (auto: plan up to 5000 jobs)",
+    )
     output = parser.add_argument_group("output")
     output.add_argument("--format", choices=("table", "json"), default="table")
     output.add_argument("--plot", metavar="FILE.png", help="write a PNG of shares over time (needs matplotlib)")
@@ -112,8 +153,11 @@ def build_workload(args: argparse.Namespace) -> Workload:
         fmt = args.workload_format or guess_format(args.workload)
         workload = load_workload(args.workload, fmt, node_type, args.nodes)
         if args.jobs is not None and args.jobs < len(workload.jobs):
-            workload = replace(workload, jobs=tuple(sorted(workload.jobs, key=lambda j: j.submit)[:args.jobs]),
-                               notes=(*workload.notes, f"first {args.jobs} jobs only"))
+            workload = replace(
+                workload,
+                jobs=tuple(sorted(workload.jobs, key=lambda j: j.submit)[: args.jobs]),
+                notes=(*workload.notes, f"first {args.jobs} jobs only"),
+            )
         return workload
     if args.workload_format:
         raise WorkloadError("--workload-format needs --workload FILE")

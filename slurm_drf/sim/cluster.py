@@ -51,8 +51,9 @@ class Cluster:
         return mask
 
     def fits_node(self, node: int, demand: Vector) -> bool:
-        return bool(self.free_cpu[node] >= demand[0] and self.free_mem[node] >= demand[1]
-                    and self.free_gpu[node] >= demand[2])
+        return bool(
+            self.free_cpu[node] >= demand[0] and self.free_mem[node] >= demand[1] and self.free_gpu[node] >= demand[2]
+        )
 
     def find_nodes(self, demand: Vector, count: int, reserved: Reservation | None = None) -> list[int] | None:
         """The first `count` nodes (by index) with `demand` free, or None.
@@ -94,8 +95,11 @@ class Cluster:
 
     def used(self) -> Vector:
         """Allocated TRES summed over the nodes."""
-        return (self.capacity[0] - int(self.free_cpu.sum()), self.capacity[1] - int(self.free_mem.sum()),
-                self.capacity[2] - int(self.free_gpu.sum()))
+        return (
+            self.capacity[0] - int(self.free_cpu.sum()),
+            self.capacity[1] - int(self.free_mem.sum()),
+            self.capacity[2] - int(self.free_gpu.sum()),
+        )
 
 
 @dataclass(slots=True)
@@ -131,8 +135,9 @@ def holds(free: Sequence[int], demand: Vector) -> bool:
     return free[0] >= demand[0] and free[1] >= demand[1] and free[2] >= demand[2]
 
 
-def release_into(projected: dict[int, list[int]], cluster: Cluster, nodes: Sequence[int],
-                 released: Vector) -> Iterator[tuple[int, list[int]]]:
+def release_into(
+    projected: dict[int, list[int]], cluster: Cluster, nodes: Sequence[int], released: Vector
+) -> Iterator[tuple[int, list[int]]]:
     """Give a running job's demand back to its nodes' projected free TRES; yield each node and its free TRES."""
     for node in nodes:
         free = projected.get(node)
@@ -144,9 +149,16 @@ def release_into(projected: dict[int, list[int]], cluster: Cluster, nodes: Seque
         yield node, free
 
 
-def compute_reservation(cluster: Cluster, job: int, demand: Vector, count: int, now: float,
-                        ends: Sequence[tuple[float, int]], job_nodes: Sequence[Sequence[int]],
-                        job_demand: Sequence[Vector]) -> Reservation:
+def compute_reservation(
+    cluster: Cluster,
+    job: int,
+    demand: Vector,
+    count: int,
+    now: float,
+    ends: Sequence[tuple[float, int]],
+    job_nodes: Sequence[Sequence[int]],
+    job_demand: Sequence[Vector],
+) -> Reservation:
     """The earliest time `count` nodes have `demand` free, releasing running jobs by their time limit.
 
     `ends` lists running jobs as (expected end, job) in ascending order; a
@@ -231,9 +243,17 @@ class Plan:
                     return False
         return True
 
-    def earliest(self, demand: Vector, count: int, limit: float, ends: Sequence[tuple[float, int]],
-                 job_nodes: Sequence[Sequence[int]], job_demand: Sequence[Vector], after: float = -math.inf,
-                 free_now: bool = True) -> tuple[float, list[int]]:
+    def earliest(
+        self,
+        demand: Vector,
+        count: int,
+        limit: float,
+        ends: Sequence[tuple[float, int]],
+        job_nodes: Sequence[Sequence[int]],
+        job_demand: Sequence[Vector],
+        after: float = -math.inf,
+        free_now: bool = True,
+    ) -> tuple[float, list[int]]:
         """The earliest time (not before `after`) and the nodes where `count` nodes can hold `demand`
         for `limit` seconds, given running jobs (released by their time limits, `ends` ascending)
         and the reservations. Nodes: the lowest indexes that fit at that time.
@@ -308,9 +328,17 @@ class Plan:
                         whole = False
         return whole
 
-    def add(self, job: int, time: float, limit: float, demand: Vector, nodes: Sequence[int],
-            ends: Sequence[tuple[float, int]], job_nodes: Sequence[Sequence[int]],
-            job_demand: Sequence[Vector]) -> None:
+    def add(
+        self,
+        job: int,
+        time: float,
+        limit: float,
+        demand: Vector,
+        nodes: Sequence[int],
+        ends: Sequence[tuple[float, int]],
+        job_nodes: Sequence[Sequence[int]],
+        job_demand: Sequence[Vector],
+    ) -> None:
         """Reserve `nodes` for `job` from `time` for `limit` seconds (where `earliest` found room)."""
         cluster = self.cluster
         stop = time + limit

@@ -38,8 +38,9 @@ def parse_policies(text: str) -> tuple[str, ...]:
     names = tuple(p.strip() for p in text.split(",") if p.strip())
     unknown = [p for p in names if p not in POLICIES]
     if unknown or not names:
-        raise WorkloadError(f"--policies: unknown {', '.join(unknown) or '(none given)'}; "
-                            f"choose from {','.join(POLICIES)}")
+        raise WorkloadError(
+            f"--policies: unknown {', '.join(unknown) or '(none given)'}; choose from {','.join(POLICIES)}"
+        )
     return names
 
 
@@ -49,9 +50,15 @@ def choose_engine(engine: str, workload: Workload) -> str:
     return engine
 
 
-def run_comparison(workload: Workload, policies: Sequence[str], options: SimOptions,
-                   config: Config | None = None, half_life: float = DEFAULT_HALF_LIFE, engine: str = "auto",
-                   progress: Callable[[str, float], None] | None = None) -> Comparison:
+def run_comparison(
+    workload: Workload,
+    policies: Sequence[str],
+    options: SimOptions,
+    config: Config | None = None,
+    half_life: float = DEFAULT_HALF_LIFE,
+    engine: str = "auto",
+    progress: Callable[[str, float], None] | None = None,
+) -> Comparison:
     """Every policy on `workload`, in the order given."""
     results = []
     metrics = []

@@ -121,16 +121,20 @@ class Simulator:
     The attributes are the simulator's state, read by the policies.
     """
 
-    def __init__(self, workload: Workload, policy: Policy, options: SimOptions | None = None,
-                 progress: ProgressCallback | None = None) -> None:
+    def __init__(
+        self,
+        workload: Workload,
+        policy: Policy,
+        options: SimOptions | None = None,
+        progress: ProgressCallback | None = None,
+    ) -> None:
         self.workload = workload = validate_workload(workload)
         self.policy = policy
         self.options = options or SimOptions()
         if not (self.options.interval > 0 and math.isfinite(self.options.interval)):
             raise SimulationError(f"interval must be > 0 seconds, got {self.options.interval}")
         if self.options.backfill not in BACKFILL_MODES:
-            raise SimulationError(f"backfill must be one of {', '.join(BACKFILL_MODES)}, "
-                                  f"got {self.options.backfill!r}")
+            raise SimulationError(f"backfill must be one of {', '.join(BACKFILL_MODES)}, got {self.options.backfill!r}")
         self.slurm = self.options.backfill == "slurm"
         self.progress = progress
         self.cluster = Cluster(workload.node_type, workload.node_count)
@@ -347,8 +351,12 @@ class Simulator:
                 raise SimulationError("jobs left that can never start")
         accounts_weights = tuple(self.weights)
         return SimResult(
-            policy=self.policy.name, workload=self.workload, interval=interval, accounts=self.accounts,
-            weights=accounts_weights, capacity=self.capacity,
+            policy=self.policy.name,
+            workload=self.workload,
+            interval=interval,
+            accounts=self.accounts,
+            weights=accounts_weights,
+            capacity=self.capacity,
             job_account=np.array(self.job_account, dtype=np.int64),
             submit=np.array(self.job_submit, dtype=np.float64),
             start=np.array(self.start_time, dtype=np.float64),
@@ -360,8 +368,10 @@ class Simulator:
             sample_pending=np.array(sample_pending, dtype=np.int64).reshape(len(sample_time), len(self.accounts)),
             sample_used=np.array(sample_used, dtype=np.int64).reshape(len(sample_time), 3),
             event_times=np.array(event_times, dtype=np.float64) if options.record_events else None,
-            plans=self.policy.plans, passes=self.passes,
-            reserved_at=np.array(self.reserved_at, dtype=np.float64) if self.slurm else None)
+            plans=self.policy.plans,
+            passes=self.passes,
+            reserved_at=np.array(self.reserved_at, dtype=np.float64) if self.slurm else None,
+        )
 
     def _shares(self) -> list[float]:
         capacity = self.capacity
@@ -446,7 +456,7 @@ class Simulator:
         self.passes += 1
         started: list[int] = []
         if self.head > 1024 and self.head * 2 > len(self.queue):
-            del self.queue[:self.head]
+            del self.queue[: self.head]
             self.head = 0
         if self.dead > 1024 and self.dead * 2 > len(self.queue):
             flags = self.started
@@ -459,8 +469,12 @@ class Simulator:
             return started
         sort_key = self.policy.sort_key
         if self.slurm:
-            if not self.dirty and self.plan is not None and self.plan_last is not None and \
-                    all(sort_key(job) > self.plan_last for job in arrivals):
+            if (
+                not self.dirty
+                and self.plan is not None
+                and self.plan_last is not None
+                and all(sort_key(job) > self.plan_last for job in arrivals)
+            ):
                 # Only submissions, all behind every job the plan tested: the plan
                 # stands (nothing ended, nothing moved); test the new jobs against it.
                 self.plan.now = now
@@ -474,8 +488,12 @@ class Simulator:
                 return started
             self.dirty = False
             return self._full_pass(now, started)
-        if not self.dirty and self.top_key is not None and self.reservation is not None and \
-                all(sort_key(job) > self.top_key for job in arrivals):
+        if (
+            not self.dirty
+            and self.top_key is not None
+            and self.reservation is not None
+            and all(sort_key(job) > self.top_key for job in arrivals)
+        ):
             # Only submissions since the last pass: free TRES and the reservation
             # are as that pass left them, so every job it looked at is still
             # blocked. Only the new jobs can start, as backfill.
@@ -516,8 +534,10 @@ class Simulator:
             if nodes is not None:
                 self._start(job, nodes, now, backfill=False)
                 started.append(job)
-                if reservation is not None and (reservation.job == job or (
-                        now + limit[job] > reservation.time and not reservation.take(nodes, demand[job]))):
+                if reservation is not None and (
+                    reservation.job == job
+                    or (now + limit[job] > reservation.time and not reservation.take(nodes, demand[job]))
+                ):
                     reservation = None
                 continue
             self.top_key = self.policy.sort_key(job)
@@ -526,8 +546,9 @@ class Simulator:
                 position -= 1  # the top job is the first one the plan tests
                 break
             if reservation is None or reservation.job != job or reservation.time < now:
-                reservation = compute_reservation(cluster, job, demand[job], wanted[job], now,
-                                                  self.running_by_end, self.node_of, demand)
+                reservation = compute_reservation(
+                    cluster, job, demand[job], wanted[job], now, self.running_by_end, self.node_of, demand
+                )
             # Same demand, same nodes: nothing of this shape fits now either.
             self._block(self.job_shape[job])
             break
@@ -556,7 +577,7 @@ class Simulator:
         budget = self.options.backfill_depth
         chunk_size = 256
         while position < len(queue) and budget > 0 and len(self.blocked_all) < len(self.pending_shapes):
-            chunk = np.array(queue[position:position + chunk_size], dtype=np.int64)
+            chunk = np.array(queue[position : position + chunk_size], dtype=np.int64)
             position += chunk_size
             live = np.flatnonzero(~self.started_array[chunk])
             if len(live) >= budget:
@@ -608,8 +629,9 @@ class Simulator:
         if previous is not None and limit >= previous[0]:
             after = previous[1]
         free_now = shape not in self.blocked_all
-        time, nodes = plan.earliest(demand, count, limit, self.running_by_end, self.node_of, self.job_demand,
-                                    after, free_now)
+        time, nodes = plan.earliest(
+            demand, count, limit, self.running_by_end, self.node_of, self.job_demand, after, free_now
+        )
         if time <= now:
             if not plan.take_now(nodes, limit, demand):
                 raise SimulationError(f"backfill of job {self.job_label[job]} broke a reservation")
@@ -656,7 +678,8 @@ class Simulator:
         return True
 
 
-def simulate(workload: Workload, policy: Policy, options: SimOptions | None = None,
-             progress: ProgressCallback | None = None) -> SimResult:
+def simulate(
+    workload: Workload, policy: Policy, options: SimOptions | None = None, progress: ProgressCallback | None = None
+) -> SimResult:
     """Play `workload` under `policy` until every job has run."""
     return Simulator(workload, policy, options, progress).run()

@@ -120,7 +120,7 @@ def parse_elapsed(text: str) -> float | None:
     if match is None:
         return None
     days, hours, minutes, seconds = match.groups()
-    return (int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes) * 60 + float(seconds))
+    return int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes) * 60 + float(seconds)
 
 
 def _parse_sacct_time(text: str) -> float | None:
@@ -152,15 +152,18 @@ def parse_sacct_pipe(text: str, source: str = "sacct") -> ParsedTrace:
     needed = ("jobid", "account", "submit")
     missing = [n for n in needed if n not in columns]
     if missing:
-        raise WorkloadError(f"{source}:1: header lacks {', '.join(missing)}; run sacct -P --format="
-                            "JobID,Account,User,Submit,Start,End,Elapsed,Timelimit,State,AllocTRES,ReqTRES")
+        raise WorkloadError(
+            f"{source}:1: header lacks {', '.join(missing)}; run sacct -P --format="
+            "JobID,Account,User,Submit,Start,End,Elapsed,Timelimit,State,AllocTRES,ReqTRES"
+        )
     if "elapsed" not in columns and not ("start" in columns and "end" in columns):
         raise WorkloadError(f"{source}:1: header needs Elapsed, or Start and End")
     if "alloctres" not in columns and "reqtres" not in columns:
         raise WorkloadError(f"{source}:1: header needs AllocTRES or ReqTRES")
     trace = ParsedTrace()
-    for number, row in enumerate(csv.reader(io.StringIO("\n".join(lines[1:])), delimiter="|",
-                                            quoting=csv.QUOTE_NONE), start=2):
+    for number, row in enumerate(
+        csv.reader(io.StringIO("\n".join(lines[1:])), delimiter="|", quoting=csv.QUOTE_NONE), start=2
+    ):
         fields = row[:-1] if len(row) == len(header) + 1 and row[-1] == "" else row
         if len(fields) != len(header):
             raise WorkloadError(f"{source}:{number}: {len(fields)} fields, the header has {len(header)}")
@@ -202,14 +205,25 @@ def parse_sacct_pipe(text: str, source: str = "sacct") -> ParsedTrace:
     return trace
 
 
-def _job(job_id: str, account: str, user: str, submit: float, duration: float, limit: float | None,
-         tres: _Tres) -> WorkloadJob:
+def _job(
+    job_id: str, account: str, user: str, submit: float, duration: float, limit: float | None, tres: _Tres
+) -> WorkloadJob:
     cpu, mem, gpu, nodes = _per_node(tres)
     array = _ARRAY_TASK.match(job_id)
-    return WorkloadJob(job_id=job_id, account=account, user=user, submit=submit, duration=duration,
-                       limit=max(duration, limit or 0.0), cpu=cpu, mem=mem, gpu=gpu, nodes=nodes,
-                       array_id=array.group(1) if array else None,
-                       array_index=int(array.group(2)) if array else 0)
+    return WorkloadJob(
+        job_id=job_id,
+        account=account,
+        user=user,
+        submit=submit,
+        duration=duration,
+        limit=max(duration, limit or 0.0),
+        cpu=cpu,
+        mem=mem,
+        gpu=gpu,
+        nodes=nodes,
+        array_id=array.group(1) if array else None,
+        array_index=int(array.group(2)) if array else 0,
+    )
 
 
 # --------------------------------------------------------------------------
@@ -319,8 +333,17 @@ def parse_sacct_json(text: str | bytes, source: str = "sacct --json") -> ParsedT
         if nodes:
             tres = _Tres(tres.cpu, tres.mem, tres.gpu, int(nodes))
         limit = limit_minutes * 60 if limit_minutes is not None else None
-        trace.jobs.append(_job(job_id, str(record.get("account") or "(none)"), str(record.get("user") or ""),
-                               submit, elapsed, limit, tres))
+        trace.jobs.append(
+            _job(
+                job_id,
+                str(record.get("account") or "(none)"),
+                str(record.get("user") or ""),
+                submit,
+                elapsed,
+                limit,
+                tres,
+            )
+        )
     return trace
 
 
@@ -374,9 +397,17 @@ def parse_swf(text: str, source: str = "swf", cpus_per_node: int | None = None) 
         mem = math.ceil(memory_kb * processors / 1024) if memory_kb > 0 else 0
         nodes = max(1, math.ceil(processors / per_node)) if per_node else 1
         limit = req_time if req_time >= runtime else None
-        trace.jobs.append(_job(str(int(job)), f"g{group}" if group >= 0 else "g-unknown",
-                               f"u{user}" if user >= 0 else "", submit, runtime, limit,
-                               _Tres(processors, mem, 0, nodes)))
+        trace.jobs.append(
+            _job(
+                str(int(job)),
+                f"g{group}" if group >= 0 else "g-unknown",
+                f"u{user}" if user >= 0 else "",
+                submit,
+                runtime,
+                limit,
+                _Tres(processors, mem, 0, nodes),
+            )
+        )
     return trace
 
 
@@ -407,8 +438,9 @@ def guess_format(path: str) -> str:
     return {".json": "sacct-json", ".swf": "swf"}.get(suffix, "sacct")
 
 
-def build_trace_workload(trace: ParsedTrace, name: str, node_type: NodeType | None = None,
-                         node_count: int | None = None) -> Workload:
+def build_trace_workload(
+    trace: ParsedTrace, name: str, node_type: NodeType | None = None, node_count: int | None = None
+) -> Workload:
     """A Workload from parsed jobs: times from 0, a node shape every job fits, a cluster size."""
     if not trace.jobs:
         reasons = ", ".join(f"{n} {r}" for r, n in sorted(trace.skipped.items())) or "no records"
@@ -423,8 +455,14 @@ def build_trace_workload(trace: ParsedTrace, name: str, node_type: NodeType | No
     count = node_count or trace.node_count or nodes_for_load(jobs, shape, IMPORT_LOAD)
     if node_count is None and trace.node_count is None:
         notes.append(f"{count} node(s): the trace's offered load is {IMPORT_LOAD:.0%} of them (set --nodes)")
-    return Workload(name=name, description=f"imported from {name}", jobs=tuple(jobs), node_count=count,
-                    node_type=shape, notes=tuple(notes))
+    return Workload(
+        name=name,
+        description=f"imported from {name}",
+        jobs=tuple(jobs),
+        node_count=count,
+        node_type=shape,
+        notes=tuple(notes),
+    )
 
 
 def _trace_node_type(trace: ParsedTrace) -> NodeType:
@@ -434,12 +472,25 @@ def _trace_node_type(trace: ParsedTrace) -> NodeType:
 
 
 def _shift(job: WorkloadJob, first: float) -> WorkloadJob:
-    return WorkloadJob(job.job_id, job.account, job.user, job.submit - first, job.duration, job.limit,
-                       job.cpu, job.mem, job.gpu, job.nodes, job.array_id, job.array_index)
+    return WorkloadJob(
+        job.job_id,
+        job.account,
+        job.user,
+        job.submit - first,
+        job.duration,
+        job.limit,
+        job.cpu,
+        job.mem,
+        job.gpu,
+        job.nodes,
+        job.array_id,
+        job.array_index,
+    )
 
 
-def load_workload(path: str, fmt: str | None = None, node_type: NodeType | None = None,
-                  node_count: int | None = None) -> Workload:
+def load_workload(
+    path: str, fmt: str | None = None, node_type: NodeType | None = None, node_count: int | None = None
+) -> Workload:
     """Read a trace file and build its Workload (I/O here only)."""
     chosen = fmt or guess_format(path)
     try:

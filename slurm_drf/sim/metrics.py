@@ -90,8 +90,7 @@ def compute_metrics(result: SimResult) -> PolicyMetrics:
     counted = backlogged & fair[:, None]
     per_account_samples = counted.sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        mean_share = np.where(per_account_samples > 0, (shares * counted).sum(axis=0) / per_account_samples,
-                              np.nan)
+        mean_share = np.where(per_account_samples > 0, (shares * counted).sum(axis=0) / per_account_samples, np.nan)
     judged = mean_share[per_account_samples > 0]
     if len(judged) >= 2:
         share_ratio = math.inf if judged.min() <= 0 else float(judged.max() / judged.min())
@@ -102,18 +101,23 @@ def compute_metrics(result: SimResult) -> PolicyMetrics:
     rows = []
     for index, account in enumerate(result.accounts):
         mine = wait[result.job_account == index]
-        rows.append(AccountMetrics(
-            account=account, weight=result.weights[index], jobs=len(mine), mean_share=float(mean_share[index]),
-            backlogged_samples=int(per_account_samples[index]),
-            wait_p50=float(np.percentile(mine, 50)) if len(mine) else math.nan,
-            wait_p95=float(np.percentile(mine, 95)) if len(mine) else math.nan,
-            wait_max=float(mine.max()) if len(mine) else math.nan))
+        rows.append(
+            AccountMetrics(
+                account=account,
+                weight=result.weights[index],
+                jobs=len(mine),
+                mean_share=float(mean_share[index]),
+                backlogged_samples=int(per_account_samples[index]),
+                wait_p50=float(np.percentile(mine, 50)) if len(mine) else math.nan,
+                wait_p95=float(np.percentile(mine, 95)) if len(mine) else math.nan,
+                wait_max=float(mine.max()) if len(mine) else math.nan,
+            )
+        )
     longest = int(np.argmax(wait))
 
     used = result.sample_used.astype(np.float64) / np.maximum(np.array(result.capacity, dtype=np.float64), 1)
     waiting = result.sample_pending.sum(axis=1) > 0
-    utilisation = {r: float(used[waiting, i].mean()) if waiting.any() else math.nan
-                   for i, r in enumerate(RESOURCES)}
+    utilisation = {r: float(used[waiting, i].mean()) if waiting.any() else math.nan for i, r in enumerate(RESOURCES)}
     overall = {r: float(used[:, i].mean()) if samples else math.nan for i, r in enumerate(RESOURCES)}
     finite = jain[fair]
     return PolicyMetrics(
@@ -160,11 +164,16 @@ def render_metrics(metrics: PolicyMetrics) -> dict[str, Any]:
         "backfilled_fraction": _number(metrics.backfilled),
         "plans": metrics.plans,
         "accounts": [
-            {"account": a.account, "weight": a.weight, "jobs": a.jobs,
-             "mean_weighted_share_backlogged": _number(a.mean_share),
-             "backlogged_samples": a.backlogged_samples,
-             "wait_p50_s": _number(a.wait_p50, 1), "wait_p95_s": _number(a.wait_p95, 1),
-             "wait_max_s": _number(a.wait_max, 1)}
+            {
+                "account": a.account,
+                "weight": a.weight,
+                "jobs": a.jobs,
+                "mean_weighted_share_backlogged": _number(a.mean_share),
+                "backlogged_samples": a.backlogged_samples,
+                "wait_p50_s": _number(a.wait_p50, 1),
+                "wait_p95_s": _number(a.wait_p95, 1),
+                "wait_max_s": _number(a.wait_max, 1),
+            }
             for a in metrics.accounts
         ],
     }

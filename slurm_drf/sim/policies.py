@@ -156,8 +156,7 @@ class MultifactorPolicy(Policy):
 
     def sort_key(self, job: int) -> QueueKey:
         sim = self.sim
-        return (-self.factor[sim.job_account[job]], float(sim.record_number[sim.job_record[job]]),
-                sim.job_task[job])
+        return (-self.factor[sim.job_account[job]], float(sim.record_number[sim.job_record[job]]), sim.job_task[job])
 
     def reorder(self, now: float) -> list[int] | None:
         self._accrue(now)
@@ -194,16 +193,16 @@ class DrfPolicy(Policy):
         weights.update(sim.workload.weights)
         # One partition, one pool, nothing excluded: the simulated cluster is
         # what the engine manages; the weights are the workload's over the config's.
-        self.config = replace(base, weights=MappingProxyType(weights), partitions=None, pools=(),
-                              exclude_accounts=frozenset())
+        self.config = replace(
+            base, weights=MappingProxyType(weights), partitions=None, pools=(), exclude_accounts=frozenset()
+        )
         node_tres = freeze_tres(sim.workload.node_type.tres())
-        self.nodes = tuple(Node(f"sim{i:05d}", (PARTITION,), "idle", node_tres)
-                           for i in range(sim.workload.node_count))
-        self.tres: list[Tres] = [freeze_tres(dict(zip(RESOURCES, total, strict=True)))
-                                 for total in sim.shape_total]
+        self.nodes = tuple(Node(f"sim{i:05d}", (PARTITION,), "idle", node_tres) for i in range(sim.workload.node_count))
+        self.tres: list[Tres] = [freeze_tres(dict(zip(RESOURCES, total, strict=True))) for total in sim.shape_total]
         # A record shows the TRES of one task: its first task's, as squeue would.
-        self.record_tres: list[Tres] = [freeze_tres(dict(zip(RESOURCES, total, strict=True)))
-                                        for total in sim.record_total]
+        self.record_tres: list[Tres] = [
+            freeze_tres(dict(zip(RESOURCES, total, strict=True))) for total in sim.record_total
+        ]
         self.running_jobs: dict[int, Job] = {}  # plan engine: what squeue would list as running
         self.running_labels: list[str] = []  # fast engine: their job ids, sorted
         self.pending_cache: dict[int, tuple[int, Job]] = {}
@@ -213,8 +212,9 @@ class DrfPolicy(Policy):
         # Fast engine: the config's resources as columns of the simulator's arrays
         # (a resource the simulator does not model has no capacity and no demand).
         known = [r in RESOURCES for r in self.config.resources]
-        self.columns = np.array([RESOURCES.index(r) if k else 0 for r, k in zip(self.config.resources, known,
-                                                                                strict=True)], dtype=np.int64)
+        self.columns = np.array(
+            [RESOURCES.index(r) if k else 0 for r, k in zip(self.config.resources, known, strict=True)], dtype=np.int64
+        )
         self.missing = np.array([not k for k in known], dtype=np.bool_)
         self.capacity = np.array(sim.capacity, dtype=np.int64)[self.columns]
         self.capacity[self.missing] = 0
@@ -224,9 +224,18 @@ class DrfPolicy(Policy):
         sim = self.sim
         if self.engine == "plan":
             self.running_jobs[job] = Job(
-                job_id=sim.job_label[job], account=sim.accounts[sim.job_account[job]], user=sim.job_user[job],
-                partition=PARTITION, state=RUNNING, priority=1, nice=0, held=False,
-                submit_time=sim.job_submit[job], array_tasks=1, tres=self.tres[sim.job_shape[job]])
+                job_id=sim.job_label[job],
+                account=sim.accounts[sim.job_account[job]],
+                user=sim.job_user[job],
+                partition=PARTITION,
+                state=RUNNING,
+                priority=1,
+                nice=0,
+                held=False,
+                submit_time=sim.job_submit[job],
+                array_tasks=1,
+                tres=self.tres[sim.job_shape[job]],
+            )
         else:
             bisect.insort(self.running_labels, sim.job_label[job])
 
@@ -247,9 +256,19 @@ class DrfPolicy(Policy):
         first = sim.record_tasks[record][0]
         # Every job has Slurm's same base priority: within an account, submit
         # order and job number decide, as they do for Slurm.
-        job = Job(job_id=sim.record_label[record], account=sim.accounts[sim.record_account[record]],
-                  user=sim.job_user[first], partition=PARTITION, state=PENDING, priority=1, nice=0, held=False,
-                  submit_time=sim.record_submit[record], array_tasks=tasks, tres=self.record_tres[record])
+        job = Job(
+            job_id=sim.record_label[record],
+            account=sim.accounts[sim.record_account[record]],
+            user=sim.job_user[first],
+            partition=PARTITION,
+            state=PENDING,
+            priority=1,
+            nice=0,
+            held=False,
+            submit_time=sim.record_submit[record],
+            array_tasks=tasks,
+            tres=self.record_tres[record],
+        )
         self.pending_cache[record] = (tasks, job)
         return job
 
@@ -264,8 +283,9 @@ class DrfPolicy(Policy):
     def _plan_order(self, now: float) -> IntArray:
         plan = compute_plan(self.snapshot(now), self.config, self.state)
         self.state = plan.state
-        ordered = sorted((j for j in plan.jobs if j.order is not None),
-                         key=lambda j: j.order if j.order is not None else -1)
+        ordered = sorted(
+            (j for j in plan.jobs if j.order is not None), key=lambda j: j.order if j.order is not None else -1
+        )
         skipped = [j for j in plan.jobs if j.order is None]
         if skipped:
             raise SimulationError(f"the engine skipped job {skipped[0].job_id}: {skipped[0].reason}")
@@ -290,10 +310,16 @@ class DrfPolicy(Policy):
         usage = sim.usage[:, self.columns]
         usage[:, self.missing] = 0
         before = compute_before(demand, account_of, usage)
-        order = order_pending(before, account_of, self.capacity, self.fractions, sim.accounts, epoch, wins,
-                              plan_wins).order
-        self.state = PolicyState(epoch=epoch, fingerprint=fingerprint, tie_wins=MappingProxyType(committed),
-                                 plan_wins=MappingProxyType(plan_wins), jobs=self.state.jobs)
+        order = order_pending(
+            before, account_of, self.capacity, self.fractions, sim.accounts, epoch, wins, plan_wins
+        ).order
+        self.state = PolicyState(
+            epoch=epoch,
+            fingerprint=fingerprint,
+            tie_wins=MappingProxyType(committed),
+            plan_wins=MappingProxyType(plan_wins),
+            jobs=self.state.jobs,
+        )
         ordered: IntArray = index[order]
         return ordered
 
@@ -346,8 +372,15 @@ class NaiveDrfPolicy(DrfPolicy):
     def reorder(self, now: float) -> list[int] | None:
         self.plans += 1
         sim = self.sim
-        order = naive_order(sim.pending_records(), sim.usage.tolist(), sim.record_total, sim.record_pending,
-                            sim.capacity, self.fractions, sim.accounts)
+        order = naive_order(
+            sim.pending_records(),
+            sim.usage.tolist(),
+            sim.record_total,
+            sim.record_pending,
+            sim.capacity,
+            self.fractions,
+            sim.accounts,
+        )
         return self._planned(np.array(order, dtype=np.int64))
 
 
@@ -360,14 +393,23 @@ def naive_share(usage: Sequence[int], capacity: Sequence[int], weight: Fraction)
     return best
 
 
-def naive_order(records_by_account: Sequence[Sequence[int]], usage: Sequence[Sequence[int]],
-                record_demand: Sequence[Sequence[int]], record_tasks: Sequence[int], capacity: Sequence[int],
-                weights: Sequence[Fraction], names: Sequence[str]) -> list[int]:
+def naive_order(
+    records_by_account: Sequence[Sequence[int]],
+    usage: Sequence[Sequence[int]],
+    record_demand: Sequence[Sequence[int]],
+    record_tasks: Sequence[int],
+    capacity: Sequence[int],
+    weights: Sequence[Fraction],
+    names: Sequence[str],
+) -> list[int]:
     """Progressive filling: serve the lowest whole-percent share; equal shares go by account name."""
     current = [list(row) for row in usage]
     taken = [0] * len(records_by_account)
-    heap = [(naive_share(current[a], capacity, weights[a]), names[a], a)
-            for a, records in enumerate(records_by_account) if records]
+    heap = [
+        (naive_share(current[a], capacity, weights[a]), names[a], a)
+        for a, records in enumerate(records_by_account)
+        if records
+    ]
     heapq.heapify(heap)
     order: list[int] = []
     while heap:
@@ -382,8 +424,9 @@ def naive_order(records_by_account: Sequence[Sequence[int]], usage: Sequence[Seq
     return order
 
 
-def build_policy(name: str, config: Config | None = None, half_life: float = DEFAULT_HALF_LIFE,
-                 engine: str = "plan") -> Policy:
+def build_policy(
+    name: str, config: Config | None = None, half_life: float = DEFAULT_HALF_LIFE, engine: str = "plan"
+) -> Policy:
     """A fresh policy by name (one per run: policies keep state)."""
     if name == "fifo":
         return FifoPolicy()

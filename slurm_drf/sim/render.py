@@ -49,10 +49,12 @@ def describe_workload(comparison: Comparison) -> list[str]:
     seed = f" (seed {workload.seed})" if workload.seed is not None else ""
     weights = {a: workload.weight(a) for a in workload.accounts}
     weighted = ", ".join(f"{a} {w}" for a, w in weights.items() if w != 1)
-    lines = [f"{workload.name}{seed}: {len(workload.jobs)} jobs of {len(workload.accounts)} accounts on "
-             f"{workload.node_count} nodes of {workload.node_type.render()}; "
-             f"policy interval {format_duration(comparison.options.interval)}",
-             workload.description]
+    lines = [
+        f"{workload.name}{seed}: {len(workload.jobs)} jobs of {len(workload.accounts)} accounts on "
+        f"{workload.node_count} nodes of {workload.node_type.render()}; "
+        f"policy interval {format_duration(comparison.options.interval)}",
+        workload.description,
+    ]
     if weighted:
         lines.append(f"weights: {weighted} (others 1)")
     lines.extend(f"note: {n}" for n in workload.notes)
@@ -60,16 +62,35 @@ def describe_workload(comparison: Comparison) -> list[str]:
 
 
 def _summary_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
-    header = ["policy", "Jain", "Jain min", "share max/min", "longest wait", "mean wait",
-              "util cpu", "mem", "gpu", "makespan"]
+    header = [
+        "policy",
+        "Jain",
+        "Jain min",
+        "share max/min",
+        "longest wait",
+        "mean wait",
+        "util cpu",
+        "mem",
+        "gpu",
+        "makespan",
+    ]
     rows = []
     for metrics in comparison.metrics:
         util = metrics.utilisation
-        rows.append([metrics.policy, _fmt(metrics.jain), _fmt(metrics.jain_min), _fmt(metrics.share_ratio, 2),
-                     f"{format_duration(metrics.longest_wait)} ({metrics.longest_wait_account})",
-                     format_duration(metrics.mean_wait),
-                     _pct(util["cpu"]), _pct(util["mem"]), _pct(util["gres/gpu"]),
-                     format_duration(metrics.makespan)])
+        rows.append(
+            [
+                metrics.policy,
+                _fmt(metrics.jain),
+                _fmt(metrics.jain_min),
+                _fmt(metrics.share_ratio, 2),
+                f"{format_duration(metrics.longest_wait)} ({metrics.longest_wait_account})",
+                format_duration(metrics.mean_wait),
+                _pct(util["cpu"]),
+                _pct(util["mem"]),
+                _pct(util["gres/gpu"]),
+                format_duration(metrics.makespan),
+            ]
+        )
     return header, rows
 
 
@@ -93,8 +114,7 @@ def _account_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
         cells = [account, f"{first.weight:g}", str(first.jobs)]
         for table in by_policy:
             row = table[account]
-            cells.append(f"{_fmt(row.mean_share)}  {format_duration(row.wait_p50)} / "
-                         f"{format_duration(row.wait_p95)}")
+            cells.append(f"{_fmt(row.mean_share)}  {format_duration(row.wait_p50)} / {format_duration(row.wait_p95)}")
         rows.append(cells)
     return header, rows
 
@@ -118,8 +138,10 @@ def render_table(comparison: Comparison, timings: bool = True) -> str:
             row.append(f"{seconds:.1f}s")
     lines.extend(_align(header, rows))
     lines.append("")
-    lines.append("Jain: mean Jain's index of weighted dominant shares over the samples where >= 2 accounts "
-                 "wait; share max/min: of each")
+    lines.append(
+        "Jain: mean Jain's index of weighted dominant shares over the samples where >= 2 accounts "
+        "wait; share max/min: of each"
+    )
     lines.append("account's mean share while it waits; util: allocated / capacity while jobs wait.")
     lines.append("")
     lines.append("Per account: mean weighted dominant share while backlogged, wait p50 / p95")
@@ -155,8 +177,9 @@ def render_json(comparison: Comparison, series: bool = True) -> dict[str, Any]:
             entry["series"] = {
                 "time_s": [round(float(t), 1) for t in result.sample_time],
                 "weighted_share": {a: _series(result.sample_share[:, i]) for i, a in enumerate(result.accounts)},
-                "pending_jobs": {a: [int(x) for x in result.sample_pending[:, i]]
-                                 for i, a in enumerate(result.accounts)},
+                "pending_jobs": {
+                    a: [int(x) for x in result.sample_pending[:, i]] for i, a in enumerate(result.accounts)
+                },
                 "jain": _series(metrics.jain_series),
                 "utilisation": {r: _series(used[:, i]) for i, r in enumerate(RESOURCES)},
             }
@@ -182,8 +205,7 @@ def render_workload(workload: Workload) -> dict[str, Any]:
         "jobs": len(workload.jobs),
         "nodes": workload.node_count,
         "node_tres": workload.node_type.tres(),
-        "accounts": [{"account": a, "weight": float(workload.weight(a)), "jobs": counts[a]}
-                     for a in workload.accounts],
+        "accounts": [{"account": a, "weight": float(workload.weight(a)), "jobs": counts[a]} for a in workload.accounts],
         "notes": list(workload.notes),
     }
 
@@ -199,8 +221,9 @@ def _pyplot() -> Any:
         matplotlib.use("Agg")
         from matplotlib import pyplot  # noqa: PLC0415
     except ImportError as error:
-        raise WorkloadError("plots need matplotlib: pip install 'slurm-drf[plot]' (or pip install "
-                            "matplotlib)") from error
+        raise WorkloadError(
+            "plots need matplotlib: pip install 'slurm-drf[plot]' (or pip install matplotlib)"
+        ) from error
     return pyplot
 
 
@@ -222,8 +245,11 @@ def render_plot_png(comparison: Comparison) -> bytes:
             axis.plot(hours, np.median(shares, axis=1), lw=1.0, color="0.4", label="median")
             axis.plot(hours, shares[:, 0], lw=1.0, color=colours(0), label=f"{result.accounts[0]} (first)")
             axis.plot(hours, shares[:, -1], lw=1.2, color=colours(3), label=f"{result.accounts[-1]} (last)")
-        axis.set_title(f"{metrics.policy}: Jain {_fmt(metrics.jain)}, share max/min {_fmt(metrics.share_ratio, 2)}",
-                       fontsize=10, loc="left")
+        axis.set_title(
+            f"{metrics.policy}: Jain {_fmt(metrics.jain)}, share max/min {_fmt(metrics.share_ratio, 2)}",
+            fontsize=10,
+            loc="left",
+        )
         axis.set_ylabel("weighted\ndominant share", fontsize=8)
         axis.set_ylim(bottom=0)
         axis.grid(alpha=0.3)
@@ -232,8 +258,13 @@ def render_plot_png(comparison: Comparison) -> bytes:
     axis = axes[-1][0]
     for index, (result, metrics) in enumerate(zip(comparison.results, comparison.metrics, strict=True)):
         fair = ~np.isnan(metrics.jain_series)
-        axis.plot(result.sample_time[fair] / 3600, metrics.jain_series[fair], lw=0.9, color=colours(index),
-                  label=metrics.policy)
+        axis.plot(
+            result.sample_time[fair] / 3600,
+            metrics.jain_series[fair],
+            lw=0.9,
+            color=colours(index),
+            label=metrics.policy,
+        )
     axis.axhline(0.95, color="0.5", lw=0.8, ls="--")
     axis.set_ylim(0, 1.02)
     axis.set_title("Jain's index of backlogged accounts' weighted shares", fontsize=10, loc="left")
@@ -241,8 +272,9 @@ def render_plot_png(comparison: Comparison) -> bytes:
     axis.legend(fontsize=7, ncol=len(comparison.results), loc="lower right")
     axis.grid(alpha=0.3)
     workload = comparison.workload
-    figure.suptitle(f"slurm-drf simulate: {workload.name}, {len(workload.jobs)} jobs on {workload.node_count} "
-                    "nodes", fontsize=11)
+    figure.suptitle(
+        f"slurm-drf simulate: {workload.name}, {len(workload.jobs)} jobs on {workload.node_count} nodes", fontsize=11
+    )
     figure.tight_layout()
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=100)

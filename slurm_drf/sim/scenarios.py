@@ -42,12 +42,13 @@ MAX_RUN: Final = 6 * 3600.0
 
 # Job profiles: (probability, cpu, mem MiB, gpu) per node; one node per job.
 Profile = tuple[tuple[float, int, int, int], ...]
-_CPU: Final[Profile] = ((0.35, 8, 16_000, 0), (0.35, 16, 32_000, 0), (0.2, 32, 64_000, 0),
-                        (0.1, 64, 128_000, 0))
-_MEM: Final[Profile] = tuple((pc * pm, cpu, mem, 0) for pc, cpu in ((0.4, 2), (0.4, 4), (0.2, 8))
-                             for pm, mem in ((0.4, 96_000), (0.4, 128_000), (0.2, 192_000)))
-_GPU: Final[Profile] = ((0.4, 4, 32_000, 1), (0.3, 8, 64_000, 2), (0.2, 16, 128_000, 4),
-                        (0.1, 32, 256_000, 8))
+_CPU: Final[Profile] = ((0.35, 8, 16_000, 0), (0.35, 16, 32_000, 0), (0.2, 32, 64_000, 0), (0.1, 64, 128_000, 0))
+_MEM: Final[Profile] = tuple(
+    (pc * pm, cpu, mem, 0)
+    for pc, cpu in ((0.4, 2), (0.4, 4), (0.2, 8))
+    for pm, mem in ((0.4, 96_000), (0.4, 128_000), (0.2, 192_000))
+)
+_GPU: Final[Profile] = ((0.4, 4, 32_000, 1), (0.3, 8, 64_000, 2), (0.2, 16, 128_000, 4), (0.1, 32, 256_000, 8))
 PROFILES: Final[dict[str, Profile]] = {
     "cpu": _CPU,
     "mem": _MEM,
@@ -103,16 +104,26 @@ def _draw(rng: np.random.Generator, account: _Account, count: int) -> _Drawn:
     return _Drawn(account, column[:, 0], column[:, 1], column[:, 2], runtime)
 
 
-def _generate(rng: np.random.Generator, accounts: list[_Account], nodes: int, jobs: int,
-              window: float | None) -> tuple[WorkloadJob, ...]:
+def _generate(
+    rng: np.random.Generator, accounts: list[_Account], nodes: int, jobs: int, window: float | None
+) -> tuple[WorkloadJob, ...]:
     """Jobs of every account: counts follow the loads, submit times the window."""
     weight = [a.load * (a.stop - a.start) / mean_dominant(a.profile) for a in accounts]
     counts = _apportion(jobs, weight)
     drawn = [_draw(rng, a, n) for a, n in zip(accounts, counts, strict=True)]
     if window is None:
-        work = sum(float(np.dot([_dominant(c, m, g) for c, m, g in zip(d.cpu.tolist(), d.mem.tolist(),
-                                                                      d.gpu.tolist(), strict=True)], d.runtime))
-                   for d in drawn)
+        work = sum(
+            float(
+                np.dot(
+                    [
+                        _dominant(c, m, g)
+                        for c, m, g in zip(d.cpu.tolist(), d.mem.tolist(), d.gpu.tolist(), strict=True)
+                    ],
+                    d.runtime,
+                )
+            )
+            for d in drawn
+        )
         offered = sum(a.load * (a.stop - a.start) for a in accounts)
         window = max(600.0, round(work / (nodes * offered)))
     out: list[WorkloadJob] = []
@@ -126,7 +137,7 @@ def _apportion(total: int, weights: list[float]) -> list[int]:
     exact = [total * w / sum(weights) for w in weights]
     counts = [int(x) for x in exact]
     by_remainder = sorted(range(len(exact)), key=lambda i: (counts[i] - exact[i], i))
-    for index in by_remainder[:total - sum(counts)]:
+    for index in by_remainder[: total - sum(counts)]:
         counts[index] += 1
     return [max(1, c) for c in counts]
 
@@ -144,19 +155,32 @@ def _submit(rng: np.random.Generator, drawn: _Drawn, window: float) -> list[Work
         times = np.repeat(np.sort(rng.uniform(start, stop, size=len(sizes))), sizes)
         first = np.repeat(np.cumsum([0, *sizes[:-1]]), sizes)
         drawn = _Drawn(account, drawn.cpu[first], drawn.mem[first], drawn.gpu[first], drawn.runtime)
-        arrays = [(f"{account.name}-a{number}", task) for number, size in enumerate(sizes)
-                  for task in range(size)]
+        arrays = [(f"{account.name}-a{number}", task) for number, size in enumerate(sizes) for task in range(size)]
     else:
         flood = int(count * account.flood)
-        times = np.concatenate([rng.uniform(start, start + 0.03 * (stop - start), size=flood),
-                                rng.uniform(start, stop, size=count - flood)])
+        times = np.concatenate(
+            [
+                rng.uniform(start, start + 0.03 * (stop - start), size=flood),
+                rng.uniform(start, stop, size=count - flood),
+            ]
+        )
     submits = np.round(np.sort(times))
-    return [WorkloadJob(job_id=f"{account.name}-{index}", account=account.name,
-                        user=f"{account.name}-u{index % 3}", submit=float(submits[index]),
-                        duration=float(drawn.runtime[index]), limit=float(drawn.runtime[index]),
-                        cpu=int(drawn.cpu[index]), mem=int(drawn.mem[index]), gpu=int(drawn.gpu[index]),
-                        array_id=arrays[index][0], array_index=arrays[index][1])
-            for index in range(count)]
+    return [
+        WorkloadJob(
+            job_id=f"{account.name}-{index}",
+            account=account.name,
+            user=f"{account.name}-u{index % 3}",
+            submit=float(submits[index]),
+            duration=float(drawn.runtime[index]),
+            limit=float(drawn.runtime[index]),
+            cpu=int(drawn.cpu[index]),
+            mem=int(drawn.mem[index]),
+            gpu=int(drawn.gpu[index]),
+            array_id=arrays[index][0],
+            array_index=arrays[index][1],
+        )
+        for index in range(count)
+    ]
 
 
 # --------------------------------------------------------------------------
@@ -164,32 +188,62 @@ def _submit(rng: np.random.Generator, drawn: _Drawn, window: float) -> list[Work
 
 
 def _mixed(rng: np.random.Generator, nodes: int, jobs: int, window: float | None) -> Workload:
-    accounts = [_Account("climate", "cpu", 1.1, flood=0.5), _Account("genomics", "mem", 0.75),
-                _Account("vision", "gpu", 0.75)]
-    return Workload("mixed", "CPU-heavy (climate), memory-heavy (genomics) and GPU-heavy (vision) accounts, "
-                    "all backlogged; climate floods the queue first",
-                    _generate(rng, accounts, nodes, jobs, window), nodes, NODE)
+    accounts = [
+        _Account("climate", "cpu", 1.1, flood=0.5),
+        _Account("genomics", "mem", 0.75),
+        _Account("vision", "gpu", 0.75),
+    ]
+    return Workload(
+        "mixed",
+        "CPU-heavy (climate), memory-heavy (genomics) and GPU-heavy (vision) accounts, "
+        "all backlogged; climate floods the queue first",
+        _generate(rng, accounts, nodes, jobs, window),
+        nodes,
+        NODE,
+    )
 
 
 def _bursty(rng: np.random.Generator, nodes: int, jobs: int, window: float | None) -> Workload:
-    accounts = [_Account(name, profile, 0.45, arrays=True)
-                for name, profile in (("astro", "cpu"), ("bio", "mem"), ("chem", "any"), ("deep", "gpu"))]
-    return Workload("bursty", "four accounts submitting job arrays of 5-60 tasks at random times",
-                    _generate(rng, accounts, nodes, jobs, window), nodes, NODE)
+    accounts = [
+        _Account(name, profile, 0.45, arrays=True)
+        for name, profile in (("astro", "cpu"), ("bio", "mem"), ("chem", "any"), ("deep", "gpu"))
+    ]
+    return Workload(
+        "bursty",
+        "four accounts submitting job arrays of 5-60 tasks at random times",
+        _generate(rng, accounts, nodes, jobs, window),
+        nodes,
+        NODE,
+    )
 
 
 def _newcomer(rng: np.random.Generator, nodes: int, jobs: int, window: float | None) -> Workload:
-    accounts = [_Account("climate", "cpu", 0.9), _Account("genomics", "mem", 0.7),
-                _Account("vision", "gpu", 0.7), _Account("newlab", "any", 0.7, start=0.4)]
-    return Workload("newcomer", "three accounts keep the cluster busy; newlab starts submitting at 40% of "
-                    "the window", _generate(rng, accounts, nodes, jobs, window), nodes, NODE)
+    accounts = [
+        _Account("climate", "cpu", 0.9),
+        _Account("genomics", "mem", 0.7),
+        _Account("vision", "gpu", 0.7),
+        _Account("newlab", "any", 0.7, start=0.4),
+    ]
+    return Workload(
+        "newcomer",
+        "three accounts keep the cluster busy; newlab starts submitting at 40% of the window",
+        _generate(rng, accounts, nodes, jobs, window),
+        nodes,
+        NODE,
+    )
 
 
 def _weighted(rng: np.random.Generator, nodes: int, jobs: int, window: float | None) -> Workload:
     accounts = [_Account(name, "any", 0.8) for name in ("alpha", "beta", "gamma")]
     weights = MappingProxyType({"alpha": Fraction(2), "beta": Fraction(1), "gamma": Fraction(1)})
-    return Workload("weighted", "three accounts with the same job mix and weights 2:1:1",
-                    _generate(rng, accounts, nodes, jobs, window), nodes, NODE, weights)
+    return Workload(
+        "weighted",
+        "three accounts with the same job mix and weights 2:1:1",
+        _generate(rng, accounts, nodes, jobs, window),
+        nodes,
+        NODE,
+        weights,
+    )
 
 
 TIE_ACCOUNTS: Final = 200
@@ -197,8 +251,13 @@ TIE_ACCOUNTS: Final = 200
 
 def _tie(rng: np.random.Generator, nodes: int, jobs: int, window: float | None) -> Workload:
     accounts = [_Account(f"acct{i:03d}", "small", 2.0 / TIE_ACCOUNTS) for i in range(TIE_ACCOUNTS)]
-    return Workload("tie", f"{TIE_ACCOUNTS} identical accounts of small jobs: each one's fair share is under "
-                    "1% of the cluster", _generate(rng, accounts, nodes, jobs, window), nodes, NODE)
+    return Workload(
+        "tie",
+        f"{TIE_ACCOUNTS} identical accounts of small jobs: each one's fair share is under 1% of the cluster",
+        _generate(rng, accounts, nodes, jobs, window),
+        nodes,
+        NODE,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,19 +269,22 @@ class Scenario:
     build: Callable[[np.random.Generator, int, int, float | None], Workload]
 
 
-SCENARIOS: Final = {s.name: s for s in (
-    Scenario("mixed", "GPU-, memory- and CPU-heavy accounts, all backlogged (default)", 24, 2400, _mixed),
-    Scenario("bursty", "job arrays submitted in bursts", 24, 2400, _bursty),
-    Scenario("newcomer", "a new account joins a busy cluster", 24, 2400, _newcomer),
-    Scenario("weighted", "weights 2:1:1 on the same job mix", 24, 2400, _weighted),
-    Scenario("tie", "many identical small accounts (where drf-naive starves the last by name)", 24, 6000,
-             _tie),
-)}
+SCENARIOS: Final = {
+    s.name: s
+    for s in (
+        Scenario("mixed", "GPU-, memory- and CPU-heavy accounts, all backlogged (default)", 24, 2400, _mixed),
+        Scenario("bursty", "job arrays submitted in bursts", 24, 2400, _bursty),
+        Scenario("newcomer", "a new account joins a busy cluster", 24, 2400, _newcomer),
+        Scenario("weighted", "weights 2:1:1 on the same job mix", 24, 2400, _weighted),
+        Scenario("tie", "many identical small accounts (where drf-naive starves the last by name)", 24, 6000, _tie),
+    )
+}
 DEFAULT_SCENARIO: Final = "mixed"
 
 
-def build_scenario(name: str, seed: int = 1, nodes: int | None = None, jobs: int | None = None,
-                   window: float | None = None) -> Workload:
+def build_scenario(
+    name: str, seed: int = 1, nodes: int | None = None, jobs: int | None = None, window: float | None = None
+) -> Workload:
     """The named scenario's workload; the same arguments always give the same jobs."""
     scenario = SCENARIOS.get(name)
     if scenario is None:

@@ -126,8 +126,9 @@ def validate_workload(workload: Workload) -> Workload:
         if not (math.isfinite(job.submit) and math.isfinite(job.duration) and math.isfinite(job.limit)):
             raise WorkloadError(f"{where}: submit, duration and limit must be finite numbers")
         if job.duration <= 0 or job.limit < job.duration:
-            raise WorkloadError(f"{where}: expected 0 < duration <= limit, got duration {job.duration} "
-                                f"and limit {job.limit}")
+            raise WorkloadError(
+                f"{where}: expected 0 < duration <= limit, got duration {job.duration} and limit {job.limit}"
+            )
         if min(job.cpu, job.mem, job.gpu) < 0 or job.nodes < 1:
             raise WorkloadError(f"{where}: expected non-negative TRES and at least one node")
         if job.cpu == job.mem == job.gpu == 0:
@@ -136,7 +137,8 @@ def validate_workload(workload: Workload) -> Workload:
             raise WorkloadError(
                 f"{where}: needs {job.nodes} node(s) with cpu={job.cpu},mem={job.mem},gres/gpu={job.gpu} "
                 f"each; the cluster has {workload.node_count} node(s) of {node.render()} "
-                "(use --nodes or --node-tres)")
+                "(use --nodes or --node-tres)"
+            )
     for account, weight in workload.weights.items():
         if weight <= 0:
             raise WorkloadError(f"account {account}: weight must be > 0, got {weight}")
@@ -148,9 +150,11 @@ def fit_node_type(jobs: Sequence[WorkloadJob], node: NodeType) -> NodeType:
     """`node`, grown where a job's per-node demand exceeds it (for imported traces)."""
     if not jobs:
         return node
-    return NodeType(cpu=max(node.cpu, *(j.cpu for j in jobs)),
-                    mem=max(node.mem, *(j.mem for j in jobs)),
-                    gpu=max(node.gpu, *(j.gpu for j in jobs)))
+    return NodeType(
+        cpu=max(node.cpu, *(j.cpu for j in jobs)),
+        mem=max(node.mem, *(j.mem for j in jobs)),
+        gpu=max(node.gpu, *(j.gpu for j in jobs)),
+    )
 
 
 def nodes_for_load(jobs: Sequence[WorkloadJob], node: NodeType, load: float) -> int:
@@ -189,7 +193,7 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
-_MEM_UNITS: Final = {"": 1.0, "k": 1 / 1024, "m": 1.0, "g": 1024.0, "t": 1024.0 ** 2, "p": 1024.0 ** 3}
+_MEM_UNITS: Final = {"": 1.0, "k": 1 / 1024, "m": 1.0, "g": 1024.0, "t": 1024.0**2, "p": 1024.0**3}
 _MEM = re.compile(r"^(\d+(?:\.\d+)?)([kmgtp]?)b?$")
 
 

@@ -50,8 +50,7 @@ _FILTER_ENV_PREFIXES = ("SQUEUE_", "SINFO_", "SCONTROL_")
 class CommandRunner(Protocol):
     """execute.run_command's shape; tests pass a fake that replays output."""
 
-    def __call__(self, argv: Sequence[str], timeout: float, *,
-                 env: Mapping[str, str] | None = None) -> str: ...
+    def __call__(self, argv: Sequence[str], timeout: float, *, env: Mapping[str, str] | None = None) -> str: ...
 
 
 def build_squeue_argv() -> list[str]:

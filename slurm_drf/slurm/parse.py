@@ -47,24 +47,46 @@ INFINITE_PRIORITY: Final = 2**32 - 1
 
 # Binary unit suffixes as Slurm prints them; TRES memory is counted in MiB.
 _MIB_PER_SUFFIX: Final[Mapping[str, float]] = {
-    "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024**2, "P": 1024**3,
+    "K": 1 / 1024,
+    "M": 1,
+    "G": 1024,
+    "T": 1024**2,
+    "P": 1024**3,
 }
 # GRES counts may carry the same suffixes as plain multipliers (gres.c).
 _COUNT_PER_SUFFIX: Final[Mapping[str, int]] = {
-    "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5,
+    "K": 1024,
+    "M": 1024**2,
+    "G": 1024**3,
+    "T": 1024**4,
+    "P": 1024**5,
 }
 _AMOUNT = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([KMGTP]?)\s*$", re.IGNORECASE)
 
 # Base job states (job_state_string() in src/common/slurm_protocol_defs.c).
 _BASE_JOB_STATES: Final = frozenset(
-    {"PENDING", "RUNNING", "SUSPENDED", "COMPLETED", "CANCELLED", "FAILED",
-     "TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY"}
+    {
+        "PENDING",
+        "RUNNING",
+        "SUSPENDED",
+        "COMPLETED",
+        "CANCELLED",
+        "FAILED",
+        "TIMEOUT",
+        "NODE_FAIL",
+        "PREEMPTED",
+        "BOOT_FAIL",
+        "DEADLINE",
+        "OUT_OF_MEMORY",
+    }
 )
 # Before 23.11 job_state is one word and a state flag wins over the base
 # state. These flags only occur on jobs that hold their allocation, so they
 # read as RUNNING; COMPLETING stays itself (the model counts it as holding).
 _FLAG_ONLY_HOLDING: Final[Mapping[str, str]] = {
-    "CONFIGURING": "RUNNING", "RESIZING": "RUNNING", "STOPPED": "RUNNING",
+    "CONFIGURING": "RUNNING",
+    "RESIZING": "RUNNING",
+    "STOPPED": "RUNNING",
 }
 
 # `tres_per_*` entries that are not generic resources (23.11+ tres_per_task
@@ -210,7 +232,7 @@ def _parse_tres_entries(text: str) -> tuple[dict[str, int], frozenset[str]]:
         if amount is None:
             continue  # only numeric resource entries count
         if name.startswith("gres/"):
-            gres_name, _, gres_type = name[len("gres/"):].partition(":")
+            gres_name, _, gres_type = name[len("gres/") :].partition(":")
             if gres_type:
                 typed[(gres_name, gres_type)] = amount
             else:
@@ -240,7 +262,7 @@ def _parse_gres_items(text: str, skip_prefixes: tuple[str, ...] = ()) -> dict[st
             continue
         lowered = item.lower()
         if lowered.startswith(("gres:", "gres/")):
-            item = item[len("gres:"):]
+            item = item[len("gres:") :]
         elif skip_prefixes and lowered.startswith(skip_prefixes):
             continue
         count: int | None
@@ -300,7 +322,7 @@ def _lenient(parse: Callable[[str | None], dict[str, int]], text: str, what: str
 
 
 def _gres_names(tres: Mapping[str, int]) -> set[str]:
-    return {key[len("gres/"):].split(":", 1)[0] for key in tres if key.startswith("gres/")}
+    return {key[len("gres/") :].split(":", 1)[0] for key in tres if key.startswith("gres/")}
 
 
 def _merge_gres(tres: dict[str, int], explicit: frozenset[str], extra: Mapping[str, int]) -> None:
@@ -438,11 +460,12 @@ def _job_gres(record: Mapping[str, Any], nodes: int, tasks: int, holding: bool) 
         if not names:
             continue
         if factor is None:
-            logger.warning("%s: %s=%s without sockets_per_node; GRES per socket not counted",
-                           label, key, record.get(key))
+            logger.warning(
+                "%s: %s=%s without sockets_per_node; GRES per socket not counted", label, key, record.get(key)
+            )
             continue
         for entry, amount in per.items():
-            if entry[len("gres/"):].split(":", 1)[0] in names:
+            if entry[len("gres/") :].split(":", 1)[0] in names:
                 out[entry] = amount * factor
         covered |= names
     return out
@@ -460,8 +483,11 @@ def _job_memory(record: Mapping[str, Any], nodes: int, cpus: int | None, gpus: i
     per_cpu = _whole(record.get("memory_per_cpu"), "memory_per_cpu")
     if per_cpu and cpus:
         return per_cpu * cpus
-    per_tres = _lenient(parse_tres_per, _text(record.get("memory_per_tres"), "memory_per_tres"),
-                        f"job {_job_label(record)} memory_per_tres")
+    per_tres = _lenient(
+        parse_tres_per,
+        _text(record.get("memory_per_tres"), "memory_per_tres"),
+        f"job {_job_label(record)} memory_per_tres",
+    )
     per_gpu = per_tres.get("gres/gpu")
     if per_gpu and gpus:
         return per_gpu * gpus
@@ -541,8 +567,13 @@ def parse_squeue_record(record: object, *, include_finished: bool = False) -> Jo
     if state == PENDING and task_string:
         tasks = parse_array_task_string(task_string)
         if tasks.truncated:
-            logger.warning("job %s: array_task_string %r is cut short (set SLURM_BITSTR_LEN=0); "
-                           "counting at least %d pending tasks", raw_id, task_string, tasks.tasks)
+            logger.warning(
+                "job %s: array_task_string %r is cut short (set SLURM_BITSTR_LEN=0); "
+                "counting at least %d pending tasks",
+                raw_id,
+                task_string,
+                tasks.tasks,
+            )
         array_tasks = tasks.tasks
         job_id = _positive(record, "array_job_id") or raw_id
     het_leader = _positive(record, "het_job_id")
@@ -691,8 +722,7 @@ def parse_node_state(state: object, flags: object = None) -> str:
     return "+".join(dict.fromkeys(words)) or "unknown"
 
 
-def _node_tres(name: str, tres_text: str, cpus: int | None, memory: int | None,
-               gres_text: str) -> dict[str, int]:
+def _node_tres(name: str, tres_text: str, cpus: int | None, memory: int | None, gres_text: str) -> dict[str, int]:
     """Node TRES from its `tres` string, filled in from cpus, memory and GRES."""
     tres, explicit = _parse_tres_entries(tres_text)
     if "cpu" not in tres and cpus is not None:
@@ -724,13 +754,15 @@ def parse_node_record(record: object) -> Node:
         name=name,
         partitions=tuple(_partition_list(record.get("partitions"), "partitions")),
         state=parse_node_state(record.get("state"), record.get("state_flags")),
-        tres=freeze_tres(_node_tres(
-            name,
-            _text(record.get("tres"), "tres"),
-            _whole(record.get("cpus"), "cpus"),
-            _whole(record.get("real_memory"), "real_memory"),
-            _text(record.get("gres"), "gres"),
-        )),
+        tres=freeze_tres(
+            _node_tres(
+                name,
+                _text(record.get("tres"), "tres"),
+                _whole(record.get("cpus"), "cpus"),
+                _whole(record.get("real_memory"), "real_memory"),
+                _text(record.get("gres"), "gres"),
+            )
+        ),
     )
 
 
@@ -757,13 +789,15 @@ def _sinfo_group_nodes(record: object) -> list[Node]:
         low = _whole(_nested(record, f"{what}/minimum"), f"{what}.minimum")
         high = _whole(_nested(record, f"{what}/maximum"), f"{what}.maximum")
         if low is not None and high is not None and low != high:
-            logger.warning("sinfo group %s: %s range %d-%d; counting %d per node",
-                           ",".join(names), what, low, high, low)
+            logger.warning(
+                "sinfo group %s: %s range %d-%d; counting %d per node", ",".join(names), what, low, high, low
+            )
         values[what] = low if low is not None else high
     state = parse_node_state(_nested(record, "node/state"))
     gres = _nested(record, "gres/total")
-    tres = freeze_tres(_node_tres(",".join(names), "", values["cpus"], values["memory"],
-                                  gres if isinstance(gres, str) else ""))
+    tres = freeze_tres(
+        _node_tres(",".join(names), "", values["cpus"], values["memory"], gres if isinstance(gres, str) else "")
+    )
     return [Node(name=name, partitions=partitions, state=state, tres=tres) for name in names]
 
 
@@ -910,8 +944,9 @@ def parse_cluster_name(text: str) -> str | None:
     return _config_value(text, "ClusterName")
 
 
-def select_partitions(nodes: Sequence[Node], jobs: Sequence[Job],
-                      partitions: Iterable[str] | None) -> tuple[list[Node], list[Job]]:
+def select_partitions(
+    nodes: Sequence[Node], jobs: Sequence[Job], partitions: Iterable[str] | None
+) -> tuple[list[Node], list[Job]]:
     """Nodes and jobs in any of `partitions` (all of them when None).
 
     A job pending in several partitions stays when one of them is wanted.
@@ -919,12 +954,21 @@ def select_partitions(nodes: Sequence[Node], jobs: Sequence[Job],
     if partitions is None:
         return list(nodes), list(jobs)
     wanted = set(partitions)
-    return ([n for n in nodes if wanted.intersection(n.partitions)],
-            [j for j in jobs if wanted.intersection(j.partitions)])
+    return (
+        [n for n in nodes if wanted.intersection(n.partitions)],
+        [j for j in jobs if wanted.intersection(j.partitions)],
+    )
 
 
-def build_snapshot(cluster: str, taken_at: str, nodes: Sequence[Node], jobs: Sequence[Job],
-                   partitions: Sequence[str] | None, version: str | None, config_text: str) -> Snapshot:
+def build_snapshot(
+    cluster: str,
+    taken_at: str,
+    nodes: Sequence[Node],
+    jobs: Sequence[Job],
+    partitions: Sequence[str] | None,
+    version: str | None,
+    config_text: str,
+) -> Snapshot:
     """The Snapshot every source hands the daemon, from what it read.
 
     `config_text` is `scontrol show config`: priority weights and type.

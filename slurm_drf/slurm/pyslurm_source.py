@@ -81,8 +81,14 @@ _NO_VAL64_FLOOR: Final = 2**63
 # a base state, as the names node_state_flag_string() gives the same flags
 # (and `sinfo --json` prints in state_flags).
 _STATE_SUFFIX_FLAGS: Final[Mapping[str, str]] = {
-    "*": "not_responding", "~": "powered_down", "#": "powering_up", "%": "powering_down",
-    "!": "power_down", "$": "maintenance", "@": "reboot_requested", "^": "reboot_issued",
+    "*": "not_responding",
+    "~": "powered_down",
+    "#": "powering_up",
+    "%": "powering_down",
+    "!": "power_down",
+    "$": "maintenance",
+    "@": "reboot_requested",
+    "^": "reboot_issued",
 }
 # "+POWER" is how the dict API's node().get() spells POWERED_DOWN.
 _DICT_STATE_WORDS: Final[Mapping[str, str]] = {"power": "powered_down"}
@@ -108,13 +114,17 @@ def _slurm_release() -> str | None:
 
 def parse_api_shapes(module: object) -> tuple[bool, bool, bool, bool]:
     """(dict jobs, dict nodes, object jobs, object nodes) the module offers."""
-    return (callable(getattr(module, "job", None)), callable(getattr(module, "node", None)),
-            callable(getattr(getattr(module, "Jobs", None), "load", None)),
-            callable(getattr(getattr(module, "Nodes", None), "load", None)))
+    return (
+        callable(getattr(module, "job", None)),
+        callable(getattr(module, "node", None)),
+        callable(getattr(getattr(module, "Jobs", None), "load", None)),
+        callable(getattr(getattr(module, "Nodes", None), "load", None)),
+    )
 
 
-def pyslurm_usable(*, importer: Callable[[str], ModuleType] = importlib.import_module,
-                   slurm_release: str | None = None) -> tuple[bool, str]:
+def pyslurm_usable(
+    *, importer: Callable[[str], ModuleType] = importlib.import_module, slurm_release: str | None = None
+) -> tuple[bool, str]:
     """Whether pyslurm imports, matches the running Slurm's major.minor and
     offers an API this backend reads; the reason either way.
 
@@ -134,8 +144,10 @@ def pyslurm_usable(*, importer: Callable[[str], ModuleType] = importlib.import_m
     if slurm is None:
         return False, "cannot tell the Slurm release (sinfo --version)"
     if pyslurm_release != slurm:
-        return False, (f"pyslurm {version} is built for Slurm {pyslurm_release[0]}.{pyslurm_release[1]:02d}, "
-                       f"but Slurm here is {release}: install the pyslurm whose major.minor matches")
+        return False, (
+            f"pyslurm {version} is built for Slurm {pyslurm_release[0]}.{pyslurm_release[1]:02d}, "
+            f"but Slurm here is {release}: install the pyslurm whose major.minor matches"
+        )
     dict_jobs, dict_nodes, object_jobs, object_nodes = parse_api_shapes(module)
     if not ((dict_jobs or object_jobs) and (dict_nodes or object_nodes)):
         return False, f"pyslurm {version} has neither job()/node() nor Jobs.load()/Nodes.load()"

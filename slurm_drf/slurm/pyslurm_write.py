@@ -42,14 +42,19 @@ logger = logging.getLogger(__name__)
 # these no later write can be trusted to land either.
 _CONTROLLER_ERRNO_RANGES: Final = ((1000, 1100), (1800, 1900), (5000, 5100))
 _ACCESS_DENIED: Final = 2002
-_CONTROLLER_MESSAGES: Final = ("unable to contact slurm controller", "socket timed out",
-                               "access/permission denied", "communication connection failure")
+_CONTROLLER_MESSAGES: Final = (
+    "unable to contact slurm controller",
+    "socket timed out",
+    "access/permission denied",
+    "communication connection failure",
+)
 # The JobSubmitDescription attribute per mode.
 _ATTRIBUTE: Final = {"nice": "nice", "site_factor": "site_factor", "priority": "priority"}
 
 
-def build_routes(writes: Sequence[Write], through_scontrol: Collection[str],
-                 pyslurm_can_update: bool) -> tuple[list[Write], list[Write]]:
+def build_routes(
+    writes: Sequence[Write], through_scontrol: Collection[str], pyslurm_can_update: bool
+) -> tuple[list[Write], list[Write]]:
     """(writes for pyslurm, writes for scontrol); checks every write first.
 
     Raises SlurmWriteError (via check_write) before anything is routed when
@@ -83,8 +88,9 @@ def parse_rpc_error(error: Exception) -> tuple[int | None, str]:
 
 def is_controller_error(errno: int | None, message: str) -> bool:
     """Whether an update failed for a reason that names no job."""
-    if errno is not None and (errno == _ACCESS_DENIED
-                              or any(low <= errno < high for low, high in _CONTROLLER_ERRNO_RANGES)):
+    if errno is not None and (
+        errno == _ACCESS_DENIED or any(low <= errno < high for low, high in _CONTROLLER_ERRNO_RANGES)
+    ):
         return True
     lowered = message.lower()
     return any(pattern in lowered for pattern in _CONTROLLER_MESSAGES)
@@ -98,8 +104,13 @@ class PyslurmWriter:
     anyway: give it the pyslurm source's `het_leaders`.
     """
 
-    def __init__(self, module: ModuleType | None = None, *, scontrol: ScontrolWriter | None = None,
-                 through_scontrol: Callable[[], Collection[str]] | None = None) -> None:
+    def __init__(
+        self,
+        module: ModuleType | None = None,
+        *,
+        scontrol: ScontrolWriter | None = None,
+        through_scontrol: Callable[[], Collection[str]] | None = None,
+    ) -> None:
         self._module = module
         self.scontrol = scontrol if scontrol is not None else ScontrolWriter()
         self._through_scontrol = through_scontrol
@@ -136,8 +147,7 @@ class PyslurmWriter:
         module = self._pyslurm()
         can_update = callable(getattr(module, "Job", None)) and callable(getattr(module, "JobSubmitDescription", None))
         if not can_update:
-            logger.info("pyslurm %s has no Job.modify; writing through scontrol",
-                        getattr(module, "__version__", "?"))
+            logger.info("pyslurm %s has no Job.modify; writing through scontrol", getattr(module, "__version__", "?"))
         through = self._through_scontrol() if self._through_scontrol is not None else ()
         by_pyslurm, by_scontrol = build_routes(writes, through, can_update)
 

@@ -38,9 +38,7 @@ class SnapshotFileSource:
         try:
             decoded = orjson.loads(data)
         except orjson.JSONDecodeError as error:
-            raise SnapshotError(
-                f"{self.path}:{error.lineno}:{error.colno}: invalid JSON: {error.msg}"
-            ) from error
+            raise SnapshotError(f"{self.path}:{error.lineno}:{error.colno}: invalid JSON: {error.msg}") from error
         try:
             snapshot = parse_snapshot(decoded)
         except SnapshotError as error:

@@ -35,8 +35,13 @@ _JOB_ERROR: Final = re.compile(r"^(?P<message>.+?) for job (?P<job>[0-9]+)\s*$")
 # The job left the pending queue between our read and our write. Slurm 22.05
 # answers "Job has already finished" for a job that ended but is still kept
 # (MinJobAge), "Invalid job id specified" once it is purged (measured).
-_GONE: Final = ("invalid job id specified", "already completing or completed", "no longer pending",
-                "job is not pending", "job has already finished")
+_GONE: Final = (
+    "invalid job id specified",
+    "already completing or completed",
+    "no longer pending",
+    "job is not pending",
+    "job has already finished",
+)
 # Lines scontrol prints that are not errors (its prompt, echoed in batch mode).
 _NOISE: Final = re.compile(r"^\s*(scontrol:.*)?$")
 BATCH: Final = 500
@@ -130,9 +135,14 @@ class ScontrolWriter:
         per_job: dict[str, str] = {}
         other: list[str] = []
         for start in range(0, len(lines), BATCH):
-            chunk = lines[start:start + BATCH]
-            completed = run_process(["scontrol"], self.timeout, env=self.env, input_text="\n".join(chunk) + "\n",
-                                    error_class=SlurmWriteError)
+            chunk = lines[start : start + BATCH]
+            completed = run_process(
+                ["scontrol"],
+                self.timeout,
+                env=self.env,
+                input_text="\n".join(chunk) + "\n",
+                error_class=SlurmWriteError,
+            )
             errors, unknown = parse_update_errors(completed.stderr)
             per_job.update(errors)
             other.extend(unknown)
@@ -148,8 +158,9 @@ class ScontrolWriter:
             return WriteResult()
         per_job, other = self.run_lines(build_update_lines(writes))
         if other:
-            raise SlurmWriteError(f"scontrol update: {other[0]}"
-                                  + (f" (and {len(other) - 1} more)" if len(other) > 1 else ""))
+            raise SlurmWriteError(
+                f"scontrol update: {other[0]}" + (f" (and {len(other) - 1} more)" if len(other) > 1 else "")
+            )
         gone = tuple(job for job, message in per_job.items() if is_gone(message))
         failed = {job: message for job, message in per_job.items() if not is_gone(message)}
         for job, message in failed.items():

@@ -178,12 +178,12 @@ def drf_env() -> dict[str, str]:
 
 def drf(*args: str, check: bool = True, timeout: float = DRF_TIMEOUT_S) -> DrfRun:
     """``slurm-drf ARGS`` in a subprocess; with ``check`` it must exit 0."""
-    proc = subprocess.run([*DRF, *args], capture_output=True, text=True, timeout=timeout, env=drf_env(),
-                          check=False)
+    proc = subprocess.run([*DRF, *args], capture_output=True, text=True, timeout=timeout, env=drf_env(), check=False)
     run = DrfRun(proc.returncode, proc.stdout, proc.stderr)
     if check and proc.returncode != 0:
-        raise AssertionError(f"slurm-drf {' '.join(args)} exited {proc.returncode}\n"
-                             f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+        raise AssertionError(
+            f"slurm-drf {' '.join(args)} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+        )
     return run
 
 
@@ -246,8 +246,9 @@ class Live:
 
     def submit(self, *args: str) -> str:
         """sbatch ARGS; output to /dev/null, working directory in tmp_path."""
-        return self.slurm.sbatch(f"--chdir={self.scratch}", "--output=/dev/null", "--error=/dev/null", *args,
-                                 wrap="sleep 600")
+        return self.slurm.sbatch(
+            f"--chdir={self.scratch}", "--output=/dev/null", "--error=/dev/null", *args, wrap="sleep 600"
+        )
 
     def wait_running(self, job_ids: Iterable[str]) -> None:
         wanted = set(job_ids)
@@ -261,11 +262,13 @@ class Live:
     def cancel(self, *job_ids: str) -> None:
         """Cancels jobs and waits until squeue no longer shows them."""
         self.slurm.run("scancel", *job_ids)
-        wait_for(lambda: set(queue(self.slurm)).isdisjoint(job_ids), START_TIMEOUT_S,
-                 f"jobs {list(job_ids)} to leave squeue")
+        wait_for(
+            lambda: set(queue(self.slurm)).isdisjoint(job_ids), START_TIMEOUT_S, f"jobs {list(job_ids)} to leave squeue"
+        )
 
     def require_quiet_queue(self) -> None:
         """The tests that fill the node need the sandbox to themselves."""
+
         def quiet() -> bool:
             return not queue(self.slurm)
 
@@ -303,8 +306,9 @@ class Live:
         running, slot = self.fill_node()
         pending: dict[str, list[str]] = {"gputeam": [], "memteam": [], "cputeam": [], "newteam": []}
         for _ in range(2):
-            pending["gputeam"].append(self.submit("-A", "gputeam", "-p", "gpu", "--gres=gpu:1", "-c", "1",
-                                                  "--mem=1000"))
+            pending["gputeam"].append(
+                self.submit("-A", "gputeam", "-p", "gpu", "--gres=gpu:1", "-c", "1", "--mem=1000")
+            )
         for _ in range(2):
             pending["memteam"].append(self.submit("-A", "memteam", "-p", "cpu", "-c", "1", "--mem=32000"))
         for _ in range(2):
@@ -321,8 +325,16 @@ class Live:
     # -- slurm-drf
 
     def once(self, *extra: str, config: Path | None = None) -> DrfRun:
-        return drf("once", "--config", str(config or self.config), "--state-dir", str(self.state_dir),
-                   "--format", "json", *extra)
+        return drf(
+            "once",
+            "--config",
+            str(config or self.config),
+            "--state-dir",
+            str(self.state_dir),
+            "--format",
+            "json",
+            *extra,
+        )
 
     def reset(self, config: Path | None = None) -> DrfRun:
         return drf("reset", "--config", str(config or self.config), "--state-dir", str(self.state_dir))
@@ -367,4 +379,3 @@ def start_slurmctld(slurm: SlurmSandbox) -> None:
 def file_fingerprint(path: Path) -> tuple[bytes, int]:
     """Content and modification time, to show a file was not rewritten."""
     return path.read_bytes(), path.stat().st_mtime_ns
-

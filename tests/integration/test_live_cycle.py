@@ -264,7 +264,7 @@ def test_writes_per_cycle_are_bounded_head_of_the_order_first(live: Live, tmp_pa
         assert f"wrote {expected} value(s)" in run.summary()
         deferred = len(jobs) - len(done) - expected
         assert (f"{deferred} deferred" in run.summary()) == (deferred > 0), run.summary()
-        done += order[len(done):len(done) + expected]
+        done += order[len(done) : len(done) + expected]
         nice = {j: n.nice for j, n in queue(live.slurm).items() if j in jobs}
         assert {j for j, n in nice.items() if n != 0} == set(done)
     assert order is not None

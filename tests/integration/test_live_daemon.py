@@ -68,15 +68,17 @@ class Daemon:
                 return index, match
         return None
 
-    def wait_line(self, pattern: re.Pattern[str] | str, what: str, after: int = 0,
-                  timeout: float = CYCLE_TIMEOUT) -> tuple[int, re.Match[str]]:
+    def wait_line(
+        self, pattern: re.Pattern[str] | str, what: str, after: int = 0, timeout: float = CYCLE_TIMEOUT
+    ) -> tuple[int, re.Match[str]]:
         compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
 
         def found() -> tuple[int, re.Match[str]] | None:
             hit = self.find(compiled, after)
             if hit is None and self.process.poll() is not None:
-                raise AssertionError(f"the daemon exited {self.process.returncode} while waiting for "
-                                     f"{what}:\n{self.log()}")
+                raise AssertionError(
+                    f"the daemon exited {self.process.returncode} while waiting for {what}:\n{self.log()}"
+                )
             return hit
 
         try:
@@ -116,8 +118,14 @@ def start_daemon(tmp_path: Path) -> Iterator[StartDaemon]:
             env["PATH"] = f"{path_prefix}{os.pathsep}{env.get('PATH', '')}"
         log_path = tmp_path / f"{name}.log"
         with log_path.open("wb") as log:
-            process = subprocess.Popen([*DRF, "daemon", "--config", str(config), *extra], stdin=subprocess.DEVNULL,
-                                       stdout=log, stderr=subprocess.STDOUT, env=env, cwd=tmp_path)
+            process = subprocess.Popen(
+                [*DRF, "daemon", "--config", str(config), *extra],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=tmp_path,
+            )
         daemon = Daemon(process, log_path)
         started.append(daemon)
         return daemon
@@ -133,8 +141,14 @@ def start_daemon(tmp_path: Path) -> Iterator[StartDaemon]:
                 daemon.process.wait(10)
 
 
-def write_config(path: Path, state_dir: Path, *, interval: float = INTERVAL, weights: dict[str, float] | None = None,
-                 text: str | None = None) -> Path:
+def write_config(
+    path: Path,
+    state_dir: Path,
+    *,
+    interval: float = INTERVAL,
+    weights: dict[str, float] | None = None,
+    text: str | None = None,
+) -> Path:
     lines = [f"interval: {interval:g}s", f"state_dir: {state_dir}", "log_level: DEBUG"]
     if weights:
         lines.append("accounts:")
@@ -151,9 +165,11 @@ def write_config(path: Path, state_dir: Path, *, interval: float = INTERVAL, wei
 
 def require_quiet_queue(slurm: SlurmSandbox) -> None:
     """These tests reason about shares: nobody else's jobs may run meanwhile."""
-    wait_for(lambda: not slurm.job_ids(), QUIET_TIMEOUT,
-             "an empty queue (these tests need the sandbox to themselves; see docs/sandbox.md for an "
-             "isolated one)")
+    wait_for(
+        lambda: not slurm.job_ids(),
+        QUIET_TIMEOUT,
+        "an empty queue (these tests need the sandbox to themselves; see docs/sandbox.md for an isolated one)",
+    )
 
 
 def running(slurm: SlurmSandbox, tmp_path: Path, account: str, cpus: int) -> str:
@@ -196,8 +212,9 @@ def order_is(slurm: SlurmSandbox, expected: Sequence[str]) -> Callable[[], bool]
 # ---------------------------------------------------------------------------
 
 
-def test_shares_follow_the_workload_over_several_cycles(slurm: SlurmSandbox, tmp_path: Path,
-                                                        start_daemon: StartDaemon) -> None:
+def test_shares_follow_the_workload_over_several_cycles(
+    slurm: SlurmSandbox, tmp_path: Path, start_daemon: StartDaemon
+) -> None:
     require_quiet_queue(slurm)
     gpu_runner = running(slurm, tmp_path, "gputeam", 32)  # gputeam holds half the CPUs
     gpu_job, cpu_job = pending(slurm, tmp_path, "gputeam"), pending(slurm, tmp_path, "cputeam")
@@ -221,8 +238,9 @@ def test_shares_follow_the_workload_over_several_cycles(slurm: SlurmSandbox, tmp
     assert not failures, daemon.log()
 
 
-def test_sighup_with_new_weights_changes_the_next_order(slurm: SlurmSandbox, tmp_path: Path,
-                                                        start_daemon: StartDaemon) -> None:
+def test_sighup_with_new_weights_changes_the_next_order(
+    slurm: SlurmSandbox, tmp_path: Path, start_daemon: StartDaemon
+) -> None:
     require_quiet_queue(slurm)
     running(slurm, tmp_path, "gputeam", 32)  # 1/2
     running(slurm, tmp_path, "cputeam", 16)  # 1/4
@@ -242,17 +260,24 @@ def test_sighup_with_new_weights_changes_the_next_order(slurm: SlurmSandbox, tmp
     write_config(config, tmp_path / "state", text="interval: 2s\naccounts:\n  gputeam: {weight: -4}\n")
     mark = len(daemon.lines())
     daemon.send(signal.SIGHUP)
-    failed, _ = daemon.wait_line(r"^slurm-drf: ERROR: reload failed \(1 problem\(s\)\): running on with the last "
-                                 r"good configuration$", "the failed reload", after=mark)
-    assert any(re.match(rf"^slurm-drf: ERROR: {re.escape(str(config))}:3: accounts\.gputeam\.weight: ", line)
-               for line in daemon.lines()[mark:failed])
+    failed, _ = daemon.wait_line(
+        r"^slurm-drf: ERROR: reload failed \(1 problem\(s\)\): running on with the last "
+        r"good configuration$",
+        "the failed reload",
+        after=mark,
+    )
+    assert any(
+        re.match(rf"^slurm-drf: ERROR: {re.escape(str(config))}:3: accounts\.gputeam\.weight: ", line)
+        for line in daemon.lines()[mark:failed]
+    )
     daemon.wait_cycles(2, after=failed + 1)
     assert order_is(slurm, [gpu_job, cpu_job])()
     assert daemon.process.poll() is None
 
 
-def test_sigterm_lets_the_running_cycle_finish_then_exits_0(slurm: SlurmSandbox, tmp_path: Path,
-                                                             start_daemon: StartDaemon) -> None:
+def test_sigterm_lets_the_running_cycle_finish_then_exits_0(
+    slurm: SlurmSandbox, tmp_path: Path, start_daemon: StartDaemon
+) -> None:
     # squeue behind a gate: while the gate file is missing, it waits (and says so).
     real_squeue = shutil.which("squeue")
     assert real_squeue is not None
@@ -267,7 +292,9 @@ def test_sigterm_lets_the_running_cycle_finish_then_exits_0(slurm: SlurmSandbox,
         "    i=0\n"
         f"    while [ ! -e '{gate}' ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i + 1)); done\n"
         "fi\n"
-        f"exec '{real_squeue}' \"$@\"\n", encoding="utf-8")
+        f"exec '{real_squeue}' \"$@\"\n",
+        encoding="utf-8",
+    )
     wrapper.chmod(0o755)
     gate.touch()
     job = pending(slurm, tmp_path, "memteam")
@@ -290,8 +317,9 @@ def test_sigterm_lets_the_running_cycle_finish_then_exits_0(slurm: SlurmSandbox,
     assert nice_values(slurm, [job])[job] < 0  # and it did write
 
 
-def test_the_daemon_outlives_a_slurmctld_restart(slurm: SlurmSandbox, tmp_path: Path,
-                                                 start_daemon: StartDaemon) -> None:
+def test_the_daemon_outlives_a_slurmctld_restart(
+    slurm: SlurmSandbox, tmp_path: Path, start_daemon: StartDaemon
+) -> None:
     interval = 3
     daemon = start_daemon(write_config(tmp_path / "config.yaml", tmp_path / "state", interval=interval))
     daemon.wait_cycles(1)
@@ -320,8 +348,7 @@ def test_the_daemon_outlives_a_slurmctld_restart(slurm: SlurmSandbox, tmp_path: 
                 cycle_started[int(match.group(1))] = time.monotonic()
         return daemon.find(SUCCESS, after=failed + 1)
 
-    hit = wait_for(resumed, 2 * interval + CYCLE_TIMEOUT, "a successful cycle after slurmctld came back",
-                   interval=0.05)
+    hit = wait_for(resumed, 2 * interval + CYCLE_TIMEOUT, "a successful cycle after slurmctld came back", interval=0.05)
     assert isinstance(hit, tuple)
     number = int(hit[1].group(1))
     # The cycle that succeeded began within two intervals of slurmctld's return
@@ -333,16 +360,19 @@ def test_the_daemon_outlives_a_slurmctld_restart(slurm: SlurmSandbox, tmp_path: 
     assert daemon.wait_exit() == 0
 
 
-def test_a_second_daemon_on_the_same_state_directory_refuses(slurm: SlurmSandbox, tmp_path: Path,
-                                                             start_daemon: StartDaemon) -> None:
+def test_a_second_daemon_on_the_same_state_directory_refuses(
+    slurm: SlurmSandbox, tmp_path: Path, start_daemon: StartDaemon
+) -> None:
     state = tmp_path / "state"
     first = start_daemon(write_config(tmp_path / "config.yaml", state))
     first.wait_cycles(1)
-    second = start_daemon(write_config(tmp_path / "other.yaml", tmp_path / "elsewhere"), "--state-dir", str(state),
-                          name="second")
+    second = start_daemon(
+        write_config(tmp_path / "other.yaml", tmp_path / "elsewhere"), "--state-dir", str(state), name="second"
+    )
     assert second.wait_exit() == 1
-    assert second.lines()[-1] == (f"slurm-drf: state: {state}/lock: another slurm-drf (pid {first.process.pid}) "
-                                  "already uses this state directory")
+    assert second.lines()[-1] == (
+        f"slurm-drf: state: {state}/lock: another slurm-drf (pid {first.process.pid}) already uses this state directory"
+    )
     assert first.process.poll() is None
     first.wait_cycles(1, after=len(first.lines()))
     first.send(signal.SIGTERM)

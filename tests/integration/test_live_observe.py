@@ -77,8 +77,8 @@ def decode_png(data: bytes) -> npt.NDArray[np.uint8]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
     position, chunks, header = 8, [], None
     while position < len(data):
-        (length,) = struct.unpack(">I", data[position:position + 4])
-        kind, body = data[position + 4:position + 8], data[position + 8:position + 8 + length]
+        (length,) = struct.unpack(">I", data[position : position + 4])
+        kind, body = data[position + 4 : position + 8], data[position + 8 : position + 8 + length]
         position += 12 + length
         if kind == b"IHDR":
             header = struct.unpack(">IIBBBBB", body)
@@ -109,8 +109,9 @@ def decode_png(data: bytes) -> npt.NDArray[np.uint8]:
     return out.reshape(height, width, bpp)[:, :, :3]
 
 
-def _unfilter_slow(line: npt.NDArray[np.uint8], previous: npt.NDArray[np.uint8], bpp: int,
-                   kind: int) -> npt.NDArray[np.uint8]:
+def _unfilter_slow(
+    line: npt.NDArray[np.uint8], previous: npt.NDArray[np.uint8], bpp: int, kind: int
+) -> npt.NDArray[np.uint8]:
     assert kind in (3, 4), f"bad PNG filter {kind}"
     row = bytearray(len(line))
     current, up = line.tolist(), previous.tolist()
@@ -159,11 +160,26 @@ def screenshot(tmp_path_factory: pytest.TempPathFactory) -> npt.NDArray[np.uint8
     page.write_text(render_report(plan, "html"))
     png = directory / "report.png"
     subprocess.run(
-        [chromium, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--no-first-run", "--hide-scrollbars",
-         "--force-device-scale-factor=1", f"--user-data-dir={directory / 'profile'}", f"--screenshot={png}",
-         "--window-size=1200,900", page.as_uri()],
-        capture_output=True, timeout=120, check=True)
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--hide-scrollbars",
+            "--force-device-scale-factor=1",
+            f"--user-data-dir={directory / 'profile'}",
+            f"--screenshot={png}",
+            "--window-size=1200,900",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
     image = decode_png(png.read_bytes())
     assert image.shape == (900, 1200, 3)
     return image
@@ -222,13 +238,18 @@ def scene(slurm: SlurmSandbox, tmp_path: Path) -> Iterator[dict[str, list[str]]]
     """A busy node (three teams running) and a backlog of every team that cannot start."""
     work = tmp_path / "jobs"
     work.mkdir()
-    running = [_sbatch(slurm, work, "gputeam", "-p", "gpu", "--gres=gpu:4", "-c", "8", "--mem=64000"),
-               _sbatch(slurm, work, "memteam", "-p", "gpu", "-c", "4", "--mem=256000"),
-               _sbatch(slurm, work, "cputeam", "-p", "cpu", "-c", "32", "--mem=8000")]
+    running = [
+        _sbatch(slurm, work, "gputeam", "-p", "gpu", "--gres=gpu:4", "-c", "8", "--mem=64000"),
+        _sbatch(slurm, work, "memteam", "-p", "gpu", "-c", "4", "--mem=256000"),
+        _sbatch(slurm, work, "cputeam", "-p", "cpu", "-c", "32", "--mem=8000"),
+    ]
     for job_id in running:
         slurm.wait_for_state(job_id, "RUNNING", timeout=60)
-    pending = [_sbatch(slurm, work, team, "-p", "gpu" if team != "cputeam" else "cpu", "-c", "48", "--mem=1000")
-               for team in TEAMS for _ in range(2)]
+    pending = [
+        _sbatch(slurm, work, team, "-p", "gpu" if team != "cputeam" else "cpu", "-c", "48", "--mem=1000")
+        for team in TEAMS
+        for _ in range(2)
+    ]
     for job_id in pending:
         slurm.wait_for_state(job_id, "PENDING", timeout=30)
     yield {"running": running, "pending": pending}
@@ -251,8 +272,9 @@ def _cycle(config: Config, observers: list[Any]) -> CycleReport:
     return report
 
 
-def test_history_holds_every_value_slurm_received(slurm: SlurmSandbox, scene: dict[str, list[str]],
-                                                  tmp_path: Path) -> None:
+def test_history_holds_every_value_slurm_received(
+    slurm: SlurmSandbox, scene: dict[str, list[str]], tmp_path: Path
+) -> None:
     config = _config(tmp_path)
     recorder = AuditRecorder(config.state_dir, config.history_days)
     first = _cycle(config, [recorder])
@@ -331,8 +353,9 @@ def _shares_from_squeue(slurm: SlurmSandbox) -> dict[str, float]:
     return {a: max(u[r] / CAPACITY[r] for r in CAPACITY) for a, u in usage.items()}
 
 
-def test_metrics_scraped_during_a_live_run_agree_with_the_plan(slurm: SlurmSandbox, scene: dict[str, list[str]],
-                                                               tmp_path: Path) -> None:
+def test_metrics_scraped_during_a_live_run_agree_with_the_plan(
+    slurm: SlurmSandbox, scene: dict[str, list[str]], tmp_path: Path
+) -> None:
     config = _config(tmp_path)
     metrics = MetricsRecorder(address="127.0.0.1:0")
     metrics.start()
@@ -374,8 +397,9 @@ def test_metrics_scraped_during_a_live_run_agree_with_the_plan(slurm: SlurmSandb
     assert sum(1 for name, _ in samples if name == "slurm_drf_weighted_share") == len(plan.accounts)
     # And with Slurm itself: one pool holds the whole node.
     for account, share in _shares_from_squeue(slurm).items():
-        assert samples[("slurm_drf_dominant_share", (("account", account), ("pool", "default")))] == \
-            pytest.approx(share, rel=1e-12)
+        assert samples[("slurm_drf_dominant_share", (("account", account), ("pool", "default")))] == pytest.approx(
+            share, rel=1e-12
+        )
     for team in TEAMS:
         pending = sum(1 for job in scene["pending"] if slurm.job(job)["account"] == team)  # type: ignore[index]
         assert samples[("slurm_drf_pending_jobs", (("account", team), ("pool", "default")))] >= pending
@@ -393,8 +417,9 @@ def _run(argv: list[str]) -> int:
     return result
 
 
-def test_report_and_explain_read_the_live_cluster(slurm: SlurmSandbox, scene: dict[str, list[str]],
-                                                  tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_report_and_explain_read_the_live_cluster(
+    slurm: SlurmSandbox, scene: dict[str, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     config_file = tmp_path / "config.yaml"
     state_dir = tmp_path / "state"
     config_file.write_text(f"backend: cli\nstate_dir: {state_dir}\n")

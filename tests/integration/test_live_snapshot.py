@@ -40,8 +40,9 @@ def test_snapshot_matches_what_was_submitted(live: Live, tmp_path: Path) -> None
         "gpus": live.submit("-A", "cputeam", "-p", "gpu", "--gpus=1", "-c", "1", "--mem=1G"),
         # pending
         "pending_gpus": live.submit("-A", "cputeam", "-p", "gpu", "--gpus=3", "-c", "1", "--mem=1G", LATER),
-        "pending_tasks": live.submit("-A", "gputeam", "-p", "gpu", "--gres=gpu:1", "-n", "4", "-c", "2",
-                                     "--mem-per-cpu=512", LATER),
+        "pending_tasks": live.submit(
+            "-A", "gputeam", "-p", "gpu", "--gres=gpu:1", "-n", "4", "-c", "2", "--mem-per-cpu=512", LATER
+        ),
         "array": live.submit("-A", "newteam", "-p", "cpu", "--array=0-9%2", "-c", "1", "--mem=100", LATER),
         "held": live.submit("--hold", "-A", "memteam", "-p", "cpu", "-c", "2", "--mem=2G"),
         "nice": live.submit("-A", "newteam", "-p", "cpu", "-c", "3", "--mem=300", "--nice=77", LATER),
@@ -97,4 +98,5 @@ def test_snapshot_matches_what_was_submitted(live: Live, tmp_path: Path) -> None
     assert (entries[submitted["held"]]["action"], entries[submitted["held"]]["reason"]) == ("skip", "held")
     assert entries[submitted["array"]]["array_tasks"] == 10
     assert {j for j, e in entries.items() if e["order"] is not None} >= {
-        submitted[n] for n in ("pending_gpus", "pending_tasks", "array", "nice")}
+        submitted[n] for n in ("pending_gpus", "pending_tasks", "array", "nice")
+    }

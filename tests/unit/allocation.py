@@ -72,10 +72,14 @@ def demand_vector(job: Job, resources: Sequence[str]) -> Vector:
 def plan_placements(plan: Plan, pool: str, jobs: Sequence[Job]) -> list[Placement]:
     """A pool's ordered jobs as placements, in the plan's order."""
     by_id = {j.job_id: j for j in jobs}
-    ordered = sorted((j for j in plan.jobs if j.pool == pool and j.order is not None),
-                     key=lambda j: j.order if j.order is not None else -1)
-    return [Placement(j.account, demand_vector(by_id[j.job_id], plan.resources), by_id[j.job_id].array_tasks)
-            for j in ordered]
+    ordered = sorted(
+        (j for j in plan.jobs if j.pool == pool and j.order is not None),
+        key=lambda j: j.order if j.order is not None else -1,
+    )
+    return [
+        Placement(j.account, demand_vector(by_id[j.job_id], plan.resources), by_id[j.job_id].array_tasks)
+        for j in ordered
+    ]
 
 
 def free_capacity(capacity: Sequence[int], running: Mapping[str, Sequence[int]]) -> list[int]:

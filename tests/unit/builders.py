@@ -10,16 +10,36 @@ from slurm_drf.model import Job, Node, Snapshot, freeze_tres
 _ids = itertools.count(1)
 
 
-def node(name: str = "n1", partitions: Sequence[str] = ("main",), state: str = "idle",
-         **tres: int) -> Node:
+def node(name: str = "n1", partitions: Sequence[str] = ("main",), state: str = "idle", **tres: int) -> Node:
     return Node(name, tuple(partitions), state, freeze_tres(_names(tres)))
 
 
-def job(account: str, state: str = "PENDING", partition: str = "main", job_id: str | None = None,
-        priority: int = 1000, nice: int = 0, held: bool = False, submit_time: float = 0.0,
-        array_tasks: int = 1, user: str = "u", **tres: int) -> Job:
-    return Job(job_id or str(next(_ids)), account, user, partition, state, priority, nice, held,
-               submit_time, array_tasks, freeze_tres(_names(tres)))
+def job(
+    account: str,
+    state: str = "PENDING",
+    partition: str = "main",
+    job_id: str | None = None,
+    priority: int = 1000,
+    nice: int = 0,
+    held: bool = False,
+    submit_time: float = 0.0,
+    array_tasks: int = 1,
+    user: str = "u",
+    **tres: int,
+) -> Job:
+    return Job(
+        job_id or str(next(_ids)),
+        account,
+        user,
+        partition,
+        state,
+        priority,
+        nice,
+        held,
+        submit_time,
+        array_tasks,
+        freeze_tres(_names(tres)),
+    )
 
 
 def _names(tres: Mapping[str, int]) -> dict[str, int]:

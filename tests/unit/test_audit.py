@@ -54,8 +54,9 @@ def planned() -> tuple[Plan, Snapshot]:
 def _report(plan: Plan, snapshot: Snapshot, *, dry_run: bool = False) -> CycleReport:
     writes = tuple(Write(j.job_id, plan.mode, j.value) for j in plan.jobs if j.action == "set" and j.value)
     # 203 and 201 land, 204 ended meanwhile, 202 is refused.
-    result = None if dry_run else WriteResult(("203", "201", "207", "205"), ("204",),
-                                              {"202": "Access/permission denied"})
+    result = (
+        None if dry_run else WriteResult(("203", "201", "207", "205"), ("204",), {"202": "Access/permission denied"})
+    )
     return CycleReport(plan, snapshot, writes, result, 0.25, 0.5, 0, dry_run)
 
 
@@ -129,8 +130,7 @@ def test_missing_history_is_a_state_error(tmp_path: Path) -> None:
 # --- recording ------------------------------------------------------------------------------
 
 
-def test_cycle_records_shares_and_every_write_with_its_outcome(tmp_path: Path,
-                                                               planned: tuple[Plan, Snapshot]) -> None:
+def test_cycle_records_shares_and_every_write_with_its_outcome(tmp_path: Path, planned: tuple[Plan, Snapshot]) -> None:
     plan, snapshot = planned
     report = _report(plan, snapshot)
     connection = open_history(tmp_path / HISTORY_FILE)
@@ -139,14 +139,30 @@ def test_cycle_records_shares_and_every_write_with_its_outcome(tmp_path: Path,
     jobs = {j.job_id: j for j in plan.jobs}
     assert [w["job"] for w in writes] == [w.job_id for w in report.writes]
     outcomes = {w["job"]: w["outcome"] for w in writes}
-    assert outcomes == {"203": "applied", "201": "applied", "207": "applied", "205": "applied", "204": "gone",
-                        "202": "failed"}
+    assert outcomes == {
+        "203": "applied",
+        "201": "applied",
+        "207": "applied",
+        "205": "applied",
+        "204": "gone",
+        "202": "failed",
+    }
     for row in writes:
         job = jobs[row["job"]]
         assert (row["cycle"], row["account"], row["user"], row["pool"], row["mode"]) == (
-            cycle, job.account, job.user, job.pool, "nice")
+            cycle,
+            job.account,
+            job.user,
+            job.pool,
+            "nice",
+        )
         assert (row["old"], row["new"], row["level"], row["order"], row["tie"]) == (
-            job.current, job.value, job.level, job.order, job.tie)
+            job.current,
+            job.value,
+            job.level,
+            job.order,
+            job.tie,
+        )
         assert row["time"] == "2026-11-30T00:53:20Z"
         assert row["message"] == ("Access/permission denied" if row["job"] == "202" else None)
     shares = query_history(connection, AuditQuery("shares"))
@@ -155,13 +171,21 @@ def test_cycle_records_shares_and_every_write_with_its_outcome(tmp_path: Path,
     assert [(s["pool"], s["account"]) for s in shares] == [(a.pool, a.account) for a in accounts]
     for row, account in zip(shares, accounts, strict=True):
         assert (row["rank"], row["weight"], row["running"], row["pending"]) == (
-            account.rank, float(account.weight), account.running_jobs, account.pending_jobs)
+            account.rank,
+            float(account.weight),
+            account.running_jobs,
+            account.pending_jobs,
+        )
         assert (row["dominant_share"], row["weighted_share"]) == (account.dominant_share, account.weighted_share)
         assert row["shares"] == dict(account.shares) and row["usage"] == dict(account.usage)
         assert row["dominant"] == (account.dominant_resource if account.dominant_share else None)
     (cycle_row,) = query_history(connection, AuditQuery("cycles"))
     assert (cycle_row["cycle"], cycle_row["pending"], cycle_row["writes_planned"], cycle_row["dry_run"]) == (
-        cycle, 6, 6, False)
+        cycle,
+        6,
+        6,
+        False,
+    )
     assert (cycle_row["read_seconds"], cycle_row["seconds"], cycle_row["cluster"]) == (0.25, 0.5, "drftest")
     connection.close()
 
@@ -212,8 +236,7 @@ def test_recorder_records_prunes_and_logs_errors(tmp_path: Path, planned: tuple[
     cycles = query_history(connection, AuditQuery("cycles"))
     assert [c["time"] for c in cycles] == ["2026-11-30T00:53:20Z"]
     errors = query_history(connection, AuditQuery("errors"))
-    assert [(e["kind"], e["message"]) for e in errors] == [("slurm_read", "squeue: timed out"),
-                                                            ("internal", "boom")]
+    assert [(e["kind"], e["message"]) for e in errors] == [("slurm_read", "squeue: timed out"), ("internal", "boom")]
     connection.close()
     assert stat.S_IMODE((tmp_path / "state").stat().st_mode) == 0o750
 
@@ -230,8 +253,9 @@ def test_history_days_none_keeps_everything(tmp_path: Path, planned: tuple[Plan,
     connection.close()
 
 
-def test_recorder_never_raises_for_its_own_trouble(tmp_path: Path, planned: tuple[Plan, Snapshot],
-                                                   caplog: pytest.LogCaptureFixture) -> None:
+def test_recorder_never_raises_for_its_own_trouble(
+    tmp_path: Path, planned: tuple[Plan, Snapshot], caplog: pytest.LogCaptureFixture
+) -> None:
     plan, snapshot = planned
     blocked = tmp_path / "file"
     blocked.write_text("not a directory")
@@ -242,9 +266,16 @@ def test_recorder_never_raises_for_its_own_trouble(tmp_path: Path, planned: tupl
     assert sum("cannot record" in r.message for r in caplog.records) == 2
 
 
-@pytest.mark.parametrize(("error", "kind"), [
-    (SlurmReadError("x"), "slurm_read"), (ConfigError("x"), "config"), (StateError("x"), "state"),
-    (InputError("x"), "input"), (ValueError("x"), "internal")])
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        (SlurmReadError("x"), "slurm_read"),
+        (ConfigError("x"), "config"),
+        (StateError("x"), "state"),
+        (InputError("x"), "input"),
+        (ValueError("x"), "internal"),
+    ],
+)
 def test_error_kinds_are_bounded_labels(error: Exception, kind: str) -> None:
     assert error_kind(error) == kind
 
@@ -252,11 +283,21 @@ def test_error_kinds_are_bounded_labels(error: Exception, kind: str) -> None:
 # --- queries --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("7d", NOW - 7 * DAY), ("12h", NOW - 12 * 3600), ("30m", NOW - 1800), ("2w", NOW - 14 * DAY),
-    ("90s", NOW - 90), ("1.5d", NOW - 1.5 * DAY),
-    ("2026-11-30", 1_796_083_200.0 - DAY), ("2026-12-01T00:00:00Z", 1_796_083_200.0),
-    ("2026-12-01T01:00:00+01:00", 1_796_083_200.0), ("2026-12-01 00:00", 1_796_083_200.0)])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("7d", NOW - 7 * DAY),
+        ("12h", NOW - 12 * 3600),
+        ("30m", NOW - 1800),
+        ("2w", NOW - 14 * DAY),
+        ("90s", NOW - 90),
+        ("1.5d", NOW - 1.5 * DAY),
+        ("2026-11-30", 1_796_083_200.0 - DAY),
+        ("2026-12-01T00:00:00Z", 1_796_083_200.0),
+        ("2026-12-01T01:00:00+01:00", 1_796_083_200.0),
+        ("2026-12-01 00:00", 1_796_083_200.0),
+    ],
+)
 def test_parse_since(text: str, expected: float) -> None:
     assert parse_since(text, NOW) == expected
 
@@ -289,18 +330,20 @@ def test_query_filters(history: sqlite3.Connection) -> None:
     assert count(table="shares", account="chemistry") == 6
     assert count(table="shares", pool="gpu", since=NOW) == 4
     rows = query_history(history, AuditQuery(limit=2))
-    assert [(r["time"], r["job"]) for r in rows] == [("2026-11-30T00:53:20Z", "207"),
-                                                     ("2026-11-30T00:53:20Z", "205")]
+    assert [(r["time"], r["job"]) for r in rows] == [("2026-11-30T00:53:20Z", "207"), ("2026-11-30T00:53:20Z", "205")]
     assert count(table="cycles", since=NOW - 5 * DAY) == 2
 
 
-@pytest.mark.parametrize(("query", "message"), [
-    (AuditQuery("shares", job="1"), "--job selects writes"),
-    (AuditQuery("cycles", account="a"), "--account selects"),
-    (AuditQuery("errors", pool="p"), "--pool selects"),
-    (AuditQuery("nothing"), "unknown history table")])
-def test_query_refuses_filters_that_do_not_apply(history: sqlite3.Connection, query: AuditQuery,
-                                                 message: str) -> None:
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        (AuditQuery("shares", job="1"), "--job selects writes"),
+        (AuditQuery("cycles", account="a"), "--account selects"),
+        (AuditQuery("errors", pool="p"), "--pool selects"),
+        (AuditQuery("nothing"), "unknown history table"),
+    ],
+)
+def test_query_refuses_filters_that_do_not_apply(history: sqlite3.Connection, query: AuditQuery, message: str) -> None:
     with pytest.raises(InputError, match=message):
         query_history(history, query)
 
@@ -313,8 +356,22 @@ def test_renderings_agree(history: sqlite3.Connection) -> None:
     assert [int(r["new"]) for r in rows] == [r["new"] for r in records]
     assert [float(r["level"]) for r in rows] == [r["level"] for r in records]
     table = render_audit(records, "table")
-    assert table.splitlines()[0].split() == ["time", "cycle", "job", "account", "user", "pool", "mode", "old",
-                                             "new", "level", "order", "tie", "outcome", "message"]
+    assert table.splitlines()[0].split() == [
+        "time",
+        "cycle",
+        "job",
+        "account",
+        "user",
+        "pool",
+        "mode",
+        "old",
+        "new",
+        "level",
+        "order",
+        "tie",
+        "outcome",
+        "message",
+    ]
     assert len(table.splitlines()) == 2 + 3
     shares = query_history(history, AuditQuery("shares", account="physics"))
     flat = list(csv.DictReader(io.StringIO(render_audit(shares, "csv"))))
@@ -334,8 +391,9 @@ def _run(argv: list[str]) -> int:
     return result
 
 
-def test_audit_verb_reads_a_closed_database(tmp_path: Path, planned: tuple[Plan, Snapshot],
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_audit_verb_reads_a_closed_database(
+    tmp_path: Path, planned: tuple[Plan, Snapshot], capsys: pytest.CaptureFixture[str]
+) -> None:
     plan, snapshot = planned
     AuditRecorder(tmp_path, 90).on_cycle(_report(plan, snapshot))
     # Closed cleanly: no -wal / -shm files; a read-only open must still work.
@@ -343,10 +401,15 @@ def test_audit_verb_reads_a_closed_database(tmp_path: Path, planned: tuple[Plan,
     assert _run(["audit", "--state-dir", str(tmp_path), "--account", "physics", "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert {r["job"] for r in rows} == {"201", "204"}
-    assert _run(["audit", "shares", "--state-dir", str(tmp_path), "--pool", "cpu", "--format", "csv",
-                 "--since", "1d"]) == 0
+    assert (
+        _run(["audit", "shares", "--state-dir", str(tmp_path), "--pool", "cpu", "--format", "csv", "--since", "1d"])
+        == 0
+    )
     assert [r["account"] for r in csv.DictReader(io.StringIO(capsys.readouterr().out))] == [
-        "newteam", "biology", "chemistry"]
+        "newteam",
+        "biology",
+        "chemistry",
+    ]
     # SQLite gives the WAL index files a reader may create the database file's mode.
     for name in os.listdir(tmp_path):
         assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o640, name

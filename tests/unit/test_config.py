@@ -89,10 +89,7 @@ BAD_CONFIGS: list[tuple[str, str, list[str]]] = [
     (
         "account with nothing",
         "accounts:\n  physics:\n",
-        [
-            "config.yaml:2: accounts.physics: expected a mapping such as {weight: 2} or {exclude: true}, "
-            "got null"
-        ],
+        ["config.yaml:2: accounts.physics: expected a mapping such as {weight: 2} or {exclude: true}, got null"],
     ),
     (
         "account key misspelt",
@@ -199,10 +196,7 @@ BAD_CONFIGS: list[tuple[str, str, list[str]]] = [
     (
         "mode close",
         "mode: sitefactor\n",
-        [
-            "config.yaml:1: mode: 'sitefactor' is not one of nice, site_factor, priority; "
-            "did you mean 'site_factor'?"
-        ],
+        ["config.yaml:1: mode: 'sitefactor' is not one of nice, site_factor, priority; did you mean 'site_factor'?"],
     ),
     (
         "backend unknown",
@@ -287,10 +281,7 @@ BAD_CONFIGS: list[tuple[str, str, list[str]]] = [
     (
         "pool as a word",
         "pools: [gpu]\n",
-        [
-            "config.yaml:1: pools[0]: expected a pool such as {name: gpu, partitions: [gpu, gpu-long]}, "
-            "got 'gpu'"
-        ],
+        ["config.yaml:1: pools[0]: expected a pool such as {name: gpu, partitions: [gpu, gpu-long]}, got 'gpu'"],
     ),
     (
         "pool key unknown",
@@ -409,10 +400,7 @@ BAD_CONFIGS: list[tuple[str, str, list[str]]] = [
     (
         "list as a key",
         "accounts:\n  ? [a, b]\n  : {weight: 2}\n",
-        [
-            "config.yaml:2: YAML syntax error: found a key that is a list or mapping; keys are names "
-            "(column 5)"
-        ],
+        ["config.yaml:2: YAML syntax error: found a key that is a list or mapping; keys are names (column 5)"],
     ),
     (
         "alias inside itself",
@@ -447,13 +435,7 @@ def test_config_error_is_an_input_error_with_category_config() -> None:
 
 
 def test_all_errors_are_collected_at_once_in_file_order() -> None:
-    text = (
-        "accounts:\n"
-        "  physics: {weight: -1}\n"
-        "mode: fast\n"
-        "scale: 10\n"
-        "interval: soon\n"
-    )
+    text = "accounts:\n  physics: {weight: -1}\nmode: fast\nscale: 10\ninterval: soon\n"
     assert problems_of(text) == [
         "config.yaml:2: accounts.physics.weight: -1 is not > 0",
         "config.yaml:3: mode: 'fast' is not one of nice, site_factor, priority",
@@ -463,15 +445,15 @@ def test_all_errors_are_collected_at_once_in_file_order() -> None:
 
 def test_many_kinds_of_error_in_one_file() -> None:
     text = (
-        "intervall: 60s\n"                               # 1 unknown key
+        "intervall: 60s\n"  # 1 unknown key
         "accounts:\n"
-        "  physics: {weight: 1}\n"                       # 3
-        "  physics: {weight: 0}\n"                       # 4 duplicate, and 0
-        "partitions: [cpu]\n"                            # 5 in no pool
+        "  physics: {weight: 1}\n"  # 3
+        "  physics: {weight: 0}\n"  # 4 duplicate, and 0
+        "partitions: [cpu]\n"  # 5 in no pool
         "pools:\n"
-        "  - {name: gpu, partitions: [gpu]}\n"           # 7 not managed
+        "  - {name: gpu, partitions: [gpu]}\n"  # 7 not managed
         "scale: 3000000\n"
-        "offset: 1000\n"                                 # scale vs offset, blamed on scale (8)
+        "offset: 1000\n"  # scale vs offset, blamed on scale (8)
     )
     assert problems_of(text) == [
         "config.yaml:1: intervall: unknown key; did you mean 'interval'?",
@@ -479,8 +461,7 @@ def test_many_kinds_of_error_in_one_file() -> None:
         "config.yaml:4: accounts.physics.weight: 0 is not > 0",
         "config.yaml:5: partitions[0]: partition 'cpu' is in no pool, so it would not be managed; "
         "add it to a pool or remove it here",
-        "config.yaml:7: pools[0].partitions[0]: partition 'gpu' is not in partitions; "
-        "add it there or remove it here",
+        "config.yaml:7: pools[0].partitions[0]: partition 'gpu' is not in partitions; add it there or remove it here",
         f"config.yaml:8: scale: 3000000 is not below offset 1000: {LEVEL_ONE}",
     ]
 
@@ -613,10 +594,7 @@ def test_account_names_are_text_whatever_they_look_like() -> None:
 
 
 def test_excluded_accounts_are_the_union_of_both_ways() -> None:
-    text = (
-        "accounts:\n  admin: {exclude: true}\n  ops: {exclude: false, weight: 2}\n"
-        "exclude_accounts: [root]\n"
-    )
+    text = "accounts:\n  admin: {exclude: true}\n  ops: {exclude: false, weight: 2}\nexclude_accounts: [root]\n"
     config = parse_config_text(text, "c")
     assert config.exclude_accounts == frozenset({"admin", "root"})
     assert config.weights == {"ops": Fraction(2)}
@@ -805,8 +783,7 @@ def test_unknown_accounts_warn() -> None:
         "the setting has no effect until it exists (did you mean 'chemistry'?)",
         "config.yaml:4: accounts.physic: Slurm has no account 'physic'; "
         "the setting has no effect until it exists (did you mean 'physics'?)",
-        "config.yaml:5: exclude_accounts: Slurm has no account 'zzz'; "
-        "the setting has no effect until it exists",
+        "config.yaml:5: exclude_accounts: Slurm has no account 'zzz'; the setting has no effect until it exists",
     ]
 
 

@@ -71,8 +71,9 @@ ACCOUNT_NAMES = ("physics", "chem", "bio", "astro", "math", "geo")
 PARTITION = "main"
 SLURM_PRIORITY_MAX = 2**32 - 1
 
-PROPERTY_SETTINGS = settings(max_examples=80, deadline=None,
-                             suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PROPERTY_SETTINGS = settings(
+    max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 
 
 # --------------------------------------------------------------------------
@@ -112,29 +113,68 @@ class Built:
     pending: dict[str, list[Job]]  # per account, in Slurm's order
 
 
-def build(instance: Instance, job_numbers: Sequence[int] | None = None, mode: Mode = "nice",
-          priority_weights: Mapping[str, int] | None = None, scale: int = DEFAULT_SCALE,
-          offset: int = NICE_LIMIT) -> Built:
+def build(
+    instance: Instance,
+    job_numbers: Sequence[int] | None = None,
+    mode: Mode = "nice",
+    priority_weights: Mapping[str, int] | None = None,
+    scale: int = DEFAULT_SCALE,
+    offset: int = NICE_LIMIT,
+) -> Built:
     """A snapshot of one node holding the capacity; job ids from `job_numbers`."""
     records = [(account, spec) for account, specs in instance.pending.items() for spec in specs]
     numbers = list(job_numbers) if job_numbers is not None else list(range(1000, 1000 + len(records)))
     jobs: list[Job] = []
     pending: dict[str, list[Job]] = {account: [] for account in instance.pending}
     for number, (account, spec) in zip(numbers, records, strict=True):
-        pending_job = Job(str(number), account, "u", PARTITION, PENDING, spec.priority, 0, False,
-                          spec.submit_time, spec.tasks, _tres(instance.resources, spec.demand))
+        pending_job = Job(
+            str(number),
+            account,
+            "u",
+            PARTITION,
+            PENDING,
+            spec.priority,
+            0,
+            False,
+            spec.submit_time,
+            spec.tasks,
+            _tres(instance.resources, spec.demand),
+        )
         jobs.append(pending_job)
         pending[account].append(pending_job)
     for index, (account, usage) in enumerate(instance.running.items()):
-        jobs.append(Job(f"{index + 1}", account, "u", PARTITION, RUNNING, 1000, 0, False, 0.0, 1,
-                        _tres(instance.resources, usage)))
+        jobs.append(
+            Job(
+                f"{index + 1}",
+                account,
+                "u",
+                PARTITION,
+                RUNNING,
+                1000,
+                0,
+                False,
+                0.0,
+                1,
+                _tres(instance.resources, usage),
+            )
+        )
     for account in pending:
         pending[account].sort(key=lambda j: (-j.priority, j.submit_time, int(j.job_id)))
     nodes = (Node("n1", (PARTITION,), "idle", _tres(instance.resources, instance.capacity)),)
-    snap = Snapshot("test", "2026-11-30T00:00:00Z", nodes, tuple(jobs),
-                    priority_weights=MappingProxyType(dict(priority_weights or {})))
-    cfg = Config(resources=instance.resources, weights=MappingProxyType(dict(instance.weights)),
-                 mode=mode, scale=scale, offset=offset)
+    snap = Snapshot(
+        "test",
+        "2026-11-30T00:00:00Z",
+        nodes,
+        tuple(jobs),
+        priority_weights=MappingProxyType(dict(priority_weights or {})),
+    )
+    cfg = Config(
+        resources=instance.resources,
+        weights=MappingProxyType(dict(instance.weights)),
+        mode=mode,
+        scale=scale,
+        offset=offset,
+    )
     return Built(snap, cfg, pending)
 
 
@@ -173,7 +213,7 @@ def demands(draw: st.DrawFn, width: int) -> Vector:
     vector = draw(st.tuples(*[st.integers(0, 10)] * width))
     if not any(vector):
         position = draw(st.integers(0, width - 1))
-        vector = (*vector[:position], draw(st.integers(1, 10)), *vector[position + 1:])
+        vector = (*vector[:position], draw(st.integers(1, 10)), *vector[position + 1 :])
     return vector
 
 
@@ -192,16 +232,16 @@ def running_usage(draw: st.DrawFn, accounts: Sequence[str], capacity: Vector) ->
     for account in accounts:
         if not draw(st.booleans()):
             continue
-        vector = tuple(draw(st.integers(0, max(0, min(room, c // 3)))) for room, c in zip(left, capacity,
-                                                                                         strict=True))
+        vector = tuple(draw(st.integers(0, max(0, min(room, c // 3)))) for room, c in zip(left, capacity, strict=True))
         left = [room - u for room, u in zip(left, vector, strict=True)]
         usage[account] = vector
     return usage
 
 
 @st.composite
-def backlogged_instances(draw: st.DrawFn, same_demand: bool, with_running: bool = False,
-                         min_accounts: int = 1) -> Instance:
+def backlogged_instances(
+    draw: st.DrawFn, same_demand: bool, with_running: bool = False, min_accounts: int = 1
+) -> Instance:
     """Every account has identical jobs, and enough of them to stay backlogged."""
     resources, capacity = draw(pools())
     count = draw(st.integers(min_accounts, 6))
@@ -225,8 +265,7 @@ def mixed_instances(draw: st.DrawFn, width: int | None = None) -> Instance:
     for account in accounts:
         jobs = draw(st.lists(st.tuples(demands(len(resources)), st.integers(1, 3)), max_size=30))
         pending[account] = [PendingSpec(demand, tasks) for demand, tasks in jobs]
-    weights = {a: draw(st.sampled_from([Fraction(1), Fraction(2), Fraction(3, 10), Fraction(3, 2)]))
-               for a in accounts}
+    weights = {a: draw(st.sampled_from([Fraction(1), Fraction(2), Fraction(3, 10), Fraction(3, 2)])) for a in accounts}
     return Instance(resources, capacity, pending, draw(running_usage(accounts, capacity)), weights)
 
 
@@ -266,8 +305,10 @@ def test_sharing_incentive_up_to_one_task_of_each_other_account(instance: Instan
     capacity = instance.capacity
     for account in instance.accounts:
         demand = instance.pending[account][0].demand
-        others = [sum(instance.pending[b][0].demand[r] for b in instance.accounts if b != account)
-                  for r in range(len(capacity))]
+        others = [
+            sum(instance.pending[b][0].demand[r] for b in instance.accounts if b != account)
+            for r in range(len(capacity))
+        ]
         sigma = max(Fraction(o, c) for o, c in zip(others, capacity, strict=True))
         guaranteed = int((1 - sigma) / (n * task_share(demand, capacity))) if sigma < 1 else 0
         assert allocation.tasks[account] >= guaranteed, (account, guaranteed, dict(allocation.tasks))
@@ -366,8 +407,11 @@ def test_pareto_efficient_nothing_left_fits(instance: Instance) -> None:
             if waiting:
                 demand = demand_vector(pending_job, instance.resources)
                 assert not fits(demand, allocation.free), (account, pending_job.job_id, allocation.free)
-    used = [sum(col) for col in zip(*(allocation.vector(a) for a in allocation.held), strict=True)] \
-        if allocation.held else [0] * len(free)
+    used = (
+        [sum(col) for col in zip(*(allocation.vector(a) for a in allocation.held), strict=True)]
+        if allocation.held
+        else [0] * len(free)
+    )
     assert [f + u for f, u in zip(allocation.free, used, strict=True)] == free
 
 
@@ -377,10 +421,13 @@ def test_pareto_efficient_nothing_left_fits(instance: Instance) -> None:
 
 def _skipped_ahead(allocation: Allocation, order: Sequence[Placement], account: str) -> bool:
     """Whether the walk skipped a task of another account ahead of `account`'s last started task."""
-    last = max((i for i, (p, n) in enumerate(zip(order, allocation.started, strict=True))
-                if p.account == account and n), default=-1)
-    return any(p.account != account and n < p.tasks
-               for p, n in zip(order[:last], allocation.started[:last], strict=True))
+    last = max(
+        (i for i, (p, n) in enumerate(zip(order, allocation.started, strict=True)) if p.account == account and n),
+        default=-1,
+    )
+    return any(
+        p.account != account and n < p.tasks for p, n in zip(order[:last], allocation.started[:last], strict=True)
+    )
 
 
 def _others_ahead(order: Sequence[Placement], account: str) -> list[int]:
@@ -444,8 +491,9 @@ def test_blocking_manipulation_is_the_only_gain() -> None:
     gain exists only through the skip the property above excludes.
     """
     honest = Instance(("cpu",), (7,), {"physics": [PendingSpec((1,))] * 8, "chem": [PendingSpec((6,))] * 2})
-    inflated = dataclasses.replace(honest, pending={"physics": [PendingSpec((2,))] * 8,
-                                                    "chem": [PendingSpec((6,))] * 2})
+    inflated = dataclasses.replace(
+        honest, pending={"physics": [PendingSpec((2,))] * 8, "chem": [PendingSpec((6,))] * 2}
+    )
     _, got_honest = run(honest)
     built = build(inflated)
     plan = compute_plan(built.snapshot, built.config)
@@ -471,8 +519,7 @@ def weight_raises(draw: st.DrawFn) -> tuple[Instance, Instance, str]:
     account = draw(st.sampled_from(instance.accounts))
     raised = dict(weights)
     raised[account] = weights[account] + draw(st.sampled_from([Fraction(1, 10), Fraction(1), Fraction(3)]))
-    return (dataclasses.replace(instance, weights=weights), dataclasses.replace(instance, weights=raised),
-            account)
+    return (dataclasses.replace(instance, weights=weights), dataclasses.replace(instance, weights=raised), account)
 
 
 @PROPERTY_SETTINGS
@@ -519,10 +566,15 @@ def random_instance(rng: random.Random) -> tuple[Instance, list[int]]:
 
     def jobs() -> list[PendingSpec]:
         count = rng.choice([0, 1, 2, 3, 5, 8, 15, 30])
-        return [PendingSpec(tuple(rng.choice(palette) for _ in range(width)),
-                            1 if rng.random() < 0.8 else rng.randint(2, 3),
-                            rng.choice([1000, 1000, 2000]), float(rng.choice([0, 10, 20])))
-                for _ in range(count)]
+        return [
+            PendingSpec(
+                tuple(rng.choice(palette) for _ in range(width)),
+                1 if rng.random() < 0.8 else rng.randint(2, 3),
+                rng.choice([1000, 1000, 2000]),
+                float(rng.choice([0, 10, 20])),
+            )
+            for _ in range(count)
+        ]
 
     def usage() -> Vector | None:
         return tuple(rng.choice([0, 0, 1, 2, 5]) for _ in range(width)) if rng.random() < 0.5 else None
@@ -544,8 +596,10 @@ def random_instance(rng: random.Random) -> tuple[Instance, list[int]]:
 
 def reference_inputs(instance: Instance, built: Built) -> tuple[dict[str, list[Vector]], dict[str, Vector]]:
     """Per account the demand vectors in Slurm's order (record x tasks) and running usage."""
-    pending = {account: [tuple(x * j.array_tasks for x in demand_vector(j, instance.resources)) for j in jobs]
-               for account, jobs in built.pending.items()}
+    pending = {
+        account: [tuple(x * j.array_tasks for x in demand_vector(j, instance.resources)) for j in jobs]
+        for account, jobs in built.pending.items()
+    }
     return pending, dict(instance.running)
 
 
@@ -556,9 +610,14 @@ def check_against_oracle(instance: Instance, numbers: Sequence[int], state: Poli
     expected_epoch = state.epoch + 1 if state.fingerprint != plan.state.fingerprint else state.epoch
     assert plan.state.epoch == expected_epoch
     pending, usage = reference_inputs(instance, built)
-    reference = reference_order(pending, usage, instance.capacity,
-                                {a: instance.weight(a) for a in instance.accounts},
-                                epoch=plan.state.epoch, wins=wins)
+    reference = reference_order(
+        pending,
+        usage,
+        instance.capacity,
+        {a: instance.weight(a) for a in instance.accounts},
+        epoch=plan.state.epoch,
+        wins=wins,
+    )
     assert plan_order_pairs(plan, DEFAULT_POOL) == reference
     # The pairs number jobs by their rank in the plan; compare the job ids too, so a plan
     # that reordered an account's own jobs cannot pass.
@@ -587,8 +646,12 @@ def test_order_equals_heap_oracle_with_remembered_wins() -> None:
         instance, numbers = random_instance(rng)
         wins = {a: float(rng.choice([0, 1, 2, 5])) for a in instance.accounts}
         last = {a: float(rng.choice([0, 1, 3])) for a in instance.accounts}
-        state = PolicyState(epoch=rng.randint(0, 50), fingerprint="an older running set",
-                            tie_wins=MappingProxyType(wins), plan_wins=MappingProxyType(last))
+        state = PolicyState(
+            epoch=rng.randint(0, 50),
+            fingerprint="an older running set",
+            tie_wins=MappingProxyType(wins),
+            plan_wins=MappingProxyType(last),
+        )
         check_against_oracle(instance, numbers, state)
 
 
@@ -602,8 +665,7 @@ def assert_values_strict(plan: Plan) -> None:
     """nice strictly increases along each pool's order (user nice 0), unless saturation was warned."""
     saturated = any(SATURATION in w for w in plan.warnings)
     for pool in plan.pools:
-        rows = sorted((j for j in plan.jobs if j.pool == pool.name and j.order is not None),
-                      key=lambda j: j.order or 0)
+        rows = sorted((j for j in plan.jobs if j.pool == pool.name and j.order is not None), key=lambda j: j.order or 0)
         values = [j.value for j in rows if j.value is not None]
         assert len(values) == len(rows)
         assert all(-NICE_LIMIT <= v <= NICE_LIMIT for v in values)
@@ -625,25 +687,38 @@ def test_values_strict_in_every_pool(data: st.DataObject) -> None:
     jobs: list[Job] = []
     numbers = itertools.count(1000)
     for partition, instance in (("main", first), ("other", second)):
-        built = build(dataclasses.replace(instance, weights=weights),
-                      [next(numbers) for _ in range(sum(len(v) for v in instance.pending.values()))])
+        built = build(
+            dataclasses.replace(instance, weights=weights),
+            [next(numbers) for _ in range(sum(len(v) for v in instance.pending.values()))],
+        )
         for j in built.snapshot.jobs:
             renamed = f"{partition}-{j.job_id}" if j.state == RUNNING else j.job_id
             jobs.append(dataclasses.replace(j, partition=partition, job_id=renamed))
-    nodes = (Node("n1", ("main",), "idle", _tres(first.resources, first.capacity)),
-             Node("n2", ("other",), "idle", _tres(first.resources, second.capacity)))
-    config = Config(resources=first.resources, weights=MappingProxyType(weights),
-                    pools=(PoolConfig("one", ("main",)), PoolConfig("two", ("other",))))
+    nodes = (
+        Node("n1", ("main",), "idle", _tres(first.resources, first.capacity)),
+        Node("n2", ("other",), "idle", _tres(first.resources, second.capacity)),
+    )
+    config = Config(
+        resources=first.resources,
+        weights=MappingProxyType(weights),
+        pools=(PoolConfig("one", ("main",)), PoolConfig("two", ("other",))),
+    )
     plan = compute_plan(Snapshot("test", "2026-11-30T00:00:00Z", nodes, tuple(jobs)), config)
     assert_values_strict(plan)
     for pool, instance in (("one", first), ("two", second)):
         rows = [j for j in plan.jobs if j.pool == pool and j.order is not None]
         assert sorted(j.order for j in rows if j.order is not None) == list(range(len(rows)))
         assert len(rows) == sum(len(v) for v in instance.pending.values())
-    pending_first = {a: [tuple(x * spec.tasks for x in spec.demand) for spec in specs]
-                     for a, specs in first.pending.items()}
-    reference = reference_order(pending_first, first.running, first.capacity,
-                                {a: weights.get(a, Fraction(1)) for a in first.accounts}, epoch=plan.state.epoch)
+    pending_first = {
+        a: [tuple(x * spec.tasks for x in spec.demand) for spec in specs] for a, specs in first.pending.items()
+    }
+    reference = reference_order(
+        pending_first,
+        first.running,
+        first.capacity,
+        {a: weights.get(a, Fraction(1)) for a in first.accounts},
+        epoch=plan.state.epoch,
+    )
     assert plan_order_pairs(plan, "one") == reference
 
 
@@ -653,11 +728,15 @@ def slurm_priority(mode: str, written: int, factors: int) -> int:
 
 
 @PROPERTY_SETTINGS
-@given(mixed_instances(), st.sampled_from(["nice", "site_factor", "priority"]),
-       st.sampled_from([0, 1000, 100_000, 10**7]),
-       st.sampled_from([(1_000_000, NICE_LIMIT), (1000, NICE_LIMIT), (10, 40), (1, 5), (10**9, NICE_LIMIT)]))
-def test_values_survive_slurms_clamp(instance: Instance, mode: Mode, weight_sum: int,
-                                     scale_offset: tuple[int, int]) -> None:
+@given(
+    mixed_instances(),
+    st.sampled_from(["nice", "site_factor", "priority"]),
+    st.sampled_from([0, 1000, 100_000, 10**7]),
+    st.sampled_from([(1_000_000, NICE_LIMIT), (1000, NICE_LIMIT), (10, 40), (1, 5), (10**9, NICE_LIMIT)]),
+)
+def test_values_survive_slurms_clamp(
+    instance: Instance, mode: Mode, weight_sum: int, scale_offset: tuple[int, int]
+) -> None:
     """Slurm's priority max(1, min(2^32-1, F -/+ our value)) keeps the order for factors F in [0, W].
 
     Unless the plan warned that levels saturate the value range: with the
@@ -668,8 +747,7 @@ def test_values_survive_slurms_clamp(instance: Instance, mode: Mode, weight_sum:
     mode writes absolute values, at least 1 (0 is a hold).
     """
     scale, offset = scale_offset
-    built = build(instance, mode=mode, priority_weights={"PriorityWeightAge": weight_sum}, scale=scale,
-                  offset=offset)
+    built = build(instance, mode=mode, priority_weights={"PriorityWeightAge": weight_sum}, scale=scale, offset=offset)
     plan = compute_plan(built.snapshot, built.config)
     saturated = any(SATURATION in w for w in plan.warnings)
     written = [j.value for j in plan_rows(plan)]
@@ -714,13 +792,17 @@ def clones(names: Sequence[str], spec: PendingSpec, count: int) -> dict[str, lis
     return {name: [spec] * count for name in names}
 
 
-@pytest.mark.parametrize(("resources", "capacity", "demand", "tasks"), [
-    (("cpu",), (60,), (1,), 1),
-    (("cpu", "mem"), (64, 256_000), (2, 4096), 1),
-    (("cpu", "mem", "gres/gpu"), (64, 512_000, 8), (8, 64_000, 1), 2),
-])
-def test_identical_accounts_interleave_round_by_round(resources: tuple[str, ...], capacity: Vector,
-                                                      demand: Vector, tasks: int) -> None:
+@pytest.mark.parametrize(
+    ("resources", "capacity", "demand", "tasks"),
+    [
+        (("cpu",), (60,), (1,), 1),
+        (("cpu", "mem"), (64, 256_000), (2, 4096), 1),
+        (("cpu", "mem", "gres/gpu"), (64, 512_000, 8), (8, 64_000, 1), 2),
+    ],
+)
+def test_identical_accounts_interleave_round_by_round(
+    resources: tuple[str, ...], capacity: Vector, demand: Vector, tasks: int
+) -> None:
     """(a) Three identical accounts, no running usage: each round of three holds every account
     once, and the account placed first changes from round to round."""
     names = ("physics", "chem", "bio")
@@ -728,7 +810,7 @@ def test_identical_accounts_interleave_round_by_round(resources: tuple[str, ...]
     plan, _ = run(instance)
     order = accounts_in_order(plan)
     assert len(order) == 24
-    rounds = [order[k:k + 3] for k in range(0, len(order), 3)]
+    rounds = [order[k : k + 3] for k in range(0, len(order), 3)]
     assert all(sorted(r) == sorted(names) for r in rounds), rounds
     assert len({r[0] for r in rounds}) > 1, rounds
     assert all(j.tie for j in plan_rows(plan))
@@ -738,8 +820,12 @@ def test_identical_accounts_interleave_round_by_round(resources: tuple[str, ...]
 def test_one_cpu_apart_on_a_million_cpus(running_a: int, running_b: int) -> None:
     """(b) One-CPU jobs on 1,000,000 CPUs: one running CPU apart gives different levels and
     nice values (default scale), and the order still interleaves."""
-    instance = Instance(("cpu",), (1_000_000,), clones(("physics", "chem"), PendingSpec((1,)), 40),
-                        running={"physics": (running_a,), "chem": (running_b,)})
+    instance = Instance(
+        ("cpu",),
+        (1_000_000,),
+        clones(("physics", "chem"), PendingSpec((1,)), 40),
+        running={"physics": (running_a,), "chem": (running_b,)},
+    )
     plan, _ = run(instance)
     rows = plan_rows(plan)
     first = {account: next(j for j in rows if j.account == account) for account in ("physics", "chem")}
@@ -763,12 +849,20 @@ def test_zero_demand_and_zero_capacity_do_not_freeze_the_order(case: str) -> Non
     """(c) All-zero TRES and a resource of capacity 0 keep a level constant; every job still gets
     exactly one place, and every account shows up in the first places."""
     resources = ("cpu", "mem", "gres/gpu")
-    capacity = {"zero demand": (8, 100, 2), "capacity 0": (8, 100, 0), "both": (8, 100, 0),
-                "no capacity at all": (0, 0, 0)}[case]
-    stuck = {"zero demand": (0, 0, 0), "capacity 0": (0, 0, 1), "both": (0, 0, 0),
-             "no capacity at all": (1, 1, 1)}[case]
-    pending = {"physics": [PendingSpec(stuck)] * 12, "chem": [PendingSpec((1, 10, 0))] * 12,
-               "bio": [PendingSpec((2, 0, 1 if case == "both" else 0))] * 12}
+    capacity = {
+        "zero demand": (8, 100, 2),
+        "capacity 0": (8, 100, 0),
+        "both": (8, 100, 0),
+        "no capacity at all": (0, 0, 0),
+    }[case]
+    stuck = {"zero demand": (0, 0, 0), "capacity 0": (0, 0, 1), "both": (0, 0, 0), "no capacity at all": (1, 1, 1)}[
+        case
+    ]
+    pending = {
+        "physics": [PendingSpec(stuck)] * 12,
+        "chem": [PendingSpec((1, 10, 0))] * 12,
+        "bio": [PendingSpec((2, 0, 1 if case == "both" else 0))] * 12,
+    }
     if case == "both":
         pending["geo"] = [PendingSpec((0, 0, 0))] * 12
     built = build(Instance(resources, capacity, pending))
@@ -777,7 +871,7 @@ def test_zero_demand_and_zero_capacity_do_not_freeze_the_order(case: str) -> Non
     pending_ids = sorted(j.job_id for jobs in built.pending.values() for j in jobs)
     assert sorted(j.job_id for j in rows) == pending_ids
     assert [j.order for j in rows] == list(range(len(pending_ids)))
-    assert {j.account for j in rows[:len(pending)]} == set(pending)
+    assert {j.account for j in rows[: len(pending)]} == set(pending)
 
 
 def with_jobs(snapshot: Snapshot, jobs: Sequence[Job]) -> Snapshot:
@@ -786,8 +880,15 @@ def with_jobs(snapshot: Snapshot, jobs: Sequence[Job]) -> Snapshot:
     Not `dataclasses.replace`: that copies the snapshot's cached job table,
     and the engine would plan the old jobs.
     """
-    return Snapshot(snapshot.cluster, snapshot.taken_at, snapshot.nodes, tuple(jobs), snapshot.slurm_version,
-                    snapshot.priority_weights, snapshot.priority_type)
+    return Snapshot(
+        snapshot.cluster,
+        snapshot.taken_at,
+        snapshot.nodes,
+        tuple(jobs),
+        snapshot.slurm_version,
+        snapshot.priority_weights,
+        snapshot.priority_type,
+    )
 
 
 def applied(built: Built, plan: Plan) -> tuple[Snapshot, PolicyState]:
@@ -811,11 +912,15 @@ def applied(built: Built, plan: Plan) -> tuple[Snapshot, PolicyState]:
 
 
 REPLAN_INSTANCE = Instance(
-    ("cpu", "mem", "gres/gpu"), (64, 256_000, 8),
-    {"physics": [PendingSpec((4, 8000, 1), 1, 1000, 5.0), PendingSpec((1, 1000, 0), 3, 1200, 9.0)] * 3,
-     "chem": [PendingSpec((4, 8000, 1), 1, 1000, 5.0)] * 5,
-     "bio": [PendingSpec((16, 2000, 0), 1, 900, 1.0), PendingSpec((0, 0, 0), 1, 1000, 3.0)] * 2},
-    running={"physics": (8, 16000, 2), "bio": (4, 1000, 0)})
+    ("cpu", "mem", "gres/gpu"),
+    (64, 256_000, 8),
+    {
+        "physics": [PendingSpec((4, 8000, 1), 1, 1000, 5.0), PendingSpec((1, 1000, 0), 3, 1200, 9.0)] * 3,
+        "chem": [PendingSpec((4, 8000, 1), 1, 1000, 5.0)] * 5,
+        "bio": [PendingSpec((16, 2000, 0), 1, 900, 1.0), PendingSpec((0, 0, 0), 1, 1000, 3.0)] * 2,
+    },
+    running={"physics": (8, 16000, 2), "bio": (4, 1000, 0)},
+)
 
 
 @pytest.mark.parametrize("mode", ["nice", "site_factor", "priority"])
@@ -861,8 +966,11 @@ def test_nsdi_2011_example() -> None:
     """(f) 9 CPUs, 18 GB; A's tasks <1 CPU, 4 GB>, B's <3 CPUs, 1 GB>: the first five jobs are
     three of A and two of B, after which both dominant shares are exactly 2/3."""
     gigabyte = 1024
-    instance = Instance(("cpu", "mem"), (9, 18 * gigabyte),
-                        {"A": [PendingSpec((1, 4 * gigabyte))] * 6, "B": [PendingSpec((3, 1 * gigabyte))] * 6})
+    instance = Instance(
+        ("cpu", "mem"),
+        (9, 18 * gigabyte),
+        {"A": [PendingSpec((1, 4 * gigabyte))] * 6, "B": [PendingSpec((3, 1 * gigabyte))] * 6},
+    )
     plan, allocation = run(instance)
     first_five = accounts_in_order(plan)[:5]
     assert Counter(first_five) == {"A": 3, "B": 2}
@@ -878,8 +986,9 @@ def test_nsdi_2011_example() -> None:
 @pytest.mark.parametrize("cpus", [30, 60, 90, 61])
 def test_weight_two_gets_twice_the_tasks(cpus: int) -> None:
     """(g) Identical accounts, weights 2 and 1: the heavier one runs about twice the tasks."""
-    instance = Instance(("cpu",), (cpus,), clones(("physics", "chem"), PendingSpec((1,)), cpus + 1),
-                        weights={"physics": Fraction(2)})
+    instance = Instance(
+        ("cpu",), (cpus,), clones(("physics", "chem"), PendingSpec((1,)), cpus + 1), weights={"physics": Fraction(2)}
+    )
     _, allocation = run(instance)
     heavy, light = allocation.tasks["physics"], allocation.tasks["chem"]
     assert heavy + light == cpus
@@ -894,8 +1003,9 @@ def test_priority_mode_keeps_an_accounts_own_order_after_writing() -> None:
     account's jobs must come out in the same order as before the write,
     and nothing is written again.
     """
-    instance = Instance(("cpu",), (4,), {"physics": [PendingSpec((1,), 1, 2000, 10.0),
-                                                     PendingSpec((1,), 1, 1000, 0.0)]})
+    instance = Instance(
+        ("cpu",), (4,), {"physics": [PendingSpec((1,), 1, 2000, 10.0), PendingSpec((1,), 1, 1000, 0.0)]}
+    )
     built = build(instance, mode="priority")
     first = compute_plan(built.snapshot, built.config)
     snap, state = applied(built, first)

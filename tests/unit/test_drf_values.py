@@ -22,8 +22,7 @@ def ordered(plan):  # type: ignore[no-untyped-def]
 
 def test_one_cpu_on_a_million_cpu_pool_gets_its_own_value() -> None:
     nodes = [node(f"n{i}", cpu=1000, mem=10**6) for i in range(1000)]
-    jobs = [job("a", "RUNNING", cpu=500_000), job("b", "RUNNING", cpu=500_001),
-            job("a", cpu=1), job("b", cpu=1)]
+    jobs = [job("a", "RUNNING", cpu=500_000), job("b", "RUNNING", cpu=500_001), job("a", cpu=1), job("b", cpu=1)]
     plan = compute_plan(snapshot(nodes, jobs), Config(resources=("cpu", "mem")))
     a, b = ordered(plan)
     assert (a.account, b.account) == ("a", "b")
@@ -43,8 +42,9 @@ def test_scale_too_small_says_so_and_keeps_order_strict() -> None:
 
 
 def test_levels_beyond_the_range_saturate_with_a_warning() -> None:
-    plan = compute_plan(snapshot([node(cpu=1)], [job("a", cpu=1) for _ in range(5)]),
-                        Config(resources=("cpu",), scale=10, offset=25))
+    plan = compute_plan(
+        snapshot([node(cpu=1)], [job("a", cpu=1) for _ in range(5)]), Config(resources=("cpu",), scale=10, offset=25)
+    )
     values = [j.value for j in ordered(plan)]
     # levels 0..4 -> 0, 10, 20, 30, 40; ours = value - 25 capped at -1
     assert values == [-25, -15, -5, -1, -1]
@@ -75,8 +75,11 @@ def test_values_survive_slurms_clamp(mode: str, weight_sum: int) -> None:
 
 
 def test_priority_weights_that_outweigh_the_scale_warn() -> None:
-    snap = snapshot([node(cpu=10)], [job("a", cpu=1)], priority_weights=MappingProxyType(
-        {"PriorityWeightFairshare": 100_000, "PriorityWeightAge": 20_000}))
+    snap = snapshot(
+        [node(cpu=10)],
+        [job("a", cpu=1)],
+        priority_weights=MappingProxyType({"PriorityWeightFairshare": 100_000, "PriorityWeightAge": 20_000}),
+    )
     plan = compute_plan(snap, Config(resources=("cpu",)))
     assert any("PriorityWeight* sum to 120000" in w and "raise scale to 12000000" in w for w in plan.warnings)
     quiet = compute_plan(snap, Config(resources=("cpu",), scale=12_000_000))
@@ -84,20 +87,29 @@ def test_priority_weights_that_outweigh_the_scale_warn() -> None:
 
 
 def test_skip_reasons() -> None:
-    jobs = [job("a", job_id="1", held=True, cpu=1), job("a", job_id="2", priority=0, cpu=1),
-            job("x", job_id="3", cpu=1), job("a", job_id="4", partition="debug", cpu=1),
-            job("a", job_id="5", cpu=1), job("a", job_id="6", state="COMPLETED", cpu=1)]
+    jobs = [
+        job("a", job_id="1", held=True, cpu=1),
+        job("a", job_id="2", priority=0, cpu=1),
+        job("x", job_id="3", cpu=1),
+        job("a", job_id="4", partition="debug", cpu=1),
+        job("a", job_id="5", cpu=1),
+        job("a", job_id="6", state="COMPLETED", cpu=1),
+    ]
     config = Config(resources=("cpu",), partitions=("main",), exclude_accounts=frozenset({"x"}))
     plan = compute_plan(snapshot([node(cpu=10)], jobs), config)
     reasons = {j.job_id: (j.action, j.reason) for j in plan.jobs}
-    assert reasons == {"1": ("skip", "held"), "2": ("skip", "held"), "3": ("skip", "account excluded"),
-                       "4": ("skip", "partition not managed"), "5": ("set", None)}
+    assert reasons == {
+        "1": ("skip", "held"),
+        "2": ("skip", "held"),
+        "3": ("skip", "account excluded"),
+        "4": ("skip", "partition not managed"),
+        "5": ("set", None),
+    }
 
 
 def test_excluded_accounts_still_occupy_capacity_but_are_not_ranked() -> None:
     jobs = [job("x", "RUNNING", cpu=8), job("a", cpu=1)]
-    plan = compute_plan(snapshot([node(cpu=10)], jobs), Config(resources=("cpu",),
-                                                               exclude_accounts=frozenset({"x"})))
+    plan = compute_plan(snapshot([node(cpu=10)], jobs), Config(resources=("cpu",), exclude_accounts=frozenset({"x"})))
     assert [a.account for a in plan.accounts] == ["a"]
 
 
@@ -106,18 +118,20 @@ def test_comma_listed_partitions_join_the_first_managed_pool() -> None:
     nodes = [node("g", ("gpu",), cpu=8, gpu=4), node("c", ("cpu",), cpu=64)]
     jobs = [job("a", partition="debug,cpu,gpu", cpu=1), job("b", partition="gpu", gpu=1)]
     plan = compute_plan(snapshot(nodes, jobs), Config(resources=RESOURCES, pools=pools))
-    assert {j.job_id: (j.pool, j.order) for j in plan.jobs} == {jobs[0].job_id: ("cpu", 0),
-                                                                 jobs[1].job_id: ("gpu", 0)}
+    assert {j.job_id: (j.pool, j.order) for j in plan.jobs} == {jobs[0].job_id: ("cpu", 0), jobs[1].job_id: ("gpu", 0)}
     assert {p.name: dict(p.capacity) for p in plan.pools} == {
-        "gpu": {"cpu": 8, "mem": 0, "gres/gpu": 4}, "cpu": {"cpu": 64, "mem": 0, "gres/gpu": 0}}
+        "gpu": {"cpu": 8, "mem": 0, "gres/gpu": 4},
+        "cpu": {"cpu": 64, "mem": 0, "gres/gpu": 0},
+    }
 
 
 def test_unavailable_nodes_are_not_capacity() -> None:
     nodes = [node("a", cpu=10), node("b", state="down+drain", cpu=10), node("c", state="mixed", cpu=10)]
     plan = compute_plan(snapshot(nodes, [job("a", cpu=1)]), Config(resources=("cpu",)))
     assert plan.pools[0].capacity["cpu"] == 20 and plan.pools[0].nodes == 2
-    everything = compute_plan(snapshot(nodes, [job("a", cpu=1)]),
-                              Config(resources=("cpu",), include_unavailable_nodes=True))
+    everything = compute_plan(
+        snapshot(nodes, [job("a", cpu=1)]), Config(resources=("cpu",), include_unavailable_nodes=True)
+    )
     assert everything.pools[0].capacity["cpu"] == 30
 
 
@@ -131,8 +145,9 @@ def test_user_nice_is_kept_and_a_second_plan_writes_nothing() -> None:
     assert by_id["10"].value == 50 + (round(0.4 * 1_000_000) - NICE_LIMIT)
     # Slurm now shows our values; the daemon remembers the users' own nice.
     memory = {j.job_id: JobMemory(j.user_nice, j.value, "nice") for j in first.jobs if j.value is not None}
-    applied = snapshot([node(cpu=10)], [replace(j, nice=by_id[j.job_id].value) if j.job_id in by_id else j
-                                        for j in jobs])
+    applied = snapshot(
+        [node(cpu=10)], [replace(j, nice=by_id[j.job_id].value) if j.job_id in by_id else j for j in jobs]
+    )
     second = compute_plan(applied, config, replace(first.state, jobs=MappingProxyType(memory)))
     assert [(j.job_id, j.action, j.user_nice) for j in ordered(second)] == [("11", "keep", 0), ("10", "keep", 50)]
 
@@ -160,8 +175,10 @@ def test_base_priority_removes_our_own_nice() -> None:
     """Within an account Slurm's order decides; our earlier nice must not flip it."""
     memory = MappingProxyType({"1": JobMemory(0, -1000, "nice"), "2": JobMemory(0, -5000, "nice")})
     # Slurm priority = factors - nice: job 1 has factors 100, job 2 has 50.
-    jobs = [job("a", job_id="1", priority=1100, nice=-1000, cpu=1),
-            job("a", job_id="2", priority=5050, nice=-5000, cpu=1)]
+    jobs = [
+        job("a", job_id="1", priority=1100, nice=-1000, cpu=1),
+        job("a", job_id="2", priority=5050, nice=-5000, cpu=1),
+    ]
     plan = compute_plan(snapshot([node(cpu=10)], jobs), Config(resources=("cpu",)), PolicyState(jobs=memory))
     assert [j.job_id for j in ordered(plan)] == ["1", "2"]
 

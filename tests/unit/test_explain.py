@@ -37,7 +37,9 @@ def test_ordered_job_in_the_fixture() -> None:
     assert e.scaled_level == 250000
     assert e.earlier_own == 1
     assert {(a.account, a.jobs): dict(a.reasons) for a in e.ahead} == {
-        ("newteam", 1): {"lower_level": 1}, ("physics", 1): {"own_queue": 1}}
+        ("newteam", 1): {"lower_level": 1},
+        ("physics", 1): {"own_queue": 1},
+    }
     assert (e.ahead_total, e.behind, e.tie) == (2, 1, False)
     assert e.value == plan.jobs[2].value  # type: ignore[attr-defined]
     assert (e.current, e.action) == (0, "set")
@@ -53,8 +55,10 @@ def test_array_task_finds_its_record_and_counts_all_tasks() -> None:
     assert dict(e.demand) == {"cpu": 16, "mem": 32768, "gres/gpu": 4}
 
 
-@pytest.mark.parametrize(("job_id", "status", "reason"), [
-    ("206", "skipped", "held"), ("208", "skipped", "partition not managed"), ("101", "running", None)])
+@pytest.mark.parametrize(
+    ("job_id", "status", "reason"),
+    [("206", "skipped", "held"), ("208", "skipped", "partition not managed"), ("101", "running", None)],
+)
 def test_jobs_the_plan_does_not_order(job_id: str, status: str, reason: str | None) -> None:
     plan, snap = _fixture()
     e = explain_job(plan, snap, job_id)  # type: ignore[arg-type]
@@ -75,13 +79,17 @@ def test_unknown_job_is_an_input_error() -> None:
 
 def _tied_cluster() -> object:
     nodes = [node("n1", cpu=100, mem=1000)]
-    jobs = [job("a", "RUNNING", job_id="1", cpu=10, mem=100), job("b", "RUNNING", job_id="2", cpu=10, mem=100),
-            job("a", job_id="11", submit_time=1, cpu=10, mem=100),
-            job("a", job_id="12", submit_time=2, cpu=10, mem=100),
-            job("b", job_id="21", submit_time=3, cpu=10, mem=100),
-            job("b", job_id="22", submit_time=4, cpu=10, mem=100),
-            # c: same level as the others' first jobs, smaller share vector (no memory).
-            job("c", "RUNNING", job_id="3", cpu=10), job("c", job_id="31", submit_time=5, cpu=10)]
+    jobs = [
+        job("a", "RUNNING", job_id="1", cpu=10, mem=100),
+        job("b", "RUNNING", job_id="2", cpu=10, mem=100),
+        job("a", job_id="11", submit_time=1, cpu=10, mem=100),
+        job("a", job_id="12", submit_time=2, cpu=10, mem=100),
+        job("b", job_id="21", submit_time=3, cpu=10, mem=100),
+        job("b", job_id="22", submit_time=4, cpu=10, mem=100),
+        # c: same level as the others' first jobs, smaller share vector (no memory).
+        job("c", "RUNNING", job_id="3", cpu=10),
+        job("c", job_id="31", submit_time=5, cpu=10),
+    ]
     return snapshot(nodes, jobs)
 
 
@@ -116,7 +124,10 @@ def test_tie_decided_by_rotation() -> None:
     # The winner now has one tie win: the next tie (the second jobs) goes to the other account.
     later = explain_job(plan, snap, "12" if first.account == "a" else "22")  # type: ignore[arg-type]
     assert {a.account: dict(a.reasons) for a in later.ahead} == {
-        first.account: {"own_queue": 1}, second.account: {"lower_level": 1, "tie_wins": 1}, "c": {"lower_level": 1}}
+        first.account: {"own_queue": 1},
+        second.account: {"lower_level": 1, "tie_wins": 1},
+        "c": {"lower_level": 1},
+    }
     assert later.tie_detail is not None and later.tie_detail.wins[first.account] == 1.0
 
 
@@ -128,18 +139,36 @@ def _clusters(draw: st.DrawFn) -> tuple[object, Config, PolicyState]:
     for account in accounts:
         for _ in range(draw(st.integers(0, 2))):
             number += 1
-            jobs.append(job(account, "RUNNING", job_id=str(number), partition=draw(st.sampled_from(["p", "q"])),
-                            cpu=draw(st.sampled_from([0, 4, 8])), mem=draw(st.sampled_from([0, 100, 200]))))
+            jobs.append(
+                job(
+                    account,
+                    "RUNNING",
+                    job_id=str(number),
+                    partition=draw(st.sampled_from(["p", "q"])),
+                    cpu=draw(st.sampled_from([0, 4, 8])),
+                    mem=draw(st.sampled_from([0, 100, 200])),
+                )
+            )
         for _ in range(draw(st.integers(1, 4))):
             number += 1
-            jobs.append(job(account, job_id=str(number), submit_time=number,
-                            partition=draw(st.sampled_from(["p", "q"])), cpu=draw(st.sampled_from([0, 4, 8])),
-                            mem=draw(st.sampled_from([0, 100, 200])),
-                            array_tasks=draw(st.sampled_from([1, 1, 2]))))
+            jobs.append(
+                job(
+                    account,
+                    job_id=str(number),
+                    submit_time=number,
+                    partition=draw(st.sampled_from(["p", "q"])),
+                    cpu=draw(st.sampled_from([0, 4, 8])),
+                    mem=draw(st.sampled_from([0, 100, 200])),
+                    array_tasks=draw(st.sampled_from([1, 1, 2])),
+                )
+            )
     nodes = [node("n1", ["p"], cpu=32, mem=800), node("n2", ["q"], cpu=16, mem=400)]
     weights = {a: Fraction(draw(st.sampled_from([1, 1, 2]))) for a in accounts}
-    config = Config(resources=("cpu", "mem"), weights=MappingProxyType(weights),
-                    pools=(PoolConfig("p", ("p",)), PoolConfig("q", ("q",))))
+    config = Config(
+        resources=("cpu", "mem"),
+        weights=MappingProxyType(weights),
+        pools=(PoolConfig("p", ("p",)), PoolConfig("q", ("q",))),
+    )
     wins = {a: float(draw(st.sampled_from([0, 0, 1, 2.5]))) for a in accounts}
     state = PolicyState(epoch=draw(st.integers(0, 50)), tie_wins=MappingProxyType(wins))
     return snapshot(nodes, jobs), config, state
@@ -160,7 +189,8 @@ def test_reasons_account_for_every_job_ahead(case: tuple[object, Config, PolicyS
         assert sum(a.jobs for a in e.ahead) == planned.order
         ahead = [j for j in plan.jobs if j.pool == planned.pool and j.order is not None and j.order < planned.order]
         assert {a.account: a.jobs for a in e.ahead} == {
-            account: sum(1 for j in ahead if j.account == account) for account in {j.account for j in ahead}}
+            account: sum(1 for j in ahead if j.account == account) for account in {j.account for j in ahead}
+        }
         assert e.earlier_own == sum(1 for j in ahead if j.account == planned.account)
         assert "tie" not in {k for a in e.ahead for k in a.reasons}
         assert float(e.level_exact or 0) == planned.level

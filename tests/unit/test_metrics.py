@@ -172,17 +172,25 @@ def test_textfile_is_written_atomically(tmp_path: Path, planned: tuple[Plan, Sna
     assert oct(target.stat().st_mode & 0o777) == "0o644"
 
 
-def test_unwritable_textfile_only_warns(tmp_path: Path, planned: tuple[Plan, Snapshot],
-                                        caplog: pytest.LogCaptureFixture) -> None:
+def test_unwritable_textfile_only_warns(
+    tmp_path: Path, planned: tuple[Plan, Snapshot], caplog: pytest.LogCaptureFixture
+) -> None:
     plan, snapshot = planned
     recorder = MetricsRecorder(textfile=str(tmp_path / "missing" / "x.prom"))
     recorder.on_cycle(_report(plan, snapshot))
     assert "cannot write the metrics textfile" in caplog.text
 
 
-@pytest.mark.parametrize(("address", "expected"), [
-    ("127.0.0.1:9102", ("127.0.0.1", 9102)), ("[::1]:9102", ("::1", 9102)), ("0.0.0.0:80", ("0.0.0.0", 80)),
-    ("localhost:9", ("localhost", 9)), (":9102", ("127.0.0.1", 9102))])
+@pytest.mark.parametrize(
+    ("address", "expected"),
+    [
+        ("127.0.0.1:9102", ("127.0.0.1", 9102)),
+        ("[::1]:9102", ("::1", 9102)),
+        ("0.0.0.0:80", ("0.0.0.0", 80)),
+        ("localhost:9", ("localhost", 9)),
+        (":9102", ("127.0.0.1", 9102)),
+    ],
+)
 def test_parse_address(address: str, expected: tuple[str, int]) -> None:
     assert parse_address(address) == expected
 
@@ -210,8 +218,9 @@ def test_report_writer_writes_both_files(tmp_path: Path, planned: tuple[Plan, Sn
     assert sorted(os.listdir(directory)) == [LATEST_HTML, LATEST_JSON]
 
 
-def test_report_writer_only_warns(tmp_path: Path, planned: tuple[Plan, Snapshot],
-                                  caplog: pytest.LogCaptureFixture) -> None:
+def test_report_writer_only_warns(
+    tmp_path: Path, planned: tuple[Plan, Snapshot], caplog: pytest.LogCaptureFixture
+) -> None:
     plan, snapshot = planned
     blocked = tmp_path / "file"
     blocked.write_text("")
@@ -222,8 +231,12 @@ def test_report_writer_only_warns(tmp_path: Path, planned: tuple[Plan, Snapshot]
 def test_build_observers_follows_the_config(tmp_path: Path) -> None:
     observers = build_observers(Config(state_dir=str(tmp_path)))
     assert [type(o) for o in observers] == [AuditRecorder]
-    config = Config(state_dir=str(tmp_path), report_dir=str(tmp_path / "www"),
-                    metrics_textfile=str(tmp_path / "m.prom"), history_days=30)
+    config = Config(
+        state_dir=str(tmp_path),
+        report_dir=str(tmp_path / "www"),
+        metrics_textfile=str(tmp_path / "m.prom"),
+        history_days=30,
+    )
     observers = build_observers(config)
     assert [type(o) for o in observers] == [AuditRecorder, ReportWriter, MetricsRecorder]
     audit = observers[0]
@@ -276,10 +289,17 @@ def test_dashboard_queries_only_metrics_and_labels_we_export(planned: tuple[Plan
         for group in re.findall(r"by \(([^)]*)\)", expr):
             assert {g.strip() for g in group.split(",")} <= set().union(*labels.values()) | {"instance"}
     # Every metric the issue names is on the dashboard.
-    for name in ("slurm_drf_weighted_share", "slurm_drf_dominant_share", "slurm_drf_pending_jobs",
-                 "slurm_drf_running_jobs", "slurm_drf_cycle_duration_seconds_bucket", "slurm_drf_writes_total",
-                 "slurm_drf_errors_total", "slurm_drf_last_success_timestamp_seconds",
-                 "slurm_drf_slurm_read_seconds_bucket"):
+    for name in (
+        "slurm_drf_weighted_share",
+        "slurm_drf_dominant_share",
+        "slurm_drf_pending_jobs",
+        "slurm_drf_running_jobs",
+        "slurm_drf_cycle_duration_seconds_bucket",
+        "slurm_drf_writes_total",
+        "slurm_drf_errors_total",
+        "slurm_drf_last_success_timestamp_seconds",
+        "slurm_drf_slurm_read_seconds_bucket",
+    ):
         assert name in used, name
     ids = [p["id"] for p in dashboard["panels"]]
     assert len(ids) == len(set(ids))

@@ -20,18 +20,54 @@ def good_snapshot() -> dict[str, Any]:
         "format": SNAPSHOT_FORMAT,
         "cluster": "drftest",
         "taken_at": "2026-11-30T02:00:00Z",
-        "nodes": [{"name": "gpu01", "partitions": ["gpu"], "state": "idle",
-                   "tres": {"cpu": 64, "mem": 512000, "gres/gpu": 8, "gres/gpu:a100": 8}}],
+        "nodes": [
+            {
+                "name": "gpu01",
+                "partitions": ["gpu"],
+                "state": "idle",
+                "tres": {"cpu": 64, "mem": 512000, "gres/gpu": 8, "gres/gpu:a100": 8},
+            }
+        ],
         "jobs": [
-            {"job_id": "1234", "account": "physics", "user": "alice", "partition": "gpu", "state": "RUNNING",
-             "priority": 1000, "nice": 0, "held": False, "submit_time": "2026-11-30T01:00:00Z",
-             "array_tasks": 1, "tres": {"cpu": 8, "mem": 65536, "gres/gpu": 2}},
-            {"job_id": "1240", "account": "physics", "user": "alice", "partition": "gpu", "state": "PENDING",
-             "priority": 1000, "nice": 0, "held": False, "submit_time": "2026-11-30T01:30:00Z",
-             "array_tasks": 4, "tres": {"cpu": 8, "mem": 65536, "gres/gpu": 2}},
-            {"job_id": "1241", "account": "chemistry", "user": "bob", "partition": "gpu", "state": "PENDING",
-             "priority": 900, "nice": 0, "held": False, "submit_time": "2026-11-30T01:40:00Z",
-             "array_tasks": 1, "tres": {"cpu": 2, "mem": 400000}},
+            {
+                "job_id": "1234",
+                "account": "physics",
+                "user": "alice",
+                "partition": "gpu",
+                "state": "RUNNING",
+                "priority": 1000,
+                "nice": 0,
+                "held": False,
+                "submit_time": "2026-11-30T01:00:00Z",
+                "array_tasks": 1,
+                "tres": {"cpu": 8, "mem": 65536, "gres/gpu": 2},
+            },
+            {
+                "job_id": "1240",
+                "account": "physics",
+                "user": "alice",
+                "partition": "gpu",
+                "state": "PENDING",
+                "priority": 1000,
+                "nice": 0,
+                "held": False,
+                "submit_time": "2026-11-30T01:30:00Z",
+                "array_tasks": 4,
+                "tres": {"cpu": 8, "mem": 65536, "gres/gpu": 2},
+            },
+            {
+                "job_id": "1241",
+                "account": "chemistry",
+                "user": "bob",
+                "partition": "gpu",
+                "state": "PENDING",
+                "priority": 900,
+                "nice": 0,
+                "held": False,
+                "submit_time": "2026-11-30T01:40:00Z",
+                "array_tasks": 1,
+                "tres": {"cpu": 2, "mem": 400000},
+            },
         ],
     }
 
@@ -62,22 +98,27 @@ def test_unknown_keys_are_ignored_and_optional_keys_default() -> None:
     assert (job.user, job.nice, job.held, job.array_tasks, job.priority) == ("", 0, False, 1, 0)
 
 
-@pytest.mark.parametrize(("mutate", "message"), [
-    (lambda d: d.update(format="other/1"), "format: expected 'slurm-drf-snapshot/1', got 'other/1'"),
-    (lambda d: d.update(jobs={}), "jobs: expected a list, got dict"),
-    (lambda d: d["jobs"][1].pop("account"), "job 1240: missing key 'account'"),
-    (lambda d: d["jobs"][1].pop("job_id"), "jobs[1]: missing key 'job_id'"),
-    (lambda d: d["jobs"][1].update(state=7), "job 1240.state: expected a string, got 7"),
-    (lambda d: d["jobs"][1]["tres"].update(cpu=-1), "job 1240.tres.cpu: expected a number >= 0, got -1"),
-    (lambda d: d["jobs"][1]["tres"].update(cpu="8"), "job 1240.tres.cpu: expected a number, got '8'"),
-    (lambda d: d["jobs"][1]["tres"].update(cpu=1.5), "job 1240.tres.cpu: expected a whole number, got 1.5"),
-    (lambda d: d["jobs"][2].update(array_tasks=0), "job 1241.array_tasks: expected an integer >= 1, got 0"),
-    (lambda d: d["jobs"][2].update(held="no"), "job 1241.held: expected true or false, got 'no'"),
-    (lambda d: d["jobs"][2].update(submit_time="yesterday"),
-     "job 1241.submit_time: expected an ISO 8601 time such as 2026-11-30T01:00:00Z, got 'yesterday'"),
-    (lambda d: d["nodes"][0]["tres"].update(mem=None), "node gpu01.tres.mem: expected a number, got None"),
-    (lambda d: d["nodes"][0].pop("name"), "nodes[0]: missing key 'name'"),
-])
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda d: d.update(format="other/1"), "format: expected 'slurm-drf-snapshot/1', got 'other/1'"),
+        (lambda d: d.update(jobs={}), "jobs: expected a list, got dict"),
+        (lambda d: d["jobs"][1].pop("account"), "job 1240: missing key 'account'"),
+        (lambda d: d["jobs"][1].pop("job_id"), "jobs[1]: missing key 'job_id'"),
+        (lambda d: d["jobs"][1].update(state=7), "job 1240.state: expected a string, got 7"),
+        (lambda d: d["jobs"][1]["tres"].update(cpu=-1), "job 1240.tres.cpu: expected a number >= 0, got -1"),
+        (lambda d: d["jobs"][1]["tres"].update(cpu="8"), "job 1240.tres.cpu: expected a number, got '8'"),
+        (lambda d: d["jobs"][1]["tres"].update(cpu=1.5), "job 1240.tres.cpu: expected a whole number, got 1.5"),
+        (lambda d: d["jobs"][2].update(array_tasks=0), "job 1241.array_tasks: expected an integer >= 1, got 0"),
+        (lambda d: d["jobs"][2].update(held="no"), "job 1241.held: expected true or false, got 'no'"),
+        (
+            lambda d: d["jobs"][2].update(submit_time="yesterday"),
+            "job 1241.submit_time: expected an ISO 8601 time such as 2026-11-30T01:00:00Z, got 'yesterday'",
+        ),
+        (lambda d: d["nodes"][0]["tres"].update(mem=None), "node gpu01.tres.mem: expected a number, got None"),
+        (lambda d: d["nodes"][0].pop("name"), "nodes[0]: missing key 'name'"),
+    ],
+)
 def test_contract_breaches_name_the_job_or_node_and_key(mutate: Any, message: str) -> None:
     data = good_snapshot()
     mutate(data)
@@ -104,8 +145,9 @@ def test_plan_json_has_the_contract_shape(tmp_path: Path, capsys: pytest.Capture
     assert code == 0
     plan = json.loads(out)
     assert plan["format"] == "slurm-drf-plan/1"
-    assert plan["pools"] == [{"name": "default", "partitions": ["gpu"], "nodes": 1,
-                              "capacity": {"cpu": 64, "mem": 512000, "gres/gpu": 8}}]
+    assert plan["pools"] == [
+        {"name": "default", "partitions": ["gpu"], "nodes": 1, "capacity": {"cpu": 64, "mem": 512000, "gres/gpu": 8}}
+    ]
     physics = next(a for a in plan["accounts"] if a["account"] == "physics")
     assert physics["dominant_resource"] == "gres/gpu"
     assert physics["dominant_share"] == 0.25

@@ -185,19 +185,34 @@ def c_job(record: Mapping[str, Any]) -> CJob:
     else:
         memory = NO_VAL64
     return CJob(
-        job_id=record["job_id"], account=_null(record["account"]), partition=_null(record["partition"]),
-        user_id=record["user_id"], job_state=record["job_state"], state_reason=record["state_reason"],
-        state_desc=_null(record.get("state_description")), priority=record["priority"], nice=NICE_OFFSET + nice,
-        submit_time=record["submit_time"], num_cpus=record["cpus"], num_nodes=record["node_count"],
-        num_tasks=record["tasks"], pn_min_memory=memory,
+        job_id=record["job_id"],
+        account=_null(record["account"]),
+        partition=_null(record["partition"]),
+        user_id=record["user_id"],
+        job_state=record["job_state"],
+        state_reason=record["state_reason"],
+        state_desc=_null(record.get("state_description")),
+        priority=record["priority"],
+        nice=NICE_OFFSET + nice,
+        submit_time=record["submit_time"],
+        num_cpus=record["cpus"],
+        num_nodes=record["node_count"],
+        num_tasks=record["tasks"],
+        pn_min_memory=memory,
         sockets_per_node=NO_VAL16 if record.get("sockets_per_node") is None else record["sockets_per_node"],
-        tres_req_str=_null(record["tres_req_str"]), tres_alloc_str=_null(record["tres_alloc_str"]),
-        tres_per_job=_null(record["tres_per_job"]), tres_per_node=_null(record["tres_per_node"]),
-        tres_per_task=_null(record["tres_per_task"]), tres_per_socket=_null(record["tres_per_socket"]),
-        mem_per_tres=_null(record["memory_per_tres"]), array_job_id=record["array_job_id"] or 0,
+        tres_req_str=_null(record["tres_req_str"]),
+        tres_alloc_str=_null(record["tres_alloc_str"]),
+        tres_per_job=_null(record["tres_per_job"]),
+        tres_per_node=_null(record["tres_per_node"]),
+        tres_per_task=_null(record["tres_per_task"]),
+        tres_per_socket=_null(record["tres_per_socket"]),
+        mem_per_tres=_null(record["memory_per_tres"]),
+        array_job_id=record["array_job_id"] or 0,
         array_task_id=NO_VAL if record["array_task_id"] is None else record["array_task_id"],
-        array_task_str=_null(record["array_task_string"]), array_max_tasks=record.get("array_max_tasks") or 0,
-        het_job_id=record["het_job_id"] or 0, het_job_offset=record["het_job_offset"] or 0,
+        array_task_str=_null(record["array_task_string"]),
+        array_max_tasks=record.get("array_max_tasks") or 0,
+        het_job_id=record["het_job_id"] or 0,
+        het_job_offset=record["het_job_offset"] or 0,
         cluster=_null(record.get("cluster")),
     )
 
@@ -217,9 +232,16 @@ class CNode:
 
 
 def c_node(record: Mapping[str, Any]) -> CNode:
-    return CNode(record["name"], record["cpus"], record["real_memory"], _null(record["gres"]),
-                 ",".join(record["partitions"]) or None, record["state"].upper(),
-                 [flag.upper() for flag in record.get("state_flags", [])], _null(record["tres"]))
+    return CNode(
+        record["name"],
+        record["cpus"],
+        record["real_memory"],
+        _null(record["gres"]),
+        ",".join(record["partitions"]) or None,
+        record["state"].upper(),
+        [flag.upper() for flag in record.get("state_flags", [])],
+        _null(record["tres"]),
+    )
 
 
 # --------------------------------------------------------------------------
@@ -309,8 +331,15 @@ class FakeCluster:
     load_error: Exception | None = None
 
 
-def make_pyslurm(cluster: FakeCluster, version: str, *, dict_jobs: bool = True, dict_nodes: bool = True,
-                 object_api: bool = True, tres_objects: bool = False) -> ModuleType:
+def make_pyslurm(
+    cluster: FakeCluster,
+    version: str,
+    *,
+    dict_jobs: bool = True,
+    dict_nodes: bool = True,
+    object_api: bool = True,
+    tres_objects: bool = False,
+) -> ModuleType:
     """A pyslurm module of `version` with the chosen API shapes.
 
     22.5.0/22.5.1/23.2.0: dict API only; 22.5.2 to 24.11: both; 25.5: dict
@@ -394,7 +423,7 @@ def make_pyslurm(cluster: FakeCluster, version: str, *, dict_jobs: bool = True, 
             task_str = self._ptr().array_task_str
             if not task_str:
                 return None
-            return task_str[:task_str.rindex("%")] if "%" in task_str else task_str
+            return task_str[: task_str.rindex("%")] if "%" in task_str else task_str
 
         def modify(self, changes: JobSubmitDescription) -> None:
             """Job.modify(): slurm_update_job() with only job_id set."""
@@ -483,21 +512,38 @@ def make_pyslurm(cluster: FakeCluster, version: str, *, dict_jobs: bool = True, 
                     d.update(het_job_id=c.het_job_id, het_job_offset=c.het_job_offset)
                 else:
                     d.update(het_job_id=None, het_job_offset=None)
-                d.update(job_id=c.job_id, job_state=c.job_state, mem_per_tres=c.mem_per_tres,
-                         nice=c.nice - NICE_OFFSET, num_cpus=c.num_cpus, num_nodes=c.num_nodes,
-                         num_tasks=c.num_tasks, partition=c.partition)
+                d.update(
+                    job_id=c.job_id,
+                    job_state=c.job_state,
+                    mem_per_tres=c.mem_per_tres,
+                    nice=c.nice - NICE_OFFSET,
+                    num_cpus=c.num_cpus,
+                    num_nodes=c.num_nodes,
+                    num_tasks=c.num_tasks,
+                    partition=c.partition,
+                )
                 if c.pn_min_memory & MEM_PER_CPU:
-                    d.update(mem_per_cpu=True, min_memory_cpu=c.pn_min_memory & ~MEM_PER_CPU,
-                             mem_per_node=False, min_memory_node=None)
+                    d.update(
+                        mem_per_cpu=True,
+                        min_memory_cpu=c.pn_min_memory & ~MEM_PER_CPU,
+                        mem_per_node=False,
+                        min_memory_node=None,
+                    )
                 else:
-                    d.update(mem_per_cpu=False, min_memory_cpu=None, mem_per_node=True,
-                             min_memory_node=c.pn_min_memory)
-                d.update(priority=c.priority,
-                         sockets_per_node=None if c.sockets_per_node == NO_VAL16 else c.sockets_per_node,
-                         state_reason=c.state_desc.replace(" ", "_") if c.state_desc else c.state_reason,
-                         submit_time=c.submit_time, tres_alloc_str=c.tres_alloc_str, tres_per_job=c.tres_per_job,
-                         tres_per_node=c.tres_per_node, tres_per_socket=c.tres_per_socket,
-                         tres_per_task=c.tres_per_task, tres_req_str=c.tres_req_str, user_id=c.user_id)
+                    d.update(mem_per_cpu=False, min_memory_cpu=None, mem_per_node=True, min_memory_node=c.pn_min_memory)
+                d.update(
+                    priority=c.priority,
+                    sockets_per_node=None if c.sockets_per_node == NO_VAL16 else c.sockets_per_node,
+                    state_reason=c.state_desc.replace(" ", "_") if c.state_desc else c.state_reason,
+                    submit_time=c.submit_time,
+                    tres_alloc_str=c.tres_alloc_str,
+                    tres_per_job=c.tres_per_job,
+                    tres_per_node=c.tres_per_node,
+                    tres_per_socket=c.tres_per_socket,
+                    tres_per_task=c.tres_per_task,
+                    tres_req_str=c.tres_req_str,
+                    user_id=c.user_id,
+                )
                 out[c.job_id] = d
             return out
 
@@ -513,10 +559,13 @@ def make_pyslurm(cluster: FakeCluster, version: str, *, dict_jobs: bool = True, 
                 extra = {"DRAIN": "+DRAIN", "FAIL": "+FAIL", "POWERED_DOWN": "+POWER", "COMPLETING": "+COMPLETING"}
                 state = base + "".join(extra[f] for f in c.state_flags if f in extra)
                 out[c.name] = {
-                    "name": c.name, "cpus": c.cpus, "real_memory": c.real_memory,
+                    "name": c.name,
+                    "cpus": c.cpus,
+                    "real_memory": c.real_memory,
                     "gres": c.gres.split(",") if c.gres else [],
                     "partitions": c.partitions.split(",") if c.partitions else [],
-                    "tres_fmt_str": c.tres_fmt_str, "state": state,
+                    "tres_fmt_str": c.tres_fmt_str,
+                    "state": state,
                 }
             return out
 
@@ -555,18 +604,23 @@ def cli_snapshot(squeue: Mapping[str, Any], sinfo: Mapping[str, Any]) -> Snapsho
     return CliSource(runner=replay(squeue, sinfo), environ={}, clock=lambda: NOW).fetch_snapshot()
 
 
-def pyslurm_source(module: ModuleType, squeue: Mapping[str, Any], sinfo: Mapping[str, Any],
-                   **kwargs: Any) -> PyslurmSource:
-    return PyslurmSource(module, runner=replay(squeue, sinfo), environ={}, clock=lambda: NOW,
-                         user_name={0: "root"}.__getitem__, **kwargs)
+def pyslurm_source(
+    module: ModuleType, squeue: Mapping[str, Any], sinfo: Mapping[str, Any], **kwargs: Any
+) -> PyslurmSource:
+    return PyslurmSource(
+        module, runner=replay(squeue, sinfo), environ={}, clock=lambda: NOW, user_name={0: "root"}.__getitem__, **kwargs
+    )
 
 
 def without(snapshot: Snapshot, name: str) -> Snapshot:
     """The snapshot with one TRES left out of every node and job."""
-    nodes = tuple(Node(n.name, n.partitions, n.state, MappingProxyType({k: v for k, v in n.tres.items() if k != name}))
-                  for n in snapshot.nodes)
-    jobs = tuple(replace(j, tres=MappingProxyType({k: v for k, v in j.tres.items() if k != name}))
-                 for j in snapshot.jobs)
+    nodes = tuple(
+        Node(n.name, n.partitions, n.state, MappingProxyType({k: v for k, v in n.tres.items() if k != name}))
+        for n in snapshot.nodes
+    )
+    jobs = tuple(
+        replace(j, tres=MappingProxyType({k: v for k, v in j.tres.items() if k != name})) for j in snapshot.jobs
+    )
     return replace(snapshot, nodes=nodes, jobs=jobs)
 
 
@@ -632,14 +686,35 @@ def test_fields_the_comparison_covers_match_the_parsers_of_the_fixture() -> None
     for shape in (DICT_ONLY, OBJECTS_ONLY):
         got = pyslurm_source(make_pyslurm(fake_cluster(squeue, sinfo), **shape), squeue, sinfo).fetch_snapshot()
         for mine, theirs in zip(got.jobs, want_jobs, strict=True):
-            assert (mine.job_id, mine.account, mine.user, mine.partition, mine.state, mine.priority, mine.nice,
-                    mine.held, mine.submit_time, mine.array_tasks) == (
-                theirs.job_id, theirs.account, theirs.user, theirs.partition, theirs.state, theirs.priority,
-                theirs.nice, theirs.held, theirs.submit_time, theirs.array_tasks)
+            assert (
+                mine.job_id,
+                mine.account,
+                mine.user,
+                mine.partition,
+                mine.state,
+                mine.priority,
+                mine.nice,
+                mine.held,
+                mine.submit_time,
+                mine.array_tasks,
+            ) == (
+                theirs.job_id,
+                theirs.account,
+                theirs.user,
+                theirs.partition,
+                theirs.state,
+                theirs.priority,
+                theirs.nice,
+                theirs.held,
+                theirs.submit_time,
+                theirs.array_tasks,
+            )
             assert {k: v for k, v in mine.tres.items() if k != "billing"} == {
-                k: v for k, v in theirs.tres.items() if k != "billing"}
+                k: v for k, v in theirs.tres.items() if k != "billing"
+            }
         assert [(n.name, n.partitions, n.state) for n in got.nodes] == [
-            (n.name, n.partitions, n.state) for n in want_nodes]
+            (n.name, n.partitions, n.state) for n in want_nodes
+        ]
     held = {j.job_id for j in want_jobs if j.held}
     assert held == {"19", "20"}
 
@@ -648,15 +723,45 @@ def _with_extra_jobs(squeue: dict[str, Any]) -> dict[str, Any]:
     """The fixture plus a throttled pending array (0-9%4), a pending het job
     of two components, and a user-set negative nice (printed unsigned)."""
     base = next(r for r in squeue["jobs"] if r["job_id"] == 3)
-    array = {**base, "job_id": 30, "array_job_id": 30, "array_task_string": "0-9%4", "array_max_tasks": 4,
-             "tres_per_node": "", "tres_req_str": "cpu=1,mem=2G,node=1,billing=1", "memory_per_node": 2048, "cpus": 1}
-    leader = {**base, "job_id": 40, "het_job_id": 40, "het_job_offset": 0, "tres_per_node": "gres:gpu:a100:1",
-              "tres_req_str": "cpu=1,mem=1G,node=1,billing=1,gres/gpu=1,gres/gpu:a100=1", "memory_per_node": 1024,
-              "cpus": 1}
-    component = {**leader, "job_id": 41, "het_job_offset": 1, "tres_per_node": "",
-                 "tres_req_str": "cpu=4,mem=4G,node=1,billing=4", "memory_per_node": 4096, "cpus": 4}
-    negative = {**base, "job_id": 50, "nice": 2**32 - 5, "tres_per_node": "",
-                "tres_req_str": "cpu=1,mem=1G,node=1,billing=1", "memory_per_node": 1024, "cpus": 1}
+    array = {
+        **base,
+        "job_id": 30,
+        "array_job_id": 30,
+        "array_task_string": "0-9%4",
+        "array_max_tasks": 4,
+        "tres_per_node": "",
+        "tres_req_str": "cpu=1,mem=2G,node=1,billing=1",
+        "memory_per_node": 2048,
+        "cpus": 1,
+    }
+    leader = {
+        **base,
+        "job_id": 40,
+        "het_job_id": 40,
+        "het_job_offset": 0,
+        "tres_per_node": "gres:gpu:a100:1",
+        "tres_req_str": "cpu=1,mem=1G,node=1,billing=1,gres/gpu=1,gres/gpu:a100=1",
+        "memory_per_node": 1024,
+        "cpus": 1,
+    }
+    component = {
+        **leader,
+        "job_id": 41,
+        "het_job_offset": 1,
+        "tres_per_node": "",
+        "tres_req_str": "cpu=4,mem=4G,node=1,billing=4",
+        "memory_per_node": 4096,
+        "cpus": 4,
+    }
+    negative = {
+        **base,
+        "job_id": 50,
+        "nice": 2**32 - 5,
+        "tres_per_node": "",
+        "tres_req_str": "cpu=1,mem=1G,node=1,billing=1",
+        "memory_per_node": 1024,
+        "cpus": 1,
+    }
     return {**squeue, "jobs": [*squeue["jobs"], array, leader, component, negative]}
 
 
@@ -687,14 +792,23 @@ def test_partitions_are_selected_as_the_cli_does() -> None:
 def test_fetch_asks_libslurm_for_whole_array_task_lists() -> None:
     squeue, sinfo = squeue_fixture(), sinfo_fixture()
     environ: dict[str, str] = {"SLURM_BITSTR_LEN": "64"}
-    source = PyslurmSource(make_pyslurm(fake_cluster(squeue, sinfo), **BOTH), runner=replay(squeue, sinfo),
-                           environ=environ, clock=lambda: NOW)
+    source = PyslurmSource(
+        make_pyslurm(fake_cluster(squeue, sinfo), **BOTH),
+        runner=replay(squeue, sinfo),
+        environ=environ,
+        clock=lambda: NOW,
+    )
     source.fetch_snapshot()
     assert environ["SLURM_BITSTR_LEN"] == "0"
 
 
-@pytest.mark.parametrize("error", [RPCError(1800, "Unable to contact slurm controller (connect failure)"),
-                                   ValueError("Unable to contact slurm controller (connect failure)", 1800)])
+@pytest.mark.parametrize(
+    "error",
+    [
+        RPCError(1800, "Unable to contact slurm controller (connect failure)"),
+        ValueError("Unable to contact slurm controller (connect failure)", 1800),
+    ],
+)
 def test_load_failure_is_one_slurm_read_error(error: Exception) -> None:
     squeue, sinfo = squeue_fixture(), sinfo_fixture()
     cluster = fake_cluster(squeue, sinfo)
@@ -721,15 +835,18 @@ def test_an_unknown_uid_falls_back_to_the_number() -> None:
     assert {j.user for j in got.jobs} == {"0"}
 
 
-@pytest.mark.parametrize(("pyslurm_state", "sinfo_state", "flags"), [
-    ("MIXED", "mixed", []),
-    ("IDLE+DRAIN", "idle", ["DRAIN"]),  # object API
-    ("IDLE*+DRAIN", "idle", ["NOT_RESPONDING", "DRAIN"]),  # dict API
-    ("IDLE+NOT_RESPONDING+DRAIN", "idle", ["NOT_RESPONDING", "DRAIN"]),
-    ("DOWN+POWER", "down", ["POWERED_DOWN"]),
-    ("IDLE~", "idle", ["POWERED_DOWN"]),
-    ("INVAL", "inval", []),
-])
+@pytest.mark.parametrize(
+    ("pyslurm_state", "sinfo_state", "flags"),
+    [
+        ("MIXED", "mixed", []),
+        ("IDLE+DRAIN", "idle", ["DRAIN"]),  # object API
+        ("IDLE*+DRAIN", "idle", ["NOT_RESPONDING", "DRAIN"]),  # dict API
+        ("IDLE+NOT_RESPONDING+DRAIN", "idle", ["NOT_RESPONDING", "DRAIN"]),
+        ("DOWN+POWER", "down", ["POWERED_DOWN"]),
+        ("IDLE~", "idle", ["POWERED_DOWN"]),
+        ("INVAL", "inval", []),
+    ],
+)
 def test_node_states_read_as_sinfo_json_states(pyslurm_state: str, sinfo_state: str, flags: list[str]) -> None:
     record = {**sinfo_fixture()["nodes"][0], "state": sinfo_state, "state_flags": flags}
     assert parse_pyslurm_node_state(pyslurm_state) == parse_sinfo_json({"nodes": [record]})[0].state
@@ -744,13 +861,19 @@ def test_drained_node_is_left_out_of_capacity_by_both_shapes() -> None:
         assert node.state == "idle+drain" and not node.eligible
 
 
-@pytest.mark.parametrize(("gres", "text", "tres"), [
-    ("gpu:8", "gpu:8", {"gres/gpu": 8}),
-    ("gpu:a100:4(S:0-1),gpu:v100:2", "gpu:a100:4,gpu:v100:2",
-     {"gres/gpu": 6, "gres/gpu:a100": 4, "gres/gpu:v100": 2}),
-    ("gpu:8(IDX:0-7)", "gpu:8", {"gres/gpu": 8}),
-    ("gres/gpu:2", "gres/gpu:2", {"gres/gpu": 2}),  # 23.11+ spelling
-])
+@pytest.mark.parametrize(
+    ("gres", "text", "tres"),
+    [
+        ("gpu:8", "gpu:8", {"gres/gpu": 8}),
+        (
+            "gpu:a100:4(S:0-1),gpu:v100:2",
+            "gpu:a100:4,gpu:v100:2",
+            {"gres/gpu": 6, "gres/gpu:a100": 4, "gres/gpu:v100": 2},
+        ),
+        ("gpu:8(IDX:0-7)", "gpu:8", {"gres/gpu": 8}),
+        ("gres/gpu:2", "gres/gpu:2", {"gres/gpu": 2}),  # 23.11+ spelling
+    ],
+)
 def test_gres_dicts_read_like_gres_strings(gres: str, text: str, tres: dict[str, int]) -> None:
     from slurm_drf.slurm.parse import parse_gres
 
@@ -784,8 +907,7 @@ def test_not_usable_when_missing() -> None:
     assert why == "pyslurm does not import (ModuleNotFoundError: No module named 'pyslurm')"
 
 
-@pytest.mark.parametrize(("version", "release"), [("23.2.3", "22.05.8"), ("22.5.3", "23.02.7"),
-                                                  ("24.11.0", "24.05.4")])
+@pytest.mark.parametrize(("version", "release"), [("23.2.3", "22.05.8"), ("22.5.3", "23.02.7"), ("24.11.0", "24.05.4")])
 def test_not_usable_when_major_minor_differs(version: str, release: str) -> None:
     module = make_pyslurm(FakeCluster([], []), version=version)
     usable, why = pyslurm_usable(importer=_importer(module), slurm_release=release)
@@ -804,7 +926,9 @@ def test_not_usable_when_the_import_itself_fails() -> None:
 def test_not_usable_without_a_version_or_an_api() -> None:
     bare = ModuleType("pyslurm")
     assert pyslurm_usable(importer=_importer(bare), slurm_release="22.05.8") == (
-        False, "pyslurm reports no readable version ('')")
+        False,
+        "pyslurm reports no readable version ('')",
+    )
     bare.__version__ = "22.5.3"  # type: ignore[attr-defined]
     usable, why = pyslurm_usable(importer=_importer(bare), slurm_release="22.05.8")
     assert not usable and "neither job()/node() nor Jobs.load()/Nodes.load()" in why
@@ -833,8 +957,9 @@ class RecordingScontrol(ScontrolWriter):
         return {job: message for job, message in self.errors.items() if f"jobid={job} " in " ".join(lines)}, []
 
 
-def writer_for(cluster: FakeCluster, shape: dict[str, Any] | None = None,
-               **kwargs: Any) -> tuple[PyslurmWriter, RecordingScontrol]:
+def writer_for(
+    cluster: FakeCluster, shape: dict[str, Any] | None = None, **kwargs: Any
+) -> tuple[PyslurmWriter, RecordingScontrol]:
     scontrol = RecordingScontrol()
     return PyslurmWriter(make_pyslurm(cluster, **(shape or BOTH)), scontrol=scontrol, **kwargs), scontrol
 
@@ -879,9 +1004,11 @@ def test_bad_job_ids_and_values_are_refused_before_anything_is_written() -> None
 
 def test_a_job_that_ended_is_gone_and_another_error_fails_only_that_job() -> None:
     cluster = FakeCluster([], [])
-    cluster.update_errors = {6: RPCError(2017, "Invalid job id specified"),
-                             7: RPCError(2020, "Job/step already completing or completed"),
-                             9: RPCError(2048, "Requested partition configuration not available now")}
+    cluster.update_errors = {
+        6: RPCError(2017, "Invalid job id specified"),
+        7: RPCError(2020, "Job/step already completing or completed"),
+        9: RPCError(2048, "Requested partition configuration not available now"),
+    }
     writer, _ = writer_for(cluster)
     result = writer.apply([Write(str(i), "nice", 100 + i) for i in (3, 6, 7, 9)])
     assert result.applied == ("3",)
@@ -889,9 +1016,14 @@ def test_a_job_that_ended_is_gone_and_another_error_fails_only_that_job() -> Non
     assert dict(result.failed) == {"9": "Requested partition configuration not available now"}
 
 
-@pytest.mark.parametrize("error", [RPCError(1800, "Unable to contact slurm controller (connect failure)"),
-                                   RPCError(2002, "Access/permission denied"),
-                                   RPCError(5004, "Socket timed out on send/recv operation")])
+@pytest.mark.parametrize(
+    "error",
+    [
+        RPCError(1800, "Unable to contact slurm controller (connect failure)"),
+        RPCError(2002, "Access/permission denied"),
+        RPCError(5004, "Socket timed out on send/recv operation"),
+    ],
+)
 def test_controller_trouble_raises_as_the_scontrol_writer_does(error: RPCError) -> None:
     cluster = FakeCluster([], [])
     cluster.update_errors = {3: error}

@@ -58,10 +58,21 @@ def _expected() -> list[dict[str, Any]]:
     for pool, rank, account, weight, running, pending, usage, dominant, weighted in _ROWS:
         capacity = CAPACITY[pool]
         shares = {r: (u / capacity[r] if capacity[r] else 0.0) for r, u in zip(RESOURCES, usage, strict=True)}
-        rows.append({"pool": pool, "rank": rank, "account": account, "weight": weight, "running": running,
-                     "pending": pending, "usage": dict(zip(RESOURCES, usage, strict=True)), "shares": shares,
-                     "dominant": dominant, "dominant_share": shares[dominant] if dominant else 0.0,
-                     "weighted": weighted})
+        rows.append(
+            {
+                "pool": pool,
+                "rank": rank,
+                "account": account,
+                "weight": weight,
+                "running": running,
+                "pending": pending,
+                "usage": dict(zip(RESOURCES, usage, strict=True)),
+                "shares": shares,
+                "dominant": dominant,
+                "dominant_share": shares[dominant] if dominant else 0.0,
+                "weighted": weighted,
+            }
+        )
     return rows
 
 
@@ -83,14 +94,36 @@ def test_expected_rows_are_consistent() -> None:
 
 def _text_cells(row: dict[str, Any]) -> list[str]:
     """The cells the human formats show for an expected row."""
-    return [str(row["rank"]), row["account"], format_weight(row["weight"]), str(row["running"]),
-            str(row["pending"]), *(str(row["usage"][r]) for r in RESOURCES),
-            *(f"{row['shares'][r]:.4f}" for r in RESOURCES), row["dominant"] or "-",
-            f"{row['dominant_share']:.4f}", f"{row['weighted']:.4f}"]
+    return [
+        str(row["rank"]),
+        row["account"],
+        format_weight(row["weight"]),
+        str(row["running"]),
+        str(row["pending"]),
+        *(str(row["usage"][r]) for r in RESOURCES),
+        *(f"{row['shares'][r]:.4f}" for r in RESOURCES),
+        row["dominant"] or "-",
+        f"{row['dominant_share']:.4f}",
+        f"{row['weighted']:.4f}",
+    ]
 
 
-HEADERS = ["rank", "account", "weight", "running", "pending", "cpu used", "mem used", "gres/gpu used",
-           "cpu share", "mem share", "gres/gpu share", "dominant", "dominant share", "weighted share"]
+HEADERS = [
+    "rank",
+    "account",
+    "weight",
+    "running",
+    "pending",
+    "cpu used",
+    "mem used",
+    "gres/gpu used",
+    "cpu share",
+    "mem share",
+    "gres/gpu share",
+    "dominant",
+    "dominant share",
+    "weighted share",
+]
 
 
 # --- JSON -----------------------------------------------------------------------------
@@ -128,9 +161,23 @@ def test_json_report_field_by_field(plan: Plan) -> None:
 def test_csv_report_field_by_field(plan: Plan) -> None:
     text = render_report(plan, "csv")
     rows = list(csv.DictReader(io.StringIO(text)))
-    assert list(rows[0]) == ["pool", "rank", "account", "weight", "running_jobs", "pending_jobs", "usage:cpu",
-                             "usage:mem", "usage:gres/gpu", "share:cpu", "share:mem", "share:gres/gpu",
-                             "dominant_resource", "dominant_share", "weighted_share"]
+    assert list(rows[0]) == [
+        "pool",
+        "rank",
+        "account",
+        "weight",
+        "running_jobs",
+        "pending_jobs",
+        "usage:cpu",
+        "usage:mem",
+        "usage:gres/gpu",
+        "share:cpu",
+        "share:mem",
+        "share:gres/gpu",
+        "dominant_resource",
+        "dominant_share",
+        "weighted_share",
+    ]
     assert len(rows) == len(EXPECTED)
     for got, row in zip(rows, EXPECTED, strict=True):
         assert got["pool"] == row["pool"]
@@ -177,8 +224,7 @@ def test_markdown_report_field_by_field(plan: Plan) -> None:
 def test_markdown_escapes_pipes(plan: Plan) -> None:
     from dataclasses import replace
 
-    odd = replace(plan, accounts=tuple(replace(a, account="a|b") if a.account == "r&d" else a
-                                       for a in plan.accounts))
+    odd = replace(plan, accounts=tuple(replace(a, account="a|b") if a.account == "r&d" else a for a in plan.accounts))
     tables = _markdown_tables(render_report(odd, "markdown"))
     assert [row[1] for row in tables["gpu"][2:]] == ["newteam", "physics", "a|b", "chemistry"]
 
@@ -326,7 +372,7 @@ def test_table_columns_are_aligned(plan: Plan) -> None:
     # Every column ends where its rule ends (numbers right-aligned) or starts where it starts (text).
     starts = [m.start() for m in re.finditer(r"-+", rule)]
     ends = [m.end() for m in re.finditer(r"-+", rule)]
-    for line in lines[lines.index(header) + 2:lines.index(header) + 6]:
+    for line in lines[lines.index(header) + 2 : lines.index(header) + 6]:
         for index, name in enumerate(HEADERS):
             if name in ("account", "dominant"):
                 assert line[starts[index]] != " "
@@ -353,14 +399,17 @@ class _Stream(io.StringIO):
         return self.tty
 
 
-@pytest.mark.parametrize(("choice", "tty", "env", "expected"), [
-    ("auto", True, {}, True),
-    ("auto", False, {}, False),
-    ("auto", True, {"NO_COLOR": "1"}, False),
-    ("auto", True, {"NO_COLOR": ""}, True),  # no-color.org: set and not empty
-    ("always", False, {"NO_COLOR": "1"}, True),
-    ("never", True, {}, False),
-])
+@pytest.mark.parametrize(
+    ("choice", "tty", "env", "expected"),
+    [
+        ("auto", True, {}, True),
+        ("auto", False, {}, False),
+        ("auto", True, {"NO_COLOR": "1"}, False),
+        ("auto", True, {"NO_COLOR": ""}, True),  # no-color.org: set and not empty
+        ("always", False, {"NO_COLOR": "1"}, True),
+        ("never", True, {}, False),
+    ],
+)
 def test_use_color(choice: str, tty: bool, env: dict[str, str], expected: bool) -> None:
     assert use_color(choice, _Stream(tty), env) is expected
 
@@ -376,13 +425,23 @@ def test_unknown_format_is_refused(plan: Plan) -> None:
 def test_plan_json_shape_is_unchanged(plan: Plan) -> None:
     data = render_plan_json(plan)
     assert data["format"] == "slurm-drf-plan/1"
-    assert list(data) == ["format", "cluster", "taken_at", "mode", "scale", "epoch", "resources", "pools",
-                          "accounts", "jobs", "warnings"]
+    assert list(data) == [
+        "format",
+        "cluster",
+        "taken_at",
+        "mode",
+        "scale",
+        "epoch",
+        "resources",
+        "pools",
+        "accounts",
+        "jobs",
+        "warnings",
+    ]
     # The plan keeps the engine's dominant resource; only the report drops it for zero use.
     assert [a["account"] for a in data["accounts"]] == [r["account"] for r in EXPECTED]
     jobs = {j["job_id"]: j for j in data["jobs"]}
-    assert [j["job_id"] for j in data["jobs"] if j["action"] != "skip"] == ["203", "201", "204", "202", "207",
-                                                                           "205"]
+    assert [j["job_id"] for j in data["jobs"] if j["action"] != "skip"] == ["203", "201", "204", "202", "207", "205"]
     assert jobs["206"]["reason"] == "held" and jobs["208"]["reason"] == "partition not managed"
     assert "nice" in jobs["203"]
     assert ordered_job_count(plan) == 6
@@ -414,8 +473,21 @@ def _run(argv: list[str]) -> int:
 @pytest.mark.parametrize("fmt", ["table", "json", "csv", "markdown", "html"])
 def test_report_verb_writes_the_file(tmp_path: Path, fmt: str, plan: Plan) -> None:
     out = tmp_path / f"report.{fmt}"
-    code = _run(["report", "--snapshot", str(FIXTURES / "snapshot.json"), "--config", str(FIXTURES / "config.yaml"),
-                 "--format", fmt, "--output", str(out), "--color", "always"])
+    code = _run(
+        [
+            "report",
+            "--snapshot",
+            str(FIXTURES / "snapshot.json"),
+            "--config",
+            str(FIXTURES / "config.yaml"),
+            "--format",
+            fmt,
+            "--output",
+            str(out),
+            "--color",
+            "always",
+        ]
+    )
     assert code == 0
     # A file never gets colour, whatever --color says for terminals.
     assert out.read_text() == render_report(plan, fmt)
@@ -423,6 +495,7 @@ def test_report_verb_writes_the_file(tmp_path: Path, fmt: str, plan: Plan) -> No
 
 
 def test_report_verb_prints_without_colour_off_a_terminal(capsys: pytest.CaptureFixture[str], plan: Plan) -> None:
-    assert _run(["report", "--snapshot", str(FIXTURES / "snapshot.json"), "--config",
-                 str(FIXTURES / "config.yaml")]) == 0
+    assert (
+        _run(["report", "--snapshot", str(FIXTURES / "snapshot.json"), "--config", str(FIXTURES / "config.yaml")]) == 0
+    )
     assert capsys.readouterr().out == render_report(plan, "table")

@@ -54,9 +54,11 @@ TIMEOUT = 20.0
 
 def cluster() -> Snapshot:
     nodes = [node("n1", cpu=64, mem=512000)]
-    jobs = [job("physics", "RUNNING", cpu=32, mem=1000, job_id="1"),
-            job("physics", cpu=8, mem=1000, job_id="2"),
-            job("chemistry", cpu=8, mem=1000, job_id="3")]
+    jobs = [
+        job("physics", "RUNNING", cpu=32, mem=1000, job_id="1"),
+        job("physics", cpu=8, mem=1000, job_id="2"),
+        job("chemistry", cpu=8, mem=1000, job_id="3"),
+    ]
     return snapshot(nodes, jobs)
 
 
@@ -65,8 +67,9 @@ class FakeSource:
 
     name = "fake"
 
-    def __init__(self, script: Sequence[Snapshot | Exception] = (), *,
-                 before: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self, script: Sequence[Snapshot | Exception] = (), *, before: Callable[[int], None] | None = None
+    ) -> None:
         self.script = list(script)
         self.calls = 0
         self.before = before
@@ -129,13 +132,25 @@ class Recorder:
         self.closed += 1
 
 
-def make_service(tmp_path: Path, source: FakeSource, *, config: Config | None = None,
-                 observers: Sequence[CycleObserver] = (), **kwargs: Any) -> Service:
+def make_service(
+    tmp_path: Path,
+    source: FakeSource,
+    *,
+    config: Config | None = None,
+    observers: Sequence[CycleObserver] = (),
+    **kwargs: Any,
+) -> Service:
     config = config or Config(interval=60, resources=("cpu", "mem"), state_dir=str(tmp_path / "state"))
     writer = FakeWriter()
-    return Service(config, StateStore(config.state_dir), source_factory=lambda c: source,
-                   writer_factory=lambda source: writer, observers_factory=lambda c: list(observers),
-                   keep_log_level=True, **kwargs)
+    return Service(
+        config,
+        StateStore(config.state_dir),
+        source_factory=lambda c: source,
+        writer_factory=lambda source: writer,
+        observers_factory=lambda c: list(observers),
+        keep_log_level=True,
+        **kwargs,
+    )
 
 
 def write_config(path: Path, text: str, mode: int = 0o644) -> Path:
@@ -180,14 +195,17 @@ def run_in_main_thread(service: Service, driver: Callable[[], None]) -> int:
 # ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("failures", "interval", "expected"), [
-    (1, 60, 60),      # the first failure: the normal schedule
-    (2, 60, 120),     # then two intervals
-    (7, 60, 120),     # and no more: Slurm's return is seen within two intervals
-    (2, 400, 600),    # capped at ten minutes
-    (3, 900, 900),    # unless the interval itself is longer
-    (2, 2, 4),
-])
+@pytest.mark.parametrize(
+    ("failures", "interval", "expected"),
+    [
+        (1, 60, 60),  # the first failure: the normal schedule
+        (2, 60, 120),  # then two intervals
+        (7, 60, 120),  # and no more: Slurm's return is seen within two intervals
+        (2, 400, 600),  # capped at ten minutes
+        (3, 900, 900),  # unless the interval itself is longer
+        (2, 2, 4),
+    ],
+)
 def test_error_delay(failures: int, interval: float, expected: float) -> None:
     assert compute_error_delay(failures, interval) == expected
 
@@ -202,17 +220,22 @@ def test_slurm_errors_back_off_and_recover(tmp_path: Path, caplog: pytest.LogCap
     down = SlurmReadError("squeue --json: exit status 1: Unable to contact slurm controller")
     source = FakeSource([down, down, down, cluster()])
     recorder = Recorder()
-    service = make_service(tmp_path, source, config=Config(interval=5, resources=("cpu", "mem"),
-                                                            state_dir=str(tmp_path / "state")),
-                           observers=[recorder])
+    service = make_service(
+        tmp_path,
+        source,
+        config=Config(interval=5, resources=("cpu", "mem"), state_dir=str(tmp_path / "state")),
+        observers=[recorder],
+    )
     caplog.set_level(logging.INFO, logger="slurm_drf")
     delays = [service.run_once() for _ in range(4)]
     assert delays == [5, 10, 10, None]
     assert service.failures == 0
     assert recorder.errors == [down, down, down] and len(recorder.cycles) == 1
     messages = [r.getMessage() for r in caplog.records if r.name == "slurm_drf.service"]
-    assert messages[0] == ("cycle 1 failed: slurm read: squeue --json: exit status 1: Unable to contact slurm "
-                           "controller; next attempt in 5 s")
+    assert messages[0] == (
+        "cycle 1 failed: slurm read: squeue --json: exit status 1: Unable to contact slurm "
+        "controller; next attempt in 5 s"
+    )
     assert messages[2].endswith("next attempt in 10 s (3 failed in a row)")
     assert messages[3].startswith("cycle 4: 2 accounts, 2 pending jobs, wrote 2 value(s) in ")
     assert messages[3].endswith("(recovered after 3 failed cycle(s))")
@@ -230,8 +253,9 @@ def test_unexpected_errors_do_not_end_the_service(tmp_path: Path, caplog: pytest
 def test_backoff_moves_the_scheduled_start(tmp_path: Path) -> None:
     down = SlurmReadError("slurmctld is down")
     source = FakeSource([down, down, down, cluster()])
-    service = make_service(tmp_path, source, config=Config(interval=0.3, resources=("cpu", "mem"),
-                                                            state_dir=str(tmp_path / "state")))
+    service = make_service(
+        tmp_path, source, config=Config(interval=0.3, resources=("cpu", "mem"), state_dir=str(tmp_path / "state"))
+    )
 
     def driver() -> None:
         wait_for(lambda: source.calls >= 4 and service.failures == 0, "recovery")
@@ -251,8 +275,9 @@ def test_backoff_moves_the_scheduled_start(tmp_path: Path) -> None:
 
 def test_a_slow_cycle_delays_the_next_instead_of_overlapping(tmp_path: Path) -> None:
     source = FakeSource(before=lambda call: time.sleep(0.5 if call <= 2 else 0))
-    service = make_service(tmp_path, source, config=Config(interval=0.1, resources=("cpu", "mem"),
-                                                            state_dir=str(tmp_path / "state")))
+    service = make_service(
+        tmp_path, source, config=Config(interval=0.1, resources=("cpu", "mem"), state_dir=str(tmp_path / "state"))
+    )
 
     def driver() -> None:
         wait_for(lambda: service.cycles >= 4 and service._cycle_started is None, "four cycles")
@@ -264,8 +289,7 @@ def test_a_slow_cycle_delays_the_next_instead_of_overlapping(tmp_path: Path) -> 
     assert gaps[0] >= 0.5 and gaps[1] >= 0.5  # each start waited for the slow cycle
 
 
-def test_sigterm_finishes_the_running_cycle_then_exits_0(tmp_path: Path,
-                                                         caplog: pytest.LogCaptureFixture) -> None:
+def test_sigterm_finishes_the_running_cycle_then_exits_0(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     in_cycle = threading.Event()
     release = threading.Event()
 
@@ -280,8 +304,10 @@ def test_sigterm_finishes_the_running_cycle_then_exits_0(tmp_path: Path,
     def driver() -> None:
         assert in_cycle.wait(TIMEOUT)
         os.kill(os.getpid(), signal.SIGTERM)
-        wait_for(lambda: any("stopping after the current cycle" in r.getMessage() for r in caplog.records),
-                 "the stop to be noticed")
+        wait_for(
+            lambda: any("stopping after the current cycle" in r.getMessage() for r in caplog.records),
+            "the stop to be noticed",
+        )
         release.set()
 
     assert run_in_main_thread(service, driver) == 0
@@ -307,8 +333,9 @@ def test_sigint_stops_like_sigterm(tmp_path: Path) -> None:
 def test_signal_handlers_are_restored(tmp_path: Path) -> None:
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     service = make_service(tmp_path, FakeSource())
-    assert run_in_main_thread(service, lambda: (wait_for(lambda: service.cycles, "a cycle"),
-                                                service.request_stop())) == 0
+    assert (
+        run_in_main_thread(service, lambda: (wait_for(lambda: service.cycles, "a cycle"), service.request_stop())) == 0
+    )
     assert {s: signal.getsignal(s) for s in before} == before
 
 
@@ -351,8 +378,9 @@ def test_reload_keeps_the_state_directory_until_restart(tmp_path: Path, caplog: 
     assert service.reload() is True
     assert service.config.state_dir == str(tmp_path / "one")  # the lock is held there
     assert service.config.weights["physics"] == 3
-    assert f"state_dir changed to {tmp_path / 'two'}: the daemon keeps {tmp_path / 'one'} until it is restarted" \
-        in [r.getMessage() for r in caplog.records]
+    assert f"state_dir changed to {tmp_path / 'two'}: the daemon keeps {tmp_path / 'one'} until it is restarted" in [
+        r.getMessage() for r in caplog.records
+    ]
 
 
 def test_reload_refuses_a_file_others_can_write(tmp_path: Path) -> None:
@@ -374,8 +402,15 @@ def test_reload_applies_to_the_next_cycle_and_rebuilds_observers(tmp_path: Path)
         return [built[-1]]
 
     source = FakeSource()
-    service = Service(load(), StateStore(tmp_path / "state"), load=load, source_factory=lambda c: source,
-                      writer_factory=lambda source: FakeWriter(), observers_factory=observers, keep_log_level=True)
+    service = Service(
+        load(),
+        StateStore(tmp_path / "state"),
+        load=load,
+        source_factory=lambda c: source,
+        writer_factory=lambda source: FakeWriter(),
+        observers_factory=observers,
+        keep_log_level=True,
+    )
     service.run_once()
     first = built[0].cycles[0].plan
     assert {a.account: a.weight for a in first.accounts}["physics"] == 2
@@ -420,25 +455,33 @@ def test_an_observer_that_raises_is_logged_never_fatal(tmp_path: Path, caplog: p
     assert [service.run_once() for _ in range(3)] == [None, 60, None]
     assert len(fine.cycles) == 2 and len(fine.errors) == 1
     logged = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
-    assert "observer Recorder.on_cycle failed (the cycle is not affected): RuntimeError: observer broke on a cycle" \
+    assert (
+        "observer Recorder.on_cycle failed (the cycle is not affected): RuntimeError: observer broke on a cycle"
         in logged
-    assert "observer Recorder.on_error failed (the cycle is not affected): RuntimeError: observer broke on an error" \
+    )
+    assert (
+        "observer Recorder.on_error failed (the cycle is not affected): RuntimeError: observer broke on an error"
         in logged
+    )
 
 
-def test_observers_that_cannot_start_do_not_stop_the_cycle(tmp_path: Path,
-                                                           caplog: pytest.LogCaptureFixture) -> None:
+def test_observers_that_cannot_start_do_not_stop_the_cycle(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     def observers(config: Config) -> list[CycleObserver]:
         raise OSError(98, "Address already in use")
 
     writer = FakeWriter()
     config = Config(resources=("cpu", "mem"), state_dir=str(tmp_path / "state"))
-    service = Service(config, StateStore(config.state_dir), source_factory=lambda c: FakeSource(),
-                      writer_factory=lambda source: writer, observers_factory=observers, keep_log_level=True)
+    service = Service(
+        config,
+        StateStore(config.state_dir),
+        source_factory=lambda c: FakeSource(),
+        writer_factory=lambda source: writer,
+        observers_factory=observers,
+        keep_log_level=True,
+    )
     assert service.run_once() is None
     assert writer.writes
-    assert any("observers (audit, metrics, reports) not started: OSError" in r.getMessage()
-               for r in caplog.records)
+    assert any("observers (audit, metrics, reports) not started: OSError" in r.getMessage() for r in caplog.records)
 
 
 def test_unknown_accounts_warn_once_each(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -448,8 +491,9 @@ def test_unknown_accounts_warn_once_each(tmp_path: Path, caplog: pytest.LogCaptu
     for _ in range(3):
         service.run_once()
     warnings = [r.getMessage() for r in caplog.records if "Slurm has no account" in r.getMessage()]
-    assert warnings == [f"{path}:5: accounts.ghost: Slurm has no account 'ghost'; the setting has no effect "
-                        "until it exists"]
+    assert warnings == [
+        f"{path}:5: accounts.ghost: Slurm has no account 'ghost'; the setting has no effect until it exists"
+    ]
 
 
 # ---------------------------------------------------------------------------
@@ -518,8 +562,9 @@ def test_abstract_socket_datagram() -> None:
         assert sock.recv(4096) == b"READY=1\nSTATUS=cycle 1: fine really"
 
 
-def test_daemon_datagrams_ready_status_watchdog_stopping(tmp_path: Path,
-                                                         notify_socket: tuple[socket.socket, str]) -> None:
+def test_daemon_datagrams_ready_status_watchdog_stopping(
+    tmp_path: Path, notify_socket: tuple[socket.socket, str]
+) -> None:
     sock, path = notify_socket
     notifier = Notifier.from_environment({"NOTIFY_SOCKET": path, "WATCHDOG_USEC": "100000"})
     source = FakeSource()
@@ -541,14 +586,16 @@ def test_daemon_datagrams_ready_status_watchdog_stopping(tmp_path: Path,
     assert seen[-1] == "STOPPING=1\nSTATUS=stopping"
 
 
-def test_failed_cycles_still_signal_ready_and_report_status(tmp_path: Path,
-                                                            notify_socket: tuple[socket.socket, str]) -> None:
+def test_failed_cycles_still_signal_ready_and_report_status(
+    tmp_path: Path, notify_socket: tuple[socket.socket, str]
+) -> None:
     sock, path = notify_socket
     source = FakeSource([SlurmReadError("slurmctld is down"), cluster()])
     service = make_service(tmp_path, source, notifier=Notifier(path))
     service.run_once()
-    assert sock.recv(4096).decode() == ("READY=1\nSTATUS=cycle 1 failed: slurm read: slurmctld is down; next "
-                                        "attempt in 60 s\nWATCHDOG=1")
+    assert sock.recv(4096).decode() == (
+        "READY=1\nSTATUS=cycle 1 failed: slurm read: slurmctld is down; next attempt in 60 s\nWATCHDOG=1"
+    )
     service.run_once()
     message = sock.recv(4096).decode()
     assert message.startswith("STATUS=cycle 2: ") and message.endswith("\nWATCHDOG=1")
@@ -581,8 +628,7 @@ sys.stdin.read()
 
 
 def daemon_args(**overrides: Any) -> argparse.Namespace:
-    values: dict[str, Any] = {"config": None, "state_dir": None, "dry_run": False, "debug": False,
-                              "quiet": False}
+    values: dict[str, Any] = {"config": None, "state_dir": None, "dry_run": False, "debug": False, "quiet": False}
     values.update(overrides)
     return argparse.Namespace(**values)
 
@@ -600,14 +646,16 @@ def sigterm_later() -> Iterator[None]:
 def test_a_second_daemon_on_one_state_directory_refuses(tmp_path: Path) -> None:
     state = tmp_path / "state"
     config = write_config(tmp_path / "config.yaml", GOOD)
-    holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(state)], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_LOCK, str(state)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
         with pytest.raises(StateError) as caught:
             cmd_daemon(daemon_args(config=str(config), state_dir=str(state)))
-        assert str(caught.value) == (f"{state}/lock: another slurm-drf (pid {holder.pid}) already uses this "
-                                     "state directory")
+        assert str(caught.value) == (
+            f"{state}/lock: another slurm-drf (pid {holder.pid}) already uses this state directory"
+        )
         assert not isinstance(caught.value, InputError)  # exit 1, not 2
     finally:
         holder.communicate("", timeout=TIMEOUT)
@@ -659,5 +707,7 @@ def test_a_config_file_owned_by_another_user_is_refused(tmp_path: Path, monkeypa
         monkeypatch.setattr(os, "geteuid", lambda: reader)  # someone else reads it
     with pytest.raises(ConfigError) as caught:
         load_config(path, private=True)
-    assert str(caught.value) == (f"{path}: the config file is owned by uid {owner}, neither root nor this user "
-                                 f"(uid {reader}); run: chown root {path}")
+    assert str(caught.value) == (
+        f"{path}: the config file is owned by uid {owner}, neither root nor this user "
+        f"(uid {reader}); run: chown root {path}"
+    )

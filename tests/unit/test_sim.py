@@ -84,26 +84,44 @@ def test_invariants_hold_for_every_policy(policy: str, scenario: str) -> None:
 @pytest.mark.parametrize("backfill", ["easy", "slurm"])
 def test_invariants_with_multi_node_jobs_and_early_ends(backfill: str) -> None:
     jobs = tuple(
-        WorkloadJob(f"j{i}", f"a{i % 3}", "u", submit=float(i * 30), duration=float(600 + 97 * (i % 5)),
-                    limit=float(600 + 97 * (i % 5)) * (1.5 if i % 2 else 1.0), cpu=16 * (1 + i % 4),
-                    mem=64_000, gpu=i % 3, nodes=1 + i % 3)
-        for i in range(60))
-    workload = Workload("multi", "multi-node jobs, time limits above run times", jobs, 4,
-                        NodeType(cpu=64, mem=256_000, gpu=4))
+        WorkloadJob(
+            f"j{i}",
+            f"a{i % 3}",
+            "u",
+            submit=float(i * 30),
+            duration=float(600 + 97 * (i % 5)),
+            limit=float(600 + 97 * (i % 5)) * (1.5 if i % 2 else 1.0),
+            cpu=16 * (1 + i % 4),
+            mem=64_000,
+            gpu=i % 3,
+            nodes=1 + i % 3,
+        )
+        for i in range(60)
+    )
+    workload = Workload(
+        "multi", "multi-node jobs, time limits above run times", jobs, 4, NodeType(cpu=64, mem=256_000, gpu=4)
+    )
     for policy in POLICIES:
-        check_invariants(simulate(workload, build_policy(policy),
-                                  SimOptions(interval=120, record_events=True, backfill=backfill)))
+        check_invariants(
+            simulate(workload, build_policy(policy), SimOptions(interval=120, record_events=True, backfill=backfill))
+        )
 
 
 def test_easy_backfill_protects_the_top_job() -> None:
     """One node of 64 CPUs. A holds 48 until t=100; B (64 CPUs) is the top job and
     gets a reservation at t=100; C (16 CPUs, ends by t=52) backfills at once; D
     (16 CPUs for 200 s) would delay B, so it waits until B is done."""
+
     def job(name: str, submit: float, cpu: int, duration: float) -> WorkloadJob:
         return WorkloadJob(name, "acct", "u", submit, duration, duration, cpu, 1000, 0)
-    workload = Workload("easy", "EASY backfill", (job("A", 0, 48, 100), job("B", 1, 64, 100),
-                                                  job("C", 2, 16, 50), job("D", 3, 16, 200)),
-                        1, NodeType(cpu=64, mem=64_000, gpu=0))
+
+    workload = Workload(
+        "easy",
+        "EASY backfill",
+        (job("A", 0, 48, 100), job("B", 1, 64, 100), job("C", 2, 16, 50), job("D", 3, 16, 200)),
+        1,
+        NodeType(cpu=64, mem=64_000, gpu=0),
+    )
     result = simulate(workload, build_policy("fifo"), SimOptions(interval=60))
     starts = dict(zip([j.job_id for j in result.workload.jobs], result.start.tolist(), strict=True))
     assert starts == {"A": 0.0, "B": 100.0, "C": 2.0, "D": 200.0}
@@ -124,6 +142,7 @@ def test_same_seed_gives_identical_json() -> None:
     def run(seed: int) -> bytes:
         comparison = run_comparison(small(seed=seed), POLICIES, SimOptions(interval=120))
         return json.dumps(render_json(comparison), sort_keys=True).encode()
+
     first = run(11)
     assert first == run(11)
     assert first != run(12)
@@ -189,8 +208,15 @@ def test_naive_loop_uses_whole_percents_and_names() -> None:
     assert naive_share([5, 0, 0], capacity, Fraction(1)) == 0
     assert naive_share([9, 0, 0], capacity, Fraction(1)) == 0
     assert naive_share([19, 0, 0], capacity, Fraction(1, 2)) == 3
-    order = naive_order([[0, 1], [2, 3]], [[9, 0, 0], [5, 0, 0]], [[1, 0, 0]] * 4, [1, 1, 1, 1], capacity,
-                        [Fraction(1), Fraction(1)], ["b-first-by-usage", "a-first-by-name"])
+    order = naive_order(
+        [[0, 1], [2, 3]],
+        [[9, 0, 0], [5, 0, 0]],
+        [[1, 0, 0]] * 4,
+        [1, 1, 1, 1],
+        capacity,
+        [Fraction(1), Fraction(1)],
+        ["b-first-by-usage", "a-first-by-name"],
+    )
     assert order == [2, 3, 0, 1]
 
 
@@ -285,7 +311,7 @@ def test_small_parsers() -> None:
     assert parse_mem("64G") == 65536 and parse_mem("4000M") == 4000 and parse_mem("512") == 512
     assert parse_duration("15m") == 900 and parse_duration("2d") == 172800
     tres = parse_tres_string("billing=4,cpu=4,gres/gpu:a100=1,gres/gpu:v100=1,mem=1T,node=1")
-    assert tres is not None and (tres.cpu, tres.gpu, tres.mem) == (4, 2, 1024 ** 2)
+    assert tres is not None and (tres.cpu, tres.gpu, tres.mem) == (4, 2, 1024**2)
 
 
 # --------------------------------------------------------------------------
@@ -310,8 +336,9 @@ def test_cli_json_table_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "sample.swf" in out and "drf" in out and "Jain" in out
     pytest.importorskip("matplotlib")
     png, page = tmp_path / "s.png", tmp_path / "s.html"
-    assert run_cli("--scenario", "weighted", "--nodes", "4", "--jobs", "120", "--plot", str(png),
-                   "--html", str(page)) == 0
+    assert (
+        run_cli("--scenario", "weighted", "--nodes", "4", "--jobs", "120", "--plot", str(png), "--html", str(page)) == 0
+    )
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "data:image/png;base64," in page.read_text()
 

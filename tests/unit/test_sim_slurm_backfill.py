@@ -32,8 +32,7 @@ def test_no_reservation_is_delayed(scenario: str) -> None:
     time limits: every job then starts no later than its first reservation, so no
     job started later (backfilled ones included) ever delayed one."""
     workload = build_scenario(scenario, 3, nodes=6, jobs=300)
-    result = simulate(workload, build_policy("fifo"), SimOptions(interval=120, backfill="slurm",
-                                                                  backfill_depth=100))
+    result = simulate(workload, build_policy("fifo"), SimOptions(interval=120, backfill="slurm", backfill_depth=100))
     check_invariants(result)
     assert result.reserved_at is not None
     reserved = np.isfinite(result.reserved_at)
@@ -48,10 +47,13 @@ def test_easy_delays_a_second_large_job_and_slurm_does_not() -> None:
     EASY reserves node 0 for B only, so D backfills onto node 1 and C waits for
     B's end at t=200. The slurm mode also reserves node 1 for C at t=150, so D
     may not start there now; it gets the next reservation instead (node 0 at 200)."""
-    workload = Workload("two", "a second large job", (job("A", 0, 64, 100), job("X", 0, 32, 150),
-                                                       job("B", 1, 64, 100), job("C", 2, 64, 100),
-                                                       job("D", 3, 32, 200)),
-                        2, NodeType(cpu=64, mem=64_000, gpu=0))
+    workload = Workload(
+        "two",
+        "a second large job",
+        (job("A", 0, 64, 100), job("X", 0, 32, 150), job("B", 1, 64, 100), job("C", 2, 64, 100), job("D", 3, 32, 200)),
+        2,
+        NodeType(cpu=64, mem=64_000, gpu=0),
+    )
     starts = {}
     for mode in ("easy", "slurm"):
         result = simulate(workload, build_policy("fifo"), SimOptions(interval=60, backfill=mode))
@@ -63,9 +65,13 @@ def test_easy_delays_a_second_large_job_and_slurm_does_not() -> None:
 
 def test_slurm_mode_keeps_the_easy_example() -> None:
     """With one large job waiting, the slurm mode backfills as EASY does."""
-    workload = Workload("easy", "EASY backfill", (job("A", 0, 48, 100), job("B", 1, 64, 100),
-                                                  job("C", 2, 16, 50), job("D", 3, 16, 200)),
-                        1, NodeType(cpu=64, mem=64_000, gpu=0))
+    workload = Workload(
+        "easy",
+        "EASY backfill",
+        (job("A", 0, 48, 100), job("B", 1, 64, 100), job("C", 2, 16, 50), job("D", 3, 16, 200)),
+        1,
+        NodeType(cpu=64, mem=64_000, gpu=0),
+    )
     result = simulate(workload, build_policy("fifo"), SimOptions(interval=60, backfill="slurm"))
     assert result.start.tolist() == [0.0, 100.0, 2.0, 200.0]
     assert result.backfilled.tolist() == [False, False, True, False]

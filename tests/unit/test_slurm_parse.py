@@ -144,12 +144,18 @@ def test_2205_sinfo_node() -> None:
 
 # job id -> state, TRES, array tasks, held, nice, priority, partition
 EXPECTED_JOBS: list[tuple[str, str, dict[str, int], int, bool, int, int, str]] = [
-    ("101", "RUNNING", {"cpu": 2, "mem": 8192, "node": 1, "billing": 2, "gres/gpu": 4}, 1, False, 0, 1,
-     "main"),
-    ("102", "PENDING", {"cpu": 2, "mem": 8192, "node": 1, "billing": 2, "gres/gpu": 2}, 1, False, 0, 5000,
-     "main"),
-    ("103", "PENDING", {"cpu": 4, "mem": 16384, "node": 1, "billing": 4, "gres/gpu": 2, "gres/gpu:a100": 2},
-     1, False, 0, 4000, "gpu,main"),
+    ("101", "RUNNING", {"cpu": 2, "mem": 8192, "node": 1, "billing": 2, "gres/gpu": 4}, 1, False, 0, 1, "main"),
+    ("102", "PENDING", {"cpu": 2, "mem": 8192, "node": 1, "billing": 2, "gres/gpu": 2}, 1, False, 0, 5000, "main"),
+    (
+        "103",
+        "PENDING",
+        {"cpu": 4, "mem": 16384, "node": 1, "billing": 4, "gres/gpu": 2, "gres/gpu:a100": 2},
+        1,
+        False,
+        0,
+        4000,
+        "gpu,main",
+    ),
     ("110", "PENDING", {"cpu": 1, "mem": 4096, "node": 1, "billing": 1}, 100, False, 20, 3000, "main"),
     ("111", "RUNNING", {"cpu": 1, "mem": 4096, "node": 1, "billing": 1}, 1, False, 20, 1, "main"),
     ("120", "PENDING", {"cpu": 1, "mem": 1024, "node": 1, "billing": 1}, 1, True, 30, 0, "main"),
@@ -158,18 +164,15 @@ EXPECTED_JOBS: list[tuple[str, str, dict[str, int], int, bool, int, int, str]] =
     ("140", "COMPLETING", {"cpu": 8, "mem": 8192, "node": 1, "billing": 8}, 1, False, 0, 1, "main"),
     ("150", "PENDING", {"cpu": 64, "mem": 512000, "node": 1, "billing": 64}, 1, False, 0, 1500, "main"),
     ("160", "PENDING", {"cpu": 1, "mem": 2048, "node": 1, "billing": 1}, 4, False, 0, 1400, "main"),
-    ("170", "RUNNING", {"cpu": 8, "mem": 32768, "node": 2, "billing": 8, "gres/gpu": 4}, 1, False, 0, 1,
-     "main"),
-    ("180", "PENDING", {"cpu": 8, "mem": 16384, "node": 1, "billing": 8, "gres/gpu": 4}, 1, False, 0, 1300,
-     "main"),
+    ("170", "RUNNING", {"cpu": 8, "mem": 32768, "node": 2, "billing": 8, "gres/gpu": 4}, 1, False, 0, 1, "main"),
+    ("180", "PENDING", {"cpu": 8, "mem": 16384, "node": 1, "billing": 8, "gres/gpu": 4}, 1, False, 0, 1300, "main"),
 ]
 
 
 @pytest.mark.parametrize("release", CONSTRUCTED)
 def test_constructed_squeue(release: str) -> None:
     jobs = parse_squeue_json(load(release, "squeue.json"))
-    got = [(j.job_id, j.state, dict(j.tres), j.array_tasks, j.held, j.nice, j.priority, j.partition)
-           for j in jobs]
+    got = [(j.job_id, j.state, dict(j.tres), j.array_tasks, j.held, j.nice, j.priority, j.partition) for j in jobs]
     assert got == EXPECTED_JOBS  # 141 (COMPLETED) is left out
 
 
@@ -180,8 +183,7 @@ def test_constructed_users_and_times(release: str) -> None:
     assert next(j for j in jobs if j.job_id == "110").submit_time == 1796004320.0
 
 
-@pytest.mark.parametrize(("release", "version"), [("23.02", "23.02.5"), ("23.11", "23.11.1"),
-                                                  ("24.11", "24.11.1")])
+@pytest.mark.parametrize(("release", "version"), [("23.02", "23.02.5"), ("23.11", "23.11.1"), ("24.11", "24.11.1")])
 def test_constructed_version_and_cluster(release: str, version: str) -> None:
     data = load(release, "squeue.json")
     assert parse_slurm_version(data) == version
@@ -202,8 +204,7 @@ def test_constructed_scontrol_nodes(release: str) -> None:
     assert dict(nodes["vm"].tres) == {"cpu": 64, "mem": 512000, "billing": 64, "gres/gpu": 8}
     assert (nodes["gpu02"].state, nodes["gpu02"].partitions) == ("idle+drain", ("gpu", "main"))
     # typed GPUs come from the node's GRES; the TRES total is not doubled
-    assert dict(nodes["gpu02"].tres) == {"cpu": 32, "mem": 256000, "billing": 32, "gres/gpu": 4,
-                                         "gres/gpu:a100": 4}
+    assert dict(nodes["gpu02"].tres) == {"cpu": 32, "mem": 256000, "billing": 32, "gres/gpu": 4, "gres/gpu:a100": 4}
     assert nodes["cpu03"].state == "down+not_responding"
     assert dict(nodes["cpu03"].tres) == {"cpu": 16, "mem": 64000, "billing": 16}
     assert [n.eligible for n in nodes.values()] == [True, False, False]
@@ -261,11 +262,14 @@ def test_malformed_node_is_skipped(caplog: pytest.LogCaptureFixture) -> None:
     assert "node gpu02 skipped" in caplog.text
 
 
-@pytest.mark.parametrize("data", [
-    {"meta": {}, "errors": [], "warnings": []},
-    {"jobs": "nope"},
-    {"jobs": [], "errors": [{"error": "Unable to contact slurm controller", "error_number": 1}]},
-])
+@pytest.mark.parametrize(
+    "data",
+    [
+        {"meta": {}, "errors": [], "warnings": []},
+        {"jobs": "nope"},
+        {"jobs": [], "errors": [{"error": "Unable to contact slurm controller", "error_number": 1}]},
+    ],
+)
 def test_output_that_is_not_squeue_is_an_error(data: dict[str, Any]) -> None:
     with pytest.raises(SlurmReadError):
         parse_squeue_json(data)
@@ -281,9 +285,18 @@ def test_no_jobs_is_fine() -> None:
 
 def minimal_record(**fields: Any) -> dict[str, Any]:
     record: dict[str, Any] = {
-        "job_id": 7, "account": "physics", "user_name": "alice", "partition": "gpu",
-        "job_state": ["PENDING"], "priority": 100, "nice": 0, "submit_time": 1796004252,
-        "tres_req_str": "cpu=4,mem=16G,node=1", "node_count": 1, "tasks": 1, "cpus": 4,
+        "job_id": 7,
+        "account": "physics",
+        "user_name": "alice",
+        "partition": "gpu",
+        "job_state": ["PENDING"],
+        "priority": 100,
+        "nice": 0,
+        "submit_time": 1796004252,
+        "tres_req_str": "cpu=4,mem=16G,node=1",
+        "node_count": 1,
+        "tasks": 1,
+        "cpus": 4,
     }
     record.update(fields)
     return record
@@ -291,18 +304,28 @@ def minimal_record(**fields: Any) -> dict[str, Any]:
 
 def test_complex_mode_record() -> None:
     # --json=v0.0.41+complex: plain numbers, null strings, "Infinity"
-    job = parse_squeue_record(minimal_record(
-        priority="Infinity", nice=None, tres_alloc_str=None, array_task_string=None,
-        memory_per_node=None, memory_per_cpu=None, het_job_id=None, user_name=None, user_id=1001,
-    ))
+    job = parse_squeue_record(
+        minimal_record(
+            priority="Infinity",
+            nice=None,
+            tres_alloc_str=None,
+            array_task_string=None,
+            memory_per_node=None,
+            memory_per_cpu=None,
+            het_job_id=None,
+            user_name=None,
+            user_id=1001,
+        )
+    )
     assert job is not None
     assert (job.priority, job.nice, job.user, job.held) == (INFINITE_PRIORITY, 0, "1001", False)
     assert dict(job.tres) == {"cpu": 4, "mem": 16384, "node": 1}
 
 
 def test_running_het_component_keeps_its_own_id() -> None:
-    record = minimal_record(job_id=41, job_state=["RUNNING"], het_job_id=40, het_job_offset=1,
-                            tres_alloc_str="cpu=4,mem=16G,node=1")
+    record = minimal_record(
+        job_id=41, job_state=["RUNNING"], het_job_id=40, het_job_offset=1, tres_alloc_str="cpu=4,mem=16G,node=1"
+    )
     job = parse_squeue_record(record)
     assert job is not None and job.job_id == "41"
 
@@ -324,12 +347,15 @@ def test_truncated_array_string_counts_a_lower_bound(caplog: pytest.LogCaptureFi
 def test_memory_from_per_cpu_and_per_gpu_when_tres_lacks_it() -> None:
     per_cpu = parse_squeue_record(minimal_record(tres_req_str="cpu=4,node=1", memory_per_cpu=1000))
     assert per_cpu is not None and per_cpu.tres["mem"] == 4000
-    per_node = parse_squeue_record(minimal_record(tres_req_str="cpu=4,node=2", node_count=2,
-                                                  memory_per_node={"set": True, "infinite": False,
-                                                                   "number": 3000}))
+    per_node = parse_squeue_record(
+        minimal_record(
+            tres_req_str="cpu=4,node=2", node_count=2, memory_per_node={"set": True, "infinite": False, "number": 3000}
+        )
+    )
     assert per_node is not None and per_node.tres["mem"] == 6000
-    per_gpu = parse_squeue_record(minimal_record(tres_req_str="cpu=4,node=1", tres_per_job="gres/gpu:2",
-                                                 memory_per_tres="gres/gpu:5000"))
+    per_gpu = parse_squeue_record(
+        minimal_record(tres_req_str="cpu=4,node=1", tres_per_job="gres/gpu:2", memory_per_tres="gres/gpu:5000")
+    )
     assert per_gpu is not None and (per_gpu.tres["mem"], per_gpu.tres["gres/gpu"]) == (10000, 2)
     whole_node = parse_squeue_record(minimal_record(tres_req_str="cpu=4,node=1", memory_per_node=0))
     assert whole_node is not None and "mem" not in whole_node.tres
@@ -343,20 +369,30 @@ def test_empty_tres_string_falls_back_to_cpus_and_node_count() -> None:
 def test_gres_per_task_and_per_node_multiply() -> None:
     per_task = parse_squeue_record(minimal_record(tres_per_task="cpu:2,gres/gpu:1", tasks=3))
     assert per_task is not None and per_task.tres["gres/gpu"] == 3
-    per_node = parse_squeue_record(minimal_record(tres_per_node="gres/gpu:a100:2", node_count=3,
-                                                  tres_req_str="cpu=4,mem=1G,node=3"))
+    per_node = parse_squeue_record(
+        minimal_record(tres_per_node="gres/gpu:a100:2", node_count=3, tres_req_str="cpu=4,mem=1G,node=3")
+    )
     assert per_node is not None
     assert (per_node.tres["gres/gpu"], per_node.tres["gres/gpu:a100"]) == (6, 6)
     # tres_per_job is the whole job and wins over the per-node count
-    both = parse_squeue_record(minimal_record(tres_per_job="gres/gpu:5", tres_per_node="gres/gpu:2",
-                                              node_count=3, tres_req_str="cpu=4,mem=1G,node=3"))
+    both = parse_squeue_record(
+        minimal_record(
+            tres_per_job="gres/gpu:5", tres_per_node="gres/gpu:2", node_count=3, tres_req_str="cpu=4,mem=1G,node=3"
+        )
+    )
     assert both is not None and both.tres["gres/gpu"] == 5
 
 
 def test_running_job_gres_detail_is_what_it_holds() -> None:
-    job = parse_squeue_record(minimal_record(
-        job_state="RUNNING", tres_alloc_str="cpu=4,mem=1G,node=2", node_count=2,
-        tres_per_job="gres:gpu:3", gres_detail=["gpu:a100:2(IDX:0-1)", "gpu:a100:1(IDX:3)"]))
+    job = parse_squeue_record(
+        minimal_record(
+            job_state="RUNNING",
+            tres_alloc_str="cpu=4,mem=1G,node=2",
+            node_count=2,
+            tres_per_job="gres:gpu:3",
+            gres_detail=["gpu:a100:2(IDX:0-1)", "gpu:a100:1(IDX:3)"],
+        )
+    )
     assert job is not None
     assert (job.tres["gres/gpu"], job.tres["gres/gpu:a100"]) == (3, 3)
 
@@ -370,52 +406,56 @@ def test_held_by_reason_alone() -> None:
 # Strings, parametrized
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("cpu=2,mem=8G,node=1,billing=2,gres/gpu=2",
-     {"cpu": 2, "mem": 8192, "node": 1, "billing": 2, "gres/gpu": 2}),
-    ("cpu=64,mem=500G,billing=64,gres/gpu=8", {"cpu": 64, "mem": 512000, "billing": 64, "gres/gpu": 8}),
-    ("mem=1.50G", {"mem": 1536}),
-    ("mem=62.50G", {"mem": 64000}),
-    ("mem=512M", {"mem": 512}),
-    ("mem=1024K", {"mem": 1}),
-    ("mem=2T", {"mem": 2097152}),
-    ("mem=1P", {"mem": 1073741824}),
-    ("mem=100", {"mem": 100}),
-    ("cpu=4,gres/gpu:a100=2", {"cpu": 4, "gres/gpu": 2, "gres/gpu:a100": 2}),
-    ("gres/gpu=4,gres/gpu:a100=2,gres/gpu:v100=2",
-     {"gres/gpu": 4, "gres/gpu:a100": 2, "gres/gpu:v100": 2}),
-    ("gres/gpu:a100=2,gres/gpu:v100=1", {"gres/gpu": 3, "gres/gpu:a100": 2, "gres/gpu:v100": 1}),
-    ("cpu=abc,mem=4G", {"mem": 4096}),
-    ("cpu=2,,mem=1G,junk", {"cpu": 2, "mem": 1024}),
-    ("license/matlab=2,billing=3", {"license/matlab": 2, "billing": 3}),
-    ("", {}),
-    (None, {}),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("cpu=2,mem=8G,node=1,billing=2,gres/gpu=2", {"cpu": 2, "mem": 8192, "node": 1, "billing": 2, "gres/gpu": 2}),
+        ("cpu=64,mem=500G,billing=64,gres/gpu=8", {"cpu": 64, "mem": 512000, "billing": 64, "gres/gpu": 8}),
+        ("mem=1.50G", {"mem": 1536}),
+        ("mem=62.50G", {"mem": 64000}),
+        ("mem=512M", {"mem": 512}),
+        ("mem=1024K", {"mem": 1}),
+        ("mem=2T", {"mem": 2097152}),
+        ("mem=1P", {"mem": 1073741824}),
+        ("mem=100", {"mem": 100}),
+        ("cpu=4,gres/gpu:a100=2", {"cpu": 4, "gres/gpu": 2, "gres/gpu:a100": 2}),
+        ("gres/gpu=4,gres/gpu:a100=2,gres/gpu:v100=2", {"gres/gpu": 4, "gres/gpu:a100": 2, "gres/gpu:v100": 2}),
+        ("gres/gpu:a100=2,gres/gpu:v100=1", {"gres/gpu": 3, "gres/gpu:a100": 2, "gres/gpu:v100": 1}),
+        ("cpu=abc,mem=4G", {"mem": 4096}),
+        ("cpu=2,,mem=1G,junk", {"cpu": 2, "mem": 1024}),
+        ("license/matlab=2,billing=3", {"license/matlab": 2, "billing": 3}),
+        ("", {}),
+        (None, {}),
+    ],
+)
 def test_parse_tres_string(text: str | None, expected: dict[str, int]) -> None:
     assert parse_tres_string(text) == expected
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("gpu:a100:4(S:0-1)", {"gres/gpu": 4, "gres/gpu:a100": 4}),
-    ("gres:gpu:4", {"gres/gpu": 4}),
-    ("gres/gpu:2", {"gres/gpu": 2}),
-    ("gres/gpu:a100:2", {"gres/gpu": 2, "gres/gpu:a100": 2}),
-    ("gpu:8(IDX:0-7)", {"gres/gpu": 8}),
-    ("gpu:2(IDX:0,2)", {"gres/gpu": 2}),
-    ("gpu:a100:4(S:0-1),gpu:v100:2(S:2)", {"gres/gpu": 6, "gres/gpu:a100": 4, "gres/gpu:v100": 2}),
-    ("gpu:4,gpu:a100:4", {"gres/gpu": 4, "gres/gpu:a100": 4}),
-    ("gpu:a100:2,gpu:a100:2", {"gres/gpu": 4, "gres/gpu:a100": 4}),
-    ("gres/gpu:a100:2,gres/shard:8", {"gres/gpu": 2, "gres/gpu:a100": 2, "gres/shard": 8}),
-    ("gpu:no_consume:2", {"gres/gpu": 2}),
-    ("gpu", {"gres/gpu": 1}),
-    ("gpu:a100", {"gres/gpu": 1, "gres/gpu:a100": 1}),
-    ("gpu:(null):2(IDX:0-1)", {"gres/gpu": 2}),
-    ("gres/gpu=2", {"gres/gpu": 2}),
-    ("mps:2k", {"gres/mps": 2048}),
-    ("", {}),
-    ("(null)", {}),
-    (None, {}),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("gpu:a100:4(S:0-1)", {"gres/gpu": 4, "gres/gpu:a100": 4}),
+        ("gres:gpu:4", {"gres/gpu": 4}),
+        ("gres/gpu:2", {"gres/gpu": 2}),
+        ("gres/gpu:a100:2", {"gres/gpu": 2, "gres/gpu:a100": 2}),
+        ("gpu:8(IDX:0-7)", {"gres/gpu": 8}),
+        ("gpu:2(IDX:0,2)", {"gres/gpu": 2}),
+        ("gpu:a100:4(S:0-1),gpu:v100:2(S:2)", {"gres/gpu": 6, "gres/gpu:a100": 4, "gres/gpu:v100": 2}),
+        ("gpu:4,gpu:a100:4", {"gres/gpu": 4, "gres/gpu:a100": 4}),
+        ("gpu:a100:2,gpu:a100:2", {"gres/gpu": 4, "gres/gpu:a100": 4}),
+        ("gres/gpu:a100:2,gres/shard:8", {"gres/gpu": 2, "gres/gpu:a100": 2, "gres/shard": 8}),
+        ("gpu:no_consume:2", {"gres/gpu": 2}),
+        ("gpu", {"gres/gpu": 1}),
+        ("gpu:a100", {"gres/gpu": 1, "gres/gpu:a100": 1}),
+        ("gpu:(null):2(IDX:0-1)", {"gres/gpu": 2}),
+        ("gres/gpu=2", {"gres/gpu": 2}),
+        ("mps:2k", {"gres/mps": 2048}),
+        ("", {}),
+        ("(null)", {}),
+        (None, {}),
+    ],
+)
 def test_parse_gres(text: str | None, expected: dict[str, int]) -> None:
     assert parse_gres(text) == expected
 
@@ -426,28 +466,34 @@ def test_parse_gres_rejects(text: str) -> None:
         parse_gres(text)
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("cpu:2,gres/gpu:1", {"gres/gpu": 1}),
-    ("license/iop1:1,gres:gpu:2", {"gres/gpu": 2}),
-    ("gpu:2", {"gres/gpu": 2}),
-    ("cpu=4", {}),
-    ("gres:gpu:a100:1,gres:gpu:v100:1", {"gres/gpu": 2, "gres/gpu:a100": 1, "gres/gpu:v100": 1}),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("cpu:2,gres/gpu:1", {"gres/gpu": 1}),
+        ("license/iop1:1,gres:gpu:2", {"gres/gpu": 2}),
+        ("gpu:2", {"gres/gpu": 2}),
+        ("cpu=4", {}),
+        ("gres:gpu:a100:1,gres:gpu:v100:1", {"gres/gpu": 2, "gres/gpu:a100": 1, "gres/gpu:v100": 1}),
+    ],
+)
 def test_parse_tres_per(text: str, expected: dict[str, int]) -> None:
     assert parse_tres_per(text) == expected
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("0-9", ArrayTasks(10, None, False)),
-    ("0-99%4", ArrayTasks(100, 4, False)),
-    ("1,3,5-7", ArrayTasks(5, None, False)),
-    ("0-15:4", ArrayTasks(4, None, False)),
-    ("1-10:3", ArrayTasks(4, None, False)),
-    ("7", ArrayTasks(1, None, False)),
-    ("0-2,10-12%2", ArrayTasks(6, 2, False)),
-    ("[0-3]", ArrayTasks(4, None, False)),
-    ("0,2,4,6,8,10,12,14,16,18,20,22,24,26,28,30,32,34,36,38,40,42,4...%5", ArrayTasks(23, 5, True)),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("0-9", ArrayTasks(10, None, False)),
+        ("0-99%4", ArrayTasks(100, 4, False)),
+        ("1,3,5-7", ArrayTasks(5, None, False)),
+        ("0-15:4", ArrayTasks(4, None, False)),
+        ("1-10:3", ArrayTasks(4, None, False)),
+        ("7", ArrayTasks(1, None, False)),
+        ("0-2,10-12%2", ArrayTasks(6, 2, False)),
+        ("[0-3]", ArrayTasks(4, None, False)),
+        ("0,2,4,6,8,10,12,14,16,18,20,22,24,26,28,30,32,34,36,38,40,42,4...%5", ArrayTasks(23, 5, True)),
+    ],
+)
 def test_parse_array_task_string(text: str, expected: ArrayTasks) -> None:
     assert parse_array_task_string(text) == expected
 
@@ -458,17 +504,20 @@ def test_parse_array_task_string_rejects(text: str) -> None:
         parse_array_task_string(text)
 
 
-@pytest.mark.parametrize(("value", "expected"), [
-    ("RUNNING", "RUNNING"),
-    ("pending", "PENDING"),
-    ("COMPLETING", "COMPLETING"),
-    ("CONFIGURING", "RUNNING"),
-    (["PENDING"], "PENDING"),
-    (["RUNNING", "COMPLETING"], "COMPLETING"),
-    (["RUNNING", "CONFIGURING"], "RUNNING"),
-    (["PENDING", "REQUEUE_HOLD"], "PENDING"),
-    (["COMPLETED"], "COMPLETED"),
-])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("RUNNING", "RUNNING"),
+        ("pending", "PENDING"),
+        ("COMPLETING", "COMPLETING"),
+        ("CONFIGURING", "RUNNING"),
+        (["PENDING"], "PENDING"),
+        (["RUNNING", "COMPLETING"], "COMPLETING"),
+        (["RUNNING", "CONFIGURING"], "RUNNING"),
+        (["PENDING", "REQUEUE_HOLD"], "PENDING"),
+        (["COMPLETED"], "COMPLETED"),
+    ],
+)
 def test_parse_job_state(value: object, expected: str) -> None:
     assert parse_job_state(value) == expected
 
@@ -479,16 +528,19 @@ def test_parse_job_state_rejects(value: object) -> None:
         parse_job_state(value)
 
 
-@pytest.mark.parametrize(("value", "expected"), [
-    (5, 5),
-    (2.5, 2.5),
-    ({"set": True, "infinite": False, "number": 5}, 5),
-    ({"set": False, "infinite": False, "number": 0}, None),
-    ({"set": False, "infinite": True, "number": 0}, math.inf),
-    (None, None),
-    ("Infinity", math.inf),
-    ("12", 12),
-])
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (5, 5),
+        (2.5, 2.5),
+        ({"set": True, "infinite": False, "number": 5}, 5),
+        ({"set": False, "infinite": False, "number": 0}, None),
+        ({"set": False, "infinite": True, "number": 0}, math.inf),
+        (None, None),
+        ("Infinity", math.inf),
+        ("12", 12),
+    ],
+)
 def test_parse_number(value: object, expected: float | None) -> None:
     assert parse_number(value) == expected
 
@@ -499,14 +551,17 @@ def test_parse_number_rejects(value: object) -> None:
         parse_number(value)
 
 
-@pytest.mark.parametrize(("state", "flags", "expected"), [
-    ("idle", ["DRAIN"], "idle+drain"),
-    ("mixed", [], "mixed"),
-    (["IDLE", "DRAIN"], None, "idle+drain"),
-    (["DOWN", "NOT_RESPONDING"], None, "down+not_responding"),
-    ("IDLE+DRAIN", None, "idle+drain"),
-    (None, None, "unknown"),
-])
+@pytest.mark.parametrize(
+    ("state", "flags", "expected"),
+    [
+        ("idle", ["DRAIN"], "idle+drain"),
+        ("mixed", [], "mixed"),
+        (["IDLE", "DRAIN"], None, "idle+drain"),
+        (["DOWN", "NOT_RESPONDING"], None, "down+not_responding"),
+        ("IDLE+DRAIN", None, "idle+drain"),
+        (None, None, "unknown"),
+    ],
+)
 def test_parse_node_state(state: object, flags: object, expected: str) -> None:
     assert parse_node_state(state, flags) == expected
 
@@ -515,20 +570,30 @@ def test_parse_node_state(state: object, flags: object, expected: str) -> None:
 # Versions and configuration
 
 
-@pytest.mark.parametrize(("data", "expected"), [
-    ({"meta": {"Slurm": {"version": {"major": 22, "minor": 5, "micro": 8}}}}, "22.05.8"),
-    ({"meta": {"slurm": {"version": {"major": "24", "minor": "05", "micro": "1"}}}}, "24.05.1"),
-    ({"meta": {"slurm": {"release": "25.05.0"}}}, "25.05.0"),
-    ({"meta": {}}, None),
-    ({}, None),
-])
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"meta": {"Slurm": {"version": {"major": 22, "minor": 5, "micro": 8}}}}, "22.05.8"),
+        ({"meta": {"slurm": {"version": {"major": "24", "minor": "05", "micro": "1"}}}}, "24.05.1"),
+        ({"meta": {"slurm": {"release": "25.05.0"}}}, "25.05.0"),
+        ({"meta": {}}, None),
+        ({}, None),
+    ],
+)
 def test_parse_slurm_version(data: dict[str, Any], expected: str | None) -> None:
     assert parse_slurm_version(data) == expected
 
 
-@pytest.mark.parametrize(("version", "expected"), [
-    ("22.05.8", (22, 5)), ("23.02.5", (23, 2)), ("24.11.1", (24, 11)), (None, None), ("x", None),
-])
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [
+        ("22.05.8", (22, 5)),
+        ("23.02.5", (23, 2)),
+        ("24.11.1", (24, 11)),
+        (None, None),
+        ("x", None),
+    ],
+)
 def test_parse_version_tuple(version: str | None, expected: tuple[int, int] | None) -> None:
     assert parse_version_tuple(version) == expected
 
@@ -536,9 +601,15 @@ def test_parse_version_tuple(version: str | None, expected: tuple[int, int] | No
 def test_priority_weights_multifactor() -> None:
     config = text("24.11", "scontrol-show-config.txt")
     assert parse_priority_weights(config) == {
-        "PriorityWeightAge": 1000, "PriorityWeightAssoc": 0, "PriorityWeightFairShare": 10000,
-        "PriorityWeightJobSize": 0, "PriorityWeightPartition": 1000, "PriorityWeightQOS": 0,
-        "PriorityWeightTRES/CPU": 1000, "PriorityWeightTRES/Mem": 2000, "PriorityWeightTRES/GRES/gpu": 4000,
+        "PriorityWeightAge": 1000,
+        "PriorityWeightAssoc": 0,
+        "PriorityWeightFairShare": 10000,
+        "PriorityWeightJobSize": 0,
+        "PriorityWeightPartition": 1000,
+        "PriorityWeightQOS": 0,
+        "PriorityWeightTRES/CPU": 1000,
+        "PriorityWeightTRES/Mem": 2000,
+        "PriorityWeightTRES/GRES/gpu": 4000,
     }
     assert parse_priority_type(config) == "priority/multifactor"
     assert parse_cluster_name(config) == "drftest"
@@ -571,8 +642,9 @@ def test_select_partitions() -> None:
 def small_snapshot() -> Snapshot:
     jobs = parse_squeue_json(load("22.05", "squeue.json"))
     nodes = parse_sinfo_json(load("22.05", "sinfo.json"))
-    return Snapshot("drftest", "2026-11-30T02:00:00Z", tuple(nodes), tuple(jobs), "22.05.8",
-                    {"PriorityWeightAge": 1000})
+    return Snapshot(
+        "drftest", "2026-11-30T02:00:00Z", tuple(nodes), tuple(jobs), "22.05.8", {"PriorityWeightAge": 1000}
+    )
 
 
 def test_snapshot_file_round_trip(tmp_path: Path) -> None:
@@ -584,8 +656,7 @@ def test_snapshot_file_round_trip(tmp_path: Path) -> None:
     again = source.fetch_snapshot()
     assert again.jobs == snapshot.jobs
     assert again.nodes == snapshot.nodes
-    assert (again.cluster, again.taken_at, again.slurm_version) == (
-        "drftest", "2026-11-30T02:00:00Z", "22.05.8")
+    assert (again.cluster, again.taken_at, again.slurm_version) == ("drftest", "2026-11-30T02:00:00Z", "22.05.8")
     assert dict(again.priority_weights) == {"PriorityWeightAge": 1000}
     assert [p.name for p in tmp_path.iterdir()] == ["snapshot.json"]  # no temporary file left
 
@@ -604,8 +675,15 @@ def test_snapshot_file_missing(tmp_path: Path) -> None:
 
 def test_snapshot_file_contract_error_names_file_and_job(tmp_path: Path) -> None:
     path = tmp_path / "bad.json"
-    path.write_text(json.dumps({"format": "slurm-drf-snapshot/1", "nodes": [],
-                                "jobs": [{"job_id": "5", "partition": "p", "state": "PENDING"}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "format": "slurm-drf-snapshot/1",
+                "nodes": [],
+                "jobs": [{"job_id": "5", "partition": "p", "state": "PENDING"}],
+            }
+        )
+    )
     with pytest.raises(SnapshotError, match=r"bad\.json: job 5: missing key 'account'"):
         SnapshotFileSource(path).fetch_snapshot()
 
@@ -641,14 +719,20 @@ def test_run_command_returns_stdout(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "shell" not in kwargs
 
 
-@pytest.mark.parametrize(("outcome", "message"), [
-    (subprocess.CompletedProcess(["squeue"], 1, stdout="",
-                                 stderr="\nsqueue: error: Unable to contact slurm controller\nmore\n"),
-     "squeue --json: exit status 1: squeue: error: Unable to contact slurm controller"),
-    (FileNotFoundError(2, "No such file"), "squeue --json: squeue not found"),
-    (subprocess.TimeoutExpired(["squeue"], 5.0), "squeue --json: no answer within 5 s"),
-    (PermissionError(13, "Permission denied"), "squeue --json: permission denied"),
-])
+@pytest.mark.parametrize(
+    ("outcome", "message"),
+    [
+        (
+            subprocess.CompletedProcess(
+                ["squeue"], 1, stdout="", stderr="\nsqueue: error: Unable to contact slurm controller\nmore\n"
+            ),
+            "squeue --json: exit status 1: squeue: error: Unable to contact slurm controller",
+        ),
+        (FileNotFoundError(2, "No such file"), "squeue --json: squeue not found"),
+        (subprocess.TimeoutExpired(["squeue"], 5.0), "squeue --json: no answer within 5 s"),
+        (PermissionError(13, "Permission denied"), "squeue --json: permission denied"),
+    ],
+)
 def test_run_command_errors_are_one_line(monkeypatch: pytest.MonkeyPatch, outcome: Any, message: str) -> None:
     monkeypatch.setattr(subprocess, "run", FakeRun(outcome))
     with pytest.raises(SlurmReadError) as caught:
@@ -658,8 +742,9 @@ def test_run_command_errors_are_one_line(monkeypatch: pytest.MonkeyPatch, outcom
 
 
 def test_run_command_error_class(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(subprocess, "run",
-                        FakeRun(subprocess.CompletedProcess(["scontrol"], 1, stdout="", stderr="denied")))
+    monkeypatch.setattr(
+        subprocess, "run", FakeRun(subprocess.CompletedProcess(["scontrol"], 1, stdout="", stderr="denied"))
+    )
     with pytest.raises(SlurmWriteError, match="denied"):
         execute.run_command(["scontrol", "update"], 5.0, error_class=SlurmWriteError)
 
@@ -699,33 +784,42 @@ def test_build_commands() -> None:
 
 
 def test_cli_source_2205() -> None:
-    replay = Replay({
-        tuple(build_squeue_argv()): text("22.05", "squeue.json"),
-        tuple(build_sinfo_argv()): text("22.05", "sinfo.json"),
-        CONFIG: text("23.02", "scontrol-show-config-basic.txt"),
-    })
-    source = CliSource(timeout=7.0, runner=replay, environ={"SQUEUE_PARTITION": "x"},
-                       clock=lambda: 1796004401.0)
+    replay = Replay(
+        {
+            tuple(build_squeue_argv()): text("22.05", "squeue.json"),
+            tuple(build_sinfo_argv()): text("22.05", "sinfo.json"),
+            CONFIG: text("23.02", "scontrol-show-config-basic.txt"),
+        }
+    )
+    source = CliSource(timeout=7.0, runner=replay, environ={"SQUEUE_PARTITION": "x"}, clock=lambda: 1796004401.0)
     assert isinstance(source, ClusterSource)
     snapshot = source.fetch_snapshot()
     assert [call[0] for call in replay.calls] == [build_squeue_argv(), build_sinfo_argv(), list(CONFIG)]
     assert all(call[1] == 7.0 and call[2] == {"SLURM_BITSTR_LEN": "0"} for call in replay.calls)
     assert (snapshot.cluster, snapshot.taken_at, snapshot.slurm_version) == (
-        "drftest", "2026-11-30T02:06:41Z", "22.05.8")
+        "drftest",
+        "2026-11-30T02:06:41Z",
+        "22.05.8",
+    )
     assert len(snapshot.jobs) == 20 and [n.name for n in snapshot.nodes] == ["vm"]
     assert dict(snapshot.priority_weights) == {}
     assert source.priority_type == "priority/basic"
 
 
 def test_cli_source_2411_with_partitions() -> None:
-    replay = Replay({
-        tuple(build_squeue_argv()): text("24.11", "squeue.json"),
-        tuple(build_scontrol_nodes_argv()): text("24.11", "scontrol-show-nodes.json"),
-        CONFIG: text("24.11", "scontrol-show-config.txt"),
-    })
+    replay = Replay(
+        {
+            tuple(build_squeue_argv()): text("24.11", "squeue.json"),
+            tuple(build_scontrol_nodes_argv()): text("24.11", "scontrol-show-nodes.json"),
+            CONFIG: text("24.11", "scontrol-show-config.txt"),
+        }
+    )
     snapshot = CliSource(partitions=["gpu"], runner=replay, environ={}, clock=lambda: 0.0).fetch_snapshot()
-    assert [call[0][0:2] for call in replay.calls] == [["squeue", "--json"], ["scontrol", "--all"],
-                                                       ["scontrol", "show"]]
+    assert [call[0][0:2] for call in replay.calls] == [
+        ["squeue", "--json"],
+        ["scontrol", "--all"],
+        ["scontrol", "show"],
+    ]
     assert [n.name for n in snapshot.nodes] == ["gpu02"]
     assert [j.job_id for j in snapshot.jobs] == ["103"]
     assert snapshot.priority_weights["PriorityWeightFairShare"] == 10000
@@ -733,12 +827,14 @@ def test_cli_source_2411_with_partitions() -> None:
 
 
 def test_cli_source_falls_back_to_sinfo_and_survives_config_failure(caplog: pytest.LogCaptureFixture) -> None:
-    replay = Replay({
-        tuple(build_squeue_argv()): text("23.02", "squeue.json"),
-        tuple(build_scontrol_nodes_argv()): SlurmReadError("scontrol: exit status 1: invalid option"),
-        tuple(build_sinfo_argv()): text("23.02", "sinfo.json"),
-        CONFIG: SlurmReadError("scontrol show config: no answer within 30 s"),
-    })
+    replay = Replay(
+        {
+            tuple(build_squeue_argv()): text("23.02", "squeue.json"),
+            tuple(build_scontrol_nodes_argv()): SlurmReadError("scontrol: exit status 1: invalid option"),
+            tuple(build_sinfo_argv()): text("23.02", "sinfo.json"),
+            CONFIG: SlurmReadError("scontrol show config: no answer within 30 s"),
+        }
+    )
     with caplog.at_level(logging.WARNING):
         snapshot = CliSource(runner=replay, environ={}).fetch_snapshot()
     assert [n.name for n in snapshot.nodes] == ["vm", "gpu02", "cpu03"]
@@ -759,8 +855,9 @@ def test_cli_source_nodes_unreadable() -> None:
         CliSource(runner=replay, environ={}).fetch_snapshot()
 
 
-@pytest.mark.parametrize(("raw", "nice"), [(None, 0), (100, 100), (4294967291, -5), (2147483651, -2147483645),
-                                           (4293967296, -1000000)])
+@pytest.mark.parametrize(
+    ("raw", "nice"), [(None, 0), (100, 100), (4294967291, -5), (2147483651, -2147483645), (4293967296, -1000000)]
+)
 def test_negative_nice_wrapped_as_unsigned_by_22_05(raw: int | None, nice: int) -> None:
     """Measured on Slurm 22.05.8: `scontrol update nice=-5` shows as 4294967291 in squeue --json."""
     data = json.loads((FIXTURES / "slurm-22.05" / "squeue.json").read_text())

@@ -34,8 +34,7 @@ def systemd_analyze() -> str:
 def slurm_drf_program() -> str:
     found = shutil.which("slurm-drf") or str(Path(sys.executable).with_name("slurm-drf"))
     if not os.access(found, os.X_OK):
-        pytest.fail(f"no slurm-drf program to put in ExecStart (looked for {found}); pip install -e .",
-                    pytrace=False)
+        pytest.fail(f"no slurm-drf program to put in ExecStart (looked for {found}); pip install -e .", pytrace=False)
     return found
 
 
@@ -57,8 +56,7 @@ def parse_unit() -> dict[str, dict[str, str]]:
 def test_systemd_analyze_verify_passes(tmp_path: Path) -> None:
     analyze = systemd_analyze()
     copy = unit_copy(tmp_path)
-    result = subprocess.run([analyze, "verify", str(copy)], capture_output=True, text=True, timeout=120,
-                            check=False)
+    result = subprocess.run([analyze, "verify", str(copy)], capture_output=True, text=True, timeout=120, check=False)
     # verify exits 0 even for unknown keys and bad values: it only warns,
     # naming the file. Lines about other units of this machine do not count.
     ours = [line for line in (result.stdout + result.stderr).splitlines() if copy.name in line]
@@ -68,8 +66,13 @@ def test_systemd_analyze_verify_passes(tmp_path: Path) -> None:
 def test_systemd_exposure_stays_low(tmp_path: Path) -> None:
     analyze = systemd_analyze()
     copy = unit_copy(tmp_path)
-    result = subprocess.run([analyze, "security", "--offline=true", "--threshold=20", str(copy)],
-                            capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run(
+        [analyze, "security", "--offline=true", "--threshold=20", str(copy)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     if "offline" in result.stderr and "unrecognized" in result.stderr:
         pytest.skip("systemd-analyze security --offline needs systemd >= 252")
     exposure = re.search(r"Overall exposure level for \S+: ([\d.]+)", result.stdout)
@@ -90,9 +93,18 @@ def test_the_unit_says_what_the_service_needs() -> None:
     assert service["ProtectSystem"] == "strict"
     assert "PrivateNetwork" not in service  # slurmctld and munge must stay reachable
     assert set(service["RestrictAddressFamilies"].split()) == {"AF_UNIX", "AF_INET", "AF_INET6"}
-    for key in ("NoNewPrivileges", "PrivateTmp", "ProtectHome", "ProtectKernelTunables", "ProtectKernelModules",
-                "ProtectKernelLogs", "ProtectControlGroups", "RestrictNamespaces", "LockPersonality",
-                "MemoryDenyWriteExecute"):
+    for key in (
+        "NoNewPrivileges",
+        "PrivateTmp",
+        "ProtectHome",
+        "ProtectKernelTunables",
+        "ProtectKernelModules",
+        "ProtectKernelLogs",
+        "ProtectControlGroups",
+        "RestrictNamespaces",
+        "LockPersonality",
+        "MemoryDenyWriteExecute",
+    ):
         assert service[key] == "yes", key
     for needed in ("slurmctld.service", "munge.service"):
         assert needed in unit["Unit"]["After"].split() and needed in unit["Unit"]["Wants"].split()

@@ -25,9 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
-from slurm_drf.config import Config
-from slurm_drf.drf import compute_plan, plan_order_pairs, reference_order
-from slurm_drf.model import SNAPSHOT_FORMAT, format_time, job_number, parse_snapshot
+from slurm_drf.config.settings import Config
+from slurm_drf.model.codec import format_time, parse_snapshot
+from slurm_drf.model.types import SNAPSHOT_FORMAT, job_number
+from slurm_drf.policy.oracle import reference_order
+from slurm_drf.policy.plan import compute_plan, plan_order_pairs
 
 HERE = Path(__file__).resolve().parent
 RESOURCES = ("cpu", "mem", "gres/gpu")

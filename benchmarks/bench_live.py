@@ -37,9 +37,10 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from slurm_drf.config import load_config
-from slurm_drf.daemon import make_source, make_writer, run_cycle
-from slurm_drf.state import StateStore
+from slurm_drf.config.load import load_config
+from slurm_drf.cycle.backends import make_source, make_writer
+from slurm_drf.cycle.run import run_cycle
+from slurm_drf.cycle.store import StateStore
 
 DRF = (sys.executable, "-m", "slurm_drf.cli")
 ACCOUNTS = ("gputeam", "memteam", "cputeam", "newteam")
@@ -197,7 +198,7 @@ def measure(
     cycles = [dry_cycle(config, state_dir) for _ in range(args.repeat)]
     # Interleave once more, so that a drift of the machine shows in all three.
     reads.append(bare_reads(env))
-    startup, _ = timed([sys.executable, "-c", "import slurm_drf.cli"], env)
+    startup, _ = timed([sys.executable, "-c", "import slurm_drf.cli.main"], env)
     print(f"bare reads (squeue --json --all + sinfo --json --all): {figures(reads)}")
     print(f"once --dry-run (process):                             {figures(dry)}")
     print(f"dry-run cycle in a running daemon (run_cycle):        {figures(cycles)}")

@@ -7,5 +7,5 @@ multifactor, drf, drf-naive); the engine records starts, ends and sampled
 shares in a `engine.SimResult`; `metrics` reduces a result to the numbers
 that compare policies; `render` turns them into a table, JSON, a PNG or an
 HTML page; `cli` wires the `simulate` verb. The drf policy runs the
-project's own engine (`slurm_drf.drf`) every interval, as the daemon does.
+project's own engine (`slurm_drf.policy.plan`) every interval, as the daemon does.
 """

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, TextIO
 
-from slurm_drf.config import Config
+from slurm_drf.config.settings import Config
 from slurm_drf.sim.engine import SimOptions, SimResult, simulate
 from slurm_drf.sim.metrics import PolicyMetrics, compute_metrics
 from slurm_drf.sim.policies import DEFAULT_HALF_LIFE, POLICIES, build_policy

@@ -15,7 +15,7 @@ same key).
   weights (shares). Priority is that factor alone (PriorityWeightFairshare
   only), recomputed every tick; ties go to the older job.
 - `drf`: this project's engine. Every tick it builds a `model.Snapshot` of
-  the simulated cluster and calls `drf.compute_plan` with the carried
+  the simulated cluster and calls `policy.plan.compute_plan` with the carried
   `PolicyState`, exactly as the daemon does, and orders the queue by the
   plan's `order`. The `fast` engine calls the same lower-level functions
   `compute_plan` runs (`running_fingerprint`, `advance_state`,
@@ -40,17 +40,12 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 import numpy.typing as npt
 
-from slurm_drf.config import Config
-from slurm_drf.drf import (
-    EMPTY_STATE,
-    PolicyState,
-    advance_state,
-    compute_before,
-    compute_plan,
-    order_pending,
-    running_fingerprint,
-)
-from slurm_drf.model import PENDING, RUNNING, Job, Node, Snapshot, Tres, format_time, freeze_tres
+from slurm_drf.config.settings import Config
+from slurm_drf.model.codec import format_time
+from slurm_drf.model.types import PENDING, RUNNING, Job, Node, Snapshot, Tres, freeze_tres
+from slurm_drf.policy.order import compute_before, order_pending
+from slurm_drf.policy.plan import compute_plan
+from slurm_drf.policy.state import EMPTY_STATE, PolicyState, advance_state, running_fingerprint
 from slurm_drf.sim.workload import RESOURCES, SimulationError
 
 if TYPE_CHECKING:

@@ -38,7 +38,7 @@ from dataclasses import replace
 from typing import Any, Final, NamedTuple
 
 from slurm_drf.errors import SlurmReadError
-from slurm_drf.model import HOLDING_STATES, PENDING, Job, Node, Snapshot, freeze_tres
+from slurm_drf.model.types import HOLDING_STATES, PENDING, Job, Node, Snapshot, freeze_tres
 
 logger = logging.getLogger(__name__)
 

@@ -52,8 +52,9 @@ from types import ModuleType
 from typing import Any, Final, Literal
 
 from slurm_drf.errors import SlurmReadError
-from slurm_drf.model import PENDING, Job, Node, Snapshot, format_time
-from slurm_drf.slurm.cli import CommandRunner, build_command_env, build_scontrol_config_argv
+from slurm_drf.model.codec import format_time
+from slurm_drf.model.types import PENDING, Job, Node, Snapshot
+from slurm_drf.slurm.cli_source import CommandRunner, build_command_env, build_scontrol_config_argv
 from slurm_drf.slurm.execute import run_command
 from slurm_drf.slurm.parse import (
     build_snapshot,

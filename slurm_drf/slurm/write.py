@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
-from slurm_drf.config import NICE_LIMIT
+from slurm_drf.config.settings import NICE_LIMIT
 from slurm_drf.errors import SlurmWriteError
 from slurm_drf.slurm.execute import run_process
 

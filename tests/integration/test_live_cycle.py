@@ -27,11 +27,12 @@ from live_helpers import (
     write_config,
 )
 
-from slurm_drf.config import load_config
-from slurm_drf.daemon import make_writer, run_cycle
-from slurm_drf.model import Snapshot
-from slurm_drf.slurm.cli import CliSource
-from slurm_drf.state import StateStore
+from slurm_drf.config.load import load_config
+from slurm_drf.cycle.backends import make_writer
+from slurm_drf.cycle.run import run_cycle
+from slurm_drf.cycle.store import StateStore
+from slurm_drf.model.types import Snapshot
+from slurm_drf.slurm.cli_source import CliSource
 
 if TYPE_CHECKING:
     from conftest import SlurmSandbox

@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "slurm-sandbox"
 # The installed entry point's code, independent of PATH.
-DRF = (sys.executable, "-c", "import sys; from slurm_drf.cli import main; sys.exit(main())")
+DRF = (sys.executable, "-c", "import sys; from slurm_drf.cli.main import main; sys.exit(main())")
 INTERVAL = 2
 # A cycle reads Slurm, plans and writes in well under this on the sandbox.
 CYCLE_TIMEOUT = 30

@@ -39,17 +39,18 @@ import numpy.typing as npt
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from slurm_drf.audit import AuditQuery, AuditRecorder, history_path, open_history_readonly, query_history
-from slurm_drf.config import Config, load_config
-from slurm_drf.daemon import CycleReport, run_cycle
-from slurm_drf.drf import compute_plan
-from slurm_drf.metrics import MetricsRecorder
-from slurm_drf.report import RESOURCE_COLOURS, TABLE_HEADER_COLOUR, render_report
-from slurm_drf.report_cli import add_observe_parsers
-from slurm_drf.slurm.cli import CliSource
-from slurm_drf.slurm.snapshot_file import SnapshotFileSource
+from slurm_drf.cli.trail import add_observe_parsers
+from slurm_drf.config.load import load_config
+from slurm_drf.config.settings import Config
+from slurm_drf.cycle.run import CycleReport, run_cycle
+from slurm_drf.cycle.store import StateStore
+from slurm_drf.model.snapshot_file import SnapshotFileSource
+from slurm_drf.policy.plan import compute_plan
+from slurm_drf.slurm.cli_source import CliSource
 from slurm_drf.slurm.write import ScontrolWriter
-from slurm_drf.state import StateStore
+from slurm_drf.trail.history import AuditQuery, AuditRecorder, history_path, open_history_readonly, query_history
+from slurm_drf.trail.metrics import MetricsRecorder
+from slurm_drf.trail.share_report import RESOURCE_COLOURS, TABLE_HEADER_COLOUR, render_report
 
 if TYPE_CHECKING:
     from conftest import SlurmSandbox

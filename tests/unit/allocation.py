@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from slurm_drf.drf import Plan
-from slurm_drf.model import Job
+from slurm_drf.model.types import Job
+from slurm_drf.policy.plan import Plan
 
 Vector = tuple[int, ...]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 
-from slurm_drf.model import Job, Node, Snapshot, freeze_tres
+from slurm_drf.model.types import Job, Node, Snapshot, freeze_tres
 
 _ids = itertools.count(1)
 

@@ -14,7 +14,15 @@ from pathlib import Path
 
 import pytest
 
-from slurm_drf.audit import (
+from slurm_drf.cli.trail import add_observe_parsers
+from slurm_drf.config.load import load_config
+from slurm_drf.cycle.run import CycleReport
+from slurm_drf.errors import ConfigError, InputError, SlurmReadError, StateError
+from slurm_drf.model.snapshot_file import SnapshotFileSource
+from slurm_drf.model.types import Snapshot
+from slurm_drf.policy.plan import Plan, compute_plan
+from slurm_drf.slurm.write import Write, WriteResult
+from slurm_drf.trail.history import (
     HISTORY_FILE,
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -30,14 +38,6 @@ from slurm_drf.audit import (
     record_cycle,
     render_audit,
 )
-from slurm_drf.config import load_config
-from slurm_drf.daemon import CycleReport
-from slurm_drf.drf import Plan, compute_plan
-from slurm_drf.errors import ConfigError, InputError, SlurmReadError, StateError
-from slurm_drf.model import Snapshot
-from slurm_drf.report_cli import add_observe_parsers
-from slurm_drf.slurm.snapshot_file import SnapshotFileSource
-from slurm_drf.slurm.write import Write, WriteResult
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "report"
 DAY = 86400.0
@@ -81,7 +81,7 @@ def test_new_database_is_migrated_wal_and_private(tmp_path: Path) -> None:
 
 
 def test_migrations_run_in_order_from_any_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import slurm_drf.audit as audit
+    import slurm_drf.trail.history as audit
 
     path = tmp_path / HISTORY_FILE
     open_history(path).close()
@@ -97,7 +97,7 @@ def test_migrations_run_in_order_from_any_version(tmp_path: Path, monkeypatch: p
 
 
 def test_failed_migration_leaves_the_old_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import slurm_drf.audit as audit
+    import slurm_drf.trail.history as audit
 
     path = tmp_path / HISTORY_FILE
     open_history(path).close()

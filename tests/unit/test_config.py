@@ -14,12 +14,8 @@ import jsonschema
 import pytest
 import yaml
 
-from slurm_drf.config import (
+from slurm_drf.config.load import (
     CONFIG_ENV,
-    NICE_LIMIT,
-    Config,
-    PoolConfig,
-    default_config,
     find_config_path,
     load_config,
     load_schema,
@@ -28,6 +24,7 @@ from slurm_drf.config import (
     resolve_config,
     warn_unknown_accounts,
 )
+from slurm_drf.config.settings import NICE_LIMIT, Config, PoolConfig, default_config
 from slurm_drf.errors import ConfigError, InputError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -50,19 +50,12 @@ from allocation import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slurm_drf.config import DEFAULT_SCALE, NICE_LIMIT, Config, Mode, PoolConfig
-from slurm_drf.drf import (
-    DEFAULT_POOL,
-    JobMemory,
-    JobPlan,
-    Plan,
-    PolicyState,
-    advance_state,
-    compute_plan,
-    plan_order_pairs,
-    reference_order,
-)
-from slurm_drf.model import PENDING, RUNNING, Job, Node, Snapshot, freeze_tres
+from slurm_drf.config.settings import DEFAULT_SCALE, NICE_LIMIT, Config, Mode, PoolConfig
+from slurm_drf.model.types import PENDING, RUNNING, Job, Node, Snapshot, freeze_tres
+from slurm_drf.policy.oracle import reference_order
+from slurm_drf.policy.plan import JobPlan, Plan, compute_plan, plan_order_pairs
+from slurm_drf.policy.pools import DEFAULT_POOL
+from slurm_drf.policy.state import JobMemory, PolicyState, advance_state
 
 Vector = tuple[int, ...]
 

@@ -10,8 +10,10 @@ import numpy as np
 import pytest
 from builders import job, node, snapshot
 
-from slurm_drf.config import NICE_LIMIT, Config, PoolConfig
-from slurm_drf.drf import JobMemory, PolicyState, compute_plan, map_values, mode_values
+from slurm_drf.config.settings import NICE_LIMIT, Config, PoolConfig
+from slurm_drf.policy.plan import compute_plan
+from slurm_drf.policy.state import JobMemory, PolicyState
+from slurm_drf.policy.values import map_values, mode_values
 
 RESOURCES = ("cpu", "mem", "gres/gpu")
 

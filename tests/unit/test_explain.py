@@ -11,11 +11,13 @@ from builders import job, node, snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_drf.config import Config, PoolConfig, load_config
-from slurm_drf.drf import PolicyState, compute_plan, running_fingerprint
+from slurm_drf.config.load import load_config
+from slurm_drf.config.settings import Config, PoolConfig
 from slurm_drf.errors import InputError
-from slurm_drf.explain import explain_job, render_explanation_json, render_explanation_text
-from slurm_drf.slurm.snapshot_file import SnapshotFileSource
+from slurm_drf.model.snapshot_file import SnapshotFileSource
+from slurm_drf.policy.plan import compute_plan
+from slurm_drf.policy.state import PolicyState, running_fingerprint
+from slurm_drf.trail.explain import explain_job, render_explanation_json, render_explanation_text
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "report"
 CONFIG = Config(resources=("cpu", "mem"))

@@ -11,17 +11,19 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from slurm_drf.audit import AuditRecorder
-from slurm_drf.config import Config, load_config
-from slurm_drf.daemon import CycleReport
-from slurm_drf.drf import Plan, compute_plan
+from slurm_drf.config.load import load_config
+from slurm_drf.config.settings import Config
+from slurm_drf.cycle.run import CycleReport
 from slurm_drf.errors import ConfigError, SlurmReadError, SlurmWriteError
-from slurm_drf.metrics import MetricsRecorder, parse_address
-from slurm_drf.model import Snapshot
-from slurm_drf.observe import LATEST_HTML, LATEST_JSON, ReportWriter, build_observers, close_observers
-from slurm_drf.report import build_report, render_plan_json, render_report_html
-from slurm_drf.slurm.snapshot_file import SnapshotFileSource
+from slurm_drf.model.snapshot_file import SnapshotFileSource
+from slurm_drf.model.types import Snapshot
+from slurm_drf.policy.plan import Plan, compute_plan
 from slurm_drf.slurm.write import Write, WriteResult
+from slurm_drf.trail.history import AuditRecorder
+from slurm_drf.trail.metrics import MetricsRecorder, parse_address
+from slurm_drf.trail.observers import LATEST_HTML, LATEST_JSON, ReportWriter, build_observers, close_observers
+from slurm_drf.trail.plan_output import render_plan_json
+from slurm_drf.trail.share_report import build_report, render_report_html
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "report"
 BOUNDED_LABELS = {"pool", "account", "resource", "outcome", "kind", "le"}

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from slurm_drf.cli import main
+from slurm_drf.cli.main import main
 from slurm_drf.errors import SnapshotError
-from slurm_drf.model import SNAPSHOT_FORMAT, parse_snapshot, render_snapshot
+from slurm_drf.model.codec import parse_snapshot, render_snapshot
+from slurm_drf.model.types import SNAPSHOT_FORMAT
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -215,8 +216,8 @@ def test_captured_fixture_snapshot_plans(tmp_path: Path, capsys: pytest.CaptureF
 
     squeue = json.loads((FIXTURES / "slurm-22.05" / "squeue.json").read_text())
     sinfo = json.loads((FIXTURES / "slurm-22.05" / "sinfo.json").read_text())
-    from slurm_drf.model import Snapshot
-    from slurm_drf.model import render_snapshot as render
+    from slurm_drf.model.codec import render_snapshot as render
+    from slurm_drf.model.types import Snapshot
 
     snap = Snapshot("drftest", "2026-11-30T02:00:00Z", tuple(parse_sinfo_json(sinfo)), tuple(parse_squeue_json(squeue)))
     path = write(tmp_path, "snap.json", render(snap))
@@ -233,8 +234,8 @@ def test_captured_fixture_snapshot_plans(tmp_path: Path, capsys: pytest.CaptureF
 def test_replacing_the_jobs_of_a_planned_snapshot_plans_the_new_jobs() -> None:
     from dataclasses import replace
 
-    from slurm_drf.config import Config
-    from slurm_drf.drf import compute_plan
+    from slurm_drf.config.settings import Config
+    from slurm_drf.policy.plan import compute_plan
 
     snapshot = parse_snapshot(good_snapshot())
     assert len(compute_plan(snapshot, Config()).jobs) == 2

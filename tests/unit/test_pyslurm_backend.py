@@ -40,8 +40,8 @@ from typing import Any
 import pytest
 
 from slurm_drf.errors import SlurmReadError, SlurmWriteError
-from slurm_drf.model import Job, Node, Snapshot
-from slurm_drf.slurm.cli import CliSource
+from slurm_drf.model.types import Job, Node, Snapshot
+from slurm_drf.slurm.cli_source import CliSource
 from slurm_drf.slurm.parse import parse_sinfo_json, parse_squeue_json
 from slurm_drf.slurm.pyslurm_source import (
     PyslurmSource,

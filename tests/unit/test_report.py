@@ -18,23 +18,20 @@ from typing import Any
 
 import pytest
 
-from slurm_drf.config import load_config
-from slurm_drf.drf import Plan, compute_plan
-from slurm_drf.report import (
+from slurm_drf.cli.trail import use_color
+from slurm_drf.config.load import load_config
+from slurm_drf.model.snapshot_file import SnapshotFileSource
+from slurm_drf.policy.plan import Plan, compute_plan
+from slurm_drf.trail.plan_output import ordered_job_count, render_plan_json, render_plan_table
+from slurm_drf.trail.share_report import (
     RESOURCE_COLOURS,
     TABLE_HEADER_COLOUR,
     build_report,
     chart_scale,
-    format_weight,
-    ordered_job_count,
-    render_plan_json,
-    render_plan_table,
     render_report,
     render_report_table,
-    render_table,
 )
-from slurm_drf.report_cli import use_color
-from slurm_drf.slurm.snapshot_file import SnapshotFileSource
+from slurm_drf.trail.text import format_weight, render_table
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "report"
 RESOURCES = ("cpu", "mem", "gres/gpu")
@@ -461,7 +458,7 @@ def test_plan_table_and_render_table_unchanged(plan: Plan) -> None:
 def _run(argv: list[str]) -> int:
     import argparse
 
-    from slurm_drf.report_cli import add_observe_parsers
+    from slurm_drf.cli.trail import add_observe_parsers
 
     parser = argparse.ArgumentParser(prog="slurm-drf")
     add_observe_parsers(parser.add_subparsers(dest="verb", required=True))

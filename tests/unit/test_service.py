@@ -1,4 +1,4 @@
-"""The service loop (slurm_drf.service) without Slurm: fake sources and writers.
+"""The service loop (slurm_drf.service.loop) without Slurm: fake sources and writers.
 
 Backoff, reload keeping the last good config, observers that raise,
 sd_notify datagrams on a real AF_UNIX socket, signals, cycles that never
@@ -27,22 +27,16 @@ from typing import Any
 import pytest
 from builders import job, node, snapshot
 
-from slurm_drf.config import Config, load_config
-from slurm_drf.daemon import CycleObserver, CycleReport
+from slurm_drf.cli.daemon import cmd_daemon, config_loader
+from slurm_drf.config.load import load_config
+from slurm_drf.config.settings import Config
+from slurm_drf.cycle.run import CycleObserver, CycleReport
+from slurm_drf.cycle.store import StateStore, parse_state
 from slurm_drf.errors import ConfigError, InputError, SlurmReadError, StateError
-from slurm_drf.model import Snapshot
-from slurm_drf.service import (
-    ERROR_DELAYS,
-    Notifier,
-    Service,
-    cmd_daemon,
-    compute_error_delay,
-    config_loader,
-    parse_notify_address,
-    parse_watchdog_seconds,
-)
+from slurm_drf.model.types import Snapshot
+from slurm_drf.service.loop import ERROR_DELAYS, Service, compute_error_delay
+from slurm_drf.service.notify import Notifier, parse_notify_address, parse_watchdog_seconds
 from slurm_drf.slurm.write import Write, WriteResult
-from slurm_drf.state import StateStore, parse_state
 
 TIMEOUT = 20.0
 
@@ -231,7 +225,7 @@ def test_slurm_errors_back_off_and_recover(tmp_path: Path, caplog: pytest.LogCap
     assert delays == [5, 10, 10, None]
     assert service.failures == 0
     assert recorder.errors == [down, down, down] and len(recorder.cycles) == 1
-    messages = [r.getMessage() for r in caplog.records if r.name == "slurm_drf.service"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "slurm_drf.service.loop"]
     assert messages[0] == (
         "cycle 1 failed: slurm read: squeue --json: exit status 1: Unable to contact slurm "
         "controller; next attempt in 5 s"
@@ -311,7 +305,7 @@ def test_sigterm_finishes_the_running_cycle_then_exits_0(tmp_path: Path, caplog:
         release.set()
 
     assert run_in_main_thread(service, driver) == 0
-    messages = [r.getMessage() for r in caplog.records if r.name == "slurm_drf.service"]
+    messages = [r.getMessage() for r in caplog.records if r.name == "slurm_drf.service.loop"]
     stop = messages.index("stopping after the current cycle")
     finished = next(i for i, m in enumerate(messages) if m.startswith("cycle 1: "))
     assert stop < finished  # the cycle went on after SIGTERM and completed
@@ -619,7 +613,7 @@ def test_reload_notifies_reloading_then_ready(tmp_path: Path, notify_socket: tup
 
 HOLD_LOCK = """
 import sys
-from slurm_drf.state import StateStore
+from slurm_drf.cycle.store import StateStore
 store = StateStore(sys.argv[1])
 store.lock()
 print("locked", flush=True)

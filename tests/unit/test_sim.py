@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from slurm_drf.sim.cli import add_simulate_parser
+from slurm_drf.cli.simulate import add_simulate_parser
 from slurm_drf.sim.compare import run_comparison
 from slurm_drf.sim.engine import SimOptions, SimResult, simulate
 from slurm_drf.sim.importers import (

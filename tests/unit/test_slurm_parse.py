@@ -18,9 +18,10 @@ from typing import Any
 import pytest
 
 from slurm_drf.errors import SlurmReadError, SlurmWriteError, SnapshotError
-from slurm_drf.model import Job, Node, Snapshot
-from slurm_drf.slurm import ClusterSource, execute
-from slurm_drf.slurm.cli import (
+from slurm_drf.model.snapshot_file import SnapshotFileSource, write_snapshot_file
+from slurm_drf.model.types import Job, Node, Snapshot
+from slurm_drf.slurm import execute
+from slurm_drf.slurm.cli_source import (
     CliSource,
     build_command_env,
     build_node_commands,
@@ -49,7 +50,7 @@ from slurm_drf.slurm.parse import (
     parse_version_tuple,
     select_partitions,
 )
-from slurm_drf.slurm.snapshot_file import SnapshotFileSource, write_snapshot_file
+from slurm_drf.slurm.source import ClusterSource
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CONSTRUCTED = ["23.02", "23.11", "24.11"]

@@ -3,7 +3,7 @@
 Sits beside the CLI source: `slurm-drf plan --snapshot FILE` reads the
 cluster from a file written earlier by `slurm-drf snapshot` (or by hand),
 so the policy can be run and tested without Slurm. The format is SPEC §3;
-turning the JSON into the model is model.parse_snapshot's job.
+turning the JSON into the model is `model.codec.parse_snapshot`'s job.
 """
 
 from __future__ import annotations
@@ -17,7 +17,8 @@ from pathlib import Path
 import orjson
 
 from slurm_drf.errors import SnapshotError
-from slurm_drf.model import Snapshot, parse_snapshot, render_snapshot
+from slurm_drf.model.codec import parse_snapshot, render_snapshot
+from slurm_drf.model.types import Snapshot
 
 logger = logging.getLogger(__name__)
 

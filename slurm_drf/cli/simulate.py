@@ -16,7 +16,8 @@ from typing import Any
 
 import orjson
 
-from slurm_drf.config import Config, load_config
+from slurm_drf.config.load import load_config
+from slurm_drf.config.settings import Config
 from slurm_drf.sim.compare import ProgressLine, parse_policies, run_comparison
 from slurm_drf.sim.engine import (
     BACKFILL_MODES,

@@ -1,7 +1,7 @@
 """The service: `slurm-drf daemon`, one cycle every interval until told to stop.
 
-Sits on top of the daemon module: cli -> service -> daemon.run_cycle. The
-cycle itself (read, plan, write, save) is `daemon.run_cycle`; this module
+Sits on top of the cycle: cli -> service -> cycle.run.run_cycle. The
+cycle itself (read, plan, write, save) is `cycle.run.run_cycle`; this module
 only decides when it runs and what happens around it:
 
 - APScheduler runs the cycle from an IntervalTrigger as one job with
@@ -25,16 +25,12 @@ only decides when it runs and what happens around it:
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
-import gc
 import logging
-import os
 import signal
-import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, MutableMapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from types import FrameType
 from typing import Any, Final
@@ -43,24 +39,21 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from slurm_drf.config import (
-    CONFIG_ENV,
-    DEFAULT_CONFIG_PATH,
-    Config,
-    default_config,
-    find_config_path,
-    load_config,
-    warn_unknown_accounts,
-)
-from slurm_drf.daemon import CycleObserver, CycleReport, Writer, make_source, make_writer, run_cycle
+from slurm_drf.config.load import warn_unknown_accounts
+from slurm_drf.config.settings import Config
+from slurm_drf.cycle.backends import make_source, make_writer
+from slurm_drf.cycle.run import CycleObserver, CycleReport, Writer, run_cycle
+from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import ConfigError, DrfError
-from slurm_drf.observe import build_observers
-from slurm_drf.slurm import ClusterSource
-from slurm_drf.state import StateStore
+from slurm_drf.service.notify import Notifier, status_field
+from slurm_drf.slurm.source import ClusterSource
+from slurm_drf.trail.observers import build_observers
 
 logger = logging.getLogger(__name__)
 
+
 JOB_ID: Final = "slurm-drf-cycle"
+
 
 # After n failed cycles in a row the next attempt waits ERROR_DELAYS[n-1]
 # intervals (the last entry repeats), at most MAX_ERROR_DELAY seconds unless
@@ -69,11 +62,16 @@ JOB_ID: Final = "slurm-drf-cycle"
 # order stale, while a failed attempt against a down slurmctld costs it
 # nothing), and a slow slurmctld still sees half the load.
 ERROR_DELAYS: Final = (1.0, 2.0)
+
+
 MAX_ERROR_DELAY: Final = 600.0
+
+
 # A cycle running longer than this is taken as hung: the main loop stops
 # feeding the systemd watchdog, which then restarts the service. Every Slurm
 # command has its own timeout, so a healthy cycle never comes close.
 HUNG_CYCLE_SECONDS: Final = 900.0
+
 
 _STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 
@@ -95,109 +93,6 @@ def changed_settings(old: Config, new: Config) -> list[str]:
         for f in dataclasses.fields(Config)
         if f.compare and f.name != "source_path" and getattr(old, f.name) != getattr(new, f.name)
     ]
-
-
-# ---------------------------------------------------------------------------
-# sd_notify(3)
-# ---------------------------------------------------------------------------
-
-
-def parse_notify_address(value: str | None) -> str | None:
-    """The AF_UNIX address in $NOTIFY_SOCKET: a path, or an abstract name written `@name`."""
-    if not value:
-        return None
-    if value.startswith("@"):
-        return "\0" + value[1:]
-    if value.startswith("/"):
-        return value
-    return None  # vsock: and other transports: not spoken here
-
-
-def parse_watchdog_seconds(environ: MutableMapping[str, str]) -> float | None:
-    """The watchdog period from $WATCHDOG_USEC, when it is meant for this process."""
-    usec = environ.get("WATCHDOG_USEC", "")
-    pid = environ.get("WATCHDOG_PID", "")
-    if pid and pid != str(os.getpid()):
-        return None
-    try:
-        value = int(usec)
-    except ValueError:
-        return None
-    return value / 1_000_000 if value > 0 else None
-
-
-class Notifier:
-    """Tells systemd how the service is doing; does nothing when not run by systemd.
-
-    The protocol is one datagram per message to the AF_UNIX socket named by
-    $NOTIFY_SOCKET, holding newline-separated `KEY=value` lines.
-    """
-
-    def __init__(self, address: str | None = None, watchdog_seconds: float | None = None) -> None:
-        self.address = address
-        self.watchdog_seconds = watchdog_seconds
-        self._lock = threading.Lock()
-        self._failed = False
-
-    @classmethod
-    def from_environment(cls, environ: MutableMapping[str, str], *, unset: bool = True) -> Notifier:
-        """Read $NOTIFY_SOCKET and $WATCHDOG_USEC; `unset` keeps them from the Slurm commands we run."""
-        raw = environ.get("NOTIFY_SOCKET")
-        address = parse_notify_address(raw)
-        if raw and address is None:
-            logger.warning("NOTIFY_SOCKET=%s: only unix sockets are supported; not notifying systemd", raw)
-        watchdog = parse_watchdog_seconds(environ)
-        if unset:
-            for name in ("NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"):
-                environ.pop(name, None)
-        return cls(address, watchdog if address else None)
-
-    @property
-    def enabled(self) -> bool:
-        return self.address is not None
-
-    def notify(self, *fields: str) -> bool:
-        """Send one message; False (logged once) when it could not be delivered."""
-        if self.address is None:
-            return False
-        data = "\n".join(fields).encode("utf-8", errors="replace")
-        try:
-            with self._lock, socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
-                sock.connect(self.address)
-                sock.sendall(data)
-        except OSError as error:
-            if not self._failed:
-                logger.warning("sd_notify to %s failed: %s", self.address.replace("\0", "@"), error.strerror or error)
-            self._failed = True
-            return False
-        self._failed = False
-        return True
-
-    def ready(self, status: str) -> bool:
-        return self.notify("READY=1", status_field(status))
-
-    def cycle(self, status: str) -> bool:
-        return self.notify(status_field(status), "WATCHDOG=1")
-
-    def watchdog(self) -> bool:
-        return self.notify("WATCHDOG=1")
-
-    def reloading(self) -> bool:
-        now = time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000
-        return self.notify("RELOADING=1", f"MONOTONIC_USEC={now}")
-
-    def stopping(self, status: str) -> bool:
-        return self.notify("STOPPING=1", status_field(status))
-
-
-def status_field(text: str) -> str:
-    """`STATUS=text` on one line, as systemctl status shows it."""
-    return "STATUS=" + " ".join(text.split())
-
-
-# ---------------------------------------------------------------------------
-# The service
-# ---------------------------------------------------------------------------
 
 
 class Service:
@@ -569,88 +464,3 @@ def _observer_failed(observer: object, method: str, error: Exception) -> None:
         "observer %s.%s failed (the cycle is not affected): %s", type(observer).__name__, method, _describe(error)
     )
     logger.debug("observer traceback", exc_info=error)
-
-
-# ---------------------------------------------------------------------------
-# The verb
-# ---------------------------------------------------------------------------
-
-
-def config_loader(
-    explicit: str | None, environ: MutableMapping[str, str], state_dir: str | None = None
-) -> Callable[[], Config]:
-    """Loads the config by the search path each time it is called (start-up and SIGHUP).
-
-    `state_dir` (--state-dir) replaces the file's, so that everything kept
-    in the state directory (state, lock, audit history) lands in one place.
-    """
-
-    def load() -> Config:
-        path = find_config_path(explicit, environ)
-        config = default_config() if path is None else load_config(path, private=True)
-        return config if state_dir is None else dataclasses.replace(config, state_dir=state_dir)
-
-    return load
-
-
-def add_daemon_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """The `daemon` verb; `subparsers` is what ArgumentParser.add_subparsers returned."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "daemon",
-        help="the service: a cycle every interval (SIGHUP reloads, SIGTERM stops)",
-        description="Run a cycle every interval until SIGTERM or SIGINT. SIGHUP reloads the config "
-        "(a bad file is logged and the last good config kept). Speaks sd_notify under systemd "
-        "(Type=notify). One daemon per state directory.",
-    )
-    parser.add_argument(
-        "--config",
-        metavar="FILE",
-        help=f"config YAML (default: ${CONFIG_ENV}, then {DEFAULT_CONFIG_PATH}, then built-in defaults)",
-    )
-    parser.add_argument("--state-dir", metavar="DIR", help="state directory (default: the config's state_dir)")
-    parser.add_argument("--dry-run", action="store_true", help="plan every cycle but write nothing")
-    parser.set_defaults(func=cmd_daemon)
-    return parser
-
-
-def cmd_daemon(args: argparse.Namespace) -> int:
-    """`slurm-drf daemon`: exit 2 for a bad config, 1 when the state directory is taken, else 0 on SIGTERM."""
-    # cli.main raised the collector's thresholds for one-shot verbs; a
-    # long-running process wants the defaults back.
-    gc.set_threshold(700, 10, 10)
-    load = config_loader(args.config, os.environ, args.state_dir)
-    config = load()
-    keep_log_level = bool(getattr(args, "debug", False) or getattr(args, "quiet", False))
-    if not keep_log_level:
-        logging.getLogger("slurm_drf").setLevel(config.log_level)
-    # APScheduler logs every start at INFO and every skipped start (what a
-    # slow cycle is meant to cause) as a warning; the service logs its own.
-    logging.getLogger("apscheduler").setLevel(logging.ERROR)
-    if os.geteuid() == 0:
-        logger.info(
-            "notice: running as root; allowed (Slurm's SlurmUser often is root), but a dedicated "
-            "SlurmUser account limits what a mistake can reach"
-        )
-    store = StateStore(config.state_dir)
-    store.lock()
-    try:
-        dry_run = bool(args.dry_run)
-        logger.info(
-            "daemon started: config %s, state %s, every %g s, mode %s%s",
-            config.source_path or "built-in defaults",
-            store.directory,
-            config.interval,
-            config.mode,
-            ", dry run (writes nothing)" if dry_run or config.dry_run else "",
-        )
-        service = Service(
-            config,
-            store,
-            load=load,
-            notifier=Notifier.from_environment(os.environ),
-            dry_run=dry_run,
-            keep_log_level=keep_log_level,
-        )
-        return service.run()
-    finally:
-        store.unlock()

@@ -38,13 +38,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
+from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import DrfError, InputError, StateError
-from slurm_drf.model import format_time
-from slurm_drf.report import ordered_job_count, render_table
-from slurm_drf.state import StateStore
+from slurm_drf.model.codec import format_time
+from slurm_drf.trail.plan_output import ordered_job_count
+from slurm_drf.trail.text import render_table
 
 if TYPE_CHECKING:
-    from slurm_drf.daemon import CycleReport
+    from slurm_drf.cycle.run import CycleReport
 
 logger = logging.getLogger(__name__)
 

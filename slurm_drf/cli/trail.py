@@ -1,9 +1,9 @@
 """The verbs `report`, `audit` and `explain`: their arguments and what they run.
 
-Sits under cli.py, which adds these parsers (`add_observe_parsers`) and
+Sits under cli.main, which adds these parsers (`add_observe_parsers`) and
 maps exceptions to exit codes; each `cmd_*` reads the cluster (a snapshot
-file or live Slurm through the daemon's source) or the history, calls the
-pure functions of report, audit and explain, and prints or writes
+file or live Slurm through the cycle's source) or the history, calls the
+pure functions of trail.share_report, trail.history and trail.explain, and prints or writes
 (atomically) the result.
 """
 
@@ -19,7 +19,18 @@ from typing import TextIO, TypeAlias
 
 import orjson
 
-from slurm_drf.audit import (
+from slurm_drf.config.load import resolve_config
+from slurm_drf.config.settings import Config
+from slurm_drf.cycle.backends import make_source
+from slurm_drf.cycle.store import STATE_FILE, StateStore
+from slurm_drf.errors import InputError
+from slurm_drf.files import write_atomic
+from slurm_drf.model.snapshot_file import SnapshotFileSource
+from slurm_drf.model.types import Snapshot
+from slurm_drf.policy.plan import compute_plan
+from slurm_drf.policy.state import EMPTY_STATE, PolicyState
+from slurm_drf.trail.explain import explain_job, render_explanation_json, render_explanation_text
+from slurm_drf.trail.history import (
     AUDIT_FORMATS,
     AUDIT_TABLES,
     AuditQuery,
@@ -29,16 +40,7 @@ from slurm_drf.audit import (
     query_history,
     render_audit,
 )
-from slurm_drf.config import Config, resolve_config
-from slurm_drf.daemon import make_source
-from slurm_drf.drf import EMPTY_STATE, PolicyState, compute_plan
-from slurm_drf.errors import InputError
-from slurm_drf.explain import explain_job, render_explanation_json, render_explanation_text
-from slurm_drf.files import write_atomic
-from slurm_drf.model import Snapshot
-from slurm_drf.report import REPORT_FORMATS, render_report
-from slurm_drf.slurm.snapshot_file import SnapshotFileSource
-from slurm_drf.state import STATE_FILE, StateStore
+from slurm_drf.trail.share_report import REPORT_FORMATS, render_report
 
 logger = logging.getLogger(__name__)
 

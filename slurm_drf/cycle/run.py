@@ -24,16 +24,13 @@ from typing import Protocol
 
 import numpy as np
 
-from slurm_drf.config import Config
-from slurm_drf.drf import JobMemory, JobPlan, Plan, PolicyState, compute_plan
-from slurm_drf.errors import SlurmReadError
-from slurm_drf.model import Snapshot
-from slurm_drf.slurm import ClusterSource
-from slurm_drf.slurm.cli import CliSource
-from slurm_drf.slurm.pyslurm_source import PyslurmSource, pyslurm_usable
-from slurm_drf.slurm.pyslurm_write import PyslurmWriter
-from slurm_drf.slurm.write import ScontrolWriter, Write, WriteResult, build_reset_lines, is_gone
-from slurm_drf.state import StateStore
+from slurm_drf.config.settings import Config
+from slurm_drf.cycle.store import StateStore
+from slurm_drf.model.types import Snapshot
+from slurm_drf.policy.plan import JobPlan, Plan, compute_plan
+from slurm_drf.policy.state import JobMemory, PolicyState
+from slurm_drf.slurm.source import ClusterSource
+from slurm_drf.slurm.write import Write, WriteResult, build_reset_lines, is_gone
 
 logger = logging.getLogger(__name__)
 
@@ -138,28 +135,6 @@ def run_cycle(
     return CycleReport(plan, snapshot, writes, result, read_seconds, time.monotonic() - started, deferred, False)
 
 
-def make_source(config: Config) -> ClusterSource:
-    """The ClusterSource the config asks for (SPEC: backend auto|cli|pyslurm)."""
-    if config.backend in ("auto", "pyslurm"):
-        usable, why = pyslurm_usable()
-        if usable:
-            logger.info("backend: pyslurm")
-            return PyslurmSource()
-        if config.backend == "pyslurm":
-            raise SlurmReadError(f"backend pyslurm: {why}")
-        logger.debug("backend: cli (pyslurm not usable: %s)", why)
-    return CliSource()
-
-
-def make_writer(source: ClusterSource) -> Writer:
-    """The writer that goes with the source: pyslurm's when pyslurm reads."""
-    if isinstance(source, PyslurmSource):
-        # pyslurm updates only a het job's leader record; scontrol updates
-        # every component, so het leaders go through scontrol.
-        return PyslurmWriter(through_scontrol=lambda: source.het_leaders)
-    return ScontrolWriter()
-
-
 def _reset_other_modes(
     writer: Writer, state: PolicyState, plan: Plan, snapshot: Snapshot, pending: set[str]
 ) -> set[str]:
@@ -182,45 +157,3 @@ def _reset_other_modes(
     for line in other:
         logger.warning("scontrol: %s", line)
     return {job for job in jobs if job not in per_job or is_gone(per_job[job])}
-
-
-@dataclass(frozen=True, slots=True)
-class ResetReport:
-    reset: tuple[str, ...]
-    skipped: Mapping[str, str]
-
-
-def reset_jobs(source: ClusterSource, writer: Writer, store: StateStore, *, dry_run: bool = False) -> ResetReport:
-    """Give every pending job this daemon touched its own value back, then forget it."""
-    state = store.load()
-    snapshot = source.fetch_snapshot()
-    jobs = {j.job_id: j for j in snapshot.jobs if j.pending}
-    lines: list[str] = []
-    done: list[str] = []
-    skipped: dict[str, str] = {}
-    waiting: set[str] = set()
-    for job_id, memory in sorted(state.jobs.items()):
-        job = jobs.get(job_id)
-        if job is None:
-            skipped[job_id] = "no longer pending"
-            continue
-        if job.held or job.priority == 0:
-            # We never write to a held job; remember it for the next reset.
-            skipped[job_id] = "held: run reset again once it is released"
-            waiting.add(job_id)
-            continue
-        if memory.mode == "nice" and job.nice != memory.written:
-            skipped[job_id] = f"nice changed to {job.nice} since we wrote it: left as it is"
-            continue
-        lines.extend(build_reset_lines(job_id, memory.mode, memory.user_nice))
-        done.append(job_id)
-    if dry_run:
-        return ResetReport(tuple(done), MappingProxyType(skipped))
-    per_job, other = writer.run_lines(lines) if lines else ({}, [])
-    for line in other:
-        logger.warning("scontrol: %s", line)
-    failed = {job: message for job, message in per_job.items() if job in done}
-    remaining = {job: m for job, m in state.jobs.items() if job in failed or job in waiting}
-    store.save(replace(state, jobs=MappingProxyType(remaining)))
-    skipped.update({job: f"failed: {message}" for job, message in failed.items()})
-    return ResetReport(tuple(j for j in done if j not in failed), MappingProxyType(skipped))

@@ -30,10 +30,12 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, Final
 
-from slurm_drf.drf import AccountShare, Plan, PlanJobs, rotation_key, share_vector
 from slurm_drf.errors import InputError
-from slurm_drf.model import PENDING, Snapshot, job_number
-from slurm_drf.report import format_share, format_weight, render_table
+from slurm_drf.model.types import PENDING, Snapshot, job_number
+from slurm_drf.policy.plan import AccountShare, Plan, PlanJobs
+from slurm_drf.policy.pools import share_vector
+from slurm_drf.policy.state import rotation_key
+from slurm_drf.trail.text import format_share, format_weight, render_table
 
 REASONS: Final = ("own_queue", "lower_level", "share_vector", "tie_wins", "rotation", "tie")
 

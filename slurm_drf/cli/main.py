@@ -19,15 +19,16 @@ from typing import TYPE_CHECKING, Final
 import orjson
 
 from slurm_drf import __version__
-from slurm_drf.config import Config, default_config, find_config_path, load_config
-from slurm_drf.drf import compute_plan
+from slurm_drf.config.load import find_config_path, load_config
+from slurm_drf.config.settings import Config, default_config
 from slurm_drf.errors import DrfError, InputError
-from slurm_drf.report import render_plan_json, render_plan_table
-from slurm_drf.slurm.snapshot_file import SnapshotFileSource, render_snapshot_bytes, write_snapshot_file
+from slurm_drf.model.snapshot_file import SnapshotFileSource, render_snapshot_bytes, write_snapshot_file
+from slurm_drf.policy.plan import compute_plan
+from slurm_drf.trail.plan_output import render_plan_json, render_plan_table
 
 if TYPE_CHECKING:
-    from slurm_drf.daemon import CycleObserver
-    from slurm_drf.state import StateStore
+    from slurm_drf.cycle.run import CycleObserver
+    from slurm_drf.cycle.store import StateStore
 
 logger = logging.getLogger("slurm_drf")
 
@@ -35,9 +36,9 @@ logger = logging.getLogger("slurm_drf")
 # verbs). A run imports only the module of the verb it asks for, so `plan`
 # on a large snapshot does not pay for the scheduler, metrics and simulator.
 _VERB_MODULES: Final = (
-    ("slurm_drf.service", "add_daemon_parser", ("daemon",)),
-    ("slurm_drf.sim.cli", "add_simulate_parser", ("simulate",)),
-    ("slurm_drf.report_cli", "add_observe_parsers", ("report", "audit", "explain")),
+    ("slurm_drf.cli.daemon", "add_daemon_parser", ("daemon",)),
+    ("slurm_drf.cli.simulate", "add_simulate_parser", ("simulate",)),
+    ("slurm_drf.cli.trail", "add_observe_parsers", ("report", "audit", "explain")),
 )
 _CORE_VERBS: Final = ("plan", "snapshot", "once", "reset", "check-config")
 _ALL_VERBS: Final = frozenset(_CORE_VERBS).union(*(names for _, _, names in _VERB_MODULES))
@@ -69,7 +70,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
-    from slurm_drf.daemon import make_source
+    from slurm_drf.cycle.backends import make_source
 
     config = _load_config(args.config)
     snapshot = make_source(config).fetch_snapshot()
@@ -82,13 +83,14 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 
 
 def _store(config: Config, args: argparse.Namespace) -> StateStore:
-    from slurm_drf.state import StateStore
+    from slurm_drf.cycle.store import StateStore
 
     return StateStore(args.state_dir or config.state_dir)
 
 
 def cmd_once(args: argparse.Namespace) -> int:
-    from slurm_drf.daemon import make_source, make_writer, run_cycle
+    from slurm_drf.cycle.backends import make_source, make_writer
+    from slurm_drf.cycle.run import run_cycle
 
     config = _load_config(args.config, private=not args.dry_run)
     dry_run = args.dry_run or config.dry_run
@@ -97,8 +99,8 @@ def cmd_once(args: argparse.Namespace) -> int:
     # files (not metrics: a one-off run must not reset the daemon's counters).
     observers: list[CycleObserver] = []
     if not dry_run:
-        from slurm_drf.audit import AuditRecorder
-        from slurm_drf.observe import ReportWriter
+        from slurm_drf.trail.history import AuditRecorder
+        from slurm_drf.trail.observers import ReportWriter
 
         store.lock()
         observers.append(AuditRecorder(store.directory, config.history_days))
@@ -124,7 +126,8 @@ def cmd_once(args: argparse.Namespace) -> int:
 
 
 def cmd_reset(args: argparse.Namespace) -> int:
-    from slurm_drf.daemon import make_source, make_writer, reset_jobs
+    from slurm_drf.cycle.backends import make_source, make_writer
+    from slurm_drf.cycle.reset import reset_jobs
 
     config = _load_config(args.config, private=not args.dry_run)
     store = _store(config, args)
@@ -248,7 +251,3 @@ def _report(error: DrfError, debug: bool) -> None:
         logger.exception("%s", error)
     for line in str(error).splitlines() or [""]:
         print(f"slurm-drf: {error.category}: {line}", file=sys.stderr)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

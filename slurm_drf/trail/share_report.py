@@ -1,6 +1,5 @@
-"""Rendering of plans: the plan JSON (SPEC §3), text tables and the share
-report in every format (table, JSON, CSV, markdown, self-contained HTML
-with an SVG chart). Pure.
+"""The share report in every format (table, JSON, CSV, markdown,
+self-contained HTML with an SVG chart). Pure.
 
 Sits under the CLI and the daemon's observers; takes a Plan, returns data
 or text. Writing files (atomically, `files.write_atomic`) is left to the
@@ -16,196 +15,36 @@ import io
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from fractions import Fraction
 from typing import Any, Final
 
 import orjson
 
-from slurm_drf.drf import AccountShare, JobPlan, Plan, PlanJobs, PoolPlan
-from slurm_drf.model import PLAN_FORMAT
-
-# Plan job entries: every key always present, the value under the mode's name.
-_ENTRY_FIELDS = (
-    "job_id",
-    "account",
-    "user",
-    "pool",
-    "order",
-    "level",
-    "value",
-    "current",
-    "action",
-    "reason",
-    "tie",
-    "user_nice",
-    "array_tasks",
-)
-
-
-def render_job_entries(jobs: Sequence[JobPlan], mode: str) -> list[dict[str, Any]]:
-    """The plan's job entries; straight from the columns when the plan has them."""
-    keys = [mode if name == "value" else name for name in _ENTRY_FIELDS]
-    if isinstance(jobs, PlanJobs):
-        rows: Any = zip(*(jobs.columns[name] for name in _ENTRY_FIELDS), strict=True)
-    else:
-        rows = ((getattr(job, name) for name in _ENTRY_FIELDS) for job in jobs)
-    return [dict(zip(keys, row, strict=True)) for row in rows]
-
-
-def ordered_job_count(plan: Plan) -> int:
-    """How many pending jobs the plan orders (skipped ones left out), from the columns when it has them."""
-    jobs = plan.jobs
-    orders = jobs.columns["order"] if isinstance(jobs, PlanJobs) else [job.order for job in jobs]
-    return sum(1 for order in orders if order is not None)
-
-
-def render_plan_json(plan: Plan) -> dict[str, Any]:
-    """The plan as JSON-ready data, in the contract's shape."""
-    return {
-        "format": PLAN_FORMAT,
-        "cluster": plan.cluster,
-        "taken_at": plan.taken_at,
-        "mode": plan.mode,
-        "scale": plan.scale,
-        "epoch": plan.state.epoch,
-        "resources": list(plan.resources),
-        "pools": [
-            {"name": p.name, "partitions": list(p.partitions), "nodes": p.nodes, "capacity": dict(p.capacity)}
-            for p in plan.pools
-        ],
-        "accounts": [
-            {
-                "account": a.account,
-                "pool": a.pool,
-                "weight": float(a.weight),
-                "running_jobs": a.running_jobs,
-                "pending_jobs": a.pending_jobs,
-                "usage": dict(a.usage),
-                "shares": dict(a.shares),
-                "dominant_resource": a.dominant_resource,
-                "dominant_share": a.dominant_share,
-                "weighted_share": a.weighted_share,
-                "rank": a.rank,
-            }
-            for a in plan.accounts
-        ],
-        "jobs": render_job_entries(plan.jobs, plan.mode),
-        "warnings": list(plan.warnings),
-    }
-
-
-def render_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """Columns aligned; numbers to the right, text to the left."""
-    cells = [[_cell(v) for v in row] for row in rows]
-    widths = [len(h) for h in headers]
-    for row in cells:
-        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
-    numeric = [all(_is_number(row[i]) for row in rows) and bool(rows) for i in range(len(headers))]
-
-    def line(values: Sequence[str]) -> str:
-        parts = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True)]
-        return "  ".join(parts).rstrip()
-
-    return "\n".join([line(list(headers)), line(["-" * w for w in widths]), *(line(r) for r in cells)])
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _cell(value: object) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.4f}"
-    return str(value)
-
-
-def render_plan_table(plan: Plan, limit: int = 20) -> str:
-    """Accounts by share and the head of each pool's order, for a terminal."""
-    pools, orders, actions = (plan.column(name) for name in ("pool", "order", "action"))
-    out: list[str] = []
-    for pool in plan.pools:
-        capacity = ", ".join(f"{k}={v}" for k, v in pool.capacity.items())
-        out.append(f"pool {pool.name}: {pool.nodes} node(s), {capacity}")
-        accounts = [a for a in plan.accounts if a.pool == pool.name]
-        out.append(
-            render_table(
-                ["rank", "account", "weight", "running", "pending", *plan.resources, "dominant", "share"],
-                [
-                    [
-                        a.rank,
-                        a.account,
-                        float(a.weight),
-                        a.running_jobs,
-                        a.pending_jobs,
-                        *(a.shares[r] for r in plan.resources),
-                        a.dominant_resource,
-                        a.weighted_share,
-                    ]
-                    for a in accounts
-                ],
-            )
-        )
-        indices = [
-            i
-            for i, (name, order) in enumerate(zip(pools, orders, strict=True))
-            if name == pool.name and order is not None
-        ]
-        shown = indices[:limit] if limit > 0 else indices
-        # Only the columns shown: the user of each of 100,000 jobs is not needed here.
-        job_id, tie, account, level, value, current, action = (
-            plan.column(name) for name in ("job_id", "tie", "account", "level", "value", "current", "action")
-        )
-        out.append("")
-        out.append(
-            render_table(
-                ["order", "job", "account", "level", plan.mode, "current", "action"],
-                [
-                    [
-                        orders[i],
-                        job_id[i] + (" (tie)" if tie[i] else ""),
-                        account[i],
-                        level[i],
-                        value[i],
-                        current[i],
-                        action[i],
-                    ]
-                    for i in shown
-                ],
-            )
-        )
-        if len(shown) < len(indices):
-            out.append(f"... {len(indices) - len(shown)} more pending job(s) in pool {pool.name}")
-        out.append("")
-    reasons: dict[str, int] = {}
-    reason = plan.column("reason")
-    for i, action in enumerate(actions):
-        if action == "skip":
-            key = reason[i] or "skipped"
-            reasons[key] = reasons.get(key, 0) + 1
-    if reasons:
-        out.append("skipped: " + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items())))
-    writes = sum(1 for action in actions if action == "set")
-    out.append(f"{writes} write(s) needed, mode {plan.mode}, scale {plan.scale}")
-    out.extend(f"warning: {w}" for w in plan.warnings)
-    return "\n".join(out)
-
-
-# --------------------------------------------------------------------------
-# The share report: per pool, one row per account (`slurm-drf report`)
+from slurm_drf.policy.plan import AccountShare, Plan, PoolPlan
+from slurm_drf.trail.text import format_share, format_weight
 
 REPORT_FORMAT: Final = "slurm-drf-report/1"
+
+
 REPORT_FORMATS: Final = ("table", "json", "csv", "markdown", "html")
+
 
 # Resource colours of the HTML chart, in the order of the plan's resources.
 RESOURCE_COLOURS: Final = ("#1f77b4", "#2ca02c", "#d62728", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+
+
 # Background of the HTML tables' header row.
 TABLE_HEADER_COLOUR: Final = "#243b55"
 
+
 _ANSI_RESET: Final = "\x1b[0m"
+
+
 _ANSI_BOLD: Final = "\x1b[1m"
+
+
 _ANSI_DOMINANT: Final = "\x1b[1;33m"
+
+
 _ANSI_NEXT: Final = "\x1b[32m"
 
 
@@ -244,19 +83,6 @@ def build_report(plan: Plan) -> ShareReport:
         for pool in plan.pools
     )
     return ShareReport(plan.cluster, plan.taken_at, tuple(plan.resources), pools, tuple(plan.warnings))
-
-
-def format_weight(weight: Fraction | float) -> str:
-    """A weight as written in the config: 2, 0.5, 0.3."""
-    if isinstance(weight, Fraction) and weight.denominator == 1:
-        return str(weight.numerator)
-    value = float(weight)
-    return str(int(value)) if value.is_integer() else repr(value)
-
-
-def format_share(share: float) -> str:
-    """A share for people: four decimals (the exact value is in JSON and CSV)."""
-    return f"{share:.4f}"
 
 
 def report_columns(resources: Sequence[str]) -> list[str]:
@@ -439,8 +265,6 @@ def render_report_markdown(report: ShareReport) -> str:
     return "\n".join(out) + "\n"
 
 
-# --- HTML with an inline SVG chart -----------------------------------------
-
 _CSS: Final = f"""
 body {{ font-family: system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; margin: 24px; color: #1b1f24;
        background: #ffffff; }}
@@ -459,13 +283,28 @@ table.shares tr.next td.account {{ color: #1a7f37; font-weight: bold; }}
 ul.warnings {{ color: #9a6700; }}
 """
 
+
 _LABEL_WIDTH: Final = 170
+
+
 _PLOT_WIDTH: Final = 620
+
+
 _BAR_HEIGHT: Final = 12
+
+
 _BAR_GAP: Final = 2
+
+
 _GROUP_GAP: Final = 12
+
+
 _TOP: Final = 34
+
+
 _BOTTOM: Final = 34
+
+
 _MARK_WIDTH: Final = 80
 
 

@@ -6,10 +6,10 @@ the observers the config enables and tells each about every cycle
 for trouble of their own (a full disk, a port in use after start): they
 log it, because a missing report must not stop the scheduling.
 
-- `AuditRecorder` (slurm_drf.audit): always; history.sqlite in state_dir.
+- `AuditRecorder` (slurm_drf.trail.history): always; history.sqlite in state_dir.
 - `ReportWriter` (here): when report_dir is set; latest.json (the plan,
   SPEC §3) and latest.html (the share report), each replaced atomically.
-- `MetricsRecorder` (slurm_drf.metrics): when metrics_address or
+- `MetricsRecorder` (slurm_drf.trail.metrics): when metrics_address or
   metrics_textfile is set; build_observers starts its HTTP server.
 """
 
@@ -22,12 +22,13 @@ from typing import Final
 
 import orjson
 
-from slurm_drf.audit import AuditRecorder
-from slurm_drf.config import Config
-from slurm_drf.daemon import CycleObserver, CycleReport
+from slurm_drf.config.settings import Config
+from slurm_drf.cycle.run import CycleObserver, CycleReport
 from slurm_drf.files import write_atomic
-from slurm_drf.metrics import MetricsRecorder
-from slurm_drf.report import build_report, render_plan_json, render_report_html
+from slurm_drf.trail.history import AuditRecorder
+from slurm_drf.trail.metrics import MetricsRecorder
+from slurm_drf.trail.plan_output import render_plan_json
+from slurm_drf.trail.share_report import build_report, render_report_html
 
 logger = logging.getLogger(__name__)
 

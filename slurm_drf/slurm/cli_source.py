@@ -26,7 +26,8 @@ from typing import Any, Protocol
 import orjson
 
 from slurm_drf.errors import SlurmReadError
-from slurm_drf.model import Node, Snapshot, format_time
+from slurm_drf.model.codec import format_time
+from slurm_drf.model.types import Node, Snapshot
 from slurm_drf.slurm.execute import run_command
 from slurm_drf.slurm.parse import (
     build_snapshot,

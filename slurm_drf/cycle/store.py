@@ -18,9 +18,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import IO, Any, Final
 
-from slurm_drf.drf import EMPTY_STATE, JobMemory, PolicyState
 from slurm_drf.errors import StateError
 from slurm_drf.files import check_private, write_atomic
+from slurm_drf.policy.state import EMPTY_STATE, JobMemory, PolicyState
 
 logger = logging.getLogger(__name__)
 

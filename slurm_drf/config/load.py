@@ -7,7 +7,7 @@ handed the account names the daemon read.
 
 Loading is all or nothing. The text is composed into PyYAML's node tree
 (which keeps line numbers), checked for duplicate keys, validated against
-the one schema `config_schema.yaml` with every error collected, then
+the one schema `schema.yaml` with every error collected, then
 checked for what a schema cannot say (overlapping pools, scale against
 offset, ...). Any problem raises `ConfigError` listing them all as
 `FILE:LINE: key.path: what was expected`; otherwise one Config is built.
@@ -22,10 +22,10 @@ import math
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, Literal, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
@@ -35,89 +35,32 @@ from slurm_drf.files import check_private
 
 if TYPE_CHECKING:
     import jsonschema
-
-Mode = Literal["nice", "site_factor", "priority"]
-MODES: Final = ("nice", "site_factor", "priority")
-BACKENDS: Final = ("auto", "cli", "pyslurm")
-
-# Slurm refuses |nice| > NICE_OFFSET - 3 (src/slurmctld/job_mgr.c).
-NICE_LIMIT: Final = 2**31 - 3
-DEFAULT_SCALE: Final = 1_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class PoolConfig:
-    """A set of partitions whose nodes share one capacity."""
-
-    name: str
-    partitions: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Config:
-    """Everything the engine and the daemon are tuned by (SPEC §3)."""
-
-    interval: float = 60.0
-    mode: Mode = "nice"
-    # Per-account weights as exact fractions of the decimal written in YAML.
-    weights: Mapping[str, Fraction] = field(default_factory=lambda: MappingProxyType({}))
-    default_weight: Fraction = Fraction(1)
-    resources: tuple[str, ...] = ("cpu", "mem", "gres/gpu")
-    # Managed partitions; None means every partition Slurm reports.
-    partitions: tuple[str, ...] | None = None
-    pools: tuple[PoolConfig, ...] = ()
-    exclude_accounts: frozenset[str] = frozenset()
-    backend: str = "auto"
-    scale: int = DEFAULT_SCALE
-    # nice = own nice + scale x level - offset (at most -1); site_factor and
-    # priority = offset - scale x level (at least 1). The default puts level 0
-    # at the strongest boost Slurm accepts; load_config insists scale < offset
-    # so that a level of 1 still gets a value of its own.
-    offset: int = NICE_LIMIT
-    state_dir: str = "/var/lib/slurm-drf"
-    # Days of cycle and write history kept in state_dir/history.sqlite; None keeps all.
-    history_days: int | None = 90
-    report_dir: str | None = None
-    dry_run: bool = False
-    max_writes_per_cycle: int = 2000
-    # Half-life, in changes of the cluster, of the remembered tie wins.
-    tie_half_life: float = 10.0
-    include_unavailable_nodes: bool = False
-    metrics_address: str | None = None
-    # node_exporter textfile-collector file (*.prom) rewritten every cycle; None writes none.
-    metrics_textfile: str | None = None
-    log_level: str = "INFO"
-    source_path: str | None = None
-    # Where each key was written: dotted path (`accounts.physics.weight`,
-    # `pools[0].name`) -> 1-based line in source_path. Lets later warnings
-    # (unknown accounts, a scale that does not dominate) point into the file.
-    lines: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}), compare=False, repr=False)
-
-    def weight(self, account: str) -> Fraction:
-        return self.weights.get(account, self.default_weight)
-
-
-# ---------------------------------------------------------------------------
-# Finding and loading the file
-# ---------------------------------------------------------------------------
+from slurm_drf.config.settings import DEFAULT_SCALE, NICE_LIMIT, Config, Mode, PoolConfig, default_config
 
 DEFAULT_CONFIG_PATH: Final = "/etc/slurm-drf/config.yaml"
+
+
 CONFIG_ENV: Final = "SLURM_DRF_CONFIG"
-SCHEMA_RESOURCE: Final = "config_schema.yaml"
+
+
+SCHEMA_RESOURCE: Final = "schema.yaml"
+
+
 LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
 MIN_INTERVAL: Final = 1.0
+
 
 # Seconds per unit of a duration string.
 _DURATION_UNITS: Final = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
 _DURATION_RE: Final = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)\s*")
+
 
 # A key path into the file: mapping keys and list indices.
 KeyPath = tuple[str | int, ...]
-
-
-def default_config() -> Config:
-    """The configuration used when no file is found."""
-    return Config()
 
 
 def find_config_path(
@@ -257,16 +200,11 @@ def parse_duration(value: float | str) -> float:
 @functools.cache
 def load_schema() -> Mapping[str, Any]:
     """The config schema (package data), parsed; cached."""
-    text = importlib.resources.files("slurm_drf").joinpath(SCHEMA_RESOURCE).read_text(encoding="utf-8")
+    text = importlib.resources.files("slurm_drf.config").joinpath(SCHEMA_RESOURCE).read_text(encoding="utf-8")
     schema = yaml.safe_load(text)
     if not isinstance(schema, dict):  # a packaging accident, not a user error
         raise TypeError(f"{SCHEMA_RESOURCE} is not a mapping")
     return cast(Mapping[str, Any], schema)
-
-
-# ---------------------------------------------------------------------------
-# YAML: text -> node tree (with lines) -> Python data
-# ---------------------------------------------------------------------------
 
 
 class _Loader(yaml.SafeLoader):
@@ -379,11 +317,6 @@ def _syntax_message(error: yaml.MarkedYAMLError, source: str) -> str:
     ):
         text += f", {error.context} on line {context_mark.line + 1}"
     return f"{source}{line}: YAML syntax error: {text}"
-
-
-# ---------------------------------------------------------------------------
-# Problems and where they are
-# ---------------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True)
@@ -522,10 +455,6 @@ def _closest(word: str, candidates: Sequence[str]) -> str | None:
     return by_lower[matches[0]] if matches else None
 
 
-# ---------------------------------------------------------------------------
-# Schema validation: every jsonschema error -> one actionable message
-# ---------------------------------------------------------------------------
-
 _TYPE_WORDS: Final = {
     "string": "text",
     "number": "a number",
@@ -535,12 +464,16 @@ _TYPE_WORDS: Final = {
     "object": "a mapping",
     "null": "null",
 }
+
+
 _COMPARISONS: Final = {
     "minimum": ">=",
     "maximum": "<=",
     "exclusiveMinimum": ">",
     "exclusiveMaximum": "<",
 }
+
+
 # Bare words people write for a TRES, and the Slurm name they mean.
 _TRES_ALIASES: Final = {
     "cpus": "cpu",
@@ -552,6 +485,8 @@ _TRES_ALIASES: Final = {
     "gpu": "gres/gpu",
     "gpus": "gres/gpu",
 }
+
+
 _BASE_TRES: Final = ("cpu", "mem", "node", "billing", "energy", "vmem", "pages", "fs/disk")
 
 
@@ -669,11 +604,6 @@ def _non_finite_problems(data: Any, path: KeyPath) -> list[_Problem]:
     if isinstance(data, list):
         return [p for index, value in enumerate(data) for p in _non_finite_problems(value, (*path, index))]
     return []
-
-
-# ---------------------------------------------------------------------------
-# Logical checks: what one schema keyword cannot say
-# ---------------------------------------------------------------------------
 
 
 def _logical_problems(data: Any) -> list[_Problem]:
@@ -795,11 +725,6 @@ def _metrics_address_problems(data: dict[str, Any]) -> Iterator[_Problem]:
     port = address.rpartition(":")[2]
     if port.isdigit() and not 1 <= int(port) <= 65535:
         yield _Problem(("metrics_address",), f"port {int(port)} is not between 1 and 65535")
-
-
-# ---------------------------------------------------------------------------
-# Valid data -> Config
-# ---------------------------------------------------------------------------
 
 
 def _exact(value: float, node: Node | None) -> Fraction:

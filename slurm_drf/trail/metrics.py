@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
 
-from slurm_drf.audit import OUTCOMES, error_kind
 from slurm_drf.errors import ConfigError
 from slurm_drf.files import write_atomic
-from slurm_drf.report import ordered_job_count
+from slurm_drf.trail.history import OUTCOMES, error_kind
+from slurm_drf.trail.plan_output import ordered_job_count
 
 if TYPE_CHECKING:
-    from slurm_drf.daemon import CycleReport
+    from slurm_drf.cycle.run import CycleReport
 
 logger = logging.getLogger(__name__)
 

@@ -1,0 +1,1 @@
+"""The command line: one module per verb group; parsing, exit codes and logging in `cli.main`."""

@@ -1,0 +1,1 @@
+"""The configuration: one YAML file, its schema, and the frozen Config it becomes."""

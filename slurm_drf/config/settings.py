@@ -1,0 +1,88 @@
+"""The frozen Config the engine and the daemon are tuned by, and its fixed vocabularies.
+
+Pure data: loading, validating and finding the file is `config.load`'s job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from fractions import Fraction
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Final, Literal
+
+if TYPE_CHECKING:
+    pass
+
+
+Mode = Literal["nice", "site_factor", "priority"]
+
+
+MODES: Final = ("nice", "site_factor", "priority")
+
+
+BACKENDS: Final = ("auto", "cli", "pyslurm")
+
+
+# Slurm refuses |nice| > NICE_OFFSET - 3 (src/slurmctld/job_mgr.c).
+NICE_LIMIT: Final = 2**31 - 3
+
+
+DEFAULT_SCALE: Final = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class PoolConfig:
+    """A set of partitions whose nodes share one capacity."""
+
+    name: str
+    partitions: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """Everything the engine and the daemon are tuned by (SPEC §3)."""
+
+    interval: float = 60.0
+    mode: Mode = "nice"
+    # Per-account weights as exact fractions of the decimal written in YAML.
+    weights: Mapping[str, Fraction] = field(default_factory=lambda: MappingProxyType({}))
+    default_weight: Fraction = Fraction(1)
+    resources: tuple[str, ...] = ("cpu", "mem", "gres/gpu")
+    # Managed partitions; None means every partition Slurm reports.
+    partitions: tuple[str, ...] | None = None
+    pools: tuple[PoolConfig, ...] = ()
+    exclude_accounts: frozenset[str] = frozenset()
+    backend: str = "auto"
+    scale: int = DEFAULT_SCALE
+    # nice = own nice + scale x level - offset (at most -1); site_factor and
+    # priority = offset - scale x level (at least 1). The default puts level 0
+    # at the strongest boost Slurm accepts; load_config insists scale < offset
+    # so that a level of 1 still gets a value of its own.
+    offset: int = NICE_LIMIT
+    state_dir: str = "/var/lib/slurm-drf"
+    # Days of cycle and write history kept in state_dir/history.sqlite; None keeps all.
+    history_days: int | None = 90
+    report_dir: str | None = None
+    dry_run: bool = False
+    max_writes_per_cycle: int = 2000
+    # Half-life, in changes of the cluster, of the remembered tie wins.
+    tie_half_life: float = 10.0
+    include_unavailable_nodes: bool = False
+    metrics_address: str | None = None
+    # node_exporter textfile-collector file (*.prom) rewritten every cycle; None writes none.
+    metrics_textfile: str | None = None
+    log_level: str = "INFO"
+    source_path: str | None = None
+    # Where each key was written: dotted path (`accounts.physics.weight`,
+    # `pools[0].name`) -> 1-based line in source_path. Lets later warnings
+    # (unknown accounts, a scale that does not dominate) point into the file.
+    lines: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}), compare=False, repr=False)
+
+    def weight(self, account: str) -> Fraction:
+        return self.weights.get(account, self.default_weight)
+
+
+def default_config() -> Config:
+    """The configuration used when no file is found."""
+    return Config()

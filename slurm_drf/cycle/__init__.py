@@ -1,0 +1,1 @@
+"""One cycle of the daemon: read, plan, write, remember; reset; the state store; the backends."""

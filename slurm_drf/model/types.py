@@ -1,0 +1,343 @@
+"""The data every other module speaks: TRES vectors, nodes, jobs, snapshots.
+
+Sits at the bottom of the flow (cli -> service -> cycle -> {slurm, policy}
+-> model). Everything here is frozen and free of I/O; the JSON codec is
+`model.codec`, reading and writing snapshot files `model.snapshot_file`.
+
+TRES names are Slurm's own (`cpu`, `mem` in MiB, `gres/gpu`,
+`gres/gpu:a100`, `node`, `license/NAME`). Amounts are integers: Slurm counts
+every TRES in whole units, and integer sums keep the engine exact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Final, overload
+
+import numpy as np
+import numpy.typing as npt
+
+SNAPSHOT_FORMAT: Final = "slurm-drf-snapshot/1"
+
+
+PLAN_FORMAT: Final = "slurm-drf-plan/1"
+
+
+# Slurm base states in which a job holds (running) or asks for (pending)
+# resources.
+PENDING: Final = "PENDING"
+
+
+RUNNING: Final = "RUNNING"
+
+
+SUSPENDED: Final = "SUSPENDED"
+
+
+HOLDING_STATES: Final = frozenset({RUNNING, SUSPENDED, "COMPLETING"})
+
+
+# Node states that cannot run jobs; their resources are not capacity.
+INELIGIBLE_NODE_STATES: Final = frozenset(
+    {
+        "down",
+        "drain",
+        "drained",
+        "draining",
+        "fail",
+        "failing",
+        "future",
+        "powered_down",
+        "power_down",
+        "powering_down",
+        "powering_up",
+        "inval",
+        "invalid",
+        "invalid_reg",
+        "maint",
+        "maintenance",
+        "reboot_issued",
+        "not_responding",
+        "unknown",
+    }
+)
+
+
+Tres = Mapping[str, int]
+
+
+IntArray = npt.NDArray[np.int64]
+
+
+FloatArray = npt.NDArray[np.float64]
+
+
+BoolArray = npt.NDArray[np.bool_]
+
+
+EMPTY_TRES: Final[Tres] = MappingProxyType({})
+
+
+def freeze_tres(values: Mapping[str, int]) -> Tres:
+    """A read-only copy of a TRES mapping."""
+    return MappingProxyType(dict(values))
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One node as Slurm reports it; `state` is lower case, flags joined by '+'."""
+
+    name: str
+    partitions: tuple[str, ...]
+    state: str
+    tres: Tres
+
+    @property
+    def eligible(self) -> bool:
+        """Whether the node's resources count as capacity (SPEC §2)."""
+        return not any(part in INELIGIBLE_NODE_STATES for part in self.state.lower().split("+"))
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A running or pending job; `tres` is the whole job, one array task.
+
+    `partition` may be a comma list (a job pending in several partitions).
+    `submit_time` is seconds since the epoch. `array_tasks` is how many
+    pending tasks a pending array record stands for.
+    """
+
+    job_id: str
+    account: str
+    user: str
+    partition: str
+    state: str
+    priority: int
+    nice: int
+    held: bool
+    submit_time: float
+    array_tasks: int
+    tres: Tres
+    site_factor: int | None = None
+
+    @property
+    def partitions(self) -> tuple[str, ...]:
+        return tuple(p for p in self.partition.split(",") if p)
+
+    @property
+    def pending(self) -> bool:
+        return self.state == PENDING
+
+    @property
+    def holding(self) -> bool:
+        return self.state in HOLDING_STATES
+
+
+def job_number(job_id: str) -> int:
+    """The numeric part of a job id (array and het suffixes dropped)."""
+    head = job_id.split("_", 1)[0].split("+", 1)[0]
+    return int(head) if head.isdigit() else 0
+
+
+def job_numbers(job_ids: Sequence[str]) -> IntArray:
+    """`job_number` of every id; plain numeric ids (the usual case) in one numpy call."""
+    try:
+        numbers = np.fromiter(map(int, job_ids), dtype=np.int64, count=len(job_ids))
+    except ValueError:  # array or het ids such as 1234_5
+        return np.fromiter(map(job_number, job_ids), dtype=np.int64, count=len(job_ids))
+    if len(numbers) and numbers.min() < 0:  # int() takes "-5"; job_number does not
+        return np.fromiter(map(job_number, job_ids), dtype=np.int64, count=len(job_ids))
+    return numbers
+
+
+def _codes(values: Sequence[str]) -> tuple[IntArray, tuple[str, ...]]:
+    """Dictionary encoding: an int code per value and the distinct values."""
+    distinct = tuple(dict.fromkeys(values))
+    index = {v: i for i, v in enumerate(distinct)}
+    codes = np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values))
+    return codes, distinct
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class JobTable:
+    """The jobs of a snapshot as columns, for the vectorised engine.
+
+    Accounts, partitions and states are dictionary-encoded (`account[i]`
+    indexes `accounts`). `tres` holds a column for every TRES name any job
+    has, zero where a job has none.
+    """
+
+    job_id: Sequence[str]
+    job_number: IntArray
+    account: IntArray
+    accounts: tuple[str, ...]
+    user: Sequence[str]
+    partition: IntArray
+    partitions: tuple[str, ...]
+    state: IntArray
+    states: tuple[str, ...]
+    priority: IntArray
+    nice: IntArray
+    held: BoolArray
+    submit_time: FloatArray
+    array_tasks: IntArray
+    site_factor: Sequence[int | None]
+    tres: Mapping[str, IntArray]
+
+    def __len__(self) -> int:
+        return len(self.job_id)
+
+    def column(self, name: str) -> IntArray:
+        """The TRES column `name`, zeros when no job has it."""
+        found = self.tres.get(name)
+        return found if found is not None else np.zeros(len(self), dtype=np.int64)
+
+    def job(self, i: int) -> Job:
+        tres = {name: int(col[i]) for name, col in self.tres.items() if col[i]}
+        return Job(
+            self.job_id[i],
+            self.accounts[self.account[i]],
+            self.user[i],
+            self.partitions[self.partition[i]],
+            self.states[self.state[i]],
+            int(self.priority[i]),
+            int(self.nice[i]),
+            bool(self.held[i]),
+            float(self.submit_time[i]),
+            int(self.array_tasks[i]),
+            MappingProxyType(tres),
+            self.site_factor[i],
+        )
+
+    @classmethod
+    def build(
+        cls,
+        job_id: Sequence[str],
+        account: Sequence[str],
+        user: Sequence[str],
+        partition: Sequence[str],
+        state: Sequence[str],
+        priority: Sequence[int] | IntArray,
+        nice: Sequence[int] | IntArray,
+        held: Sequence[bool] | BoolArray,
+        submit_time: Sequence[float] | FloatArray,
+        array_tasks: Sequence[int] | IntArray,
+        site_factor: Sequence[int | None],
+        tres: Mapping[str, IntArray],
+    ) -> JobTable:
+        account_codes, accounts = _codes(account)
+        partition_codes, partitions = _codes(partition)
+        state_codes, states = _codes(state)
+        return cls(
+            job_id,
+            job_numbers(job_id),
+            account_codes,
+            accounts,
+            user,
+            partition_codes,
+            partitions,
+            state_codes,
+            states,
+            np.asarray(priority, dtype=np.int64),
+            np.asarray(nice, dtype=np.int64),
+            np.asarray(held, dtype=np.bool_),
+            np.asarray(submit_time, dtype=np.float64),
+            np.asarray(array_tasks, dtype=np.int64),
+            site_factor,
+            tres,
+        )
+
+    @classmethod
+    def from_jobs(cls, jobs: Sequence[Job]) -> JobTable:
+        names: dict[str, None] = {}
+        for job in jobs:
+            names.update(dict.fromkeys(job.tres))
+        tres = {
+            name: np.fromiter((j.tres.get(name, 0) for j in jobs), dtype=np.int64, count=len(jobs)) for name in names
+        }
+        return cls.build(
+            [j.job_id for j in jobs],
+            [j.account for j in jobs],
+            [j.user for j in jobs],
+            [j.partition for j in jobs],
+            [j.state for j in jobs],
+            [j.priority for j in jobs],
+            [j.nice for j in jobs],
+            [j.held for j in jobs],
+            [j.submit_time for j in jobs],
+            [j.array_tasks for j in jobs],
+            [j.site_factor for j in jobs],
+            tres,
+        )
+
+
+class LazyJobs(Sequence[Job]):
+    """A snapshot's jobs made into Job objects only when somebody asks."""
+
+    __slots__ = ("_jobs", "_table")
+
+    def __init__(self, table: JobTable) -> None:
+        self._table = table
+        self._jobs: tuple[Job, ...] | None = None
+
+    def _all(self) -> tuple[Job, ...]:
+        if self._jobs is None:
+            self._jobs = tuple(self._table.job(i) for i in range(len(self._table)))
+        return self._jobs
+
+    def __len__(self) -> int:
+        return len(self._table)
+
+    @overload
+    def __getitem__(self, index: int) -> Job: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Job]: ...
+    def __getitem__(self, index: int | slice) -> Job | Sequence[Job]:
+        return self._all()[index]
+
+    def __iter__(self) -> Iterator[Job]:
+        return iter(self._all())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return tuple(self) == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._all())
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """What was read from Slurm at one moment.
+
+    `table` holds the same jobs as columns; it is built from `jobs` on
+    first use, or given directly by the fast snapshot-file parser.
+    """
+
+    cluster: str
+    taken_at: str
+    nodes: tuple[Node, ...]
+    jobs: Sequence[Job]
+    slurm_version: str | None = None
+    priority_weights: Mapping[str, int] = field(default_factory=lambda: EMPTY_TRES)
+    priority_type: str | None = None
+    # Derived from `jobs`; init=False so dataclasses.replace(jobs=...) never
+    # carries a stale table over.
+    _table: JobTable | None = field(default=None, init=False, compare=False, repr=False)
+
+    @classmethod
+    def from_table(cls, table: JobTable, **fields: Any) -> Snapshot:
+        """A snapshot whose jobs are the table's (made into Job objects lazily)."""
+        snapshot = cls(jobs=LazyJobs(table), **fields)
+        object.__setattr__(snapshot, "_table", table)
+        return snapshot
+
+    @property
+    def table(self) -> JobTable:
+        if self._table is None:
+            object.__setattr__(self, "_table", JobTable.from_jobs(tuple(self.jobs)))
+        assert self._table is not None
+        return self._table

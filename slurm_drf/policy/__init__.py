@@ -1,0 +1,1 @@
+"""The policy: pools, shares, levels, the DRF order, the tie rule, values. Pure: no I/O."""

@@ -1,0 +1,59 @@
+"""Pools and their capacity, and an account's exact weighted share (SPEC §2)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from fractions import Fraction
+from typing import Final
+
+from slurm_drf.config.settings import Config
+from slurm_drf.model.types import Snapshot
+
+DEFAULT_POOL: Final = "default"
+
+
+def build_pools(snapshot: Snapshot, config: Config) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """(name, partitions) of every pool; the default pool holds every managed partition."""
+    if config.pools:
+        return tuple((p.name, p.partitions) for p in config.pools)
+    if config.partitions is not None:
+        return ((DEFAULT_POOL, config.partitions),)
+    seen: dict[str, None] = {}
+    for node in snapshot.nodes:
+        seen.update(dict.fromkeys(node.partitions))
+    for text in snapshot.table.partitions:
+        seen.update(dict.fromkeys(p for p in text.split(",") if p))
+    return ((DEFAULT_POOL, tuple(seen)),)
+
+
+def compute_capacity(
+    snapshot: Snapshot, partitions: Iterable[str], resources: Sequence[str], include_unavailable: bool = False
+) -> tuple[dict[str, int], int]:
+    """Summed node TRES over the pool's nodes (each node once) and the node count."""
+    wanted = set(partitions)
+    capacity = dict.fromkeys(resources, 0)
+    count = 0
+    for node in snapshot.nodes:
+        if not wanted.intersection(node.partitions):
+            continue
+        if not include_unavailable and not node.eligible:
+            continue
+        count += 1
+        for name in resources:
+            capacity[name] += node.tres.get(name, 0)
+    return capacity, count
+
+
+def weighted_share(usage: Sequence[int], capacity: Sequence[int], weight: Fraction) -> Fraction:
+    """Exact max_r(usage_r / capacity_r) / weight; capacity-0 resources ignored."""
+    best = Fraction(0)
+    for used, cap in zip(usage, capacity, strict=True):
+        if cap > 0:
+            share = Fraction(used, cap)
+            best = max(best, share)
+    return best / weight
+
+
+def share_vector(usage: Sequence[int], capacity: Sequence[int], weight: Fraction) -> tuple[Fraction, ...]:
+    """Weighted shares, largest first: the tie rule's lexicographic key."""
+    return tuple(sorted((Fraction(u, c) / weight for u, c in zip(usage, capacity, strict=True) if c > 0), reverse=True))

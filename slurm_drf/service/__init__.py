@@ -1,0 +1,1 @@
+"""The service: the daemon loop and how it speaks to systemd."""

@@ -160,7 +160,8 @@ class DrfRun:
 
     @property
     def error_lines(self) -> list[str]:
-        return [line for line in self.stderr.splitlines() if line.strip()]
+        """stderr less blank lines and INFO log lines (such as the backend chosen)."""
+        return [line for line in self.stderr.splitlines() if line.strip() and not line.startswith("slurm-drf: INFO: ")]
 
     def summary(self) -> str:
         """The cycle's summary line (logged at INFO on stderr)."""

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from polling import wait_for
+
+from tests.polling import wait_for
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE.parents[1] / "scripts" / "slurm-sandbox"

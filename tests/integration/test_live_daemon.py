@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from polling import wait_for
+
+from tests.polling import wait_for
 
 if TYPE_CHECKING:
     from conftest import SlurmSandbox

@@ -20,7 +20,6 @@ own (docs/sandbox.md, isolated run).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -37,25 +36,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from slurm_drf.cli.trail import add_observe_parsers
-from slurm_drf.config.load import load_config
 from slurm_drf.config.settings import Config
 from slurm_drf.cycle.run import CycleReport, run_cycle
 from slurm_drf.cycle.store import StateStore
-from slurm_drf.model.snapshot_file import SnapshotFileSource
-from slurm_drf.policy.plan import compute_plan
 from slurm_drf.slurm.cli_source import CliSource
 from slurm_drf.slurm.write import ScontrolWriter
 from slurm_drf.trail.history import AuditQuery, AuditRecorder, history_path, open_history_readonly, query_history
 from slurm_drf.trail.metrics import MetricsRecorder
 from slurm_drf.trail.share_report import RESOURCE_COLOURS, TABLE_HEADER_COLOUR, render_report
+from tests.helpers import SampleKey, load_report_plan, parse_samples, run_observe_verb
 
 if TYPE_CHECKING:
     from conftest import SlurmSandbox
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "report"
 CAPACITY = {"cpu": 64, "mem": 512000, "gres/gpu": 8}
 TEAMS = ("gputeam", "memteam", "cputeam", "newteam")
 
@@ -155,8 +149,7 @@ def _longest_run(mask: npt.NDArray[np.bool_]) -> int:
 def screenshot(tmp_path_factory: pytest.TempPathFactory) -> npt.NDArray[np.uint8]:
     chromium = _chromium()
     directory = tmp_path_factory.mktemp("html")
-    config = load_config(FIXTURES / "config.yaml")
-    plan = compute_plan(SnapshotFileSource(FIXTURES / "snapshot.json").fetch_snapshot(), config)
+    plan, _ = load_report_plan()
     page = directory / "report.html"
     page.write_text(render_report(plan, "html"))
     png = directory / "report.png"
@@ -325,14 +318,9 @@ def test_history_holds_every_value_slurm_received(
         assert write["mode"] == "nice" and write["level"] is not None
 
 
-def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+def _scrape(port: int) -> dict[SampleKey, float]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return out
+        return parse_samples(response.read().decode())
 
 
 def _mib(text: str) -> int:
@@ -410,14 +398,6 @@ def test_metrics_scraped_during_a_live_run_agree_with_the_plan(
     assert time.time() - samples[("slurm_drf_last_success_timestamp_seconds", ())] < 60
 
 
-def _run(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="slurm-drf")
-    add_observe_parsers(parser.add_subparsers(dest="verb", required=True))
-    args = parser.parse_args(argv)
-    result: int = args.func(args)
-    return result
-
-
 def test_report_and_explain_read_the_live_cluster(
     slurm: SlurmSandbox, scene: dict[str, list[str]], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -425,7 +405,7 @@ def test_report_and_explain_read_the_live_cluster(
     state_dir = tmp_path / "state"
     config_file.write_text(f"backend: cli\nstate_dir: {state_dir}\n")
     config_file.chmod(0o600)
-    assert _run(["report", "--config", str(config_file), "--format", "json"]) == 0
+    assert run_observe_verb(["report", "--config", str(config_file), "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     (pool,) = data["pools"]
     assert pool["capacity"] == CAPACITY
@@ -441,11 +421,11 @@ def test_report_and_explain_read_the_live_cluster(
     # After a cycle has written, explain says Slurm has the value and nothing is to do.
     _cycle(_config(tmp_path), [])
     job = scene["pending"][-1]
-    assert _run(["explain", job, "--config", str(config_file), "--format", "json"]) == 0
+    assert run_observe_verb(["explain", job, "--config", str(config_file), "--format", "json"]) == 0
     explained = json.loads(capsys.readouterr().out)
     assert explained["status"] == "ordered" and explained["account"] == "newteam"
     assert explained["current"] == explained["value"] == _nice(slurm)[job]
     assert explained["action"] == "keep"
     assert explained["ahead_total"] == explained["order"]
-    assert _run(["explain", scene["running"][0], "--config", str(config_file)]) == 0
+    assert run_observe_verb(["explain", scene["running"][0], "--config", str(config_file)]) == 0
     assert "running jobs are not ordered" in capsys.readouterr().out

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from fractions import Fraction
-from pathlib import Path
 from types import MappingProxyType
 
 import pytest
@@ -11,26 +10,18 @@ from builders import job, node, snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_drf.config.load import load_config
 from slurm_drf.config.settings import Config, PoolConfig
 from slurm_drf.errors import InputError
-from slurm_drf.model.snapshot_file import SnapshotFileSource
 from slurm_drf.policy.plan import compute_plan
 from slurm_drf.policy.state import PolicyState, running_fingerprint
 from slurm_drf.trail.explain import explain_job, render_explanation_json, render_explanation_text
+from tests.helpers import load_report_plan
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "report"
 CONFIG = Config(resources=("cpu", "mem"))
 
 
-def _fixture() -> tuple[object, object]:
-    config = load_config(FIXTURES / "config.yaml")
-    snap = SnapshotFileSource(FIXTURES / "snapshot.json").fetch_snapshot()
-    return compute_plan(snap, config), snap
-
-
 def test_ordered_job_in_the_fixture() -> None:
-    plan, snap = _fixture()
+    plan, snap = load_report_plan()
     e = explain_job(plan, snap, "204")  # type: ignore[arg-type]
     assert (e.status, e.account, e.pool, e.order, e.pool_jobs) == ("ordered", "physics", "gpu", 2, 4)
     # Level over running usage (24 cpu, 147456 mem, 6 gpu) plus job 201 (8, 65536, 2), weight 2.
@@ -51,7 +42,7 @@ def test_ordered_job_in_the_fixture() -> None:
 
 
 def test_array_task_finds_its_record_and_counts_all_tasks() -> None:
-    plan, snap = _fixture()
+    plan, snap = load_report_plan()
     e = explain_job(plan, snap, "203_2")  # type: ignore[arg-type]
     assert (e.job_id, e.array_tasks, e.order) == ("203", 4, 0)
     assert dict(e.demand) == {"cpu": 16, "mem": 32768, "gres/gpu": 4}
@@ -62,7 +53,7 @@ def test_array_task_finds_its_record_and_counts_all_tasks() -> None:
     [("206", "skipped", "held"), ("208", "skipped", "partition not managed"), ("101", "running", None)],
 )
 def test_jobs_the_plan_does_not_order(job_id: str, status: str, reason: str | None) -> None:
-    plan, snap = _fixture()
+    plan, snap = load_report_plan()
     e = explain_job(plan, snap, job_id)  # type: ignore[arg-type]
     assert (e.status, e.reason, e.order) == (status, reason, None)
     if status == "running":
@@ -74,7 +65,7 @@ def test_jobs_the_plan_does_not_order(job_id: str, status: str, reason: str | No
 
 
 def test_unknown_job_is_an_input_error() -> None:
-    plan, snap = _fixture()
+    plan, snap = load_report_plan()
     with pytest.raises(InputError, match="job 999: not in the queue"):
         explain_job(plan, snap, "999")  # type: ignore[arg-type]
 

@@ -38,7 +38,7 @@ import numpy.typing as npt
 import pytest
 
 from slurm_drf.config.settings import Config
-from slurm_drf.cycle.run import CycleReport, run_cycle
+from slurm_drf.cycle.run import CycleObserver, CycleReport, run_cycle
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.slurm.cli_source import CliSource
 from slurm_drf.slurm.write import ScontrolWriter
@@ -90,15 +90,15 @@ def decode_png(data: bytes) -> npt.NDArray[np.uint8]:
     out = np.zeros((height, stride), dtype=np.uint8)
     previous = np.zeros(stride, dtype=np.uint8)
     for y in range(height):
-        kind, line = int(raw[y, 0]), raw[y, 1:]
-        if kind == 0:  # None
+        filter_kind, line = int(raw[y, 0]), raw[y, 1:]
+        if filter_kind == 0:  # None
             row = line.copy()
-        elif kind == 1:  # Sub: a running sum per channel
+        elif filter_kind == 1:  # Sub: a running sum per channel
             row = (np.cumsum(line.reshape(-1, bpp).astype(np.uint32), axis=0) % 256).astype(np.uint8).reshape(-1)
-        elif kind == 2:  # Up
+        elif filter_kind == 2:  # Up
             row = line + previous
         else:  # Average, Paeth: sequential
-            row = _unfilter_slow(line, previous, bpp, kind)
+            row = _unfilter_slow(line, previous, bpp, filter_kind)
         out[y] = row
         previous = row
     return out.reshape(height, width, bpp)[:, :, :3]
@@ -259,7 +259,7 @@ def _nice(slurm: SlurmSandbox) -> dict[str, int]:
     return {job: int(nice) for job, nice in (line.split() for line in out.splitlines())}
 
 
-def _cycle(config: Config, observers: list[Any]) -> CycleReport:
+def _cycle(config: Config, observers: list[CycleObserver]) -> CycleReport:
     report = run_cycle(CliSource(), ScontrolWriter(), config, StateStore(config.state_dir))
     for observer in observers:
         observer.on_cycle(report)
@@ -385,12 +385,13 @@ def test_metrics_scraped_during_a_live_run_agree_with_the_plan(
         assert samples[("slurm_drf_pending_jobs", key)] == account.pending_jobs
     assert sum(1 for name, _ in samples if name == "slurm_drf_weighted_share") == len(plan.accounts)
     # And with Slurm itself: one pool holds the whole node.
-    for account, share in _shares_from_squeue(slurm).items():
-        assert samples[("slurm_drf_dominant_share", (("account", account), ("pool", "default")))] == pytest.approx(
+    for owner, share in _shares_from_squeue(slurm).items():
+        assert samples[("slurm_drf_dominant_share", (("account", owner), ("pool", "default")))] == pytest.approx(
             share, rel=1e-12
         )
+    owners = {str(job["job_id"]): job["account"] for job in slurm.squeue_json()}
     for team in TEAMS:
-        pending = sum(1 for job in scene["pending"] if slurm.job(job)["account"] == team)  # type: ignore[index]
+        pending = sum(1 for job in scene["pending"] if owners[job] == team)
         assert samples[("slurm_drf_pending_jobs", (("account", team), ("pool", "default")))] >= pending
     written = sum(len(r.result.applied) for r in reports if r.result is not None)
     assert samples[("slurm_drf_writes_total", (("outcome", "applied"),))] == written >= len(scene["pending"])
@@ -412,10 +413,10 @@ def test_report_and_explain_read_the_live_cluster(
     accounts = {a["account"]: a for a in pool["accounts"]}
     for account, share in _shares_from_squeue(slurm).items():
         assert accounts[account]["dominant_share"] == pytest.approx(share, rel=1e-12)
-    running = {}
-    for job in slurm.squeue_json():
-        if slurm.job_state(job) == "RUNNING":
-            running[job["account"]] = running.get(job["account"], 0) + 1
+    running: dict[str, int] = {}
+    for squeue_job in slurm.squeue_json():
+        if slurm.job_state(squeue_job) == "RUNNING":
+            running[squeue_job["account"]] = running.get(squeue_job["account"], 0) + 1
     assert {a: v["running_jobs"] for a, v in accounts.items() if v["running_jobs"]} == running
 
     # After a cycle has written, explain says Slurm has the value and nothing is to do.

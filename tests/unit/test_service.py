@@ -322,9 +322,12 @@ def test_sigint_stops_like_sigterm(tmp_path: Path) -> None:
 def test_signal_handlers_are_restored(tmp_path: Path) -> None:
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     service = make_service(tmp_path, FakeSource())
-    assert (
-        run_in_main_thread(service, lambda: (wait_for(lambda: service.cycles, "a cycle"), service.request_stop())) == 0
-    )
+
+    def driver() -> None:
+        wait_for(lambda: service.cycles, "a cycle")
+        service.request_stop()
+
+    assert run_in_main_thread(service, driver) == 0
     assert {s: signal.getsignal(s) for s in before} == before
 
 

@@ -10,6 +10,7 @@ import os
 import sqlite3
 import stat
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 import pytest
 
@@ -302,9 +303,17 @@ def history(tmp_path: Path, planned: tuple[Plan, Snapshot]) -> sqlite3.Connectio
     return connection
 
 
+class _Filters(TypedDict, total=False):
+    table: str
+    since: float
+    account: str
+    job: str
+    pool: str
+
+
 def test_query_filters(history: sqlite3.Connection) -> None:
-    def count(**kw: object) -> int:
-        return len(query_history(history, AuditQuery(**kw)))  # type: ignore[arg-type]
+    def count(**kw: Unpack[_Filters]) -> int:
+        return len(query_history(history, AuditQuery(**kw)))
 
     assert count() == 18
     assert count(since=NOW - 3 * DAY) == 12

@@ -20,8 +20,10 @@ import subprocess
 import sys
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -33,6 +35,7 @@ from slurm_drf.policy.plan import compute_plan, plan_order_pairs
 
 HERE = Path(__file__).resolve().parent
 RESOURCES = ("cpu", "mem", "gres/gpu")
+T = TypeVar("T")
 
 
 def build_snapshot(pending: int, running: int, accounts: int, nodes: int, seed: int) -> dict[str, object]:
@@ -85,10 +88,10 @@ def build_snapshot(pending: int, running: int, accounts: int, nodes: int, seed: 
     }
 
 
-def timed(func, repeat: int = 3):  # type: ignore[no-untyped-def]
+def timed(func: Callable[[], T], repeat: int = 3) -> tuple[float, T]:
+    """Best wall time of `func` over `repeat` runs (at least one), and its last result."""
     best = float("inf")
-    result = None
-    for _ in range(repeat):
+    for _ in range(max(repeat, 1)):
         start = time.perf_counter()
         result = func()
         best = min(best, time.perf_counter() - start)

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from polling import wait_for
+
+from tests.polling import wait_for
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE.parents[1] / "scripts" / "slurm-sandbox"
@@ -70,7 +71,7 @@ def number(value: Any) -> Any:
 
 def job_state(job: dict[str, Any]) -> str:
     """``job_state`` is a string in 22.05 and a list from 23.11 on."""
-    state = job["job_state"]
+    state: str | list[str] = job["job_state"]
     return state[0] if isinstance(state, list) else state
 
 

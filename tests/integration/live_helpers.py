@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from polling import wait_for
+from tests.polling import wait_for
 
 if TYPE_CHECKING:
     from conftest import SlurmSandbox

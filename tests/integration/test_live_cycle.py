@@ -23,7 +23,6 @@ from live_helpers import (
     queue,
     start_slurmctld,
     stop_slurmctld,
-    wait_for,
     write_config,
 )
 
@@ -33,6 +32,7 @@ from slurm_drf.cycle.run import run_cycle
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.model.types import Snapshot
 from slurm_drf.slurm.cli_source import CliSource
+from tests.polling import wait_for
 
 if TYPE_CHECKING:
     from conftest import SlurmSandbox

@@ -22,10 +22,11 @@ from live_helpers import (
     priority_order,
     queue,
     sprio,
-    wait_for,
     wait_in_sprio,
     write_config,
 )
+
+from tests.polling import wait_for
 
 if TYPE_CHECKING:
     from conftest import SlurmSandbox

@@ -20,7 +20,6 @@ own (docs/sandbox.md, isolated run).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -37,25 +36,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from slurm_drf.cli.trail import add_observe_parsers
-from slurm_drf.config.load import load_config
 from slurm_drf.config.settings import Config
-from slurm_drf.cycle.run import CycleReport, run_cycle
+from slurm_drf.cycle.run import CycleObserver, CycleReport, run_cycle
 from slurm_drf.cycle.store import StateStore
-from slurm_drf.model.snapshot_file import SnapshotFileSource
-from slurm_drf.policy.plan import compute_plan
 from slurm_drf.slurm.cli_source import CliSource
 from slurm_drf.slurm.write import ScontrolWriter
 from slurm_drf.trail.history import AuditQuery, AuditRecorder, history_path, open_history_readonly, query_history
 from slurm_drf.trail.metrics import MetricsRecorder
 from slurm_drf.trail.share_report import RESOURCE_COLOURS, TABLE_HEADER_COLOUR, render_report
+from tests.helpers import SampleKey, load_report_plan, parse_samples, run_observe_verb
 
 if TYPE_CHECKING:
     from conftest import SlurmSandbox
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "report"
 CAPACITY = {"cpu": 64, "mem": 512000, "gres/gpu": 8}
 TEAMS = ("gputeam", "memteam", "cputeam", "newteam")
 
@@ -96,15 +90,15 @@ def decode_png(data: bytes) -> npt.NDArray[np.uint8]:
     out = np.zeros((height, stride), dtype=np.uint8)
     previous = np.zeros(stride, dtype=np.uint8)
     for y in range(height):
-        kind, line = int(raw[y, 0]), raw[y, 1:]
-        if kind == 0:  # None
+        filter_kind, line = int(raw[y, 0]), raw[y, 1:]
+        if filter_kind == 0:  # None
             row = line.copy()
-        elif kind == 1:  # Sub: a running sum per channel
+        elif filter_kind == 1:  # Sub: a running sum per channel
             row = (np.cumsum(line.reshape(-1, bpp).astype(np.uint32), axis=0) % 256).astype(np.uint8).reshape(-1)
-        elif kind == 2:  # Up
+        elif filter_kind == 2:  # Up
             row = line + previous
         else:  # Average, Paeth: sequential
-            row = _unfilter_slow(line, previous, bpp, kind)
+            row = _unfilter_slow(line, previous, bpp, filter_kind)
         out[y] = row
         previous = row
     return out.reshape(height, width, bpp)[:, :, :3]
@@ -155,8 +149,7 @@ def _longest_run(mask: npt.NDArray[np.bool_]) -> int:
 def screenshot(tmp_path_factory: pytest.TempPathFactory) -> npt.NDArray[np.uint8]:
     chromium = _chromium()
     directory = tmp_path_factory.mktemp("html")
-    config = load_config(FIXTURES / "config.yaml")
-    plan = compute_plan(SnapshotFileSource(FIXTURES / "snapshot.json").fetch_snapshot(), config)
+    plan, _ = load_report_plan()
     page = directory / "report.html"
     page.write_text(render_report(plan, "html"))
     png = directory / "report.png"
@@ -266,7 +259,7 @@ def _nice(slurm: SlurmSandbox) -> dict[str, int]:
     return {job: int(nice) for job, nice in (line.split() for line in out.splitlines())}
 
 
-def _cycle(config: Config, observers: list[Any]) -> CycleReport:
+def _cycle(config: Config, observers: list[CycleObserver]) -> CycleReport:
     report = run_cycle(CliSource(), ScontrolWriter(), config, StateStore(config.state_dir))
     for observer in observers:
         observer.on_cycle(report)
@@ -325,14 +318,9 @@ def test_history_holds_every_value_slurm_received(
         assert write["mode"] == "nice" and write["level"] is not None
 
 
-def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+def _scrape(port: int) -> dict[SampleKey, float]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
-        text = response.read().decode()
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return out
+        return parse_samples(response.read().decode())
 
 
 def _mib(text: str) -> int:
@@ -397,25 +385,18 @@ def test_metrics_scraped_during_a_live_run_agree_with_the_plan(
         assert samples[("slurm_drf_pending_jobs", key)] == account.pending_jobs
     assert sum(1 for name, _ in samples if name == "slurm_drf_weighted_share") == len(plan.accounts)
     # And with Slurm itself: one pool holds the whole node.
-    for account, share in _shares_from_squeue(slurm).items():
-        assert samples[("slurm_drf_dominant_share", (("account", account), ("pool", "default")))] == pytest.approx(
+    for owner, share in _shares_from_squeue(slurm).items():
+        assert samples[("slurm_drf_dominant_share", (("account", owner), ("pool", "default")))] == pytest.approx(
             share, rel=1e-12
         )
+    owners = {str(job["job_id"]): job["account"] for job in slurm.squeue_json()}
     for team in TEAMS:
-        pending = sum(1 for job in scene["pending"] if slurm.job(job)["account"] == team)  # type: ignore[index]
+        pending = sum(1 for job in scene["pending"] if owners[job] == team)
         assert samples[("slurm_drf_pending_jobs", (("account", team), ("pool", "default")))] >= pending
     written = sum(len(r.result.applied) for r in reports if r.result is not None)
     assert samples[("slurm_drf_writes_total", (("outcome", "applied"),))] == written >= len(scene["pending"])
     assert samples[("slurm_drf_slurm_read_seconds_count", ())] == 4
     assert time.time() - samples[("slurm_drf_last_success_timestamp_seconds", ())] < 60
-
-
-def _run(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="slurm-drf")
-    add_observe_parsers(parser.add_subparsers(dest="verb", required=True))
-    args = parser.parse_args(argv)
-    result: int = args.func(args)
-    return result
 
 
 def test_report_and_explain_read_the_live_cluster(
@@ -425,27 +406,27 @@ def test_report_and_explain_read_the_live_cluster(
     state_dir = tmp_path / "state"
     config_file.write_text(f"backend: cli\nstate_dir: {state_dir}\n")
     config_file.chmod(0o600)
-    assert _run(["report", "--config", str(config_file), "--format", "json"]) == 0
+    assert run_observe_verb(["report", "--config", str(config_file), "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     (pool,) = data["pools"]
     assert pool["capacity"] == CAPACITY
     accounts = {a["account"]: a for a in pool["accounts"]}
     for account, share in _shares_from_squeue(slurm).items():
         assert accounts[account]["dominant_share"] == pytest.approx(share, rel=1e-12)
-    running = {}
-    for job in slurm.squeue_json():
-        if slurm.job_state(job) == "RUNNING":
-            running[job["account"]] = running.get(job["account"], 0) + 1
+    running: dict[str, int] = {}
+    for squeue_job in slurm.squeue_json():
+        if slurm.job_state(squeue_job) == "RUNNING":
+            running[squeue_job["account"]] = running.get(squeue_job["account"], 0) + 1
     assert {a: v["running_jobs"] for a, v in accounts.items() if v["running_jobs"]} == running
 
     # After a cycle has written, explain says Slurm has the value and nothing is to do.
     _cycle(_config(tmp_path), [])
     job = scene["pending"][-1]
-    assert _run(["explain", job, "--config", str(config_file), "--format", "json"]) == 0
+    assert run_observe_verb(["explain", job, "--config", str(config_file), "--format", "json"]) == 0
     explained = json.loads(capsys.readouterr().out)
     assert explained["status"] == "ordered" and explained["account"] == "newteam"
     assert explained["current"] == explained["value"] == _nice(slurm)[job]
     assert explained["action"] == "keep"
     assert explained["ahead_total"] == explained["order"]
-    assert _run(["explain", scene["running"][0], "--config", str(config_file)]) == 0
+    assert run_observe_verb(["explain", scene["running"][0], "--config", str(config_file)]) == 0
     assert "running jobs are not ordered" in capsys.readouterr().out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Mapping, Sequence
 
-from slurm_drf.model.types import Job, Node, Snapshot, freeze_tres
+from slurm_drf.model.types import EMPTY_TRES, Job, Node, Snapshot, freeze_tres
 
 _ids = itertools.count(1)
 
@@ -47,5 +47,20 @@ def _names(tres: Mapping[str, int]) -> dict[str, int]:
     return {("gres/gpu" if k == "gpu" else k): v for k, v in tres.items()}
 
 
-def snapshot(nodes: Sequence[Node], jobs: Sequence[Job], **kw: object) -> Snapshot:
-    return Snapshot("test", "2026-11-30T00:00:00Z", tuple(nodes), tuple(jobs), **kw)  # type: ignore[arg-type]
+def snapshot(
+    nodes: Sequence[Node],
+    jobs: Sequence[Job],
+    *,
+    slurm_version: str | None = None,
+    priority_weights: Mapping[str, int] = EMPTY_TRES,
+    priority_type: str | None = None,
+) -> Snapshot:
+    return Snapshot(
+        "test",
+        "2026-11-30T00:00:00Z",
+        tuple(nodes),
+        tuple(jobs),
+        slurm_version=slurm_version,
+        priority_weights=priority_weights,
+        priority_type=priority_type,
+    )

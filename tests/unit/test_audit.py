@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import csv
 import io
 import json
@@ -11,17 +10,14 @@ import os
 import sqlite3
 import stat
 from pathlib import Path
+from typing import TypedDict, Unpack
 
 import pytest
 
-from slurm_drf.cli.trail import add_observe_parsers
-from slurm_drf.config.load import load_config
 from slurm_drf.cycle.run import CycleReport
 from slurm_drf.errors import ConfigError, InputError, SlurmReadError, StateError
-from slurm_drf.model.snapshot_file import SnapshotFileSource
 from slurm_drf.model.types import Snapshot
-from slurm_drf.policy.plan import Plan, compute_plan
-from slurm_drf.slurm.write import Write, WriteResult
+from slurm_drf.policy.plan import Plan
 from slurm_drf.trail.history import (
     HISTORY_FILE,
     MIGRATIONS,
@@ -38,26 +34,16 @@ from slurm_drf.trail.history import (
     record_cycle,
     render_audit,
 )
+from tests.helpers import build_cycle_report, run_observe_verb
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "report"
 DAY = 86400.0
 NOW = 1_796_000_000.0  # 2026-11-30T...
 
 
-@pytest.fixture(scope="module")
-def planned() -> tuple[Plan, Snapshot]:
-    config = load_config(FIXTURES / "config.yaml")
-    snapshot = SnapshotFileSource(FIXTURES / "snapshot.json").fetch_snapshot()
-    return compute_plan(snapshot, config), snapshot
-
-
 def _report(plan: Plan, snapshot: Snapshot, *, dry_run: bool = False) -> CycleReport:
-    writes = tuple(Write(j.job_id, plan.mode, j.value) for j in plan.jobs if j.action == "set" and j.value)
-    # 203 and 201 land, 204 ended meanwhile, 202 is refused.
-    result = (
-        None if dry_run else WriteResult(("203", "201", "207", "205"), ("204",), {"202": "Access/permission denied"})
+    return build_cycle_report(
+        plan, snapshot, refusal="Access/permission denied", read_seconds=0.25, seconds=0.5, deferred=0, dry_run=dry_run
     )
-    return CycleReport(plan, snapshot, writes, result, 0.25, 0.5, 0, dry_run)
 
 
 # --- schema ---------------------------------------------------------------------------------
@@ -317,9 +303,17 @@ def history(tmp_path: Path, planned: tuple[Plan, Snapshot]) -> sqlite3.Connectio
     return connection
 
 
+class _Filters(TypedDict, total=False):
+    table: str
+    since: float
+    account: str
+    job: str
+    pool: str
+
+
 def test_query_filters(history: sqlite3.Connection) -> None:
-    def count(**kw: object) -> int:
-        return len(query_history(history, AuditQuery(**kw)))  # type: ignore[arg-type]
+    def count(**kw: Unpack[_Filters]) -> int:
+        return len(query_history(history, AuditQuery(**kw)))
 
     assert count() == 18
     assert count(since=NOW - 3 * DAY) == 12
@@ -383,14 +377,6 @@ def test_renderings_agree(history: sqlite3.Connection) -> None:
 # --- the verb -------------------------------------------------------------------------------
 
 
-def _run(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="slurm-drf")
-    add_observe_parsers(parser.add_subparsers(dest="verb", required=True))
-    args = parser.parse_args(argv)
-    result: int = args.func(args)
-    return result
-
-
 def test_audit_verb_reads_a_closed_database(
     tmp_path: Path, planned: tuple[Plan, Snapshot], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -398,11 +384,13 @@ def test_audit_verb_reads_a_closed_database(
     AuditRecorder(tmp_path, 90).on_cycle(_report(plan, snapshot))
     # Closed cleanly: no -wal / -shm files; a read-only open must still work.
     assert sorted(p.name for p in tmp_path.iterdir()) == [HISTORY_FILE]
-    assert _run(["audit", "--state-dir", str(tmp_path), "--account", "physics", "--format", "json"]) == 0
+    assert run_observe_verb(["audit", "--state-dir", str(tmp_path), "--account", "physics", "--format", "json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert {r["job"] for r in rows} == {"201", "204"}
     assert (
-        _run(["audit", "shares", "--state-dir", str(tmp_path), "--pool", "cpu", "--format", "csv", "--since", "1d"])
+        run_observe_verb(
+            ["audit", "shares", "--state-dir", str(tmp_path), "--pool", "cpu", "--format", "csv", "--since", "1d"]
+        )
         == 0
     )
     assert [r["account"] for r in csv.DictReader(io.StringIO(capsys.readouterr().out))] == [
@@ -417,6 +405,6 @@ def test_audit_verb_reads_a_closed_database(
 
 def test_audit_verb_errors(tmp_path: Path) -> None:
     with pytest.raises(StateError, match="no history yet"):
-        _run(["audit", "--state-dir", str(tmp_path)])
+        run_observe_verb(["audit", "--state-dir", str(tmp_path)])
     with pytest.raises(InputError, match="--since"):
-        _run(["audit", "--state-dir", str(tmp_path), "--since", "soon"])
+        run_observe_verb(["audit", "--state-dir", str(tmp_path), "--since", "soon"])

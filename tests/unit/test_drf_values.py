@@ -11,14 +11,14 @@ import pytest
 from builders import job, node, snapshot
 
 from slurm_drf.config.settings import NICE_LIMIT, Config, PoolConfig
-from slurm_drf.policy.plan import compute_plan
+from slurm_drf.policy.plan import JobPlan, Plan, compute_plan
 from slurm_drf.policy.state import JobMemory, PolicyState
 from slurm_drf.policy.values import map_values, mode_values
 
 RESOURCES = ("cpu", "mem", "gres/gpu")
 
 
-def ordered(plan):  # type: ignore[no-untyped-def]
+def ordered(plan: Plan) -> list[JobPlan]:
     return sorted((j for j in plan.jobs if j.order is not None), key=lambda j: (j.pool, j.order))
 
 
@@ -148,7 +148,7 @@ def test_user_nice_is_kept_and_a_second_plan_writes_nothing() -> None:
     # Slurm now shows our values; the daemon remembers the users' own nice.
     memory = {j.job_id: JobMemory(j.user_nice, j.value, "nice") for j in first.jobs if j.value is not None}
     applied = snapshot(
-        [node(cpu=10)], [replace(j, nice=by_id[j.job_id].value) if j.job_id in by_id else j for j in jobs]
+        [node(cpu=10)], [replace(j, nice=memory[j.job_id].written) if j.job_id in memory else j for j in jobs]
     )
     second = compute_plan(applied, config, replace(first.state, jobs=MappingProxyType(memory)))
     assert [(j.job_id, j.action, j.user_nice) for j in ordered(second)] == [("11", "keep", 0), ("10", "keep", 50)]
@@ -168,7 +168,7 @@ def test_site_factor_current_value_comes_from_memory() -> None:
     assert first.jobs[0].current is None and first.jobs[0].action == "set"
     value = first.jobs[0].value
     assert value == NICE_LIMIT  # level 0: the strongest boost
-    memory = MappingProxyType({"10": JobMemory(0, value, "site_factor")})  # type: ignore[arg-type]
+    memory = MappingProxyType({"10": JobMemory(0, value, "site_factor")})
     second = compute_plan(snap, config, replace(first.state, jobs=memory))
     assert second.jobs[0].action == "keep"
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from fractions import Fraction
-from pathlib import Path
 from types import MappingProxyType
 
 import pytest
@@ -11,27 +10,20 @@ from builders import job, node, snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_drf.config.load import load_config
 from slurm_drf.config.settings import Config, PoolConfig
 from slurm_drf.errors import InputError
-from slurm_drf.model.snapshot_file import SnapshotFileSource
+from slurm_drf.model.types import Snapshot
 from slurm_drf.policy.plan import compute_plan
 from slurm_drf.policy.state import PolicyState, running_fingerprint
 from slurm_drf.trail.explain import explain_job, render_explanation_json, render_explanation_text
+from tests.helpers import load_report_plan
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "report"
 CONFIG = Config(resources=("cpu", "mem"))
 
 
-def _fixture() -> tuple[object, object]:
-    config = load_config(FIXTURES / "config.yaml")
-    snap = SnapshotFileSource(FIXTURES / "snapshot.json").fetch_snapshot()
-    return compute_plan(snap, config), snap
-
-
 def test_ordered_job_in_the_fixture() -> None:
-    plan, snap = _fixture()
-    e = explain_job(plan, snap, "204")  # type: ignore[arg-type]
+    plan, snap = load_report_plan()
+    e = explain_job(plan, snap, "204")
     assert (e.status, e.account, e.pool, e.order, e.pool_jobs) == ("ordered", "physics", "gpu", 2, 4)
     # Level over running usage (24 cpu, 147456 mem, 6 gpu) plus job 201 (8, 65536, 2), weight 2.
     assert dict(e.usage_before) == {"cpu": 32, "mem": 212992, "gres/gpu": 8}
@@ -43,7 +35,7 @@ def test_ordered_job_in_the_fixture() -> None:
         ("physics", 1): {"own_queue": 1},
     }
     assert (e.ahead_total, e.behind, e.tie) == (2, 1, False)
-    assert e.value == plan.jobs[2].value  # type: ignore[attr-defined]
+    assert e.value == plan.jobs[2].value
     assert (e.current, e.action) == (0, "set")
     text = render_explanation_text(e)
     assert "place 2 of 4" in text and "1 lower level" in text and "no tie" in text
@@ -51,8 +43,8 @@ def test_ordered_job_in_the_fixture() -> None:
 
 
 def test_array_task_finds_its_record_and_counts_all_tasks() -> None:
-    plan, snap = _fixture()
-    e = explain_job(plan, snap, "203_2")  # type: ignore[arg-type]
+    plan, snap = load_report_plan()
+    e = explain_job(plan, snap, "203_2")
     assert (e.job_id, e.array_tasks, e.order) == ("203", 4, 0)
     assert dict(e.demand) == {"cpu": 16, "mem": 32768, "gres/gpu": 4}
 
@@ -62,8 +54,8 @@ def test_array_task_finds_its_record_and_counts_all_tasks() -> None:
     [("206", "skipped", "held"), ("208", "skipped", "partition not managed"), ("101", "running", None)],
 )
 def test_jobs_the_plan_does_not_order(job_id: str, status: str, reason: str | None) -> None:
-    plan, snap = _fixture()
-    e = explain_job(plan, snap, job_id)  # type: ignore[arg-type]
+    plan, snap = load_report_plan()
+    e = explain_job(plan, snap, job_id)
     assert (e.status, e.reason, e.order) == (status, reason, None)
     if status == "running":
         assert e.pool == "gpu" and e.account_share is not None and e.account_share.running_jobs == 2
@@ -74,12 +66,12 @@ def test_jobs_the_plan_does_not_order(job_id: str, status: str, reason: str | No
 
 
 def test_unknown_job_is_an_input_error() -> None:
-    plan, snap = _fixture()
+    plan, snap = load_report_plan()
     with pytest.raises(InputError, match="job 999: not in the queue"):
-        explain_job(plan, snap, "999")  # type: ignore[arg-type]
+        explain_job(plan, snap, "999")
 
 
-def _tied_cluster() -> object:
+def _tied_cluster() -> Snapshot:
     nodes = [node("n1", cpu=100, mem=1000)]
     jobs = [
         job("a", "RUNNING", job_id="1", cpu=10, mem=100),
@@ -99,11 +91,11 @@ def test_tie_decided_by_tie_wins() -> None:
     snap = _tied_cluster()
     fingerprint = running_fingerprint(["1", "2", "3"])
     state = PolicyState(epoch=7, fingerprint=fingerprint, tie_wins=MappingProxyType({"a": 3.0}))
-    plan = compute_plan(snap, CONFIG, state)  # type: ignore[arg-type]
+    plan = compute_plan(snap, CONFIG, state)
     order = [j.job_id for j in plan.jobs if j.order is not None]
     # c's share vector (0.1, 0) beats (0.1, 0.1); b has fewer tie wins than a.
     assert order[:3] == ["31", "21", "11"]
-    e = explain_job(plan, snap, "11")  # type: ignore[arg-type]
+    e = explain_job(plan, snap, "11")
     assert e.tie and e.tie_replayed and e.tie_detail is not None
     assert {a.account: dict(a.reasons) for a in e.ahead} == {"c": {"share_vector": 1}, "b": {"tie_wins": 1}}
     assert sorted(e.tie_detail.accounts) == ["a", "b"]
@@ -115,16 +107,16 @@ def test_tie_decided_by_tie_wins() -> None:
 
 def test_tie_decided_by_rotation() -> None:
     snap = _tied_cluster()
-    plan = compute_plan(snap, CONFIG)  # type: ignore[arg-type]
+    plan = compute_plan(snap, CONFIG)
     ordered = [j for j in plan.jobs if j.order is not None]
     first, second = ordered[1], ordered[2]
     assert {first.job_id, second.job_id} == {"11", "21"}
-    e = explain_job(plan, snap, second.job_id)  # type: ignore[arg-type]
+    e = explain_job(plan, snap, second.job_id)
     assert {a.account: dict(a.reasons) for a in e.ahead}[first.account] == {"rotation": 1}
     assert e.tie_detail is not None
     assert e.tie_detail.rotation_rank[first.account] == 1
     # The winner now has one tie win: the next tie (the second jobs) goes to the other account.
-    later = explain_job(plan, snap, "12" if first.account == "a" else "22")  # type: ignore[arg-type]
+    later = explain_job(plan, snap, "12" if first.account == "a" else "22")
     assert {a.account: dict(a.reasons) for a in later.ahead} == {
         first.account: {"own_queue": 1},
         second.account: {"lower_level": 1, "tie_wins": 1},
@@ -134,7 +126,7 @@ def test_tie_decided_by_rotation() -> None:
 
 
 @st.composite
-def _clusters(draw: st.DrawFn) -> tuple[object, Config, PolicyState]:
+def _clusters(draw: st.DrawFn) -> tuple[Snapshot, Config, PolicyState]:
     accounts = draw(st.lists(st.sampled_from("abcde"), min_size=2, max_size=5, unique=True))
     jobs = []
     number = 100
@@ -178,13 +170,13 @@ def _clusters(draw: st.DrawFn) -> tuple[object, Config, PolicyState]:
 
 @settings(max_examples=150, deadline=None)
 @given(_clusters())
-def test_reasons_account_for_every_job_ahead(case: tuple[object, Config, PolicyState]) -> None:
+def test_reasons_account_for_every_job_ahead(case: tuple[Snapshot, Config, PolicyState]) -> None:
     snap, config, state = case
-    plan = compute_plan(snap, config, state)  # type: ignore[arg-type]
+    plan = compute_plan(snap, config, state)
     for planned in plan.jobs:
         if planned.order is None:
             continue
-        e = explain_job(plan, snap, planned.job_id)  # type: ignore[arg-type]
+        e = explain_job(plan, snap, planned.job_id)
         # The replay of the ties reproduces the engine's order (wins carried across pools).
         assert e.tie_replayed
         assert e.ahead_total == planned.order

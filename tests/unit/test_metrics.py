@@ -11,46 +11,28 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from slurm_drf.config.load import load_config
 from slurm_drf.config.settings import Config
 from slurm_drf.cycle.run import CycleReport
 from slurm_drf.errors import ConfigError, SlurmReadError, SlurmWriteError
-from slurm_drf.model.snapshot_file import SnapshotFileSource
 from slurm_drf.model.types import Snapshot
-from slurm_drf.policy.plan import Plan, compute_plan
-from slurm_drf.slurm.write import Write, WriteResult
+from slurm_drf.policy.plan import Plan
 from slurm_drf.trail.history import AuditRecorder
 from slurm_drf.trail.metrics import MetricsRecorder, parse_address
 from slurm_drf.trail.observers import LATEST_HTML, LATEST_JSON, ReportWriter, build_observers, close_observers
 from slurm_drf.trail.plan_output import render_plan_json
 from slurm_drf.trail.share_report import build_report, render_report_html
+from tests.helpers import SampleKey, build_cycle_report, parse_samples
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "report"
 BOUNDED_LABELS = {"pool", "account", "resource", "outcome", "kind", "le"}
 
 
-@pytest.fixture(scope="module")
-def planned() -> tuple[Plan, Snapshot]:
-    config = load_config(FIXTURES / "config.yaml")
-    snapshot = SnapshotFileSource(FIXTURES / "snapshot.json").fetch_snapshot()
-    return compute_plan(snapshot, config), snapshot
-
-
 def _report(plan: Plan, snapshot: Snapshot, *, dry_run: bool = False, seconds: float = 0.5) -> CycleReport:
-    writes = tuple(Write(j.job_id, plan.mode, j.value) for j in plan.jobs if j.action == "set" and j.value)
-    result = None if dry_run else WriteResult(("203", "201", "207", "205"), ("204",), {"202": "denied"})
-    return CycleReport(plan, snapshot, writes, result, 0.2, seconds, 3, dry_run)
+    return build_cycle_report(
+        plan, snapshot, refusal="denied", read_seconds=0.2, seconds=seconds, deferred=3, dry_run=dry_run
+    )
 
 
-def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    out = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            out[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-    return out
-
-
-def _value(samples: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str) -> float:
+def _value(samples: dict[SampleKey, float], name: str, **labels: str) -> float:
     return samples[(name, tuple(sorted(labels.items())))]
 
 
@@ -58,7 +40,7 @@ def test_metrics_agree_with_the_plan(planned: tuple[Plan, Snapshot]) -> None:
     plan, snapshot = planned
     recorder = MetricsRecorder(clock=lambda: 1_796_000_000.0)
     recorder.on_cycle(_report(plan, snapshot))
-    samples = _samples(recorder.render().decode())
+    samples = parse_samples(recorder.render().decode())
     for a in plan.accounts:
         key = {"pool": a.pool, "account": a.account}
         assert _value(samples, "slurm_drf_dominant_share", **key) == a.dominant_share
@@ -107,7 +89,7 @@ def test_gone_accounts_leave_the_gauges(planned: tuple[Plan, Snapshot]) -> None:
     recorder.on_cycle(_report(plan, snapshot))
     fewer = replace(plan, accounts=tuple(a for a in plan.accounts if a.account != "chemistry"))
     recorder.on_cycle(_report(fewer, snapshot))
-    samples = _samples(recorder.render().decode())
+    samples = parse_samples(recorder.render().decode())
     accounts = {dict(labels).get("account") for name, labels in samples if name.startswith("slurm_drf_")}
     assert "chemistry" not in accounts
     assert {"physics", "newteam", "biology", "r&d"} <= accounts
@@ -123,7 +105,7 @@ def test_dry_run_counts_no_writes_and_errors_count_by_kind(planned: tuple[Plan, 
     recorder.on_error(SlurmReadError("squeue: timed out"))
     recorder.on_error(SlurmReadError("squeue: timed out"))
     recorder.on_error(KeyError("x"))
-    samples = _samples(recorder.render().decode())
+    samples = parse_samples(recorder.render().decode())
     assert _value(samples, "slurm_drf_writes_total", outcome="applied") == 0
     assert _value(samples, "slurm_drf_dry_run") == 1
     assert _value(samples, "slurm_drf_errors_total", kind="slurm_read") == 2
@@ -140,7 +122,7 @@ def test_metrics_over_http(planned: tuple[Plan, Snapshot]) -> None:
         recorder.on_cycle(_report(plan, snapshot))
         with urllib.request.urlopen(f"http://127.0.0.1:{recorder.port}/metrics", timeout=10) as response:
             text = response.read().decode()
-        samples = _samples(text)
+        samples = parse_samples(text)
         for a in plan.accounts:
             assert _value(samples, "slurm_drf_weighted_share", pool=a.pool, account=a.account) == a.weighted_share
         # Only our registry: no process or platform collectors of other code.
@@ -167,10 +149,10 @@ def test_textfile_is_written_atomically(tmp_path: Path, planned: tuple[Plan, Sna
     recorder = MetricsRecorder(textfile=str(target))
     recorder.on_cycle(_report(plan, snapshot))
     assert os.listdir(tmp_path) == ["slurm_drf.prom"]
-    samples = _samples(target.read_text())
+    samples = parse_samples(target.read_text())
     assert _value(samples, "slurm_drf_cycles_total") == 1
     recorder.on_error(SlurmReadError("x"))
-    assert _value(_samples(target.read_text()), "slurm_drf_errors_total", kind="slurm_read") == 1
+    assert _value(parse_samples(target.read_text()), "slurm_drf_errors_total", kind="slurm_read") == 1
     assert oct(target.stat().st_mode & 0o777) == "0o644"
 
 

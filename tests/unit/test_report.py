@@ -19,9 +19,7 @@ from typing import Any
 import pytest
 
 from slurm_drf.cli.trail import use_color
-from slurm_drf.config.load import load_config
-from slurm_drf.model.snapshot_file import SnapshotFileSource
-from slurm_drf.policy.plan import Plan, compute_plan
+from slurm_drf.policy.plan import Plan
 from slurm_drf.trail.plan_output import ordered_job_count, render_plan_json, render_plan_table
 from slurm_drf.trail.share_report import (
     RESOURCE_COLOURS,
@@ -32,6 +30,7 @@ from slurm_drf.trail.share_report import (
     render_report_table,
 )
 from slurm_drf.trail.text import format_weight, render_table
+from tests.helpers import load_report_plan, run_observe_verb
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "report"
 RESOURCES = ("cpu", "mem", "gres/gpu")
@@ -78,9 +77,7 @@ EXPECTED = _expected()
 
 @pytest.fixture(scope="module")
 def plan() -> Plan:
-    config = load_config(FIXTURES / "config.yaml")
-    snapshot = SnapshotFileSource(FIXTURES / "snapshot.json").fetch_snapshot()
-    return compute_plan(snapshot, config)
+    return load_report_plan()[0]
 
 
 def test_expected_rows_are_consistent() -> None:
@@ -455,22 +452,10 @@ def test_plan_table_and_render_table_unchanged(plan: Plan) -> None:
 # --- the verb -------------------------------------------------------------------------------
 
 
-def _run(argv: list[str]) -> int:
-    import argparse
-
-    from slurm_drf.cli.trail import add_observe_parsers
-
-    parser = argparse.ArgumentParser(prog="slurm-drf")
-    add_observe_parsers(parser.add_subparsers(dest="verb", required=True))
-    args = parser.parse_args(argv)
-    result: int = args.func(args)
-    return result
-
-
 @pytest.mark.parametrize("fmt", ["table", "json", "csv", "markdown", "html"])
 def test_report_verb_writes_the_file(tmp_path: Path, fmt: str, plan: Plan) -> None:
     out = tmp_path / f"report.{fmt}"
-    code = _run(
+    code = run_observe_verb(
         [
             "report",
             "--snapshot",
@@ -493,6 +478,9 @@ def test_report_verb_writes_the_file(tmp_path: Path, fmt: str, plan: Plan) -> No
 
 def test_report_verb_prints_without_colour_off_a_terminal(capsys: pytest.CaptureFixture[str], plan: Plan) -> None:
     assert (
-        _run(["report", "--snapshot", str(FIXTURES / "snapshot.json"), "--config", str(FIXTURES / "config.yaml")]) == 0
+        run_observe_verb(
+            ["report", "--snapshot", str(FIXTURES / "snapshot.json"), "--config", str(FIXTURES / "config.yaml")]
+        )
+        == 0
     )
     assert capsys.readouterr().out == render_report(plan, "table")

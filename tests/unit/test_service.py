@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from builders import job, node, snapshot
@@ -37,8 +37,10 @@ from slurm_drf.model.types import Snapshot
 from slurm_drf.service.loop import ERROR_DELAYS, Service, compute_error_delay
 from slurm_drf.service.notify import Notifier, parse_notify_address, parse_watchdog_seconds
 from slurm_drf.slurm.write import Write, WriteResult
+from tests import polling
 
 TIMEOUT = 20.0
+T = TypeVar("T")
 
 
 # ---------------------------------------------------------------------------
@@ -153,15 +155,8 @@ def write_config(path: Path, text: str, mode: int = 0o644) -> Path:
     return path
 
 
-def wait_for(predicate: Callable[[], Any], what: str, timeout: float = TIMEOUT) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.01)
+def wait_for(predicate: Callable[[], T | None], what: str, timeout: float = TIMEOUT) -> T:
+    return polling.wait_for(predicate, timeout, what, interval=0.01)
 
 
 def run_in_main_thread(service: Service, driver: Callable[[], None]) -> int:
@@ -327,9 +322,12 @@ def test_sigint_stops_like_sigterm(tmp_path: Path) -> None:
 def test_signal_handlers_are_restored(tmp_path: Path) -> None:
     before = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
     service = make_service(tmp_path, FakeSource())
-    assert (
-        run_in_main_thread(service, lambda: (wait_for(lambda: service.cycles, "a cycle"), service.request_stop())) == 0
-    )
+
+    def driver() -> None:
+        wait_for(lambda: service.cycles, "a cycle")
+        service.request_stop()
+
+    assert run_in_main_thread(service, driver) == 0
     assert {s: signal.getsignal(s) for s in before} == before
 
 

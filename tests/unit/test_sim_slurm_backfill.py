@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_sim import check_invariants
 
 from slurm_drf.sim.engine import SimOptions, simulate
 from slurm_drf.sim.policies import POLICIES, build_policy
 from slurm_drf.sim.scenarios import build_scenario
 from slurm_drf.sim.workload import NodeType, SimulationError, Workload, WorkloadJob
-from tests.unit.test_sim import check_invariants
 
 
 def job(name: str, submit: float, cpu: int, duration: float) -> WorkloadJob:

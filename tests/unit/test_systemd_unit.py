@@ -46,9 +46,15 @@ def unit_copy(tmp_path: Path) -> Path:
     return copy
 
 
+class _UnitParser(configparser.ConfigParser):
+    """Keeps the case of the keys (systemd's are case-sensitive)."""
+
+    def optionxform(self, optionstr: str) -> str:
+        return optionstr
+
+
 def parse_unit() -> dict[str, dict[str, str]]:
-    parser = configparser.ConfigParser(strict=False, interpolation=None, delimiters=("=",))
-    parser.optionxform = str  # type: ignore[assignment,method-assign]
+    parser = _UnitParser(strict=False, interpolation=None, delimiters=("=",))
     parser.read_string(UNIT.read_text(encoding="utf-8"))
     return {section: dict(parser[section]) for section in parser.sections()}
 

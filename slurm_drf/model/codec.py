@@ -286,6 +286,8 @@ def render_snapshot(snapshot: Snapshot) -> dict[str, Any]:
     }
     if snapshot.slurm_version is not None:
         out["slurm_version"] = snapshot.slurm_version
+    if snapshot.priority_type is not None:
+        out["priority_type"] = snapshot.priority_type
     if snapshot.priority_weights:
         out["priority_weights"] = dict(snapshot.priority_weights)
     out["nodes"] = [

@@ -126,7 +126,7 @@ class CliSource:
         self._runner = runner
         self._env = build_command_env(os.environ if environ is None else environ)
         self._clock = clock
-        #: PriorityType from the last fetch (the Snapshot has no field for it).
+        #: PriorityType from the last fetch (also in the Snapshot it returned).
         self.priority_type: str | None = None
 
     def _run(self, argv: Sequence[str]) -> str:

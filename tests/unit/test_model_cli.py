@@ -81,6 +81,20 @@ def test_snapshot_round_trip_keeps_every_field() -> None:
     assert snapshot.nodes[0].tres["gres/gpu"] == 8
 
 
+def test_snapshot_round_trip_keeps_the_top_level_keys() -> None:
+    data = {
+        **good_snapshot(),
+        "slurm_version": "22.05.8",
+        "priority_type": "priority/multifactor",
+        "priority_weights": {"PriorityWeightAge": 1000},
+    }
+    snapshot = parse_snapshot(data)
+    assert snapshot.priority_type == "priority/multifactor"
+    rendered = render_snapshot(snapshot)
+    assert rendered == data
+    assert parse_snapshot(rendered) == snapshot
+
+
 def test_fast_and_careful_parsers_agree() -> None:
     data = good_snapshot()
     fast = parse_snapshot(data)

@@ -32,7 +32,5 @@ def make_source(config: Config) -> ClusterSource:
 def make_writer(source: ClusterSource) -> Writer:
     """The writer that goes with the source: pyslurm's when pyslurm reads."""
     if isinstance(source, PyslurmSource):
-        # pyslurm updates only a het job's leader record; scontrol updates
-        # every component, so het leaders go through scontrol.
-        return PyslurmWriter(through_scontrol=lambda: source.het_leaders)
+        return PyslurmWriter()
     return ScontrolWriter()

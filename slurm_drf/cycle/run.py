@@ -115,7 +115,11 @@ def run_cycle(
     state = store.load()
     plan = compute_plan(snapshot, config, state)
     chosen, deferred = select_writes(plan, config.max_writes_per_cycle)
-    writes = tuple(Write(j.job_id, plan.mode, j.value) for j in chosen if j.value is not None)
+    writes = tuple(
+        Write(j.job_id, plan.mode, j.value, het_leader=j.job_id in snapshot.het_leaders)
+        for j in chosen
+        if j.value is not None
+    )
     if dry_run:
         return CycleReport(plan, snapshot, writes, None, read_seconds, time.monotonic() - started, deferred, True)
 

@@ -15,7 +15,18 @@ from typing import Any, Final
 import numpy as np
 
 from slurm_drf.errors import SnapshotError
-from slurm_drf.model.types import EMPTY_TRES, SNAPSHOT_FORMAT, FloatArray, IntArray, Job, JobTable, Node, Snapshot, Tres
+from slurm_drf.model.types import (
+    EMPTY_TRES,
+    SNAPSHOT_FORMAT,
+    FloatArray,
+    IntArray,
+    Job,
+    JobTable,
+    Node,
+    Snapshot,
+    Tres,
+    job_number,
+)
 
 
 def format_time(epoch: float) -> str:
@@ -155,7 +166,17 @@ def parse_snapshot(data: object) -> Snapshot:
         slurm_version=str(version) if version is not None else None,
         priority_weights=_tres(weights, "priority_weights"),
         priority_type=str(priority_type) if priority_type is not None else None,
+        het_leaders=_job_ids(data.get("het_leaders", []), "het_leaders"),
     )
+
+
+def _job_ids(value: object, where: str) -> frozenset[str]:
+    """A list of job ids; numbers are taken as job_id takes them."""
+    if not isinstance(value, list) or not all(
+        isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool)) for v in value
+    ):
+        raise SnapshotError(f"{where}: expected a list of job ids, got {value!r}")
+    return frozenset(map(str, value))
 
 
 def parse_job_table(records: list[Any]) -> JobTable:
@@ -286,8 +307,12 @@ def render_snapshot(snapshot: Snapshot) -> dict[str, Any]:
     }
     if snapshot.slurm_version is not None:
         out["slurm_version"] = snapshot.slurm_version
+    if snapshot.priority_type is not None:
+        out["priority_type"] = snapshot.priority_type
     if snapshot.priority_weights:
         out["priority_weights"] = dict(snapshot.priority_weights)
+    if snapshot.het_leaders:
+        out["het_leaders"] = sorted(snapshot.het_leaders, key=lambda job_id: (job_number(job_id), job_id))
     out["nodes"] = [
         {"name": n.name, "partitions": list(n.partitions), "state": n.state, "tres": dict(n.tres)}
         for n in snapshot.nodes

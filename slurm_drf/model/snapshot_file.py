@@ -8,15 +8,14 @@ turning the JSON into the model is `model.codec.parse_snapshot`'s job.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import secrets
 from pathlib import Path
 
 import orjson
 
 from slurm_drf.errors import SnapshotError
+from slurm_drf.files import write_atomic
 from slurm_drf.model.codec import parse_snapshot, render_snapshot
 from slurm_drf.model.types import Snapshot
 
@@ -54,23 +53,15 @@ def render_snapshot_bytes(snapshot: Snapshot) -> bytes:
 
 
 def write_snapshot_file(path: str | os.PathLike[str], snapshot: Snapshot) -> None:
-    """Write the snapshot atomically: a temporary file beside it, then a rename.
+    """Write the snapshot atomically (`files.write_atomic`).
 
     A reader sees the old file or the new one, never half of one. The file
     gets the usual permissions (0666 less the umask).
     """
     target = Path(path)
     data = render_snapshot_bytes(snapshot)
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
-        descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, target)
+        write_atomic(target, data, mode=None)
     except OSError as error:
-        with contextlib.suppress(OSError):
-            temporary.unlink()
         raise SnapshotError(f"{target}: cannot write: {error.strerror or error}") from error
     logger.debug("wrote %s (%d bytes)", target, len(data))

@@ -315,6 +315,9 @@ class Snapshot:
 
     `table` holds the same jobs as columns; it is built from `jobs` on
     first use, or given directly by the fast snapshot-file parser.
+    `het_leaders` are the ids of the pending jobs that are heterogeneous
+    jobs' leaders (their components are summed into the leader's record):
+    a write to one must reach every component (SPEC §5).
     """
 
     cluster: str
@@ -324,6 +327,7 @@ class Snapshot:
     slurm_version: str | None = None
     priority_weights: Mapping[str, int] = field(default_factory=lambda: EMPTY_TRES)
     priority_type: str | None = None
+    het_leaders: frozenset[str] = frozenset()
     # Derived from `jobs`; init=False so dataclasses.replace(jobs=...) never
     # carries a stale table over.
     _table: JobTable | None = field(default=None, init=False, compare=False, repr=False)

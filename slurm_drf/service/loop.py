@@ -47,7 +47,7 @@ from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import ConfigError, DrfError
 from slurm_drf.service.notify import Notifier, status_field
 from slurm_drf.slurm.source import ClusterSource
-from slurm_drf.trail.observers import build_observers
+from slurm_drf.trail.observers import build_observers, close_observers
 
 logger = logging.getLogger(__name__)
 
@@ -269,13 +269,7 @@ class Service:
         self._warned_accounts |= new
 
     def _close_observers(self) -> None:
-        for observer in self._observers:
-            close = getattr(observer, "close", None)
-            if callable(close):
-                try:
-                    close()
-                except Exception as error:
-                    _observer_failed(observer, "close", error)
+        close_observers(self._observers, lambda observer, error: _observer_failed(observer, "close", error))
         self._observers = []
         self._observers_for = None
 

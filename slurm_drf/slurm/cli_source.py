@@ -32,6 +32,7 @@ from slurm_drf.slurm.execute import run_command
 from slurm_drf.slurm.parse import (
     build_snapshot,
     parse_cluster_name,
+    parse_het_leaders,
     parse_json_cluster,
     parse_priority_type,
     parse_sinfo_json,
@@ -126,7 +127,7 @@ class CliSource:
         self._runner = runner
         self._env = build_command_env(os.environ if environ is None else environ)
         self._clock = clock
-        #: PriorityType from the last fetch (the Snapshot has no field for it).
+        #: PriorityType from the last fetch (also in the Snapshot it returned).
         self.priority_type: str | None = None
 
     def _run(self, argv: Sequence[str]) -> str:
@@ -156,9 +157,12 @@ class CliSource:
         squeue_data = parse_command_json(self._run(squeue_argv), squeue_argv)
         version = parse_slurm_version(squeue_data)
         jobs = parse_squeue_json(squeue_data)
+        het_leaders = parse_het_leaders(squeue_data["jobs"])  # a list: parse_squeue_json checked
         nodes = self._fetch_nodes(version)
         config = self._fetch_config()
         self.priority_type = parse_priority_type(config)
         cluster = parse_json_cluster(squeue_data) or parse_cluster_name(config) or ""
         logger.debug("read %d nodes and %d jobs from Slurm %s", len(nodes), len(jobs), version or "?")
-        return build_snapshot(cluster, format_time(self._clock()), nodes, jobs, self.partitions, version, config)
+        return build_snapshot(
+            cluster, format_time(self._clock()), nodes, jobs, self.partitions, version, config, het_leaders
+        )

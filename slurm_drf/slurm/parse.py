@@ -576,8 +576,8 @@ def parse_squeue_record(record: object, *, include_finished: bool = False) -> Jo
             )
         array_tasks = tasks.tasks
         job_id = _positive(record, "array_job_id") or raw_id
-    het_leader = _positive(record, "het_job_id")
-    if state == PENDING and het_leader and _positive(record, "het_job_offset"):
+    het_leader = _pending_het_leader(record, state)
+    if het_leader is not None:
         job_id = het_leader
 
     priority, priority_zero = _priority(record)
@@ -611,6 +611,36 @@ def parse_squeue_record(record: object, *, include_finished: bool = False) -> Jo
         array_tasks=array_tasks,
         tres=freeze_tres(_job_tres(record, state)),
     )
+
+
+def _pending_het_leader(record: Mapping[str, Any], state: str) -> int | None:
+    """The leader's id when the record is a pending het job component other than the leader."""
+    leader = _positive(record, "het_job_id")
+    if state == PENDING and leader and _positive(record, "het_job_offset"):
+        return leader
+    return None
+
+
+def parse_het_leaders(records: Iterable[object]) -> frozenset[str]:
+    """Leader ids of pending het jobs with a pending component besides the leader.
+
+    The records are squeue-shaped (`squeue --json`'s `jobs`, or the pyslurm
+    source's). These are the ids `merge_pending_components` sums components
+    under; the Snapshot keeps them (`het_leaders`) because a write to one
+    must reach every component: `scontrol update jobid=LEADER` does,
+    slurm_update_job() (pyslurm's Job.modify) changes only the named record.
+    """
+    leaders: set[str] = set()
+    for record in records:
+        if not isinstance(record, Mapping):
+            continue
+        try:
+            leader = _pending_het_leader(record, parse_job_state(record.get("job_state")))
+        except (TypeError, ValueError):
+            continue  # parse_squeue_json warns about the record
+        if leader is not None:
+            leaders.add(str(leader))
+    return frozenset(leaders)
 
 
 def _error_message(error: object) -> str:
@@ -680,7 +710,8 @@ def merge_pending_components(jobs: list[Job]) -> list[Job]:
 
     Slurm schedules a het job as a whole and `scontrol update` takes the
     leader, so the plan must see one job with the whole demand, not one
-    per component (which would write the leader once per component).
+    per component (which would write the leader once per component). Which
+    ids are such leaders goes into the Snapshot (`parse_het_leaders`).
     """
     first: dict[str, int] = {}
     out: list[Job] = []
@@ -968,12 +999,16 @@ def build_snapshot(
     partitions: Sequence[str] | None,
     version: str | None,
     config_text: str,
+    het_leaders: Iterable[str] = (),
 ) -> Snapshot:
     """The Snapshot every source hands the daemon, from what it read.
 
     `config_text` is `scontrol show config`: priority weights and type.
+    `het_leaders` (`parse_het_leaders`) are kept for the pending jobs the
+    snapshot holds.
     """
     nodes, jobs = select_partitions(list(nodes), list(jobs), partitions)
+    pending = {job.job_id for job in jobs if job.pending}
     return Snapshot(
         cluster=cluster,
         taken_at=taken_at,
@@ -982,4 +1017,5 @@ def build_snapshot(
         slurm_version=version,
         priority_weights=freeze_tres(parse_priority_weights(config_text)),
         priority_type=parse_priority_type(config_text),
+        het_leaders=frozenset(het_leaders) & pending,
     )

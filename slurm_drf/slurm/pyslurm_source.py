@@ -53,12 +53,13 @@ from typing import Any, Final, Literal
 
 from slurm_drf.errors import SlurmReadError
 from slurm_drf.model.codec import format_time
-from slurm_drf.model.types import PENDING, Job, Node, Snapshot
+from slurm_drf.model.types import Job, Node, Snapshot
 from slurm_drf.slurm.cli_source import CommandRunner, build_command_env, build_scontrol_config_argv
 from slurm_drf.slurm.execute import run_command
 from slurm_drf.slurm.parse import (
     build_snapshot,
     parse_cluster_name,
+    parse_het_leaders,
     parse_priority_type,
     parse_scontrol_config,
     parse_sinfo_json,
@@ -394,22 +395,6 @@ def _build_records(items: Iterable[Any], build: Callable[[Any], dict[str, Any]],
     return records
 
 
-def parse_het_leaders(records: Iterable[Mapping[str, Any]]) -> frozenset[str]:
-    """Leader ids of pending het jobs with more than one pending component.
-
-    slurm_update_job() (what pyslurm's Job.modify sends) updates only the
-    record it names, unlike `scontrol update jobid=LEADER`, which updates
-    every component; the pyslurm writer sends these through scontrol.
-    """
-    leaders = set()
-    for record in records:
-        state = str(record.get("job_state") or "").upper()
-        leader = _count(record.get("het_job_id"))
-        if state == PENDING and leader and _count(record.get("het_job_offset")):
-            leaders.add(str(leader))
-    return frozenset(leaders)
-
-
 # --------------------------------------------------------------------------
 # The source
 
@@ -454,8 +439,6 @@ class PyslurmSource:
         self._user_name = user_name
         #: PriorityType from the last fetch.
         self.priority_type: str | None = None
-        #: Pending het job leaders of the last fetch (see parse_het_leaders).
-        self.het_leaders: frozenset[str] = frozenset()
 
     def _pyslurm(self) -> ModuleType:
         if self._module is None:
@@ -528,11 +511,13 @@ class PyslurmSource:
         job_records = self.fetch_job_records()
         jobs: list[Job] = parse_squeue_json({"jobs": job_records})
         nodes: list[Node] = parse_sinfo_json({"nodes": self.fetch_node_records()})
-        self.het_leaders = parse_het_leaders(job_records)
+        het_leaders = parse_het_leaders(job_records)
         config = self._fetch_config()
         self.priority_type = parse_priority_type(config)
         version = parse_scontrol_config(config).get("SLURM_VERSION") or None
         cluster = next((r["cluster"] for r in job_records if r.get("cluster")), None)
         cluster = cluster or parse_cluster_name(config) or ""
         logger.debug("read %d nodes and %d jobs through pyslurm", len(nodes), len(jobs))
-        return build_snapshot(cluster, format_time(self._clock()), nodes, jobs, self.partitions, version, config)
+        return build_snapshot(
+            cluster, format_time(self._clock()), nodes, jobs, self.partitions, version, config, het_leaders
+        )

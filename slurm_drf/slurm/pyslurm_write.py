@@ -12,9 +12,10 @@ Three cases go through scontrol instead (`ScontrolWriter`):
 - a value of 0 for nice or site_factor: JobSubmitDescription drops it
   (`if self.nice:` / `if self.site_factor:` in _create_job_submit_desc),
   so pyslurm would send "no change" and report success (SPEC §5);
-- pending het job leaders (`through_scontrol`): slurm_update_job names one
-  record, and slurmctld's update_job() changes only that one, whereas
-  `scontrol update jobid=LEADER` changes every component;
+- pending het job leaders (`Write.het_leader`, from the snapshot the plan
+  was made from): slurm_update_job names one record, and slurmctld's
+  update_job() changes only that one, whereas `scontrol update
+  jobid=LEADER` changes every component;
 - a pyslurm with only the dict API (22.5.0, 22.5.1, 23.2.0), which has no
   job update call.
 
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Sequence
 from types import MappingProxyType, ModuleType
 from typing import Final
 
@@ -52,9 +53,7 @@ _CONTROLLER_MESSAGES: Final = (
 _ATTRIBUTE: Final = {"nice": "nice", "site_factor": "site_factor", "priority": "priority"}
 
 
-def build_routes(
-    writes: Sequence[Write], through_scontrol: Collection[str], pyslurm_can_update: bool
-) -> tuple[list[Write], list[Write]]:
+def build_routes(writes: Sequence[Write], pyslurm_can_update: bool) -> tuple[list[Write], list[Write]]:
     """(writes for pyslurm, writes for scontrol); checks every write first.
 
     Raises SlurmWriteError (via check_write) before anything is routed when
@@ -68,7 +67,7 @@ def build_routes(
     by_scontrol: list[Write] = []
     for write in writes:
         zero_dropped = write.mode in ("nice", "site_factor") and write.value == 0
-        if zero_dropped or write.job_id in through_scontrol:
+        if zero_dropped or write.het_leader:
             by_scontrol.append(write)
         else:
             by_pyslurm.append(write)
@@ -100,20 +99,12 @@ class PyslurmWriter:
     """Applies writes through pyslurm; zeros, het leaders and reset lines through scontrol.
 
     `module` is pyslurm (imported on first use when None; tests pass a
-    fake). `through_scontrol` returns the job ids to send through scontrol
-    anyway: give it the pyslurm source's `het_leaders`.
+    fake).
     """
 
-    def __init__(
-        self,
-        module: ModuleType | None = None,
-        *,
-        scontrol: ScontrolWriter | None = None,
-        through_scontrol: Callable[[], Collection[str]] | None = None,
-    ) -> None:
+    def __init__(self, module: ModuleType | None = None, *, scontrol: ScontrolWriter | None = None) -> None:
         self._module = module
         self.scontrol = scontrol if scontrol is not None else ScontrolWriter()
-        self._through_scontrol = through_scontrol
 
     def _pyslurm(self) -> ModuleType:
         if self._module is None:
@@ -148,8 +139,7 @@ class PyslurmWriter:
         can_update = callable(getattr(module, "Job", None)) and callable(getattr(module, "JobSubmitDescription", None))
         if not can_update:
             logger.info("pyslurm %s has no Job.modify; writing through scontrol", getattr(module, "__version__", "?"))
-        through = self._through_scontrol() if self._through_scontrol is not None else ()
-        by_pyslurm, by_scontrol = build_routes(writes, through, can_update)
+        by_pyslurm, by_scontrol = build_routes(writes, can_update)
 
         messages: dict[str, str] = {}
         for write in by_pyslurm:

@@ -49,11 +49,16 @@ BATCH: Final = 500
 
 @dataclass(frozen=True, slots=True)
 class Write:
-    """One value for one job in one mode."""
+    """One value for one job in one mode.
+
+    `het_leader`: the job is a pending het job's leader (Snapshot.het_leaders),
+    so the value must reach every component; scontrol's update does that.
+    """
 
     job_id: str
     mode: str
     value: int
+    het_leader: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final
 
@@ -64,8 +65,8 @@ class ReportWriter:
 def build_observers(config: Config, *, start: bool = True) -> list[CycleObserver]:
     """The observers this config enables; `start` starts the metrics HTTP server (if configured).
 
-    Callers should call `close()` on each observer that has one when the
-    service stops (it stops the HTTP server).
+    Callers close them with `close_observers` when the service stops (it
+    stops the HTTP server).
     """
     observers: list[CycleObserver] = [AuditRecorder(config.state_dir, config.history_days)]
     if config.report_dir:
@@ -78,9 +79,22 @@ def build_observers(config: Config, *, start: bool = True) -> list[CycleObserver
     return observers
 
 
-def close_observers(observers: list[CycleObserver]) -> None:
-    """Close every observer that holds something (the metrics server)."""
+def close_observers(
+    observers: Iterable[CycleObserver], failed: Callable[[CycleObserver, Exception], None] | None = None
+) -> None:
+    """Close every observer that holds something (the metrics server).
+
+    One observer that fails to close must not keep the others open: its
+    error goes to `failed` (logged here when None) and the rest are closed.
+    """
     for observer in observers:
         close = getattr(observer, "close", None)
-        if callable(close):
+        if not callable(close):
+            continue
+        try:
             close()
+        except Exception as error:
+            if failed is None:
+                logger.error("observer %s.close failed: %s", type(observer).__name__, error, exc_info=error)
+            else:
+                failed(observer, error)

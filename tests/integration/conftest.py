@@ -9,8 +9,10 @@ Without root or without the Slurm packages the tests are skipped, unless
 ``SLURM_DRF_REQUIRE_SLURM=1``: then they fail, and as root the sandbox
 installs the packages itself.
 
-These tests drive Slurm's command-line tools only; they do not import
-slurm_drf.
+The sandbox and the jobs are driven through Slurm's command-line tools.
+slurm-drf runs as a subprocess (``live_helpers.drf``, ``test_live_daemon``);
+``test_live_cycle`` and ``test_live_observe`` also import slurm_drf and
+call it in process.
 """
 
 from __future__ import annotations

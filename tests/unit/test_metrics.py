@@ -242,6 +242,31 @@ def test_build_observers_starts_and_closes_the_server(tmp_path: Path) -> None:
     assert metrics.port is None
 
 
+class _Closing:
+    def __init__(self, fail: bool) -> None:
+        self.fail = fail
+        self.closed = False
+
+    def on_cycle(self, report: CycleReport) -> None:
+        del report
+
+    def on_error(self, error: Exception) -> None:
+        del error
+
+    def close(self) -> None:
+        self.closed = True
+        if self.fail:
+            raise OSError("cannot close")
+
+
+def test_close_observers_closes_the_rest_when_one_fails() -> None:
+    observers = [_Closing(fail=True), _Closing(fail=False)]
+    failures: list[tuple[object, Exception]] = []
+    close_observers(observers, lambda observer, error: failures.append((observer, error)))
+    assert [o.closed for o in observers] == [True, True]
+    assert [(o, str(e)) for o, e in failures] == [(observers[0], "cannot close")]
+
+
 # --- the Grafana dashboard is built on these metrics ------------------------------------------------
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "etc" / "grafana" / "slurm-drf.json"

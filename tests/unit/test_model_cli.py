@@ -81,6 +81,30 @@ def test_snapshot_round_trip_keeps_every_field() -> None:
     assert snapshot.nodes[0].tres["gres/gpu"] == 8
 
 
+def test_snapshot_round_trip_keeps_the_top_level_keys() -> None:
+    data = {
+        **good_snapshot(),
+        "slurm_version": "22.05.8",
+        "priority_type": "priority/multifactor",
+        "priority_weights": {"PriorityWeightAge": 1000},
+        "het_leaders": ["1240"],
+    }
+    snapshot = parse_snapshot(data)
+    assert snapshot.priority_type == "priority/multifactor"
+    assert snapshot.het_leaders == frozenset({"1240"})
+    rendered = render_snapshot(snapshot)
+    assert rendered == data
+    assert parse_snapshot(rendered) == snapshot
+
+
+def test_het_leaders_are_optional_and_checked() -> None:
+    assert parse_snapshot(good_snapshot()).het_leaders == frozenset()
+    assert "het_leaders" not in render_snapshot(parse_snapshot(good_snapshot()))
+    assert parse_snapshot({**good_snapshot(), "het_leaders": [1240]}).het_leaders == frozenset({"1240"})
+    with pytest.raises(SnapshotError, match="het_leaders: expected a list of job ids"):
+        parse_snapshot({**good_snapshot(), "het_leaders": "1240"})
+
+
 def test_fast_and_careful_parsers_agree() -> None:
     data = good_snapshot()
     fast = parse_snapshot(data)

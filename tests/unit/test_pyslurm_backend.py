@@ -39,6 +39,9 @@ from typing import Any
 
 import pytest
 
+from slurm_drf.config.settings import Config
+from slurm_drf.cycle.run import run_cycle
+from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import SlurmReadError, SlurmWriteError
 from slurm_drf.model.types import Job, Node, Snapshot
 from slurm_drf.slurm.cli_source import CliSource
@@ -779,7 +782,7 @@ def test_arrays_het_jobs_and_negative_nice_read_alike(shape: dict[str, Any]) -> 
     [het] = by_id["40"]  # both components under the leader's id, summed (parse.py)
     assert (het.tres["cpu"], het.tres["gres/gpu"], het.tres["gres/gpu:a100"]) == (5, 1, 1)
     assert by_id["50"][0].nice == -5
-    assert source.het_leaders == frozenset({"40"})
+    assert got.het_leaders == want.het_leaders == frozenset({"40"})
 
 
 def test_partitions_are_selected_as_the_cli_does() -> None:
@@ -1034,10 +1037,25 @@ def test_controller_trouble_raises_as_the_scontrol_writer_does(error: RPCError) 
 
 def test_het_leaders_go_through_scontrol() -> None:
     cluster = FakeCluster([], [])
-    writer, scontrol = writer_for(cluster, through_scontrol=lambda: frozenset({"40"}))
-    result = writer.apply([Write("40", "nice", 10), Write("3", "nice", 20)])
+    writer, scontrol = writer_for(cluster)
+    result = writer.apply([Write("40", "nice", 10, het_leader=True), Write("3", "nice", 20)])
     assert scontrol.lines == ["update jobid=40 nice=10"] and cluster.updates == [(3, {"nice": 20})]
     assert result.applied == ("40", "3")
+
+
+def test_a_cycle_sends_the_het_leader_of_its_own_snapshot_through_scontrol(tmp_path: Path) -> None:
+    squeue, sinfo = _with_extra_jobs(squeue_fixture()), sinfo_fixture()
+    cluster = fake_cluster(squeue, sinfo)
+    module = make_pyslurm(cluster, **BOTH)
+    source = pyslurm_source(module, squeue, sinfo)
+    scontrol = RecordingScontrol()
+    report = run_cycle(source, PyslurmWriter(module, scontrol=scontrol), Config(), StateStore(tmp_path))
+    assert report.snapshot.het_leaders == frozenset({"40"})
+    assert [w.job_id for w in report.writes if w.het_leader] == ["40"]
+    assert [line for line in scontrol.lines if "jobid=40 " in line] == [
+        f"update jobid=40 nice={w.value}" for w in report.writes if w.job_id == "40"
+    ]
+    assert cluster.updates and 40 not in {job for job, _ in cluster.updates}  # the others through pyslurm
 
 
 def test_scontrol_errors_merge_into_the_result() -> None:

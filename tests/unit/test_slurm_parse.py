@@ -10,6 +10,8 @@ import copy
 import json
 import logging
 import math
+import os
+import stat
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -692,6 +694,17 @@ def test_snapshot_file_contract_error_names_file_and_job(tmp_path: Path) -> None
 def test_write_snapshot_file_into_missing_directory(tmp_path: Path) -> None:
     with pytest.raises(SnapshotError, match="cannot write"):
         write_snapshot_file(tmp_path / "no" / "such" / "snapshot.json", small_snapshot())
+
+
+def test_snapshot_file_mode_follows_the_umask(tmp_path: Path) -> None:
+    previous = os.umask(0o027)
+    try:
+        write_snapshot_file(tmp_path / "snapshot.json", small_snapshot())
+        write_snapshot_file(tmp_path / "snapshot.json", small_snapshot())  # replacing keeps it so
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "snapshot.json").stat().st_mode) == 0o640
+    assert [p.name for p in tmp_path.iterdir()] == ["snapshot.json"]
 
 
 # --------------------------------------------------------------------------

@@ -71,6 +71,8 @@ MAX_ERROR_DELAY: Final = 600.0
 # feeding the systemd watchdog, which then restarts the service. Every Slurm
 # command has its own timeout, so a healthy cycle never comes close.
 HUNG_CYCLE_SECONDS: Final = 900.0
+# The longest the main loop sleeps before it looks for a signal again.
+MAX_WAIT: Final = 1.0
 
 
 _STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
@@ -408,10 +410,14 @@ class Service:
                     return name
             self._feed_watchdog()
 
-    def _wait_seconds(self) -> float | None:
+    def _wait_seconds(self) -> float:
+        # A signal the kernel hands to another thread (the scheduler's) does
+        # not interrupt this thread's wait, and Python runs its handler only
+        # when this thread next wakes: never sleep longer than MAX_WAIT, or a
+        # SIGTERM could wait for the next cycle (a flaky test showed it).
         if self.notifier.watchdog_seconds is None:
-            return None
-        return max(0.05, self.notifier.watchdog_seconds / 2)
+            return MAX_WAIT
+        return max(0.05, min(MAX_WAIT, self.notifier.watchdog_seconds / 2))
 
     def _feed_watchdog(self) -> None:
         # systemd arms the watchdog once the service is ready.

@@ -465,7 +465,10 @@ class PyslurmSource:
             raise
         except Exception as error:  # RPCError (object API), ValueError(message, errno) (dict API)
             detail = error.args[0] if isinstance(error, ValueError) and error.args else error
-            raise SlurmReadError(f"pyslurm: loading {what} failed: {detail}") from error
+            # As the CLI backend says it (parse._error_message): the likely cause and how to check.
+            raise SlurmReadError(
+                f"pyslurm: loading {what} failed: {detail}; is slurmctld running? `scontrol ping` tells"
+            ) from error
 
     def fetch_job_records(self) -> list[dict[str, Any]]:
         """Every job as an squeue-shaped record."""

@@ -39,6 +39,10 @@ if TYPE_CHECKING:
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE.parents[1] / "scripts" / "slurm-sandbox"
 DRF = (sys.executable, "-m", "slurm_drf.cli")
+# The backend `backend: auto` picks in this tier: scripts/test runs the live
+# tier once with Slurm's CLI and once in a venv with a matching pyslurm
+# (scripts/pyslurm-env), where it sets SLURM_DRF_LIVE_BACKEND=pyslurm.
+LIVE_BACKEND = os.environ.get("SLURM_DRF_LIVE_BACKEND", "cli")
 # Long enough for slurmctld's own retries (squeue gives up after ~9 s when it is down).
 DRF_TIMEOUT_S = 120
 START_TIMEOUT_S = 60

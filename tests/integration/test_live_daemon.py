@@ -149,8 +149,11 @@ def write_config(
     interval: float = INTERVAL,
     weights: dict[str, float] | None = None,
     text: str | None = None,
+    backend: str | None = None,
 ) -> Path:
     lines = [f"interval: {interval:g}s", f"state_dir: {state_dir}", "log_level: DEBUG"]
+    if backend:
+        lines.append(f"backend: {backend}")
     if weights:
         lines.append("accounts:")
         lines += [f"  {account}: {{weight: {weight:g}}}" for account, weight in weights.items()]
@@ -299,7 +302,9 @@ def test_sigterm_lets_the_running_cycle_finish_then_exits_0(
     wrapper.chmod(0o755)
     gate.touch()
     job = pending(slurm, tmp_path, "memteam")
-    daemon = start_daemon(write_config(tmp_path / "config.yaml", tmp_path / "state"), path_prefix=bin_dir)
+    # The gate is in squeue: the CLI backend, whichever backend the tier runs.
+    config = write_config(tmp_path / "config.yaml", tmp_path / "state", backend="cli")
+    daemon = start_daemon(config, path_prefix=bin_dir)
     daemon.wait_cycles(1)
 
     gate.unlink()

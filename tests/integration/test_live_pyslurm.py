@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from live_helpers import LIVE_BACKEND, Live, drf, plan_jobs, queue, write_config
-from polling import wait_for
+
+from tests.polling import wait_for
 
 if TYPE_CHECKING:
     from conftest import SlurmSandbox

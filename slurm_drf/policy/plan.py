@@ -35,16 +35,17 @@ offset - value (at least 1; priority 0 means held).
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from types import MappingProxyType
-from typing import Any, Final, overload
+from typing import Any, Final
 
 import numpy as np
 
 from slurm_drf.config.settings import NICE_LIMIT, Config
-from slurm_drf.model.types import HOLDING_STATES, PENDING, BoolArray, IntArray, JobTable, Snapshot
+from slurm_drf.model.types import HOLDING_STATES, PENDING, BoolArray, IntArray, JobTable, LazyRows, Snapshot
 from slurm_drf.policy.order import compute_before, order_pending
 from slurm_drf.policy.pools import build_pools, compute_capacity
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState, advance_state, running_fingerprint
@@ -159,55 +160,18 @@ class LazyColumns(Mapping[str, list[Any]]):
         return len(JOB_COLUMNS)
 
 
-class PlanJobs(Sequence[JobPlan]):
+class PlanJobs(LazyRows[JobPlan]):
     """A plan's job decisions as columns; JobPlan objects made on demand."""
 
+    __slots__ = ("columns",)
+
     def __init__(self, columns: LazyColumns) -> None:
+        super().__init__(
+            columns.size,
+            lambda index: JobPlan(*(columns[name][index] for name in JOB_COLUMNS)),
+            lambda: itertools.starmap(JobPlan, zip(*(columns[name] for name in JOB_COLUMNS), strict=True)),
+        )
         self.columns = columns
-        self._rows: tuple[JobPlan, ...] | None = None
-
-    def _all(self) -> tuple[JobPlan, ...]:
-        if self._rows is None:
-            c = self.columns
-            self._rows = tuple(
-                JobPlan(*row)
-                for row in zip(
-                    c["job_id"],
-                    c["account"],
-                    c["user"],
-                    c["pool"],
-                    c["order"],
-                    c["level"],
-                    c["value"],
-                    c["current"],
-                    c["action"],
-                    c["reason"],
-                    c["tie"],
-                    c["user_nice"],
-                    c["array_tasks"],
-                    strict=True,
-                )
-            )
-        return self._rows
-
-    def __len__(self) -> int:
-        return self.columns.size
-
-    def row(self, index: int) -> JobPlan:
-        """One decision, without making all of them into objects."""
-        if self._rows is not None:
-            return self._rows[index]
-        return JobPlan(*(self.columns[name][index] for name in JOB_COLUMNS))
-
-    @overload
-    def __getitem__(self, index: int) -> JobPlan: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[JobPlan]: ...
-    def __getitem__(self, index: int | slice) -> JobPlan | Sequence[JobPlan]:
-        return self._all()[index]
-
-    def __iter__(self) -> Iterator[JobPlan]:
-        return iter(self._all())
 
 
 JOB_COLUMNS: Final = (

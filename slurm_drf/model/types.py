@@ -11,10 +11,10 @@ every TRES in whole units, and integer sums keep the engine exact.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Final, overload
+from typing import Any, Final, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -273,31 +273,48 @@ class JobTable:
         )
 
 
-class LazyJobs(Sequence[Job]):
-    """A snapshot's jobs made into Job objects only when somebody asks."""
+RowT = TypeVar("RowT")
 
-    __slots__ = ("_jobs", "_table")
 
-    def __init__(self, table: JobTable) -> None:
-        self._table = table
-        self._jobs: tuple[Job, ...] | None = None
+class LazyRows(Sequence[RowT]):
+    """Rows kept as columns, made into objects only when somebody asks.
 
-    def _all(self) -> tuple[Job, ...]:
-        if self._jobs is None:
-            self._jobs = tuple(self._table.job(i) for i in range(len(self._table)))
-        return self._jobs
+    `row(i)` makes one; indexing, slicing or iterating makes them all, once
+    (`make_all` when the columns can do it faster than row by row). A
+    snapshot's jobs and a plan's job decisions (`policy.plan.PlanJobs`)
+    are both this.
+    """
+
+    __slots__ = ("_make_all", "_make_row", "_rows", "_size")
+
+    def __init__(
+        self, size: int, make_row: Callable[[int], RowT], make_all: Callable[[], Iterable[RowT]] | None = None
+    ) -> None:
+        self._size = size
+        self._make_row = make_row
+        self._make_all = make_all
+        self._rows: tuple[RowT, ...] | None = None
+
+    def _all(self) -> tuple[RowT, ...]:
+        if self._rows is None:
+            self._rows = tuple(self._make_all() if self._make_all else map(self._make_row, range(self._size)))
+        return self._rows
 
     def __len__(self) -> int:
-        return len(self._table)
+        return self._size
+
+    def row(self, index: int) -> RowT:
+        """One row, without making all of them into objects."""
+        return self._rows[index] if self._rows is not None else self._make_row(index)
 
     @overload
-    def __getitem__(self, index: int) -> Job: ...
+    def __getitem__(self, index: int) -> RowT: ...
     @overload
-    def __getitem__(self, index: slice) -> Sequence[Job]: ...
-    def __getitem__(self, index: int | slice) -> Job | Sequence[Job]:
+    def __getitem__(self, index: slice) -> Sequence[RowT]: ...
+    def __getitem__(self, index: int | slice) -> RowT | Sequence[RowT]:
         return self._all()[index]
 
-    def __iter__(self) -> Iterator[Job]:
+    def __iter__(self) -> Iterator[RowT]:
         return iter(self._all())
 
     def __eq__(self, other: object) -> bool:
@@ -335,7 +352,7 @@ class Snapshot:
     @classmethod
     def from_table(cls, table: JobTable, **fields: Any) -> Snapshot:
         """A snapshot whose jobs are the table's (made into Job objects lazily)."""
-        snapshot = cls(jobs=LazyJobs(table), **fields)
+        snapshot = cls(jobs=LazyRows(len(table), table.job), **fields)
         object.__setattr__(snapshot, "_table", table)
         return snapshot
 

@@ -1,11 +1,18 @@
-"""The DRF order of the pending jobs: levels, one sort, exact re-sorting near ties, the tie rule."""
+"""The DRF order of the pending jobs: levels, one sort, exact re-sorting near ties, the tie rule.
+
+Pure, under `policy.plan`. Besides the order, `order_pending` records why
+each job got its place (where its level and its share vector start to
+differ from the job before it, and how each tie was broken), so that
+`trail.explain` reads the engine's decision instead of recomputing it.
+"""
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Final
 
 import numpy as np
@@ -38,17 +45,43 @@ def compute_before(demand: IntArray, account_of: IntArray, usage: IntArray) -> I
 
 
 @dataclass(frozen=True, slots=True)
-class Ordering:
-    """The DRF order of one pool's pending jobs.
+class TieRecord:
+    """How the tie rule ordered one group of exactly equal (level, share vector).
 
-    `order` indexes the jobs as given; `level` is each job's weighted
-    dominant share (float, for display and values); `tied` marks jobs whose
-    place a tie decided (equal level and share vector as another account's).
+    The group holds positions [start, stop) of the order and at least two
+    accounts. `wins` and `rotation` are each account's tie wins when the
+    group was broken and its rotation key; `placed_wins[k]` is the tie wins
+    the account of position start + k had when that job was placed (its
+    key in the rule's heap), which says, for every job placed while another
+    account waited, whether it won by fewer wins or by the rotation.
+    """
+
+    start: int
+    stop: int
+    wins: Mapping[str, float]
+    rotation: Mapping[str, int]
+    placed_wins: tuple[float, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Ordering:
+    """The DRF order of one pool's pending jobs, and why each job has its place.
+
+    `order` maps positions to the jobs as given; `level` (each job's
+    weighted dominant share, float, for display and values) and `tied`
+    (jobs whose place a tie decided: equal level and share vector as
+    another account's) are indexed by job. `new_level` and `new_vector` are
+    indexed by position: True where the exact level, or the exact (level,
+    share vector), is greater than at the position before (and at 0).
+    `ties` are the groups the tie rule broke, in order.
     """
 
     order: IntArray
     level: FloatArray
     tied: npt.NDArray[np.bool_]
+    new_level: npt.NDArray[np.bool_]
+    new_vector: npt.NDArray[np.bool_]
+    ties: tuple[TieRecord, ...] = ()
 
 
 def order_pending(
@@ -89,7 +122,7 @@ def order_pending(
     order = np.lexsort([index, *(vector[:, k] for k in reversed(range(width)))]) if count else index
     tied = np.zeros(count, dtype=np.bool_)
     if count < 2:
-        return Ordering(order, vector[:, 0].copy(), tied)
+        return Ordering(order, vector[:, 0].copy(), tied, np.ones(count, np.bool_), np.ones(count, np.bool_))
 
     # Compare each row of the order with the one before it.
     weight_id = _weight_ids(weights)[account_of[order]]
@@ -116,27 +149,35 @@ def order_pending(
     in_prefix = np.arange(width)[None, :] < first_far[:, None]
     suspicious = (in_prefix & ~same).any(axis=1)
     equal_prev = np.r_[False, (first_far == width) & same.all(axis=1)]
+    # A near level that is not the same is suspicious, so outside the exact
+    # runs below near and same levels are exactly equal ones.
+    equal_level = np.r_[False, near[:, 0] & same[:, 0]]
 
     if suspicious.any():
         exact = _ExactShares(before, account_of, capacity, weights)
         for start, stop in _runs_around(np.flatnonzero(suspicious) + 1, near[:, 0]):
             rows = sorted(order[start:stop].tolist(), key=lambda i: (exact.vector(i), i))
             order[start:stop] = rows
-            equal_prev[start] = False
+            equal_prev[start] = equal_level[start] = False
             for position in range(start + 1, stop):
-                equal_prev[position] = exact.vector(rows[position - start]) == exact.vector(rows[position - start - 1])
+                here, there = exact.vector(rows[position - start]), exact.vector(rows[position - start - 1])
+                equal_prev[position] = here == there
+                equal_level[position] = here[0] == there[0]
 
     group_starts = np.flatnonzero(~equal_prev)
     group_stops = np.r_[group_starts[1:], count]
     multi = np.flatnonzero(group_stops - group_starts > 1)
+    ties: list[TieRecord] = []
     for g in multi.tolist():
         start, stop = int(group_starts[g]), int(group_stops[g])
         rows = order[start:stop].tolist()
         if len({int(account_of[i]) for i in rows}) < 2:
             continue
-        order[start:stop] = _break_ties(rows, account_of, account_names, epoch, wins, plan_wins)
+        placed, record = _break_ties(rows, account_of, account_names, epoch, wins, plan_wins, start)
+        order[start:stop] = placed
+        ties.append(record)
         tied[rows] = True
-    return Ordering(order, vector[:, 0].copy(), tied)
+    return Ordering(order, vector[:, 0].copy(), tied, ~equal_level, ~equal_prev, tuple(ties))
 
 
 def _weight_ids(weights: Sequence[Fraction]) -> IntArray:
@@ -185,11 +226,14 @@ def _break_ties(
     epoch: int,
     wins: dict[str, float],
     plan_wins: dict[str, float],
-) -> list[int]:
+    start: int,
+) -> tuple[list[int], TieRecord]:
     """Order rows of equal level and share vector: fewer tie wins first, then rotation.
 
     Rows come in index order, so each account's rows are in Slurm's order.
     An account wins a tie when it is placed while another account waits.
+    Returns the rows in their new order and the record of the tie, whose
+    group starts at position `start`.
     """
     queues: dict[int, list[int]] = {}
     for row in rows:
@@ -197,15 +241,21 @@ def _break_ties(
     for queue in queues.values():
         queue.reverse()  # pop() takes the next row
 
+    names = [account_names[account] for account in queues]
+    record_wins = {name: wins.get(name, 0.0) for name in names}
+    rotation = {name: rotation_key(epoch, name) for name in names}
+
     def entry(account: int) -> tuple[float, int, str, int]:
         name = account_names[account]
-        return (wins.get(name, 0.0), rotation_key(epoch, name), name, account)
+        return (wins.get(name, 0.0), rotation[name], name, account)
 
     heap = [entry(account) for account in queues]
     heapq.heapify(heap)
     out: list[int] = []
+    placed_wins: list[float] = []
     while heap:
-        *_, account = heapq.heappop(heap)
+        key, *_, account = heapq.heappop(heap)
+        placed_wins.append(key)
         if heap:
             name = account_names[account]
             wins[name] = wins.get(name, 0.0) + 1.0
@@ -214,4 +264,6 @@ def _break_ties(
         out.append(queue.pop())
         if queue:
             heapq.heappush(heap, entry(account))
-    return out
+    return out, TieRecord(
+        start, start + len(out), MappingProxyType(record_wins), MappingProxyType(rotation), tuple(placed_wins)
+    )

@@ -24,6 +24,12 @@ at the same level. Wins count within the plan and carry over through
 when the set of running jobs changed, so replanning an unchanged cluster
 gives the same order and writes nothing.
 
+Why each job has its place is kept with the plan (`Plan.orders`, one
+`PoolOrder` per pool): the usage before each job, where exact levels and
+share vectors change along the order, and how each tie was broken. It is
+the engine's own arrays by reference, so `explain` answers from the
+decision itself, and the rule lives only here and in `policy.order`.
+
 Values (SPEC §5): raw = round(scale x level); along the DRF order every
 job's value is raised to at least one more than its predecessor's, so the
 order is strict even for tied levels, and Slurm never falls back to submit
@@ -34,19 +40,21 @@ offset - value (at least 1; priority 0 means held).
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from types import MappingProxyType
-from typing import Any, Final, overload
+from typing import Any, Final
 
 import numpy as np
 
 from slurm_drf.config.settings import NICE_LIMIT, Config
-from slurm_drf.model.types import HOLDING_STATES, PENDING, BoolArray, IntArray, JobTable, Snapshot
-from slurm_drf.policy.order import compute_before, order_pending
-from slurm_drf.policy.pools import build_pools, compute_capacity
+from slurm_drf.model.types import HOLDING_STATES, PENDING, BoolArray, IntArray, JobTable, LazyRows, Snapshot
+from slurm_drf.policy.order import Ordering, TieRecord, compute_before, order_pending
+from slurm_drf.policy.pools import build_pools, compute_capacity, weighted_share
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState, advance_state, running_fingerprint
 from slurm_drf.policy.values import adjust_for_memory, map_values, mode_values, priority_weight_sum
 
@@ -93,6 +101,53 @@ class JobPlan:
     array_tasks: int = 1
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class PoolOrder:
+    """Why the engine placed each of one pool's ordered jobs: the record `explain` reads.
+
+    The pool's ordered jobs are `plan.jobs[offset : offset + size]`, the
+    job at position p of the DRF order (its `order`) at offset + p. The
+    arrays are the engine's own, kept by reference: recording adds no work
+    per job, and a question about one job costs a few array reads.
+    """
+
+    pool: str
+    offset: int
+    capacity: tuple[int, ...]  # by plan resource
+    weights: Sequence[Fraction]  # by account code
+    before: IntArray  # (J, R) usage before each job, by row (jobs in Slurm's order)
+    account_of: IntArray  # account code by row
+    ordering: Ordering
+
+    @property
+    def size(self) -> int:
+        return len(self.ordering.order)
+
+    def usage_before(self, position: int) -> tuple[int, ...]:
+        """The usage the job's level is computed over: its account's running usage
+        plus the demand of the account's earlier pending jobs in the pool."""
+        return tuple(int(x) for x in self.before[self.ordering.order[position]])
+
+    def level_exact(self, position: int) -> Fraction:
+        """The job's level as the engine compared it (exactly)."""
+        weight = self.weights[int(self.account_of[self.ordering.order[position]])]
+        return weighted_share(self.usage_before(position), self.capacity, weight)
+
+    def level_start(self, position: int) -> int:
+        """The first position whose exact level equals this one's; every job before it has a lower level."""
+        return int(np.flatnonzero(self.ordering.new_level[: position + 1])[-1])
+
+    def vector_start(self, position: int) -> int:
+        """The first position whose exact (level, share vector) equals this one's."""
+        return int(np.flatnonzero(self.ordering.new_vector[: position + 1])[-1])
+
+    def tie(self, position: int) -> TieRecord | None:
+        """The tie the rule broke at this position, if any."""
+        ties = self.ordering.ties
+        found = bisect.bisect_right(ties, position, key=lambda tie: tie.start) - 1
+        return ties[found] if found >= 0 and position < ties[found].stop else None
+
+
 @dataclass(frozen=True, slots=True)
 class Plan:
     cluster: str
@@ -105,6 +160,8 @@ class Plan:
     warnings: tuple[str, ...]
     state: PolicyState
     taken_at: str = ""
+    # Why each ordered job has its place, one record per pool in `pools` order.
+    orders: tuple[PoolOrder, ...] = field(default=(), compare=False, repr=False)
 
     def column(self, name: str) -> Sequence[Any]:
         """One field (a JobPlan attribute) of every job decision, in `jobs` order,
@@ -115,6 +172,13 @@ class Plan:
 
     def job(self, index: int) -> JobPlan:
         return self.jobs.row(index) if isinstance(self.jobs, PlanJobs) else self.jobs[index]
+
+    def placement(self, index: int) -> tuple[PoolOrder, int] | None:
+        """The pool record and DRF position of `jobs[index]`; None when the plan did not order it."""
+        for record in self.orders:
+            if record.offset <= index < record.offset + record.size:
+                return record, index - record.offset
+        return None
 
     @property
     def writes(self) -> tuple[JobPlan, ...]:
@@ -159,55 +223,18 @@ class LazyColumns(Mapping[str, list[Any]]):
         return len(JOB_COLUMNS)
 
 
-class PlanJobs(Sequence[JobPlan]):
+class PlanJobs(LazyRows[JobPlan]):
     """A plan's job decisions as columns; JobPlan objects made on demand."""
 
+    __slots__ = ("columns",)
+
     def __init__(self, columns: LazyColumns) -> None:
+        super().__init__(
+            columns.size,
+            lambda index: JobPlan(*(columns[name][index] for name in JOB_COLUMNS)),
+            lambda: itertools.starmap(JobPlan, zip(*(columns[name] for name in JOB_COLUMNS), strict=True)),
+        )
         self.columns = columns
-        self._rows: tuple[JobPlan, ...] | None = None
-
-    def _all(self) -> tuple[JobPlan, ...]:
-        if self._rows is None:
-            c = self.columns
-            self._rows = tuple(
-                JobPlan(*row)
-                for row in zip(
-                    c["job_id"],
-                    c["account"],
-                    c["user"],
-                    c["pool"],
-                    c["order"],
-                    c["level"],
-                    c["value"],
-                    c["current"],
-                    c["action"],
-                    c["reason"],
-                    c["tie"],
-                    c["user_nice"],
-                    c["array_tasks"],
-                    strict=True,
-                )
-            )
-        return self._rows
-
-    def __len__(self) -> int:
-        return self.columns.size
-
-    def row(self, index: int) -> JobPlan:
-        """One decision, without making all of them into objects."""
-        if self._rows is not None:
-            return self._rows[index]
-        return JobPlan(*(self.columns[name][index] for name in JOB_COLUMNS))
-
-    @overload
-    def __getitem__(self, index: int) -> JobPlan: ...
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[JobPlan]: ...
-    def __getitem__(self, index: int | slice) -> JobPlan | Sequence[JobPlan]:
-        return self._all()[index]
-
-    def __iter__(self) -> Iterator[JobPlan]:
-        return iter(self._all())
 
 
 JOB_COLUMNS: Final = (
@@ -262,6 +289,7 @@ def compute_plan(snapshot: Snapshot, config: Config, state: PolicyState = EMPTY_
     warnings: list[str] = []
     pool_plans: list[PoolPlan] = []
     account_rows: list[AccountShare] = []
+    orders: list[PoolOrder] = []
     for number, (name, partitions) in enumerate(pools):
         capacity_map, node_count = compute_capacity(
             snapshot, partitions, config.resources, config.include_unavailable_nodes
@@ -290,6 +318,7 @@ def compute_plan(snapshot: Snapshot, config: Config, state: PolicyState = EMPTY_
                 plan_wins,
                 step,
                 columns,
+                orders,
                 warnings,
             )
         )
@@ -323,6 +352,7 @@ def compute_plan(snapshot: Snapshot, config: Config, state: PolicyState = EMPTY_
         warnings=tuple(warnings),
         state=next_state,
         taken_at=snapshot.taken_at,
+        orders=tuple(orders),
     )
 
 
@@ -340,6 +370,7 @@ def _plan_pool(
     plan_wins: dict[str, float],
     step: int,
     columns: LazyColumns,
+    orders: list[PoolOrder],
     warnings: list[str],
 ) -> list[AccountShare]:
     resources = config.resources
@@ -402,6 +433,7 @@ def _plan_pool(
     rows_sorted = rows[order]
     count = len(rows_sorted)
     job_ids, users, names = table.job_id, table.user, table.accounts
+    orders.append(PoolOrder(pool, columns.size, tuple(capacity.tolist()), weights, before, account_of, ordering))
     columns.add(
         count,
         {

@@ -1,11 +1,11 @@
 """Why a job has its value: `slurm-drf explain JOBID`.
 
 Sits beside the report, under the CLI: `explain_job(plan, snapshot, job_id)`
-is pure and rebuilds, from the plan and the snapshot it was computed from,
-what the engine decided for one job (SPEC §2): the usage its level is
-computed over (its account's running usage plus the demand of the
-account's earlier pending jobs), the level, and for every job ahead of it
-in the pool the rule that put it there:
+is pure and reads, from the record the engine keeps on the plan
+(`Plan.orders`, one `PoolOrder` per pool), what it decided for one job
+(SPEC §2): the usage its level is computed over (its account's running
+usage plus the demand of the account's earlier pending jobs), the level,
+and for every job ahead of it in the pool the rule that put it there:
 
 - `own_queue`: an earlier job of the same account (Slurm's own order);
 - `lower_level`: a strictly lower level (exact fractions decide);
@@ -14,17 +14,14 @@ in the pool the rule that put it there:
   account won through fewer recent tie wins, or through the per-cycle
   rotation key when the wins were equal too.
 
-Ties are replayed the way the engine breaks them (`drf._break_ties`): every
-group of exactly equal (level, share vector) in plan order, from the tie
-wins the plan started with. `tie_replayed` says whether the replay
-reproduced the plan's order; when it does not (a plan from another
-version), the tie reasons are reported as `tie` without the detail.
+Nothing here recomputes the policy: the order, the levels and the ties
+are the engine's (`policy.order`). The snapshot only supplies what the
+plan does not hold: a job's demand, its state, and jobs the plan leaves out.
 """
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from types import MappingProxyType
@@ -32,12 +29,11 @@ from typing import Any, Final
 
 from slurm_drf.errors import InputError
 from slurm_drf.model.types import PENDING, Snapshot, job_number
-from slurm_drf.policy.plan import AccountShare, Plan, PlanJobs
-from slurm_drf.policy.pools import share_vector
-from slurm_drf.policy.state import rotation_key
+from slurm_drf.policy.order import TieRecord
+from slurm_drf.policy.plan import AccountShare, JobPlan, Plan
 from slurm_drf.trail.text import format_share, format_weight, render_table
 
-REASONS: Final = ("own_queue", "lower_level", "share_vector", "tie_wins", "rotation", "tie")
+REASONS: Final = ("own_queue", "lower_level", "share_vector", "tie_wins", "rotation")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,35 +90,15 @@ class Explanation:
     behind: int = 0
     tie: bool = False
     tie_detail: TieDetail | None = None
+    # Always true since explain reads the engine's own record of its ties
+    # (it once replayed them); kept so that the JSON keeps its shape.
     tie_replayed: bool = True
     notes: tuple[str, ...] = ()
 
 
-def _columns(plan: Plan) -> Mapping[str, Sequence[Any]]:
-    jobs = plan.jobs
-    if isinstance(jobs, PlanJobs):
-        return jobs.columns
-    names = (
-        "job_id",
-        "account",
-        "user",
-        "pool",
-        "order",
-        "level",
-        "value",
-        "current",
-        "action",
-        "reason",
-        "tie",
-        "user_nice",
-        "array_tasks",
-    )
-    return {name: [getattr(job, name) for job in jobs] for name in names}
-
-
 def find_job_index(plan: Plan, snapshot: Snapshot, job_id: str) -> tuple[int | None, int | None]:
     """(index in the plan's jobs, row in the snapshot's table) of a job id; a task id finds its array."""
-    ids = _columns(plan)["job_id"]
+    ids = plan.column("job_id")
     table = snapshot.table
     wanted = job_id.strip()
     plan_index = next((i for i, j in enumerate(ids) if j == wanted), None)
@@ -194,130 +170,58 @@ def explain_job(plan: Plan, snapshot: Snapshot, job_id: str) -> Explanation:
             capacity=MappingProxyType({} if pool is None else dict(pool.capacity)),
             notes=(note,),
         )
-    columns = _columns(plan)
-    job = {name: columns[name][plan_index] for name in columns}
+    job = plan.job(plan_index)
     state = table.states[table.state[row]] if row is not None else PENDING
-    demand = {r: int(table.column(r)[row]) * int(job["array_tasks"]) for r in resources} if row is not None else {}
-    share = next((a for a in plan.accounts if a.account == job["account"] and a.pool == job["pool"]), None)
+    demand = {r: int(table.column(r)[row]) * job.array_tasks for r in resources} if row is not None else {}
+    share = next((a for a in plan.accounts if a.account == job.account and a.pool == job.pool), None)
     common: dict[str, Any] = {
-        "job_id": job["job_id"],
+        "job_id": job.job_id,
         "state": state,
-        "account": job["account"],
-        "user": job["user"],
-        "pool": job["pool"],
+        "account": job.account,
+        "user": job.user,
+        "pool": job.pool,
         "mode": plan.mode,
         "scale": plan.scale,
-        "action": job["action"],
-        "reason": job["reason"],
-        "value": job["value"],
-        "current": job["current"],
-        "user_nice": int(job["user_nice"]),
-        "array_tasks": int(job["array_tasks"]),
+        "action": job.action,
+        "reason": job.reason,
+        "value": job.value,
+        "current": job.current,
+        "user_nice": int(job.user_nice),
+        "array_tasks": int(job.array_tasks),
         "demand": MappingProxyType(demand),
         "account_share": share,
-        "capacity": MappingProxyType(next((dict(p.capacity) for p in plan.pools if p.name == job["pool"]), {})),
+        "capacity": MappingProxyType(next((dict(p.capacity) for p in plan.pools if p.name == job.pool), {})),
     }
-    if job["order"] is None:
+    if job.order is None:
         return Explanation(
-            status="skipped", **common, notes=(f"skipped ({job['reason']}): the daemon leaves this job's value alone",)
+            status="skipped", **common, notes=(f"skipped ({job.reason}): the daemon leaves this job's value alone",)
         )
-    return _explain_ordered(plan, snapshot, columns, plan_index, common)
+    return _explain_ordered(plan, job, plan_index, common)
 
 
-def _explain_ordered(
-    plan: Plan, snapshot: Snapshot, columns: Mapping[str, Sequence[Any]], plan_index: int, common: dict[str, Any]
-) -> Explanation:
+def _explain_ordered(plan: Plan, job: JobPlan, plan_index: int, common: dict[str, Any]) -> Explanation:
+    placement = plan.placement(plan_index)
+    if placement is None:
+        raise InputError(f"job {common['job_id']}: the plan keeps no record of why it has its place")
+    record, position = placement
     resources = tuple(plan.resources)
-    pools = {pool.name: pool for pool in plan.pools}
-    our_pool = columns["pool"][plan_index]
-    capacity = [int(pools[our_pool].capacity.get(r, 0)) for r in resources]
-    weights = {(a.pool, a.account): a.weight for a in plan.accounts}
-    usage = {(a.pool, a.account): [int(a.usage.get(r, 0)) for r in resources] for a in plan.accounts}
-
-    # Usage before each ordered job: its account's running usage plus the
-    # demand of the account's earlier pending jobs (plan order keeps each
-    # account's Slurm order).
-    table = snapshot.table
-    rows = {job_id: i for i, job_id in enumerate(table.job_id)}
-    tres = [table.column(r) for r in resources]
-    ordered = [i for i, o in enumerate(columns["order"]) if o is not None]
-    by_pool: dict[str, list[int]] = {}
-    for i in ordered:
-        by_pool.setdefault(columns["pool"][i], []).append(i)
-    for indices in by_pool.values():
-        indices.sort(key=lambda i: columns["order"][i])
-    before: dict[int, list[int]] = {}
-    for pool, indices in by_pool.items():
-        running = {key[1]: list(value) for key, value in usage.items() if key[0] == pool}
-        for i in indices:
-            account = columns["account"][i]
-            current = running.setdefault(account, [0] * len(resources))
-            before[i] = list(current)
-            row = rows.get(columns["job_id"][i])
-            if row is not None:
-                tasks = int(columns["array_tasks"][i])
-                running[account] = [c + int(col[row]) * tasks for c, col in zip(current, tres, strict=True)]
-
-    cache: dict[int, tuple[Fraction, ...]] = {}
-
-    def vector(i: int) -> tuple[Fraction, ...]:
-        """The exact sorted weighted share vector the engine ordered job i by."""
-        if i not in cache:
-            pool_capacity = [int(pools[columns["pool"][i]].capacity.get(r, 0)) for r in resources]
-            weight = weights.get((columns["pool"][i], columns["account"][i]), Fraction(1))
-            cache[i] = share_vector(before[i], pool_capacity, weight) or (Fraction(0),)
-        return cache[i]
-
-    def float_vector(i: int) -> tuple[float, ...]:
-        # As the engine computes it: one correctly rounded division per share.
-        pool_capacity = [int(pools[columns["pool"][i]].capacity.get(r, 0)) for r in resources]
-        weight = weights.get((columns["pool"][i], columns["account"][i]), Fraction(1))
-        return tuple(
-            sorted(
-                (
-                    u * weight.denominator / (c * weight.numerator)
-                    for u, c in zip(before[i], pool_capacity, strict=True)
-                    if c > 0
-                ),
-                reverse=True,
-            )
-        )
-
-    def same(i: int, j: int) -> bool:
-        """Whether jobs i and j have exactly equal share vectors; exact fractions only when floats cannot tell."""
-        if before[i] == before[j] and weights.get((columns["pool"][i], columns["account"][i])) == weights.get(
-            (columns["pool"][j], columns["account"][j])
-        ):
-            return True
-        # Equal fractions round to equal floats: different floats prove different vectors.
-        if float_vector(i) != float_vector(j):
-            return False
-        return vector(i) == vector(j)
-
-    replay = _replay_ties(plan, columns, by_pool, same, (our_pool, plan_index))
-    ours = vector(plan_index)
-    our_level = columns["level"][plan_index]
-    our_account = columns["account"][plan_index]
-    pool_indices = by_pool[our_pool]
-    position = pool_indices.index(plan_index)
+    accounts = plan.column("account")[record.offset : record.offset + record.size]
+    our_account = accounts[position]
+    level_start, vector_start = record.level_start(position), record.vector_start(position)
+    tie = record.tie(position)
+    won_by = {} if tie is None else _tie_winners(tie, accounts, position)
     counts: dict[str, dict[str, int]] = {}
-    for i in pool_indices[:position]:
-        account = columns["account"][i]
+    for ahead, account in enumerate(accounts[:position]):
         if account == our_account:
             why = "own_queue"
-        elif columns["level"][i] < our_level:
-            # A smaller float level proves a smaller exact one (rounding is monotonic).
+        elif ahead < level_start:
             why = "lower_level"
-        else:
-            theirs = vector(i)
-            if theirs[0] < ours[0]:
-                why = "lower_level"
-            elif theirs < ours:
-                why = "share_vector"
-            else:
-                why = replay.reasons.get((i, plan_index), "tie") if replay.ok else "tie"
+        elif ahead < vector_start:
+            why = "share_vector"
+        else:  # the same (level, share vector), another account: the tie rule placed it first
+            why = won_by[ahead]
         counts.setdefault(account, dict.fromkeys(REASONS, 0))[why] += 1
-    ahead = tuple(
+    ahead_counts = tuple(
         sorted(
             (
                 AheadCount(a, sum(c.values()), MappingProxyType({k: v for k, v in c.items() if v}))
@@ -326,134 +230,64 @@ def _explain_ordered(
             key=lambda x: (-x.jobs, x.account),
         )
     )
-    usage_before = dict(zip(resources, before[plan_index], strict=True))
-    shares_before = {r: (u / c if c else 0.0) for r, u, c in zip(resources, before[plan_index], capacity, strict=True)}
-    level = columns["level"][plan_index]
-    notes: list[str] = []
-    if not replay.ok:
-        notes.append("the tie replay did not reproduce this plan's order; tie reasons are given without detail")
+    before = record.usage_before(position)
+    level_exact = record.level_exact(position)
+    shares_before = {r: (u / c if c else 0.0) for r, u, c in zip(resources, before, record.capacity, strict=True)}
     return Explanation(
         status="ordered",
         **common,
-        order=columns["order"][plan_index],
-        pool_jobs=len(pool_indices),
-        level=level,
-        level_exact=ours[0],
-        scaled_level=int(Fraction(plan.scale) * ours[0] + Fraction(1, 2)),
-        usage_before=MappingProxyType(usage_before),
+        order=position,
+        pool_jobs=record.size,
+        level=job.level,
+        level_exact=level_exact,
+        scaled_level=int(Fraction(plan.scale) * level_exact + Fraction(1, 2)),
+        usage_before=MappingProxyType(dict(zip(resources, before, strict=True))),
         shares_before=MappingProxyType(shares_before),
-        earlier_own=sum(1 for i in pool_indices[:position] if columns["account"][i] == our_account),
-        ahead=ahead,
+        earlier_own=counts.get(our_account, {}).get("own_queue", 0),
+        ahead=ahead_counts,
         ahead_total=position,
-        behind=len(pool_indices) - position - 1,
-        tie=bool(columns["tie"][plan_index]),
-        tie_detail=replay.details.get(plan_index),
-        tie_replayed=replay.ok,
-        notes=tuple(notes),
+        behind=record.size - position - 1,
+        tie=job.tie,
+        tie_detail=None if tie is None else _tie_detail(tie, accounts, position),
     )
 
 
-@dataclass
-class _Replay:
-    ok: bool = True
-    # (job ahead, job behind) -> "tie_wins" | "rotation", for jobs of different accounts in one group.
-    reasons: dict[tuple[int, int], str] = field(default_factory=dict)
-    details: dict[int, TieDetail] = field(default_factory=dict)
+def _tie_winners(tie: TieRecord, accounts: Sequence[str], position: int) -> dict[int, str]:
+    """Why each other account's job ahead of `position` in its tie went first: `tie_wins` or `rotation`.
 
-
-def _replay_ties(
-    plan: Plan,
-    columns: Mapping[str, Sequence[Any]],
-    by_pool: Mapping[str, list[int]],
-    same: Callable[[int, int], bool],
-    until: tuple[str, int],
-) -> _Replay:
-    """Break the tie groups again as the engine does, in its order (pools in plan order, then
-    positions), up to the group of job `until`; say who won each comparison, and why.
-
-    The tie wins carry from group to group and from pool to pool, so every
-    group before the job's matters; none after it does.
+    When a job of account X was placed, the explained job's account waited
+    with the key it was next placed with (its wins change only when it
+    wins), so walking back from `position`, the key of its latest job seen
+    is its key at that moment. X was the heap's smallest: fewer wins, or
+    equal wins and the rotation.
     """
-    replay = _Replay()
-    wins = dict(plan.state.tie_wins)
-    epoch = plan.state.epoch
-    last_pool, last_job = until
-    for pool in (p.name for p in plan.pools):
-        indices = by_pool.get(pool, [])
-        start = 0
-        while start < len(indices):
-            stop = start + 1
-            level = columns["level"][indices[start]]
-            # Exactly equal vectors have equal float levels: floats find the candidates.
-            while stop < len(indices) and columns["level"][indices[stop]] == level:
-                stop += 1
-            if stop - start > 1:
-                for group in _split_equal(indices[start:stop], same):
-                    if len({columns["account"][i] for i in group}) > 1:
-                        replay.ok &= _replay_group(group, columns, wins, epoch, replay)
-            if pool == last_pool and last_job in indices[start:stop]:
-                return replay
-            start = stop
-        if pool == last_pool:
-            break
-    return replay
-
-
-def _split_equal(indices: list[int], same: Callable[[int, int], bool]) -> list[list[int]]:
-    groups: list[list[int]] = [[indices[0]]]
-    for i in indices[1:]:
-        if same(groups[-1][-1], i):
-            groups[-1].append(i)
+    ours = accounts[position]
+    our_wins = tie.placed_wins[position - tie.start]
+    out: dict[int, str] = {}
+    for ahead in range(position - 1, tie.start - 1, -1):
+        wins = tie.placed_wins[ahead - tie.start]
+        if accounts[ahead] == ours:
+            our_wins = wins
         else:
-            groups.append([i])
-    return [g for g in groups if len(g) > 1]
+            out[ahead] = "tie_wins" if wins < our_wins else "rotation"
+    return out
 
 
-def _replay_group(
-    group: list[int], columns: Mapping[str, Sequence[Any]], wins: dict[str, float], epoch: int, replay: _Replay
-) -> bool:
-    """One tie group through the engine's heap; False when the replay's order is not the plan's."""
-    accounts = [columns["account"][i] for i in group]
-    queues: dict[str, list[int]] = {}
-    for i, account in zip(group, accounts, strict=True):
-        queues.setdefault(account, []).append(i)
-    start_wins = {a: wins.get(a, 0.0) for a in queues}
-    ranks = {a: k for k, a in enumerate(sorted(queues, key=lambda a: rotation_key(epoch, a)), start=1)}
-    heap = [(wins.get(a, 0.0), rotation_key(epoch, a), a) for a in queues]
-    heapq.heapify(heap)
-    placed: list[int] = []
-    ahead_of: dict[int, list[tuple[int, str]]] = {}
-    while heap:
-        key = heapq.heappop(heap)
-        account = key[2]
-        if heap:
-            wins[account] = wins.get(account, 0.0) + 1.0
-        job = queues[account].pop(0)
-        # Every account still waiting lost this comparison; say why.
-        for other in heap:
-            why = "tie_wins" if key[0] < other[0] else "rotation"
-            for waiting in queues[other[2]]:
-                ahead_of.setdefault(waiting, []).append((job, why))
-        placed.append(job)
-        if queues[account]:
-            heapq.heappush(heap, (wins.get(account, 0.0), rotation_key(epoch, account), account))
-    if placed != group:
-        return False
-    for behind, items in ahead_of.items():
-        for job, why in items:
-            replay.reasons[(job, behind)] = why
-    for i in group:
-        mine = columns["account"][i]
-        position = group.index(i)
-        replay.details[i] = TieDetail(
-            accounts=tuple(queues),
-            jobs=len(group),
-            wins=MappingProxyType(start_wins),
-            rotation_rank=MappingProxyType(ranks),
-            won_against=sum(1 for j in group[position + 1 :] if columns["account"][j] != mine),
-            lost_to=sum(1 for j in group[:position] if columns["account"][j] != mine),
-        )
-    return True
+def _tie_detail(tie: TieRecord, accounts: Sequence[str], position: int) -> TieDetail:
+    group = accounts[tie.start : tie.stop]
+    names = tuple(dict.fromkeys(group))  # in the order of their first job in the group
+    ours = accounts[position]
+    here = position - tie.start
+    return TieDetail(
+        accounts=names,
+        jobs=len(group),
+        wins=MappingProxyType({a: tie.wins[a] for a in names}),
+        rotation_rank=MappingProxyType(
+            {a: k for k, a in enumerate(sorted(names, key=lambda a: tie.rotation[a]), start=1)}
+        ),
+        won_against=sum(1 for a in group[here + 1 :] if a != ours),
+        lost_to=sum(1 for a in group[:here] if a != ours),
+    )
 
 
 # --------------------------------------------------------------------------
@@ -465,7 +299,6 @@ _REASON_TEXT: Final = {
     "share_vector": "equal level, smaller share vector (next-largest share)",
     "tie_wins": "full tie, fewer recent tie wins",
     "rotation": "full tie, equal tie wins, this cycle's rotation",
-    "tie": "full tie (tie wins, then rotation)",
 }
 
 
@@ -553,8 +386,6 @@ def render_explanation_text(e: Explanation) -> str:
             )
             out.append(f"  broken by fewer tie wins (at the tie: {wins}), then the rotation (this cycle: {ranks})")
             out.append(f"  it went after {d.lost_to} and before {d.won_against} of the other accounts' tied jobs")
-        elif e.tie:
-            out.append("a tie decided its place (equal level and share vector with another account's job)")
         else:
             out.append("no tie: its level and share vector differ from every other account's job")
     if e.status in ("ordered", "skipped"):

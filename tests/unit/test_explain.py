@@ -177,7 +177,7 @@ def test_reasons_account_for_every_job_ahead(case: tuple[Snapshot, Config, Polic
         if planned.order is None:
             continue
         e = explain_job(plan, snap, planned.job_id)
-        # The replay of the ties reproduces the engine's order (wins carried across pools).
+        # Every tie comes with its detail from the engine's record (wins carried across pools).
         assert e.tie_replayed
         assert e.ahead_total == planned.order
         assert sum(a.jobs for a in e.ahead) == planned.order

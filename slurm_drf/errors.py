@@ -29,7 +29,7 @@ class ConfigError(InputError):
 
 
 class SnapshotError(InputError):
-    """A snapshot that breaks the contract of SPEC §3."""
+    """A snapshot that breaks the contract of docs/formats.md."""
 
     category = "snapshot"
 

@@ -17,7 +17,7 @@ logger = logging.getLogger(__name__)
 
 
 def make_source(config: Config) -> ClusterSource:
-    """The ClusterSource the config asks for (SPEC: backend auto|cli|pyslurm)."""
+    """The ClusterSource the config asks for (`backend: auto | cli | pyslurm`)."""
     if config.backend in ("auto", "pyslurm"):
         usable, why = pyslurm_usable()
         if usable:

@@ -1,4 +1,4 @@
-"""The snapshot JSON codec (SPEC §3): JSON-ready data to the model and back.
+"""The snapshot JSON codec (docs/formats.md): JSON-ready data to the model and back.
 
 Pure: no files. Reading and writing snapshot files is `model.snapshot_file`'s job.
 """
@@ -299,7 +299,7 @@ def _fast_times(values: list[object]) -> FloatArray | None:
 
 
 def render_snapshot(snapshot: Snapshot) -> dict[str, Any]:
-    """The snapshot as JSON-ready data (SPEC §3)."""
+    """The snapshot as JSON-ready data (docs/formats.md)."""
     out: dict[str, Any] = {
         "format": SNAPSHOT_FORMAT,
         "cluster": snapshot.cluster,

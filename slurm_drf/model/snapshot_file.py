@@ -2,7 +2,7 @@
 
 Sits beside the CLI source: `slurm-drf plan --snapshot FILE` reads the
 cluster from a file written earlier by `slurm-drf snapshot` (or by hand),
-so the policy can be run and tested without Slurm. The format is SPEC §3;
+so the policy can be run and tested without Slurm. The format is docs/formats.md;
 turning the JSON into the model is `model.codec.parse_snapshot`'s job.
 """
 

@@ -96,7 +96,7 @@ class Node:
 
     @property
     def eligible(self) -> bool:
-        """Whether the node's resources count as capacity (SPEC §2)."""
+        """Whether the node's resources count as capacity (docs/rule.md §2)."""
         return not any(part in INELIGIBLE_NODE_STATES for part in self.state.lower().split("+"))
 
 
@@ -334,7 +334,7 @@ class Snapshot:
     first use, or given directly by the fast snapshot-file parser.
     `het_leaders` are the ids of the pending jobs that are heterogeneous
     jobs' leaders (their components are summed into the leader's record):
-    a write to one must reach every component (SPEC §5).
+    a write to one must reach every component (docs/rule.md §5).
     """
 
     cluster: str

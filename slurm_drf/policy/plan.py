@@ -4,7 +4,7 @@ Pure: `compute_plan(snapshot, config, state) -> Plan` reads no clock, file
 or environment. It sits under the daemon and the CLI and imports only the
 model, the config dataclasses and numpy.
 
-How the order is computed (SPEC §2). The *level* of an account's k-th
+How the order is computed (docs/rule.md §2). The *level* of an account's k-th
 pending job is the account's weighted dominant share over its running
 usage plus the demand of its first k-1 pending jobs. Progressive filling
 always serves the account with the lowest current share, so the DRF order
@@ -30,7 +30,7 @@ share vectors change along the order, and how each tie was broken. It is
 the engine's own arrays by reference, so `explain` answers from the
 decision itself, and the rule lives only here and in `policy.order`.
 
-Values (SPEC §5): raw = round(scale x level); along the DRF order every
+Values (docs/rule.md §5): raw = round(scale x level); along the DRF order every
 job's value is raised to at least one more than its predecessor's, so the
 order is strict even for tied levels, and Slurm never falls back to submit
 order. nice = user's nice + value - offset (at most -1, so Slurm's clamp of

@@ -1,4 +1,4 @@
-"""Pools and their capacity, and an account's exact weighted share (SPEC §2)."""
+"""Pools and their capacity, and an account's exact weighted share (docs/rule.md §2)."""
 
 from __future__ import annotations
 

@@ -87,7 +87,7 @@ def priority_weight_sum(weights: Mapping[str, int]) -> int:
 
 
 def mode_values(mode: str, values: IntArray, offset: int, user_nice: IntArray) -> IntArray:
-    """The numbers written to Slurm in `mode` (SPEC §5), vectorised.
+    """The numbers written to Slurm in `mode` (docs/rule.md §5), vectorised.
 
     nice: the user's nice plus ours, ours at most -1 so that Slurm's clamp
     of priority to >= 1 never merges two jobs; site_factor and priority:

@@ -11,7 +11,7 @@ Three cases go through scontrol instead (`ScontrolWriter`):
 
 - a value of 0 for nice or site_factor: JobSubmitDescription drops it
   (`if self.nice:` / `if self.site_factor:` in _create_job_submit_desc),
-  so pyslurm would send "no change" and report success (SPEC §5);
+  so pyslurm would send "no change" and report success (docs/rule.md §5);
 - pending het job leaders (`Write.het_leader`, from the snapshot the plan
   was made from): slurm_update_job names one record, and slurmctld's
   update_job() changes only that one, whereas `scontrol update

@@ -1,4 +1,4 @@
-"""Writing values back to Slurm with scontrol, safely (SPEC §5).
+"""Writing values back to Slurm with scontrol, safely (docs/rule.md §5).
 
 Sits between the daemon and Slurm, beside the sources. The daemon hands it
 `Write`s; it builds the update commands purely (`build_update_lines`),

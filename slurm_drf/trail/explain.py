@@ -3,7 +3,7 @@
 Sits beside the report, under the CLI: `explain_job(plan, snapshot, job_id)`
 is pure and reads, from the record the engine keeps on the plan
 (`Plan.orders`, one `PoolOrder` per pool), what it decided for one job
-(SPEC §2): the usage its level is computed over (its account's running
+(docs/rule.md §2): the usage its level is computed over (its account's running
 usage plus the demand of the account's earlier pending jobs), the level,
 and for every job ahead of it in the pool the rule that put it there:
 

@@ -8,7 +8,7 @@ log it, because a missing report must not stop the scheduling.
 
 - `AuditRecorder` (slurm_drf.trail.history): always; history.sqlite in state_dir.
 - `ReportWriter` (here): when report_dir is set; latest.json (the plan,
-  SPEC §3) and latest.html (the share report), each replaced atomically.
+  docs/formats.md) and latest.html (the share report), each replaced atomically.
 - `MetricsRecorder` (slurm_drf.trail.metrics): when metrics_address or
   metrics_textfile is set; build_observers starts its HTTP server.
 """

@@ -1,4 +1,4 @@
-"""A Plan as the `plan` and `once` verbs print it: the plan JSON (SPEC §3) and the table."""
+"""A Plan as the `plan` and `once` verbs print it: the plan JSON (docs/formats.md) and the table."""
 
 from __future__ import annotations
 

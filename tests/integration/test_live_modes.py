@@ -130,7 +130,7 @@ def test_switching_mode_gives_back_what_the_old_mode_wrote(live: Live, tmp_path:
 def test_priority_mode_remembers_the_users_nice_across_rewrites(live: Live, tmp_path: Path) -> None:
     """Setting a priority makes Slurm reset the job's nice to 0; the daemon
     must still remember the nice the job had before it first touched it
-    (SPEC §5), also after it rewrites the job, and reset must restore it."""
+    (docs/rule.md §5), also after it rewrites the job, and reset must restore it."""
     live.require_quiet_queue()
     running = live.submit("-A", "newteam", "-p", "cpu", "-c", "8", "--mem=1000")
     live.wait_running([running])

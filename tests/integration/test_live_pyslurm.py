@@ -137,7 +137,7 @@ def test_het_leader_written_through_scontrol_reaches_every_component(live: Live)
 
 
 def test_a_users_nice_of_zero_is_given_back(live: Live) -> None:
-    # pyslurm drops a nice of 0 (SPEC §5): reset must send it another way.
+    # pyslurm drops a nice of 0 (docs/rule.md §5): reset must send it another way.
     # (site_factor's reset to 0 is test_live_modes', which this tier runs too.)
     live.require_quiet_queue()
     job = live.submit("-A", "memteam", "-p", "cpu", "-c", "1", "--mem=100", LATER)

@@ -1,7 +1,7 @@
 """`slurm-drf snapshot` against the sandbox: the snapshot holds what was submitted.
 
 Jobs are submitted with known requests; the snapshot (read through squeue
-and sinfo JSON by the CLI source) must report each job's TRES as SPEC §3
+and sinfo JSON by the CLI source) must report each job's TRES as docs/formats.md
 defines them: allocated for running jobs, requested for pending ones, the
 whole job (all tasks), memory in MiB, GPUs from --gres and --gpus alike, a
 pending array as one record with its task count.

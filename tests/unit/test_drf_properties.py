@@ -1,4 +1,4 @@
-"""Property and regression tests of the DRF guarantees (SPEC §2, §5).
+"""Property and regression tests of the DRF guarantees (docs/rule.md §2, §5).
 
 The engine orders pending jobs; `allocation.place` plays the scheduler and
 starts them in that order into the pool's free capacity (a job that does
@@ -1008,7 +1008,7 @@ def test_priority_mode_keeps_an_accounts_own_order_after_writing() -> None:
 
 
 def test_negative_user_nice_does_not_merge_distinct_levels() -> None:
-    """SPEC §5: no two distinct levels meet at a clamp, and the user's nice keeps its effect.
+    """docs/rule.md §5: no two distinct levels meet at a clamp, and the user's nice keeps its effect.
 
     A job whose owner (an admin) set nice -1000 gets user nice + ours,
     clipped to Slurm's nice range; with the default offset, ours already

@@ -1,4 +1,4 @@
-"""The engine's value mapping, skip reasons, warnings and job memory (SPEC §2, §5)."""
+"""The engine's value mapping, skip reasons, warnings and job memory (docs/rule.md §2, §5)."""
 
 from __future__ import annotations
 

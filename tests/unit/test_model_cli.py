@@ -1,4 +1,4 @@
-"""Snapshot contract (SPEC §3) and the `plan` / `check-config` verbs (SPEC §4)."""
+"""Snapshot contract (docs/formats.md) and the `plan` / `check-config` verbs (the README's verbs)."""
 
 from __future__ import annotations
 

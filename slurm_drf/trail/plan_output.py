@@ -6,25 +6,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from slurm_drf.model.types import PLAN_FORMAT
-from slurm_drf.policy.plan import JobPlan, Plan, PlanJobs
+from slurm_drf.policy.plan import JOB_COLUMNS, JobPlan, Plan, PlanJobs
 from slurm_drf.trail.text import render_table
 
 # Plan job entries: every key always present, the value under the mode's name.
-_ENTRY_FIELDS = (
-    "job_id",
-    "account",
-    "user",
-    "pool",
-    "order",
-    "level",
-    "value",
-    "current",
-    "action",
-    "reason",
-    "tie",
-    "user_nice",
-    "array_tasks",
-)
+_ENTRY_FIELDS = JOB_COLUMNS
 
 
 def render_job_entries(jobs: Sequence[JobPlan], mode: str) -> list[dict[str, Any]]:

@@ -25,6 +25,25 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.pyslurm
 
 LATER = "--begin=now+1hour"  # pending for the whole test, whatever the node has free
+# A pending het job: two components (sbatch's `:`) under one leader's id.
+HET_JOB = (
+    "-A",
+    "gputeam",
+    "-p",
+    "cpu",
+    "-c",
+    "1",
+    "--mem=100",
+    LATER,
+    ":",
+    "-A",
+    "gputeam",
+    "-p",
+    "cpu",
+    "-c",
+    "2",
+    "--mem=200",
+)
 
 
 @pytest.fixture
@@ -66,25 +85,7 @@ def test_snapshots_of_both_backends_are_equal_field_by_field(live: Live) -> None
         live.submit("-A", "newteam", "-p", "cpu", "--array=0-9%2", "-c", "1", "--mem=100", LATER),
         live.submit("--hold", "-A", "memteam", "-p", "cpu", "-c", "2", "--mem=2G"),
         live.submit("-A", "newteam", "-p", "cpu", "-c", "3", "--mem=300", "--nice=77", LATER),
-        # A het job: two components under one leader.
-        live.submit(
-            "-A",
-            "gputeam",
-            "-p",
-            "cpu",
-            "-c",
-            "1",
-            "--mem=100",
-            LATER,
-            ":",
-            "-A",
-            "gputeam",
-            "-p",
-            "cpu",
-            "-c",
-            "2",
-            "--mem=200",
-        ),
+        live.submit(*HET_JOB),
     ]
     live.wait_running(running)
 
@@ -107,24 +108,7 @@ def test_snapshots_of_both_backends_are_equal_field_by_field(live: Live) -> None
 
 def test_het_leader_written_through_scontrol_reaches_every_component(live: Live) -> None:
     live.require_quiet_queue()
-    het = live.submit(
-        "-A",
-        "gputeam",
-        "-p",
-        "cpu",
-        "-c",
-        "1",
-        "--mem=100",
-        LATER,
-        ":",
-        "-A",
-        "gputeam",
-        "-p",
-        "cpu",
-        "-c",
-        "2",
-        "--mem=200",
-    )
+    het = live.submit(*HET_JOB)
     other = live.submit("-A", "cputeam", "-p", "cpu", "-c", "1", "--mem=100", LATER)
     plan = live.once().plan
     entries = plan_jobs(plan)

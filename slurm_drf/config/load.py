@@ -35,6 +35,7 @@ from slurm_drf.files import check_private
 
 if TYPE_CHECKING:
     import jsonschema
+from slurm_drf.config.durations import parse_duration
 from slurm_drf.config.settings import DEFAULT_SCALE, NICE_LIMIT, Config, Mode, PoolConfig, default_config
 
 DEFAULT_CONFIG_PATH: Final = "/etc/slurm-drf/config.yaml"
@@ -50,13 +51,6 @@ LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 MIN_INTERVAL: Final = 1.0
-
-
-# Seconds per unit of a duration string.
-_DURATION_UNITS: Final = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-_DURATION_RE: Final = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)\s*")
 
 
 # A key path into the file: mapping keys and list indices.
@@ -179,22 +173,6 @@ def warn_unknown_accounts(config: Config, known_accounts: Iterable[str]) -> list
             message += f" (did you mean {guess!r}?)"
         messages.append(message)
     return messages
-
-
-def parse_duration(value: float | str) -> float:
-    """Seconds in a duration: a number, or a string like `90`, `60s`, `5m`, `1.5h`, `1d`.
-
-    Raises ValueError for anything else; the schema has already refused
-    such values when this is called during loading.
-    """
-    if isinstance(value, bool):
-        raise ValueError(f"not a duration: {value!r}")
-    if isinstance(value, int | float):
-        return float(value)
-    match = _DURATION_RE.fullmatch(value)
-    if match is None:
-        raise ValueError(f"not a duration: {value!r}")
-    return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
 
 
 @functools.cache

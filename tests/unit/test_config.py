@@ -14,13 +14,13 @@ import jsonschema
 import pytest
 import yaml
 
+from slurm_drf.config.durations import parse_duration
 from slurm_drf.config.load import (
     CONFIG_ENV,
     find_config_path,
     load_config,
     load_schema,
     parse_config_text,
-    parse_duration,
     resolve_config,
     warn_unknown_accounts,
 )

@@ -92,7 +92,12 @@ def resolve_config(
     default_path: str = DEFAULT_CONFIG_PATH,
     private: bool = False,
 ) -> Config:
-    """Find the config file by the search path and load it, or the defaults."""
+    """The config every verb runs on: the file the search path finds (`find_config_path`), else the defaults.
+
+    The one lookup: the one-shot verbs call it once, the daemon at start and
+    on every SIGHUP. `private`: refuse a file others could change
+    (`check_config_private`); the verbs that write to Slurm ask for it.
+    """
     path = find_config_path(explicit, env, default_path=default_path)
     return default_config() if path is None else load_config(path, private=private)
 

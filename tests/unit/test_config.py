@@ -19,12 +19,12 @@ from slurm_drf.config.load import (
     CONFIG_ENV,
     find_config_path,
     load_config,
-    load_schema,
     parse_config_text,
     resolve_config,
     warn_unknown_accounts,
 )
 from slurm_drf.config.settings import NICE_LIMIT, Config, PoolConfig, default_config
+from slurm_drf.config.validate import load_schema
 from slurm_drf.errors import ConfigError, InputError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,9 +1,11 @@
 """YAML text -> PyYAML's node tree, which keeps the line of every key, and the data.
 
 The bottom of loading a config file: config.load reads the text and hands
-it here; validate and checks find their problems in the data; a problem is
-placed in the file by its key path (`mark_of`). Nothing here knows the
-schema or what a key means.
+it to `read_yaml`, which composes the node tree, walks it once (refusing
+a value that contains itself, finding repeated keys, noting the line of
+every key) and constructs the data. config.validate and config.checks
+then find their problems in the data, each at a key path, which `mark_of`
+turns back into a line. Nothing here knows the schema or what a key means.
 """
 
 from __future__ import annotations
@@ -145,12 +147,8 @@ def read_yaml(text: str, source: str) -> Document | None:
         root = loader.get_single_node()
         if root is None:
             return None
-        _refuse_recursion(root, source)
-        # Duplicate keys must be found before construction: flattening merge
-        # keys rewrites the node tree, and the dict keeps only the last value.
-        duplicates = _duplicate_key_problems(root)
+        duplicates, lines = _survey(root, source)
         data = loader.construct_document(root)
-        lines = _collect_lines(root)
     except yaml.MarkedYAMLError as error:
         raise ConfigError(_syntax_message(error, source)) from error
     except yaml.reader.ReaderError as error:
@@ -164,30 +162,6 @@ def read_yaml(text: str, source: str) -> Document | None:
         if loader is not None:
             loader.dispose()
     return Document(root, data, duplicates, lines)
-
-
-def _refuse_recursion(root: Node, source: str) -> None:
-    """Refuse an alias inside the node it names (`a: &x [*x]`): the data would be endless."""
-    finished: set[int] = set()
-    open_nodes: set[int] = set()
-
-    def walk(node: Node) -> None:
-        if id(node) in finished:
-            return
-        if id(node) in open_nodes:
-            line = int(node.start_mark.line) + 1
-            raise ConfigError(
-                f"{source}:{line}: YAML: an alias refers to a node that contains it; values cannot contain themselves"
-            )
-        if isinstance(node, MappingNode | SequenceNode):
-            open_nodes.add(id(node))
-            for child in node.value:
-                for item in child if isinstance(node, MappingNode) else (child,):
-                    walk(item)
-            open_nodes.discard(id(node))
-        finished.add(id(node))
-
-    walk(root)
 
 
 def _syntax_message(error: yaml.MarkedYAMLError, source: str) -> str:
@@ -212,60 +186,104 @@ def _syntax_message(error: yaml.MarkedYAMLError, source: str) -> str:
     return f"{source}{line}: YAML syntax error: {text}"
 
 
-def _duplicate_key_problems(root: Node) -> list[Problem]:
-    """Keys written twice in one mapping; PyYAML would silently keep the last."""
-    problems: list[Problem] = []
-    seen_nodes: set[int] = set()  # aliases may share (or even contain) a node
+# PyYAML's tag for a `<<` key.
+_MERGE: Final = "tag:yaml.org,2002:merge"
 
-    def walk(node: Node, path: KeyPath) -> None:
-        if id(node) in seen_nodes:
+
+def _survey(root: Node, source: str) -> tuple[list[Problem], dict[str, int]]:
+    """Walk the tree as composed, before `<<` merges are applied, once for three jobs.
+
+    - Refuse an alias inside the node it names (`a: &x [*x]`): the data would be endless.
+    - Find keys written twice in one mapping, which PyYAML would silently
+      drop; merging must not hide them, so this cannot wait for construction.
+    - Record the line of every key path of the data as constructed, merged
+      keys included (`Document.lines`).
+
+    Merge sources are walked first, as PyYAML applies them; their keys and
+    values belong to the mapping that merges them, and their repeated keys
+    are reported only where they are written as a value (a merged repeat
+    never was an error). Aliases share nodes, so a node is entered once for
+    each job it still needs (at most three times), never once per alias.
+    """
+    duplicates: list[Problem] = []
+    lines: dict[str, int] = {}
+    open_nodes: set[int] = set()
+    finished: set[int] = set()  # walked, no alias inside itself
+    checked: set[int] = set()  # its keys checked for repeats
+    placed: set[int] = set()  # the lines of its keys or items recorded
+    merged_keys: dict[int, dict[str, int]] = {}
+
+    def keys_of(node: MappingNode) -> dict[str, int]:
+        """Key -> line of a mapping as PyYAML flattens it: merged keys, the own ones winning."""
+        if id(node) not in merged_keys:
+            merged: dict[str, int] = {}
+            own: dict[str, int] = {}
+            for key_node, value_node in node.value:
+                if key_node.tag == _MERGE:
+                    # In `<<: [*a, *b]` the first listed wins, so it is applied last.
+                    sources = value_node.value[::-1] if isinstance(value_node, SequenceNode) else [value_node]
+                    for source_node in sources:
+                        if isinstance(source_node, MappingNode):
+                            merged.update(keys_of(source_node))
+                elif isinstance(key_node, ScalarNode):
+                    own[str(key_node.value)] = int(key_node.start_mark.line) + 1
+            merged_keys[id(node)] = merged | own
+        return merged_keys[id(node)]
+
+    def visit(node: Node, path: KeyPath, *, written: bool, merged: bool) -> None:
+        # written: reached from the root through values alone (no `<<` on the
+        # way), so repeated keys are reported. merged: a `<<` source, whose
+        # keys are recorded as the merging mapping's (at path).
+        ident = id(node)
+        if ident in open_nodes:
+            line = int(node.start_mark.line) + 1
+            raise ConfigError(
+                f"{source}:{line}: YAML: an alias refers to a node that contains it; values cannot contain themselves"
+            )
+        first = ident not in finished
+        check = written and ident not in checked
+        place = not merged and ident not in placed
+        if not (first or check or place):
             return
-        seen_nodes.add(id(node))
+        open_nodes.add(ident)
+        if check:
+            checked.add(ident)
+        if place:
+            placed.add(ident)
         if isinstance(node, MappingNode):
+            for key_node, value_node in node.value:
+                if key_node.tag == _MERGE:
+                    visit(value_node, path, written=False, merged=True)
+            if place:  # after the merge sources: they are known not to contain themselves
+                for key, line in keys_of(node).items():
+                    lines[format_path((*path, key))] = line
             first_lines: dict[str, int] = {}
             for key_node, value_node in node.value:
-                if not isinstance(key_node, ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                if key_node.tag == _MERGE:
+                    continue
+                if not isinstance(key_node, ScalarNode):
+                    # Construction refuses such a key; walked only for recursion.
+                    visit(key_node, path, written=False, merged=True)
+                    visit(value_node, path, written=False, merged=True)
                     continue
                 key = str(key_node.value)
                 mark = _start(key_node)
-                if key in first_lines:
-                    problems.append(
-                        Problem(
-                            (*path, key),
-                            f"duplicate key (first set on line {first_lines[key]}); write it once",
-                            mark,
-                        )
-                    )
-                else:
-                    first_lines[key] = mark[0]
-                walk(value_node, (*path, key))
+                if check and key in first_lines:
+                    message = f"duplicate key (first set on line {first_lines[key]}); write it once"
+                    duplicates.append(Problem((*path, key), message, mark))
+                first_lines.setdefault(key, mark[0])
+                visit(value_node, (*path, key), written=written, merged=False)
         elif isinstance(node, SequenceNode):
-            for index, item in enumerate(node.value):
-                walk(item, (*path, index))
+            if merged:
+                for item in node.value[::-1]:
+                    visit(item, path, written=False, merged=True)
+            else:
+                for index, item in enumerate(node.value):
+                    if place:
+                        lines[format_path((*path, index))] = int(item.start_mark.line) + 1
+                    visit(item, (*path, index), written=written, merged=False)
+        open_nodes.discard(ident)
+        finished.add(ident)
 
-    walk(root, ())
-    return problems
-
-
-def _collect_lines(root: Node) -> dict[str, int]:
-    lines: dict[str, int] = {}
-    seen: set[int] = set()
-
-    def walk(node: Node, path: KeyPath) -> None:
-        if id(node) in seen:
-            return
-        seen.add(id(node))
-        if isinstance(node, MappingNode):
-            for key_node, value_node in node.value:
-                if isinstance(key_node, ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
-                    child: KeyPath = (*path, str(key_node.value))
-                    lines[format_path(child)] = int(key_node.start_mark.line) + 1
-                    walk(value_node, child)
-        elif isinstance(node, SequenceNode):
-            for index, item in enumerate(node.value):
-                child = (*path, index)
-                lines[format_path(child)] = int(item.start_mark.line) + 1
-                walk(item, child)
-
-    walk(root, ())
-    return lines
+    visit(root, (), written=True, merged=False)
+    return duplicates, lines

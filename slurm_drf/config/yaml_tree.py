@@ -147,6 +147,8 @@ def read_yaml(text: str, source: str) -> Document | None:
         root = loader.get_single_node()
         if root is None:
             return None
+        # Before construction: it applies `<<` merges to the tree in place,
+        # and its dict keeps only the last of a repeated key.
         duplicates, lines = _survey(root, source)
         data = loader.construct_document(root)
     except yaml.MarkedYAMLError as error:

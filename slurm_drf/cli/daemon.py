@@ -10,8 +10,8 @@ import os
 from collections.abc import Callable, MutableMapping
 from typing import Any
 
-from slurm_drf.config.load import CONFIG_ENV, DEFAULT_CONFIG_PATH, find_config_path, load_config
-from slurm_drf.config.settings import Config, default_config
+from slurm_drf.config.load import CONFIG_ENV, DEFAULT_CONFIG_PATH, resolve_config
+from slurm_drf.config.settings import Config
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.service.loop import Service
 from slurm_drf.service.notify import Notifier
@@ -29,8 +29,7 @@ def config_loader(
     """
 
     def load() -> Config:
-        path = find_config_path(explicit, environ)
-        config = default_config() if path is None else load_config(path, private=True)
+        config = resolve_config(explicit, environ, private=True)
         return config if state_dir is None else dataclasses.replace(config, state_dir=state_dir)
 
     return load

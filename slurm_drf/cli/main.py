@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Final
 import orjson
 
 from slurm_drf import __version__
-from slurm_drf.config.load import find_config_path, load_config
-from slurm_drf.config.settings import Config, default_config
+from slurm_drf.config.load import load_config, resolve_config
+from slurm_drf.config.settings import Config
 from slurm_drf.errors import DrfError, InputError
 from slurm_drf.model.snapshot_file import SnapshotFileSource, render_snapshot_bytes, write_snapshot_file
 from slurm_drf.policy.plan import compute_plan
@@ -44,20 +44,13 @@ _CORE_VERBS: Final = ("plan", "snapshot", "once", "reset", "check-config")
 _ALL_VERBS: Final = frozenset(_CORE_VERBS).union(*(names for _, _, names in _VERB_MODULES))
 
 
-def _load_config(path: str | None, private: bool = False) -> Config:
-    """The config from --config, $SLURM_DRF_CONFIG or /etc; `private` refuses
-    one that others could write (for verbs that write to Slurm)."""
-    found = find_config_path(path, os.environ)
-    return load_config(found, private=private) if found is not None else default_config()
-
-
 def _emit(data: object) -> None:
     sys.stdout.buffer.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
     sys.stdout.flush()
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    config = _load_config(args.config)
+    config = resolve_config(args.config, os.environ)
     snapshot = SnapshotFileSource(args.snapshot).fetch_snapshot()
     plan = compute_plan(snapshot, config)
     if args.format == "json":
@@ -72,7 +65,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def cmd_snapshot(args: argparse.Namespace) -> int:
     from slurm_drf.cycle.backends import make_source
 
-    config = _load_config(args.config)
+    config = resolve_config(args.config, os.environ)
     snapshot = make_source(config).fetch_snapshot()
     if args.output:
         write_snapshot_file(args.output, snapshot)
@@ -92,7 +85,7 @@ def cmd_once(args: argparse.Namespace) -> int:
     from slurm_drf.cycle.backends import make_source, make_writer
     from slurm_drf.cycle.run import run_cycle
 
-    config = _load_config(args.config, private=not args.dry_run)
+    config = resolve_config(args.config, os.environ, private=not args.dry_run)
     dry_run = args.dry_run or config.dry_run
     store = _store(config, args)
     # A real cycle leaves the same trail as the daemon's: history and report
@@ -129,7 +122,7 @@ def cmd_reset(args: argparse.Namespace) -> int:
     from slurm_drf.cycle.backends import make_source, make_writer
     from slurm_drf.cycle.reset import reset_jobs
 
-    config = _load_config(args.config, private=not args.dry_run)
+    config = resolve_config(args.config, os.environ, private=not args.dry_run)
     store = _store(config, args)
     if not args.dry_run:
         store.lock()

@@ -50,10 +50,6 @@ Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 _CONFIG_HELP = "config YAML (default: $SLURM_DRF_CONFIG, /etc/slurm-drf/config.yaml, built-in defaults)"
 
 
-def _config(args: argparse.Namespace) -> Config:
-    return resolve_config(args.config, os.environ)
-
-
 def _snapshot(args: argparse.Namespace, config: Config) -> Snapshot:
     """The snapshot file given, or the live cluster through the configured backend."""
     if args.snapshot:
@@ -113,7 +109,7 @@ def add_report_parser(verbs: Subparsers) -> argparse.ArgumentParser:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    config = _config(args)
+    config = resolve_config(args.config, os.environ)
     snapshot = _snapshot(args, config)
     plan = compute_plan(snapshot, config)
     color = args.format == "table" and args.output in (None, "-") and use_color(args.color, sys.stdout, os.environ)
@@ -158,7 +154,7 @@ def add_audit_parser(verbs: Subparsers) -> argparse.ArgumentParser:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    config = _config(args)
+    config = resolve_config(args.config, os.environ)
     since = parse_since(args.since, time.time()) if args.since else None
     if args.limit < 0:
         raise InputError(f"--limit {args.limit}: expected 0 (all) or more")
@@ -207,7 +203,7 @@ def _state_for_explain(args: argparse.Namespace, config: Config) -> PolicyState:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    config = _config(args)
+    config = resolve_config(args.config, os.environ)
     snapshot = _snapshot(args, config)
     plan = compute_plan(snapshot, config, _state_for_explain(args, config))
     explanation = explain_job(plan, snapshot, args.job)

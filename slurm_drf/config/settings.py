@@ -1,6 +1,7 @@
 """The frozen Config the engine and the daemon are tuned by, and its fixed vocabularies.
 
-Pure data: loading, validating and finding the file is `config.load`'s job.
+Pure data, the bottom of config: finding and loading the file is config.load's
+job (with config.yaml_tree, config.validate and config.checks).
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Final
 
+from slurm_drf.config import durations
 from slurm_drf.errors import DrfError, InputError
 
 # The TRES the simulator models, in Slurm's names; the engine is asked to
@@ -181,16 +182,12 @@ def nodes_for_load(jobs: Sequence[WorkloadJob], node: NodeType, load: float) -> 
 # Small parsers shared by the CLI and the importers
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
-_UNITS: Final = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-
-
 def parse_duration(text: str) -> float:
-    """Seconds from `90`, `90s`, `15m`, `12h` or `2d`."""
-    match = _DURATION.match(text.lower())
-    if match is None:
-        raise WorkloadError(f"expected a duration such as 90s, 15m, 12h or 2d, got {text!r}")
-    return float(match.group(1)) * _UNITS[match.group(2)]
+    """Seconds from `90`, `90s`, `15m`, `12h` or `2d` (units in capitals too)."""
+    try:
+        return durations.parse_duration(text, durations.SIMULATE_SYNTAX)
+    except ValueError:
+        raise WorkloadError(f"expected a duration such as 90s, 15m, 12h or 2d, got {text!r}") from None
 
 
 _MEM_UNITS: Final = {"": 1.0, "k": 1 / 1024, "m": 1.0, "g": 1024.0, "t": 1024.0**2, "p": 1024.0**3}

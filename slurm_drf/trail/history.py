@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
+from slurm_drf.config.durations import SINCE_SYNTAX, parse_duration
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import DrfError, InputError, StateError
 from slurm_drf.model.codec import format_time
@@ -391,15 +392,11 @@ class AuditRecorder:
 # --------------------------------------------------------------------------
 # Queries (`slurm-drf audit`)
 
-_RELATIVE: Final = re.compile(r"^\s*(\d+(?:\.\d*)?)\s*([smhdw])\s*$")
-_UNIT_SECONDS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-
 
 def parse_since(text: str, now: float) -> float:
     """Seconds since the epoch from `7d`, `12h`, `30m`, `2w`, a date (`2026-11-30`, UTC) or an ISO time."""
-    relative = _RELATIVE.match(text)
-    if relative:
-        return now - float(relative[1]) * _UNIT_SECONDS[relative[2]]
+    with contextlib.suppress(ValueError):
+        return now - parse_duration(text, SINCE_SYNTAX)
     try:
         moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:

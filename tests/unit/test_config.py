@@ -14,17 +14,18 @@ import jsonschema
 import pytest
 import yaml
 
+from slurm_drf.config.durations import parse_duration
 from slurm_drf.config.load import (
     CONFIG_ENV,
     find_config_path,
     load_config,
-    load_schema,
     parse_config_text,
-    parse_duration,
     resolve_config,
     warn_unknown_accounts,
 )
 from slurm_drf.config.settings import NICE_LIMIT, Config, PoolConfig, default_config
+from slurm_drf.config.validate import load_schema
+from slurm_drf.config.yaml_tree import read_yaml
 from slurm_drf.errors import ConfigError, InputError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -603,6 +604,41 @@ def test_yaml_anchors_and_merge_keys_work() -> None:
     )
     assert config.weights == {"physics": Fraction(3, 10), "chemistry": Fraction(3, 10)}
     assert config.exclude_accounts == {"chemistry"}
+
+
+def test_lines_follow_merge_keys_and_the_own_key_wins() -> None:
+    text = """\
+accounts:
+  physics: &heavy
+    weight: 0.3
+  chemistry:
+    weight: 2
+    <<: *heavy
+  <<: {biology: {exclude: true}}
+"""
+    config = parse_config_text(text, "c")
+    assert config.weights == {"physics": Fraction(3, 10), "chemistry": Fraction(2)}
+    assert config.lines["accounts.physics.weight"] == 3
+    assert config.lines["accounts.chemistry.weight"] == 5
+    assert config.lines["accounts.biology"] == 7
+    assert config.lines["accounts.biology.exclude"] == 7
+
+
+def test_a_repeated_key_is_reported_where_written_not_where_merged() -> None:
+    text = "accounts:\n  physics: &heavy\n    weight: 1\n    weight: 2\n  chemistry:\n    <<: *heavy\n"
+    assert problems_of(text) == [
+        "config.yaml:4: accounts.physics.weight: duplicate key (first set on line 3); write it once"
+    ]
+
+
+def test_the_node_tree_is_walked_once_however_many_aliases() -> None:
+    # 10 levels of 10 aliases each: 10**10 paths if every alias were followed.
+    text = "a0: &a0 [1]\n" + "".join(f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 11))
+    document = read_yaml(text, "c")
+    assert document is not None and document.duplicates == []
+    # An alias item is placed where the node it names is written.
+    assert (document.lines["a10"], document.lines["a10[9]"], document.lines["a0[0]"]) == (11, 10, 1)
+    assert "a1[0][0]" not in document.lines  # inside a node already placed at a0
 
 
 def test_every_option_converted() -> None:

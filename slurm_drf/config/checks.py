@@ -1,0 +1,202 @@
+"""What a schema cannot say about a config file, and the Config it becomes.
+
+Sits after config.validate: `logical_problems` looks at the same data
+(which the schema may have refused) for pools that overlap, scale against
+offset, an interval under a second, a port out of range; `build_config`
+converts only data that passed both, taking the exact decimals written and
+the line of every key from the node tree (config.yaml_tree).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from fractions import Fraction
+from types import MappingProxyType
+from typing import Any, Final, cast
+
+from yaml.nodes import Node, ScalarNode
+
+from slurm_drf.config.durations import parse_duration
+from slurm_drf.config.settings import DEFAULT_SCALE, NICE_LIMIT, Config, Mode, PoolConfig
+from slurm_drf.config.validate import describe
+from slurm_drf.config.yaml_tree import KeyPath, Problem, node_at
+
+MIN_INTERVAL: Final = 1.0
+
+
+def logical_problems(data: Any) -> list[Problem]:
+    """Problems of meaning rather than shape, as config.validate reports shape."""
+    # Run on data the schema may have refused: each check looks only at
+    # values of the shape it needs, so one mistake is not reported twice.
+    if not isinstance(data, dict):
+        return []
+    return [
+        *_interval_problems(data),
+        *_pool_problems(data),
+        *_scale_problems(data),
+        *_metrics_address_problems(data),
+    ]
+
+
+def _interval_problems(data: dict[str, Any]) -> Iterator[Problem]:
+    value = data.get("interval")
+    try:
+        seconds = parse_duration(value) if value is not None else None
+    except (ValueError, TypeError):
+        return  # the schema reports the shape
+    if seconds is not None and math.isfinite(seconds) and seconds < MIN_INTERVAL:
+        yield Problem(("interval",), f"{describe(value)} is shorter than 1 second")
+
+
+def _names(value: Any) -> list[tuple[int, str]]:
+    """(index, name) of the text items of a list; nothing for anything else."""
+    if not isinstance(value, list):
+        return []
+    return [(index, item) for index, item in enumerate(value) if isinstance(item, str)]
+
+
+def _pool_problems(data: dict[str, Any]) -> Iterator[Problem]:
+    pools = data.get("pools")
+    if not isinstance(pools, list):
+        return
+    managed = data.get("partitions")
+    managed_names = {name for _, name in _names(managed)} if isinstance(managed, list) else None
+    if pools and managed_names is not None:
+        # With pools, only pooled partitions are managed: a partition listed
+        # in `partitions` but in no pool would silently be left alone.
+        pooled = {name for pool in pools if isinstance(pool, dict) for _, name in _names(pool.get("partitions"))}
+        for position, partition in _names(managed):
+            if partition not in pooled:
+                yield Problem(
+                    ("partitions", position),
+                    f"partition {partition!r} is in no pool, so it would not be managed; "
+                    "add it to a pool or remove it here",
+                )
+    pool_of_name: dict[str, int] = {}
+    pool_of_partition: dict[str, tuple[int, str]] = {}
+    for index, pool in enumerate(pools):
+        if not isinstance(pool, dict):
+            continue
+        name = pool.get("name")
+        label = repr(name) if isinstance(name, str) else f"pools[{index}]"
+        if isinstance(name, str):
+            if name in pool_of_name:
+                yield Problem(
+                    ("pools", index, "name"),
+                    f"{name!r} is already the name of pools[{pool_of_name[name]}]; pool names must differ",
+                )
+            else:
+                pool_of_name[name] = index
+        for position, partition in _names(pool.get("partitions")):
+            where: KeyPath = ("pools", index, "partitions", position)
+            if partition in pool_of_partition:
+                other_index, other_label = pool_of_partition[partition]
+                if other_index != index:  # a repeat within one pool is uniqueItems' to report
+                    yield Problem(
+                        where,
+                        f"partition {partition!r} is already in pool {other_label} (pools[{other_index}]); "
+                        "a partition belongs to one pool",
+                    )
+                continue
+            pool_of_partition[partition] = (index, label)
+            if managed_names is not None and partition not in managed_names:
+                yield Problem(
+                    where,
+                    f"partition {partition!r} is not in partitions; add it there or remove it here",
+                )
+
+
+def _scale_problems(data: dict[str, Any]) -> Iterator[Problem]:
+    scale = data.get("scale", DEFAULT_SCALE)
+    offset = data.get("offset", NICE_LIMIT)
+    if not _is_int(scale) or not _is_int(offset):
+        return
+    if not (1 <= scale <= NICE_LIMIT - 1 and -NICE_LIMIT <= offset <= NICE_LIMIT):
+        return  # out of its own range: the schema says so
+    # Every mode writes from offset - scale x level: nice is its negation
+    # (at most -1), site_factor and priority are it (at least 1). A level of 1
+    # (an account holding a whole pool at weight 1) must still land inside,
+    # or every busy account meets at the same value and Slurm orders them
+    # by submit time.
+    if scale >= offset:
+        why = (
+            "a level of 1 (an account holding a whole pool at weight 1) would get the same value as "
+            "every higher level; keep scale < offset"
+        )
+        if "scale" in data:
+            yield Problem(("scale",), f"{int(scale)} is not below offset {int(offset)}: {why}")
+        else:
+            yield Problem(("offset",), f"{int(offset)} is not above scale {int(scale)}: {why}")
+
+
+def _is_int(value: Any) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
+
+
+def _metrics_address_problems(data: dict[str, Any]) -> Iterator[Problem]:
+    address = data.get("metrics_address")
+    if not isinstance(address, str) or ":" not in address:
+        return
+    port = address.rpartition(":")[2]
+    if port.isdigit() and not 1 <= int(port) <= 65535:
+        yield Problem(("metrics_address",), f"port {int(port)} is not between 1 and 65535")
+
+
+def _exact(value: float, node: Node | None) -> Fraction:
+    """The exact decimal written in the file: YAML `0.3` -> Fraction(3, 10).
+
+    A float has already rounded 0.3 to a binary neighbour; the scalar's text
+    has not. Forms Fraction cannot read (hex, sexagesimal) are integers or
+    rare enough to take the float's shortest repr.
+    """
+    if isinstance(node, ScalarNode):
+        try:
+            return Fraction(str(node.value).replace("_", ""))
+        except (ValueError, ZeroDivisionError):
+            pass
+    return Fraction(value) if isinstance(value, int) else Fraction(repr(value))
+
+
+def build_config(data: dict[str, Any], root: Node, lines: Mapping[str, int], source: str) -> Config:
+    """Convert data that passed every check; no check may be left to this point."""
+    defaults = Config()
+    weights: dict[str, Fraction] = {}
+    excluded = set(data.get("exclude_accounts", ()))
+    for account, settings in data.get("accounts", {}).items():
+        if "weight" in settings:
+            weights[account] = _exact(settings["weight"], node_at(root, ("accounts", account, "weight")))
+        if settings.get("exclude", False):
+            excluded.add(account)
+    default_weight = (
+        _exact(data["default_weight"], node_at(root, ("default_weight",)))
+        if "default_weight" in data
+        else defaults.default_weight
+    )
+    partitions = data.get("partitions")
+    pools = tuple(PoolConfig(name=pool["name"], partitions=tuple(pool["partitions"])) for pool in data.get("pools", ()))
+    return Config(
+        interval=parse_duration(data["interval"]) if "interval" in data else defaults.interval,
+        mode=cast(Mode, data.get("mode", defaults.mode)),
+        weights=MappingProxyType(weights),
+        default_weight=default_weight,
+        resources=tuple(data.get("resources", defaults.resources)),
+        partitions=None if partitions is None else tuple(partitions),
+        pools=pools,
+        exclude_accounts=frozenset(excluded),
+        backend=data.get("backend", defaults.backend),
+        scale=int(data.get("scale", defaults.scale)),
+        offset=int(data.get("offset", defaults.offset)),
+        state_dir=data.get("state_dir", defaults.state_dir),
+        history_days=data.get("history_days", defaults.history_days),
+        report_dir=data.get("report_dir", defaults.report_dir),
+        dry_run=data.get("dry_run", defaults.dry_run),
+        max_writes_per_cycle=int(data.get("max_writes_per_cycle", defaults.max_writes_per_cycle)),
+        tie_half_life=float(data.get("tie_half_life", defaults.tie_half_life)),
+        include_unavailable_nodes=data.get("include_unavailable_nodes", defaults.include_unavailable_nodes),
+        metrics_address=data.get("metrics_address", defaults.metrics_address),
+        metrics_textfile=data.get("metrics_textfile", defaults.metrics_textfile),
+        log_level=data.get("log_level", defaults.log_level),
+        source_path=source,
+        lines=MappingProxyType(dict(lines)),
+    )

@@ -1,0 +1,225 @@
+"""The data of a config file against the one schema (schema.yaml), in words a person can act on.
+
+Sits between config.yaml_tree (the data, and the key paths problems are
+placed by) and config.checks (what a schema cannot say), which also borrows
+`describe` and config.load `closest`. Every error is collected and turned
+into `Problem`s such as `accounts.physics.weight: -1 is not > 0`, with a
+guess at what a misspelt key or value meant.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib.resources
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, cast
+
+import yaml
+
+from slurm_drf.config.yaml_tree import KeyPath, Problem, format_path
+
+if TYPE_CHECKING:
+    import jsonschema
+
+SCHEMA_RESOURCE: Final = "schema.yaml"
+
+
+@functools.cache
+def load_schema() -> Mapping[str, Any]:
+    """The config schema (package data), parsed; cached."""
+    text = importlib.resources.files("slurm_drf.config").joinpath(SCHEMA_RESOURCE).read_text(encoding="utf-8")
+    schema = yaml.safe_load(text)
+    if not isinstance(schema, dict):  # a packaging accident, not a user error
+        raise TypeError(f"{SCHEMA_RESOURCE} is not a mapping")
+    return cast(Mapping[str, Any], schema)
+
+
+@functools.cache
+def _validator() -> jsonschema.protocols.Validator:
+    # Imported here: the one-shot verbs that run on defaults need not pay for it.
+    import jsonschema  # noqa: PLC0415
+
+    schema = load_schema()
+    validator_class = jsonschema.validators.validator_for(schema)
+    return validator_class(schema)
+
+
+def schema_problems(data: Any) -> list[Problem]:
+    """Every way the data breaks the schema, each said as a problem a person can act on."""
+    problems = _non_finite_problems(data, ())
+    for error in _validator().iter_errors(data):
+        instance = error.instance
+        if isinstance(instance, float) and not math.isfinite(instance):
+            continue  # _non_finite_problems says it better
+        problems.extend(_explain(error))
+    return problems
+
+
+def _explain(error: jsonschema.ValidationError) -> list[Problem]:
+    """Turn one jsonschema error into problems a person can act on."""
+    path: KeyPath = tuple(error.absolute_path)
+    keyword = error.validator
+    limit: Any = error.validator_value
+    value: Any = error.instance
+    schema = error.schema if isinstance(error.schema, Mapping) else {}
+    expected = schema.get("x-expected")
+
+    if "propertyNames" in error.absolute_schema_path:
+        # The key itself is wrong; jsonschema reports it at the mapping.
+        what = expected or "a valid name"
+        return [Problem((*path, value), f"{describe(value)} is not {what}")]
+    if keyword == "additionalProperties":
+        known = sorted(schema.get("properties", {}))
+        return [
+            Problem((*path, key), _unknown_key_message(key, known))
+            for key in value
+            if key not in schema.get("properties", {})
+        ]
+    if keyword == "required":
+        present = value if isinstance(value, dict) else {}
+        return [Problem(path, f"missing required key {key!r}") for key in limit if key not in present]
+    if keyword == "type":
+        if expected is None:
+            types = [limit] if isinstance(limit, str) else list(limit)
+            expected = " or ".join(_TYPE_WORDS.get(name, name) for name in types)
+        message = f"expected {expected}, got {describe(value)}"
+        if len(path) == 2 and path[0] == "accounts" and _is_number(value):
+            message += f"; did you mean {{weight: {describe(value)}}}?"
+        return [Problem(path, message)]
+    if keyword == "enum":
+        message = f"{describe(value)} is not one of {', '.join(map(str, limit))}"
+        guess = closest(value, [str(item) for item in limit]) if isinstance(value, str) else None
+        return [Problem(path, message + (f"; did you mean {guess!r}?" if guess else ""))]
+    if keyword in _COMPARISONS:
+        return [Problem(path, f"{describe(value)} is not {_COMPARISONS[keyword]} {describe(limit)}")]
+    if keyword == "pattern":
+        message = f"{describe(value)} is not {expected or 'matching ' + repr(limit)}"
+        guess = _tres_guess(value, limit) if schema.get("x-suggest") == "tres" else None
+        return [Problem(path, message + (f"; did you mean {guess!r}?" if guess else ""))]
+    if keyword in ("minItems", "minLength"):
+        what = expected or ("a non-empty list" if keyword == "minItems" else "a non-empty value")
+        return [Problem(path, f"expected {what}, got {describe(value)}")]
+    if keyword == "uniqueItems":
+        return _duplicate_item_problems(path, value)
+    return [Problem(path, error.message)]
+
+
+def _unknown_key_message(key: str, known: Sequence[str]) -> str:
+    guess = closest(key, known)
+    if guess:
+        return f"unknown key; did you mean {guess!r}?"
+    if len(known) <= 6:
+        return f"unknown key; expected one of {', '.join(known)}"
+    return "unknown key; the keys are listed in docs/configuration.md"
+
+
+def _duplicate_item_problems(path: KeyPath, items: list[Any]) -> list[Problem]:
+    problems = []
+    first: dict[str, int] = {}
+    for index, item in enumerate(items):
+        key = repr(item)
+        if key in first:
+            where = format_path((*path, first[key]))
+            problems.append(Problem((*path, index), f"{describe(item)} is already listed as {where}"))
+        else:
+            first[key] = index
+    return problems
+
+
+def _tres_guess(value: str, pattern: str) -> str | None:
+    """What a wrong TRES name most likely meant: `gres:gpu` -> `gres/gpu`, `GPU` -> `gres/gpu`."""
+    lower = value.strip().lower()
+    guesses = [lower, _TRES_ALIASES.get(lower, "")]
+    # Slurm itself writes `gres:gpu` in some places (tres_per_node) and
+    # people write plurals (`licenses/matlab`).
+    for family in ("gres", "license", "bb", "fs", "ic"):
+        for separator in (":", "s/", "s:"):
+            if lower.startswith(family + separator):
+                guesses.append(f"{family}/{lower[len(family + separator) :]}")
+    guesses.append(closest(lower, _BASE_TRES) or "")
+    return next((guess for guess in guesses if guess and re.fullmatch(pattern, guess)), None)
+
+
+def _non_finite_problems(data: Any, path: KeyPath) -> list[Problem]:
+    """`.inf` and `.nan` pass every comparison in the schema; refuse them here."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return [Problem(path, f"{describe(data)} is not a finite number")]
+    if isinstance(data, dict):
+        return [p for key, value in data.items() for p in _non_finite_problems(value, (*path, key))]
+    if isinstance(data, list):
+        return [p for index, value in enumerate(data) for p in _non_finite_problems(value, (*path, index))]
+    return []
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def describe(value: object) -> str:
+    """A value as an administrator would write it in YAML."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return ".nan"
+        if math.isinf(value):
+            return ".inf" if value > 0 else "-.inf"
+        return repr(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return repr(value if len(value) <= 60 else value[:57] + "...")
+    if isinstance(value, list):
+        return "an empty list" if not value else "a list"
+    if isinstance(value, dict):
+        return "an empty mapping" if not value else "a mapping"
+    return repr(value)
+
+
+def closest(word: str, candidates: Sequence[str]) -> str | None:
+    """The candidate a typo most likely meant, if any is close."""
+    by_lower = {candidate.lower(): candidate for candidate in candidates}
+    if word.lower() in by_lower:
+        return by_lower[word.lower()]
+    matches = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=0.6)
+    return by_lower[matches[0]] if matches else None
+
+
+_TYPE_WORDS: Final = {
+    "string": "text",
+    "number": "a number",
+    "integer": "a whole number",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "a mapping",
+    "null": "null",
+}
+
+
+_COMPARISONS: Final = {
+    "minimum": ">=",
+    "maximum": "<=",
+    "exclusiveMinimum": ">",
+    "exclusiveMaximum": "<",
+}
+
+
+# Bare words people write for a TRES, and the Slurm name they mean.
+_TRES_ALIASES: Final = {
+    "cpus": "cpu",
+    "core": "cpu",
+    "cores": "cpu",
+    "memory": "mem",
+    "ram": "mem",
+    "nodes": "node",
+    "gpu": "gres/gpu",
+    "gpus": "gres/gpu",
+}
+
+
+_BASE_TRES: Final = ("cpu", "mem", "node", "billing", "energy", "vmem", "pages", "fs/disk")

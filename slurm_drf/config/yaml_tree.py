@@ -1,0 +1,291 @@
+"""YAML text -> PyYAML's node tree, which keeps the line of every key, and the data.
+
+The bottom of loading a config file: config.load reads the text and hands
+it to `read_yaml`, which composes the node tree, walks it once (refusing
+a value that contains itself, finding repeated keys, noting the line of
+every key) and constructs the data. config.validate and config.checks
+then find their problems in the data, each at a key path, which `mark_of`
+turns back into a line. Nothing here knows the schema or what a key means.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from slurm_drf.errors import ConfigError
+
+# A key path into the file: mapping keys and list indices.
+KeyPath = tuple[str | int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One thing wrong with the file, at a key path; config.load places it on a line."""
+
+    path: KeyPath
+    message: str
+    # (line, column), 1-based; set when the path alone does not find the
+    # place (a repeated key).
+    mark: tuple[int, int] | None = None
+
+    def render(self) -> str:
+        """`accounts.physics.weight: -1 is not > 0` (the line is config.load's to add)."""
+        return f"{format_path(self.path)}: {self.message}" if self.path else self.message
+
+
+_PLAIN_KEY: Final = re.compile(r"[A-Za-z0-9_/:@+-]+")
+
+
+def format_path(path: KeyPath) -> str:
+    """`accounts.physics.weight`, `pools[0].name`; odd keys quoted: `accounts['a.b']`."""
+    text = ""
+    for part in path:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif _PLAIN_KEY.fullmatch(part):
+            text += f".{part}" if text else part
+        else:
+            text += f"[{part!r}]"
+    return text
+
+
+def _child(node: Node, part: str | int) -> tuple[Node, Node] | None:
+    """(node that names the step, value node) of one path step, or None."""
+    if isinstance(node, MappingNode) and isinstance(part, str):
+        found = None
+        for key_node, value_node in node.value:
+            # The last one wins, as in the constructed dict.
+            if isinstance(key_node, ScalarNode) and key_node.value == part:
+                found = (key_node, value_node)
+        return found
+    if isinstance(node, SequenceNode) and isinstance(part, int) and 0 <= part < len(node.value):
+        item: Node = node.value[part]
+        return item, item
+    return None
+
+
+def node_at(root: Node, path: KeyPath) -> Node | None:
+    """The value node at path, or None; after construction, merged keys are found too."""
+    node = root
+    for part in path:
+        step = _child(node, part)
+        if step is None:
+            return None
+        node = step[1]
+    return node
+
+
+def _start(node: Node) -> tuple[int, int]:
+    return int(node.start_mark.line) + 1, int(node.start_mark.column) + 1
+
+
+def mark_of(root: Node, path: KeyPath) -> tuple[int, int]:
+    """Where the key (or list item) at path starts, else its nearest ancestor."""
+    node, marker = root, root
+    for part in path:
+        step = _child(node, part)
+        if step is None:
+            break
+        marker, node = step
+    return _start(marker)
+
+
+class Loader(yaml.SafeLoader):
+    """SafeLoader that reads every mapping key as the text written.
+
+    YAML 1.1 turns keys like `no`, `on` or `123` into booleans and integers;
+    account and partition names are text, so a key is always its scalar's
+    text. Also accepts YAML 1.2 exponent floats (`1e-3`) that PyYAML would
+    otherwise read as strings.
+    """
+
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
+        self.flatten_mapping(node)  # resolves `<<` merge keys in place
+        mapping: dict[Any, Any] = {}
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, ScalarNode):
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping",
+                    node.start_mark,
+                    "found a key that is a list or mapping; keys are names",
+                    key_node.start_mark,
+                )
+            mapping[key_node.value] = self.construct_object(value_node, deep=deep)
+        return mapping
+
+
+Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+    list("-+0123456789"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """A composed and constructed YAML document."""
+
+    # The node tree (merge keys applied), for line numbers and the written
+    # text of numbers.
+    root: Node
+    data: Any
+    duplicates: list[Problem]
+    # Dotted key path -> 1-based line of the key (or list item), for Config.lines.
+    lines: dict[str, int]
+
+
+def read_yaml(text: str, source: str) -> Document | None:
+    """The node tree and the data of a one-document YAML text; syntax errors raise."""
+    loader: Loader | None = None
+    try:
+        loader = Loader(text)  # refuses control characters right away
+        root = loader.get_single_node()
+        if root is None:
+            return None
+        # Before construction: it applies `<<` merges to the tree in place,
+        # and its dict keeps only the last of a repeated key.
+        duplicates, lines = _survey(root, source)
+        data = loader.construct_document(root)
+    except yaml.MarkedYAMLError as error:
+        raise ConfigError(_syntax_message(error, source)) from error
+    except yaml.reader.ReaderError as error:
+        line = text[: error.position].count("\n") + 1
+        character = f"#x{error.character:04x}" if isinstance(error.character, int) else repr(error.character)
+        message = f"{source}:{line}: YAML syntax error: character {character} is not allowed"
+        raise ConfigError(message) from error
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{source}: YAML syntax error: {error}") from error
+    finally:
+        if loader is not None:
+            loader.dispose()
+    return Document(root, data, duplicates, lines)
+
+
+def _syntax_message(error: yaml.MarkedYAMLError, source: str) -> str:
+    mark = error.problem_mark or error.context_mark
+    line = f":{mark.line + 1}" if mark is not None else ""
+    text = error.problem or error.context or "unreadable YAML"
+    if error.context and error.problem and error.problem.startswith("but "):
+        # "expected a single document in the stream" / "but found another document"
+        text = f"{error.context}, {error.problem}"
+    if mark is not None:
+        text += f" (column {mark.column + 1})"
+    # "while parsing a flow sequence" matters when it started on another line.
+    context_mark = error.context_mark
+    if (
+        error.context
+        and error.problem
+        and not error.problem.startswith("but ")
+        and context_mark is not None
+        and (error.problem_mark is None or context_mark.line != error.problem_mark.line)
+    ):
+        text += f", {error.context} on line {context_mark.line + 1}"
+    return f"{source}{line}: YAML syntax error: {text}"
+
+
+# PyYAML's tag for a `<<` key.
+_MERGE: Final = "tag:yaml.org,2002:merge"
+
+
+def _survey(root: Node, source: str) -> tuple[list[Problem], dict[str, int]]:
+    """Walk the tree as composed, before `<<` merges are applied, once for three jobs.
+
+    - Refuse an alias inside the node it names (`a: &x [*x]`): the data would be endless.
+    - Find keys written twice in one mapping, which PyYAML would silently
+      drop; merging must not hide them, so this cannot wait for construction.
+    - Record the line of every key path of the data as constructed, merged
+      keys included (`Document.lines`).
+
+    Merge sources are walked first, as PyYAML applies them; their keys and
+    values belong to the mapping that merges them, and their repeated keys
+    are reported only where they are written as a value (a merged repeat
+    never was an error). Aliases share nodes, so a node is entered once for
+    each job it still needs (at most three times), never once per alias.
+    """
+    duplicates: list[Problem] = []
+    lines: dict[str, int] = {}
+    open_nodes: set[int] = set()
+    finished: set[int] = set()  # walked, no alias inside itself
+    checked: set[int] = set()  # its keys checked for repeats
+    placed: set[int] = set()  # the lines of its keys or items recorded
+    merged_keys: dict[int, dict[str, int]] = {}
+
+    def keys_of(node: MappingNode) -> dict[str, int]:
+        """Key -> line of a mapping as PyYAML flattens it: merged keys, the own ones winning."""
+        if id(node) not in merged_keys:
+            merged: dict[str, int] = {}
+            own: dict[str, int] = {}
+            for key_node, value_node in node.value:
+                if key_node.tag == _MERGE:
+                    # In `<<: [*a, *b]` the first listed wins, so it is applied last.
+                    sources = value_node.value[::-1] if isinstance(value_node, SequenceNode) else [value_node]
+                    for source_node in sources:
+                        if isinstance(source_node, MappingNode):
+                            merged.update(keys_of(source_node))
+                elif isinstance(key_node, ScalarNode):
+                    own[str(key_node.value)] = int(key_node.start_mark.line) + 1
+            merged_keys[id(node)] = merged | own
+        return merged_keys[id(node)]
+
+    def visit(node: Node, path: KeyPath, *, written: bool, merged: bool) -> None:
+        # written: reached from the root through values alone (no `<<` on the
+        # way), so repeated keys are reported. merged: a `<<` source, whose
+        # keys are recorded as the merging mapping's (at path).
+        ident = id(node)
+        if ident in open_nodes:
+            line = int(node.start_mark.line) + 1
+            raise ConfigError(
+                f"{source}:{line}: YAML: an alias refers to a node that contains it; values cannot contain themselves"
+            )
+        first = ident not in finished
+        check = written and ident not in checked
+        place = not merged and ident not in placed
+        if not (first or check or place):
+            return
+        open_nodes.add(ident)
+        if check:
+            checked.add(ident)
+        if place:
+            placed.add(ident)
+        if isinstance(node, MappingNode):
+            for key_node, value_node in node.value:
+                if key_node.tag == _MERGE:
+                    visit(value_node, path, written=False, merged=True)
+            if place:  # after the merge sources: they are known not to contain themselves
+                for key, line in keys_of(node).items():
+                    lines[format_path((*path, key))] = line
+            first_lines: dict[str, int] = {}
+            for key_node, value_node in node.value:
+                if key_node.tag == _MERGE:
+                    continue
+                if not isinstance(key_node, ScalarNode):
+                    # Construction refuses such a key; walked only for recursion.
+                    visit(key_node, path, written=False, merged=True)
+                    visit(value_node, path, written=False, merged=True)
+                    continue
+                key = str(key_node.value)
+                mark = _start(key_node)
+                if check and key in first_lines:
+                    message = f"duplicate key (first set on line {first_lines[key]}); write it once"
+                    duplicates.append(Problem((*path, key), message, mark))
+                first_lines.setdefault(key, mark[0])
+                visit(value_node, (*path, key), written=written, merged=False)
+        elif isinstance(node, SequenceNode):
+            if merged:
+                for item in node.value[::-1]:
+                    visit(item, path, written=False, merged=True)
+            else:
+                for index, item in enumerate(node.value):
+                    if place:
+                        lines[format_path((*path, index))] = int(item.start_mark.line) + 1
+                    visit(item, (*path, index), written=written, merged=False)
+        open_nodes.discard(ident)
+        finished.add(ident)
+
+    visit(root, (), written=True, merged=False)
+    return duplicates, lines

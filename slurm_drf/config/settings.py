@@ -42,7 +42,7 @@ class PoolConfig:
 
 @dataclass(frozen=True, slots=True)
 class Config:
-    """Everything the engine and the daemon are tuned by (SPEC §3)."""
+    """Everything the engine and the daemon are tuned by (docs/configuration.md)."""
 
     interval: float = 60.0
     mode: Mode = "nice"

@@ -24,11 +24,12 @@ pass it tests the pending jobs from the top job on, in queue order (the top
 job and at most `backfill_depth` more), and gives each job that cannot
 start now a reservation: the earliest time it fits, with running jobs
 released by their time limits and every earlier reservation booked
-(`cluster.Plan`). A job starts now only if it delays none of those
-reservations. The plan is made again at every full pass; after an instant
-with nothing but submissions that all sort behind the last job it tested,
-the new jobs are tested against it, within what is left of the depth. This
-mode costs time in proportion to the depth times the reservations per node.
+(`cluster.ReservationBook`). A job starts now only if it delays none of
+those reservations. The book is made again at every full pass; after an
+instant with nothing but submissions that all sort behind the last job it
+tested, the new jobs are tested against it, within what is left of the
+depth. This mode costs time in proportion to the depth times the
+reservations per node.
 
 The policy decides only the order of the queue: `reorder` at each tick
 returns the new queue; `sort_key` places a job submitted between ticks
@@ -60,7 +61,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from slurm_drf.sim.cluster import Cluster, Plan, Reservation, Vector, compute_reservation
+from slurm_drf.sim.cluster import Cluster, Reservation, ReservationBook, Vector, compute_reservation
 from slurm_drf.sim.policies import Policy, QueueKey
 from slurm_drf.sim.workload import SimulationError, Workload, validate_workload
 
@@ -230,13 +231,14 @@ class Simulator:
         self.blocked_shape = np.zeros(len(self.shape_demand), dtype=np.bool_)  # the same, as a mask
         self.blocked_long: set[int] = set()  # shapes that fit nowhere the reservation can spare
         self.reservation: Reservation | None = None
-        # slurm backfill: the plan of the last full pass, what it has left of the
-        # depth, the last job it tested, and per shape (limit, time) of its last
-        # reservation (a job of that shape and no shorter limit cannot start before).
-        self.plan: Plan | None = None
-        self.plan_budget = 0
-        self.plan_last: QueueKey | None = None
-        self.plan_shape: dict[int, tuple[float, float]] = {}
+        # slurm backfill: the reservation book of the last full pass, what it has
+        # left of the depth, the last job it tested, and per shape (limit, time) of
+        # its last reservation (a job of that shape and no shorter limit cannot
+        # start before).
+        self.book: ReservationBook | None = None
+        self.book_budget = 0
+        self.book_last: QueueKey | None = None
+        self.book_shape: dict[int, tuple[float, float]] = {}
         self.reserved_at = [math.nan] * count
         self.finished = 0
         self.plans = 0
@@ -471,19 +473,19 @@ class Simulator:
         if self.slurm:
             if (
                 not self.dirty
-                and self.plan is not None
-                and self.plan_last is not None
-                and all(sort_key(job) > self.plan_last for job in arrivals)
+                and self.book is not None
+                and self.book_last is not None
+                and all(sort_key(job) > self.book_last for job in arrivals)
             ):
-                # Only submissions, all behind every job the plan tested: the plan
+                # Only submissions, all behind every job the book tested: the book
                 # stands (nothing ended, nothing moved); test the new jobs against it.
-                self.plan.now = now
+                self.book.now = now
                 for job in sorted(arrivals, key=sort_key):
-                    if self.plan_budget <= 0:
+                    if self.book_budget <= 0:
                         break
-                    self.plan_budget -= 1
-                    self.plan_last = sort_key(job)
-                    if self._plan_job(job, now):
+                    self.book_budget -= 1
+                    self.book_last = sort_key(job)
+                    if self._book_job(job, now):
                         started.append(job)
                 return started
             self.dirty = False
@@ -543,7 +545,7 @@ class Simulator:
             self.top_key = self.policy.sort_key(job)
             if self.slurm:
                 self._block(self.job_shape[job])
-                position -= 1  # the top job is the first one the plan tests
+                position -= 1  # the top job is the first one the book tests
                 break
             if reservation is None or reservation.job != job or reservation.time < now:
                 reservation = compute_reservation(
@@ -554,13 +556,13 @@ class Simulator:
             break
         if self.slurm:
             self.reservation = None
-            self.plan = None
+            self.book = None
             if self.top_key is not None:
-                self.plan = Plan(cluster, now)
-                self.plan_budget = self.options.backfill_depth + 1
-                self.plan_last = None
-                self.plan_shape = {}
-                self._plan_scan(position, now, started)
+                self.book = ReservationBook(cluster, now)
+                self.book_budget = self.options.backfill_depth + 1
+                self.book_last = None
+                self.book_shape = {}
+                self._book_scan(position, now, started)
             return started
         self.reservation = reservation if self.top_key is not None else None
         if self.reservation is not None:
@@ -601,46 +603,46 @@ class Simulator:
                 elif len(self.blocked_all) >= len(self.pending_shapes):
                     return
 
-    def _plan_scan(self, position: int, now: float, started: list[int]) -> None:
+    def _book_scan(self, position: int, now: float, started: list[int]) -> None:
         """Slurm-like backfill from `position` (the top job) on, in queue order, within the depth."""
         queue = self.queue
         flags = self.started
         sort_key = self.policy.sort_key
-        while position < len(queue) and self.plan_budget > 0:
+        while position < len(queue) and self.book_budget > 0:
             job = queue[position]
             position += 1
             if flags[job]:
                 continue
-            self.plan_budget -= 1
-            self.plan_last = sort_key(job)
-            if self._plan_job(job, now):
+            self.book_budget -= 1
+            self.book_last = sort_key(job)
+            if self._book_job(job, now):
                 started.append(job)
 
-    def _plan_job(self, job: int, now: float) -> bool:
-        """Start `job` now if that delays no reservation of the plan, else give it the earliest one."""
-        plan = self.plan
-        assert plan is not None
+    def _book_job(self, job: int, now: float) -> bool:
+        """Start `job` now if that delays no reservation of the book, else give it the earliest one."""
+        book = self.book
+        assert book is not None
         shape = self.job_shape[job]
         demand = self.job_demand[job]
         count = self.job_nodes_wanted[job]
         limit = self.job_limit[job]
         after = -math.inf
-        previous = self.plan_shape.get(shape)
+        previous = self.book_shape.get(shape)
         if previous is not None and limit >= previous[0]:
             after = previous[1]
         free_now = shape not in self.blocked_all
-        time, nodes = plan.earliest(
+        time, nodes = book.earliest(
             demand, count, limit, self.running_by_end, self.node_of, self.job_demand, after, free_now
         )
         if time <= now:
-            if not plan.take_now(nodes, limit, demand):
+            if not book.take_now(nodes, limit, demand):
                 raise SimulationError(f"backfill of job {self.job_label[job]} broke a reservation")
             self._start(job, nodes, now, backfill=True)
             return True
         if free_now and self.cluster.find_nodes(demand, count) is None:
             self._block(shape)  # free TRES only shrink during a pass
-        plan.add(job, time, limit, demand, nodes, self.running_by_end, self.node_of, self.job_demand)
-        self.plan_shape[shape] = (limit, time)
+        book.add(job, time, limit, demand, nodes, self.running_by_end, self.node_of, self.job_demand)
+        self.book_shape[shape] = (limit, time)
         if math.isnan(self.reserved_at[job]):
             self.reserved_at[job] = time
         return False

@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from slurm_drf.sim.jobtable import Vector
 from slurm_drf.sim.workload import NodeType
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
-Vector = tuple[int, int, int]
 
 
 class Cluster:

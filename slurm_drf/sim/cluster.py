@@ -4,7 +4,7 @@ Sits under `engine`: the engine asks where a job fits now (`find_nodes`),
 books and frees TRES (`allocate`, `release`) and, for the EASY backfill,
 when the top job of the queue could start at the earliest
 (`compute_reservation`), and for the Slurm-like backfill, the reservations
-of every job tested (`Plan`). Placement is first fit over node index, as
+of every job tested (`ReservationBook`). Placement is first fit over node index, as
 Slurm's select plugin does on a partition of equal nodes; a job takes
 `nodes` distinct nodes with its per-node demand on each.
 """
@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from slurm_drf.sim.jobtable import Vector
 from slurm_drf.sim.workload import NodeType
 
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
-Vector = tuple[int, int, int]
 
 
 class Cluster:
@@ -195,7 +195,7 @@ def compute_reservation(
     return Reservation(job=job, time=time, nodes=nodes, spare=spare)
 
 
-class Plan:
+class ReservationBook:
     """Reservations of every job the Slurm-like backfill could not start now.
 
     Reservation `i` holds `demand[i]` on each of `nodes[i]` from `time[i]` to
@@ -289,7 +289,7 @@ class Plan:
             next_reservation = ends_at[reservation_end] if reservation_end < len(ends_at) else math.inf
             following = min(next_end, next_reservation)
             if following == math.inf:
-                raise RuntimeError("no time at which the job fits: the plan is inconsistent")
+                raise RuntimeError("no time at which the job fits: the reservation book is inconsistent")
             time = max(following, now)
             while position < len(ends) and ends[position][0] <= time:
                 _, other = ends[position]

@@ -24,11 +24,12 @@ pass it tests the pending jobs from the top job on, in queue order (the top
 job and at most `backfill_depth` more), and gives each job that cannot
 start now a reservation: the earliest time it fits, with running jobs
 released by their time limits and every earlier reservation booked
-(`cluster.Plan`). A job starts now only if it delays none of those
-reservations. The plan is made again at every full pass; after an instant
-with nothing but submissions that all sort behind the last job it tested,
-the new jobs are tested against it, within what is left of the depth. This
-mode costs time in proportion to the depth times the reservations per node.
+(`cluster.ReservationBook`). A job starts now only if it delays none of
+those reservations. The book is made again at every full pass; after an
+instant with nothing but submissions that all sort behind the last job it
+tested, the new jobs are tested against it, within what is left of the
+depth. This mode costs time in proportion to the depth times the
+reservations per node.
 
 The policy decides only the order of the queue: `reorder` at each tick
 returns the new queue; `sort_key` places a job submitted between ticks
@@ -53,14 +54,14 @@ import heapq
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from fractions import Fraction
 from itertools import chain
 from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
-from slurm_drf.sim.cluster import Cluster, Plan, Reservation, Vector, compute_reservation
+from slurm_drf.sim.cluster import Cluster, Reservation, ReservationBook, compute_reservation
+from slurm_drf.sim.jobtable import Vector, build_job_table
 from slurm_drf.sim.policies import Policy, QueueKey
 from slurm_drf.sim.workload import SimulationError, Workload, validate_workload
 
@@ -118,7 +119,9 @@ ProgressCallback = Callable[[float], None]
 class Simulator:
     """One run of one policy; `run()` plays the workload to the last job's end.
 
-    The attributes are the simulator's state, read by the policies.
+    The attributes are the simulator's state. `table` holds what does not
+    change during the run; the rest changes with every event. Policies see
+    the simulator as a `view.SimulatorView`, a few of these members.
     """
 
     def __init__(
@@ -139,85 +142,25 @@ class Simulator:
         self.progress = progress
         self.cluster = Cluster(workload.node_type, workload.node_count)
         self.capacity: Vector = self.cluster.capacity
-        self.accounts = workload.accounts
-        account_index = {a: i for i, a in enumerate(self.accounts)}
-        self.fractions: list[Fraction] = [workload.weight(a) for a in self.accounts]
-        self.weights = [float(w) for w in self.fractions]
-
-        jobs = workload.jobs
-        count = len(jobs)
-        self.job_count = count
-        self.job_account = [account_index[j.account] for j in jobs]
-        self.job_user = [j.user for j in jobs]
-        self.job_submit = [j.submit for j in jobs]
-        self.job_duration = [j.duration for j in jobs]
-        self.job_limit = [j.limit for j in jobs]
-        self.job_nodes_wanted = [j.nodes for j in jobs]
-        # Shapes: distinct (per-node demand, node count); a shape that does not
-        # fit is not retried within a pass.
-        shape_index: dict[tuple[int, int, int, int], int] = {}
-        self.job_shape: list[int] = []
-        self.shape_demand: list[Vector] = []
-        self.shape_nodes: list[int] = []
-        self.shape_total: list[Vector] = []
-        for job in jobs:
-            key = (job.cpu, job.mem, job.gpu, job.nodes)
-            shape = shape_index.get(key)
-            if shape is None:
-                shape = shape_index[key] = len(self.shape_demand)
-                self.shape_demand.append((job.cpu, job.mem, job.gpu))
-                self.shape_nodes.append(job.nodes)
-                self.shape_total.append(job.total())
-            self.job_shape.append(shape)
-        self.job_demand = [self.shape_demand[s] for s in self.job_shape]
-        # Records: an array's tasks form one record (what Slurm shows as one
-        # pending line); any other job is a record of its own. Numbers follow
-        # submit order, as Slurm's job ids do.
-        record_of_array: dict[str, int] = {}
-        self.job_record: list[int] = []
-        self.job_task: list[int] = []
-        self.record_tasks: list[list[int]] = []
-        self.record_account: list[int] = []
-        self.record_submit: list[float] = []
-        for index, job in enumerate(jobs):
-            record = record_of_array.get(job.array_id) if job.array_id is not None else None
-            if record is None:
-                record = len(self.record_tasks)
-                self.record_tasks.append([])
-                self.record_account.append(self.job_account[index])
-                self.record_submit.append(job.submit)
-                if job.array_id is not None:
-                    record_of_array[job.array_id] = record
-            self.job_task.append(len(self.record_tasks[record]))
-            self.record_tasks[record].append(index)
-            self.job_record.append(record)
-        self.record_number = [r + 1 for r in range(len(self.record_tasks))]
-        self.record_total = [self.shape_total[self.job_shape[tasks[0]]] for tasks in self.record_tasks]
-        self.record_total_array = np.array(self.record_total, dtype=np.int64).reshape(-1, 3)
-        self.record_account_array = np.array(self.record_account, dtype=np.int64)
-        # The job of a one-task record, -1 for an array's record.
-        self.record_single = [tasks[0] if len(tasks) == 1 else -1 for tasks in self.record_tasks]
-        self.record_single_array = np.array(self.record_single, dtype=np.int64)
-        self.record_pending = [0] * len(self.record_tasks)
-        self.record_pending_array = np.zeros(len(self.record_tasks), dtype=np.int64)
-        self.record_label = [str(n) for n in self.record_number]
-        self.job_label = [self._label(j) for j in range(count)]
+        self.table = table = build_job_table(workload)
+        count = table.job_count
 
         # Dynamic state.
         self.now = 0.0
+        self.record_pending = [0] * len(table.record_tasks)  # pending tasks of each record
+        self.record_pending_array = np.zeros(len(table.record_tasks), dtype=np.int64)
         self.started = [False] * count
         self.started_array = np.zeros(count, dtype=np.bool_)
-        self.shape_array = np.array(self.job_shape, dtype=np.int64)
         self.start_time = [math.nan] * count
         self.end_time = [math.nan] * count
         self.backfilled = [False] * count
         self.node_of: list[tuple[int, ...]] = [()] * count
         self.running: dict[int, None] = {}
         self.running_by_end: list[tuple[float, int]] = []  # (expected end, job), ascending
-        self.usage = np.zeros((len(self.accounts), 3), dtype=np.int64)
-        self.pending_count = [0] * len(self.accounts)
-        self.account_records: list[list[int]] = [[] for _ in self.accounts]
-        self.account_done = [0] * len(self.accounts)  # records in account_records with no task pending
+        self.usage = np.zeros((len(table.accounts), 3), dtype=np.int64)
+        self.pending_count = [0] * len(table.accounts)
+        self.account_records: list[list[int]] = [[] for _ in table.accounts]
+        self.account_done = [0] * len(table.accounts)  # records in account_records with no task pending
         self.pending_shapes: dict[int, int] = {}
         self.queue: list[int] = []  # pending jobs (and started ones not yet dropped), in policy order
         self.head = 0  # queue entries before it have all started
@@ -227,27 +170,21 @@ class Simulator:
         self.top_key: QueueKey | None = None  # the top job of the last full pass
         self.horizon: QueueKey | None = None  # the last job the backfill depth let it look at
         self.blocked_all: set[int] = set()  # shapes that fit nowhere now
-        self.blocked_shape = np.zeros(len(self.shape_demand), dtype=np.bool_)  # the same, as a mask
+        self.blocked_shape = np.zeros(len(table.shape_demand), dtype=np.bool_)  # the same, as a mask
         self.blocked_long: set[int] = set()  # shapes that fit nowhere the reservation can spare
         self.reservation: Reservation | None = None
-        # slurm backfill: the plan of the last full pass, what it has left of the
-        # depth, the last job it tested, and per shape (limit, time) of its last
-        # reservation (a job of that shape and no shorter limit cannot start before).
-        self.plan: Plan | None = None
-        self.plan_budget = 0
-        self.plan_last: QueueKey | None = None
-        self.plan_shape: dict[int, tuple[float, float]] = {}
+        # slurm backfill: the reservation book of the last full pass, what it has
+        # left of the depth, the last job it tested, and per shape (limit, time) of
+        # its last reservation (a job of that shape and no shorter limit cannot
+        # start before).
+        self.book: ReservationBook | None = None
+        self.book_budget = 0
+        self.book_last: QueueKey | None = None
+        self.book_shape: dict[int, tuple[float, float]] = {}
         self.reserved_at = [math.nan] * count
         self.finished = 0
         self.plans = 0
         self.passes = 0
-
-    def _label(self, job: int) -> str:
-        """Slurm's job id: `N` for a job, `N_T` for task T of array N."""
-        record = self.job_record[job]
-        if self.workload.jobs[job].array_id is None:
-            return self.record_label[record]
-        return f"{self.record_label[record]}_{self.job_task[job]}"
 
     # ------------------------------------------------------------------
     # Views for the policies
@@ -288,19 +225,20 @@ class Simulator:
 
     def pending_tasks(self, record: int) -> list[int]:
         started = self.started
-        return [j for j in self.record_tasks[record] if not started[j]]
+        return [j for j in self.table.record_tasks[record] if not started[j]]
 
     # ------------------------------------------------------------------
     # The run
 
     def run(self) -> SimResult:
+        table = self.table
         options = self.options
         interval = options.interval
         self.policy.bind(self)
         ends: list[tuple[float, int]] = []
-        submit = self.job_submit
+        submit = table.job_submit
         next_submit = 0
-        count = self.job_count
+        count = table.job_count
         tick = 0
         next_tick = 0.0
         event_times: list[float] = []
@@ -334,7 +272,7 @@ class Simulator:
                     self.arrivals = []
                     self.dirty = True
             for job in self._schedule(now):
-                heapq.heappush(ends, (now + self.job_duration[job], job))
+                heapq.heappush(ends, (now + table.job_duration[job], job))
             if ticked:
                 sample_time.append(now)
                 sample_share.append(self._shares())
@@ -349,23 +287,23 @@ class Simulator:
                 break
             if not ends and next_submit >= count:
                 raise SimulationError("jobs left that can never start")
-        accounts_weights = tuple(self.weights)
+        accounts_weights = tuple(table.weights)
         return SimResult(
             policy=self.policy.name,
             workload=self.workload,
             interval=interval,
-            accounts=self.accounts,
+            accounts=table.accounts,
             weights=accounts_weights,
             capacity=self.capacity,
-            job_account=np.array(self.job_account, dtype=np.int64),
-            submit=np.array(self.job_submit, dtype=np.float64),
+            job_account=np.array(table.job_account, dtype=np.int64),
+            submit=np.array(table.job_submit, dtype=np.float64),
             start=np.array(self.start_time, dtype=np.float64),
             end=np.array(self.end_time, dtype=np.float64),
             backfilled=np.array(self.backfilled, dtype=np.bool_),
             job_nodes=tuple(self.node_of),
             sample_time=np.array(sample_time, dtype=np.float64),
-            sample_share=np.array(sample_share, dtype=np.float64).reshape(len(sample_time), len(self.accounts)),
-            sample_pending=np.array(sample_pending, dtype=np.int64).reshape(len(sample_time), len(self.accounts)),
+            sample_share=np.array(sample_share, dtype=np.float64).reshape(len(sample_time), len(table.accounts)),
+            sample_pending=np.array(sample_pending, dtype=np.int64).reshape(len(sample_time), len(table.accounts)),
             sample_used=np.array(sample_used, dtype=np.int64).reshape(len(sample_time), 3),
             event_times=np.array(event_times, dtype=np.float64) if options.record_events else None,
             plans=self.policy.plans,
@@ -378,18 +316,19 @@ class Simulator:
         out = []
         for index, row in enumerate(self.usage.tolist()):
             share = max((u / c for u, c in zip(row, capacity, strict=True) if c > 0), default=0.0)
-            out.append(share / self.weights[index])
+            out.append(share / self.table.weights[index])
         return out
 
     # ------------------------------------------------------------------
     # Events
 
     def _submit(self, job: int) -> None:
-        account = self.job_account[job]
+        table = self.table
+        account = table.job_account[job]
         self.pending_count[account] += 1
-        shape = self.job_shape[job]
+        shape = table.job_shape[job]
         self.pending_shapes[shape] = self.pending_shapes.get(shape, 0) + 1
-        record = self.job_record[job]
+        record = table.job_record[job]
         if self.record_pending[record] == 0:
             self.account_records[account].append(record)
         self.record_pending[record] += 1
@@ -403,44 +342,46 @@ class Simulator:
         self.arrivals.append(job)
 
     def _start(self, job: int, nodes: list[int], now: float, backfill: bool) -> None:
+        table = self.table
         if self.started[job]:
-            raise SimulationError(f"job {self.job_label[job]} started twice")
+            raise SimulationError(f"job {table.job_label[job]} started twice")
         self.started[job] = True
         self.started_array[job] = True
         self.dead += 1
         self.start_time[job] = now
         self.backfilled[job] = backfill
         self.node_of[job] = tuple(nodes)
-        self.cluster.allocate(nodes, self.job_demand[job])
-        account = self.job_account[job]
-        self.usage[account] += self.shape_total[self.job_shape[job]]
+        self.cluster.allocate(nodes, table.job_demand[job])
+        account = table.job_account[job]
+        self.usage[account] += table.shape_total[table.job_shape[job]]
         self.pending_count[account] -= 1
-        shape = self.job_shape[job]
+        shape = table.job_shape[job]
         left = self.pending_shapes[shape] - 1
         if left:
             self.pending_shapes[shape] = left
         else:
             del self.pending_shapes[shape]
-        record = self.job_record[job]
+        record = table.job_record[job]
         self.record_pending[record] -= 1
         self.record_pending_array[record] -= 1
         if not self.record_pending[record]:
             self.account_done[account] += 1
         self.running[job] = None
-        bisect.insort(self.running_by_end, (now + self.job_limit[job], job))
+        bisect.insort(self.running_by_end, (now + table.job_limit[job], job))
         self.policy.on_start(job, now)
 
     def _end(self, job: int, now: float) -> None:
+        table = self.table
         self.end_time[job] = now
         self.finished += 1
-        self.cluster.release(self.node_of[job], self.job_demand[job])
-        account = self.job_account[job]
-        self.usage[account] -= self.shape_total[self.job_shape[job]]
+        self.cluster.release(self.node_of[job], table.job_demand[job])
+        account = table.job_account[job]
+        self.usage[account] -= table.shape_total[table.job_shape[job]]
         del self.running[job]
-        expected = self.start_time[job] + self.job_limit[job]
+        expected = self.start_time[job] + table.job_limit[job]
         where = bisect.bisect_left(self.running_by_end, (expected, job))
         if where >= len(self.running_by_end) or self.running_by_end[where][1] != job:
-            raise SimulationError(f"job {self.job_label[job]} ended but was not running")
+            raise SimulationError(f"job {table.job_label[job]} ended but was not running")
         del self.running_by_end[where]
         self.dirty = True
         if now < expected:
@@ -471,19 +412,19 @@ class Simulator:
         if self.slurm:
             if (
                 not self.dirty
-                and self.plan is not None
-                and self.plan_last is not None
-                and all(sort_key(job) > self.plan_last for job in arrivals)
+                and self.book is not None
+                and self.book_last is not None
+                and all(sort_key(job) > self.book_last for job in arrivals)
             ):
-                # Only submissions, all behind every job the plan tested: the plan
+                # Only submissions, all behind every job the book tested: the book
                 # stands (nothing ended, nothing moved); test the new jobs against it.
-                self.plan.now = now
+                self.book.now = now
                 for job in sorted(arrivals, key=sort_key):
-                    if self.plan_budget <= 0:
+                    if self.book_budget <= 0:
                         break
-                    self.plan_budget -= 1
-                    self.plan_last = sort_key(job)
-                    if self._plan_job(job, now):
+                    self.book_budget -= 1
+                    self.book_last = sort_key(job)
+                    if self._book_job(job, now):
                         started.append(job)
                 return started
             self.dirty = False
@@ -509,10 +450,11 @@ class Simulator:
 
     def _full_pass(self, now: float, started: list[int]) -> list[int]:
         cluster = self.cluster
+        table = self.table
         flags = self.started
-        demand = self.job_demand
-        wanted = self.job_nodes_wanted
-        limit = self.job_limit
+        demand = table.job_demand
+        wanted = table.job_nodes_wanted
+        limit = table.job_limit
         reservation = self.reservation
         queue = self.queue
         self.blocked_all = set()
@@ -542,25 +484,25 @@ class Simulator:
                 continue
             self.top_key = self.policy.sort_key(job)
             if self.slurm:
-                self._block(self.job_shape[job])
-                position -= 1  # the top job is the first one the plan tests
+                self._block(table.job_shape[job])
+                position -= 1  # the top job is the first one the book tests
                 break
             if reservation is None or reservation.job != job or reservation.time < now:
                 reservation = compute_reservation(
                     cluster, job, demand[job], wanted[job], now, self.running_by_end, self.node_of, demand
                 )
             # Same demand, same nodes: nothing of this shape fits now either.
-            self._block(self.job_shape[job])
+            self._block(table.job_shape[job])
             break
         if self.slurm:
             self.reservation = None
-            self.plan = None
+            self.book = None
             if self.top_key is not None:
-                self.plan = Plan(cluster, now)
-                self.plan_budget = self.options.backfill_depth + 1
-                self.plan_last = None
-                self.plan_shape = {}
-                self._plan_scan(position, now, started)
+                self.book = ReservationBook(cluster, now)
+                self.book_budget = self.options.backfill_depth + 1
+                self.book_last = None
+                self.book_shape = {}
+                self._book_scan(position, now, started)
             return started
         self.reservation = reservation if self.top_key is not None else None
         if self.reservation is not None:
@@ -585,7 +527,7 @@ class Simulator:
                 self.horizon = self.policy.sort_key(int(chunk[live[-1]]))
             budget -= len(live)
             jobs = chunk[live]
-            shapes = self.shape_array[jobs]
+            shapes = self.table.job_shape_array[jobs]
             index = 0
             while index < len(jobs):
                 # The next job whose shape may still fit (the mask grows as we go).
@@ -601,46 +543,47 @@ class Simulator:
                 elif len(self.blocked_all) >= len(self.pending_shapes):
                     return
 
-    def _plan_scan(self, position: int, now: float, started: list[int]) -> None:
+    def _book_scan(self, position: int, now: float, started: list[int]) -> None:
         """Slurm-like backfill from `position` (the top job) on, in queue order, within the depth."""
         queue = self.queue
         flags = self.started
         sort_key = self.policy.sort_key
-        while position < len(queue) and self.plan_budget > 0:
+        while position < len(queue) and self.book_budget > 0:
             job = queue[position]
             position += 1
             if flags[job]:
                 continue
-            self.plan_budget -= 1
-            self.plan_last = sort_key(job)
-            if self._plan_job(job, now):
+            self.book_budget -= 1
+            self.book_last = sort_key(job)
+            if self._book_job(job, now):
                 started.append(job)
 
-    def _plan_job(self, job: int, now: float) -> bool:
-        """Start `job` now if that delays no reservation of the plan, else give it the earliest one."""
-        plan = self.plan
-        assert plan is not None
-        shape = self.job_shape[job]
-        demand = self.job_demand[job]
-        count = self.job_nodes_wanted[job]
-        limit = self.job_limit[job]
+    def _book_job(self, job: int, now: float) -> bool:
+        """Start `job` now if that delays no reservation of the book, else give it the earliest one."""
+        table = self.table
+        book = self.book
+        assert book is not None
+        shape = table.job_shape[job]
+        demand = table.job_demand[job]
+        count = table.job_nodes_wanted[job]
+        limit = table.job_limit[job]
         after = -math.inf
-        previous = self.plan_shape.get(shape)
+        previous = self.book_shape.get(shape)
         if previous is not None and limit >= previous[0]:
             after = previous[1]
         free_now = shape not in self.blocked_all
-        time, nodes = plan.earliest(
-            demand, count, limit, self.running_by_end, self.node_of, self.job_demand, after, free_now
+        time, nodes = book.earliest(
+            demand, count, limit, self.running_by_end, self.node_of, table.job_demand, after, free_now
         )
         if time <= now:
-            if not plan.take_now(nodes, limit, demand):
-                raise SimulationError(f"backfill of job {self.job_label[job]} broke a reservation")
+            if not book.take_now(nodes, limit, demand):
+                raise SimulationError(f"backfill of job {table.job_label[job]} broke a reservation")
             self._start(job, nodes, now, backfill=True)
             return True
         if free_now and self.cluster.find_nodes(demand, count) is None:
             self._block(shape)  # free TRES only shrink during a pass
-        plan.add(job, time, limit, demand, nodes, self.running_by_end, self.node_of, self.job_demand)
-        self.plan_shape[shape] = (limit, time)
+        book.add(job, time, limit, demand, nodes, self.running_by_end, self.node_of, table.job_demand)
+        self.book_shape[shape] = (limit, time)
         if math.isnan(self.reserved_at[job]):
             self.reserved_at[job] = time
         return False
@@ -651,18 +594,19 @@ class Simulator:
 
     def _backfill(self, job: int, now: float, reservation: Reservation) -> bool:
         """Start `job` now if it fits without delaying the reservation."""
-        shape = self.job_shape[job]
+        table = self.table
+        shape = table.job_shape[job]
         if shape in self.blocked_all:
             return False
-        short = now + self.job_limit[job] <= reservation.time
+        short = now + table.job_limit[job] <= reservation.time
         if not short and shape in self.blocked_long:
             return False
         cluster = self.cluster
-        demand = self.job_demand[job]
+        demand = table.job_demand[job]
         if short:
-            nodes = cluster.find_nodes(demand, self.job_nodes_wanted[job])
+            nodes = cluster.find_nodes(demand, table.job_nodes_wanted[job])
         else:
-            nodes = cluster.find_nodes(demand, self.job_nodes_wanted[job], reservation)
+            nodes = cluster.find_nodes(demand, table.job_nodes_wanted[job], reservation)
         if nodes is None:
             # Free TRES only shrink during a pass: no other job of this shape
             # fits now, or none that runs past the reservation. Short ones could
@@ -673,7 +617,7 @@ class Simulator:
                 self.blocked_long.add(shape)
             return False
         if not short and not reservation.take(nodes, demand):
-            raise SimulationError(f"backfill of job {self.job_label[job]} broke the reservation")
+            raise SimulationError(f"backfill of job {table.job_label[job]} broke the reservation")
         self._start(job, nodes, now, backfill=True)
         return True
 

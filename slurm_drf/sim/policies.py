@@ -1,10 +1,11 @@
 """The queue orders the simulator compares: fifo, multifactor, drf, drf-naive.
 
 Sits beside `engine`: a policy only orders the pending queue. The engine
-calls `reorder` at every tick (every `interval` simulated seconds) for the
-new queue, and inserts a job submitted between ticks by `sort_key`; the
-queue is always sorted by `sort_key` (ascending; no two jobs have the
-same key).
+binds it to itself, seen as a `view.SimulatorView` (so this module never
+imports `engine` or `cluster`), calls `reorder` at every tick (every
+`interval` simulated seconds) for the new queue, and inserts a job
+submitted between ticks by `sort_key`; the queue is always sorted by
+`sort_key` (ascending; no two jobs have the same key).
 
 - `fifo`: submit order (Slurm's priority/basic).
 - `multifactor`: Slurm's classic fair share. Usage is billing x seconds,
@@ -49,7 +50,8 @@ from slurm_drf.policy.state import EMPTY_STATE, PolicyState, advance_state, runn
 from slurm_drf.sim.workload import RESOURCES, SimulationError
 
 if TYPE_CHECKING:
-    from slurm_drf.sim.engine import Simulator
+    from slurm_drf.sim.jobtable import JobTable
+    from slurm_drf.sim.view import SimulatorView
 
 # (major, minor, array task): ascending is the queue order.
 QueueKey = tuple[float, float, int]
@@ -68,21 +70,30 @@ class Policy:
 
     def __init__(self) -> None:
         self.plans = 0
-        self._sim: Simulator | None = None
+        self._sim: SimulatorView | None = None
+        self._table: JobTable | None = None
 
     @property
-    def sim(self) -> Simulator:
+    def sim(self) -> SimulatorView:
         if self._sim is None:
             raise SimulationError(f"policy {self.name} used before bind()")
         return self._sim
 
-    def bind(self, sim: Simulator) -> None:
+    @property
+    def table(self) -> JobTable:
+        """`sim.table`, kept at bind: `sort_key` reads it for every queue insertion."""
+        if self._table is None:
+            raise SimulationError(f"policy {self.name} used before bind()")
+        return self._table
+
+    def bind(self, sim: SimulatorView) -> None:
         self._sim = sim
+        self._table = sim.table
 
     def sort_key(self, job: int) -> QueueKey:
         """Where `job` belongs in the queue: submit order (record number, then array task)."""
-        sim = self.sim
-        return (0.0, float(sim.record_number[sim.job_record[job]]), sim.job_task[job])
+        table = self.table
+        return (0.0, float(table.record_number[table.job_record[job]]), table.job_task[job])
 
     def reorder(self, now: float) -> list[int] | None:
         """The new queue (every pending job, sorted by `sort_key`) at a tick, or None to keep it."""
@@ -113,24 +124,25 @@ class MultifactorPolicy(Policy):
         self.half_life = half_life
         self.factor: list[float] = []
 
-    def bind(self, sim: Simulator) -> None:
+    def bind(self, sim: SimulatorView) -> None:
         super().bind(sim)
         cpu, mem, gpu = sim.workload.node_type.cpu, sim.workload.node_type.mem, sim.workload.node_type.gpu
         # TRESBillingWeights="CPU=1,Mem=<cpu/mem>,GRES/gpu=<cpu/gpu>" (per MiB, per GPU):
         # with PriorityFlags=MAX_TRES a whole node bills `cpu` whatever fills it.
         self.billing_weights = (1.0, cpu / mem if mem else 0.0, cpu / gpu if gpu else 0.0)
-        accounts = len(sim.accounts)
+        accounts = len(sim.table.accounts)
         self.rate = [0.0] * accounts  # billing units of the running jobs
         self.fresh = [0.0] * accounts  # billing-seconds since the last tick
         self.usage = [0.0] * accounts  # decayed usage as of the last tick
         self.factor = [1.0] * accounts
-        total_shares = sum(sim.weights)
-        self.shares = [w / total_shares for w in sim.weights]
+        total_shares = sum(sim.table.weights)
+        self.shares = [w / total_shares for w in sim.table.weights]
         self.last = 0.0
         self.last_tick = 0.0
 
     def billing(self, job: int) -> float:
-        total = self.sim.shape_total[self.sim.job_shape[job]]
+        table = self.table
+        total = table.shape_total[table.job_shape[job]]
         return max(w * t for w, t in zip(self.billing_weights, total, strict=True))
 
     def _accrue(self, now: float) -> None:
@@ -143,15 +155,19 @@ class MultifactorPolicy(Policy):
 
     def on_start(self, job: int, now: float) -> None:
         self._accrue(now)
-        self.rate[self.sim.job_account[job]] += self.billing(job)
+        self.rate[self.table.job_account[job]] += self.billing(job)
 
     def on_end(self, job: int, now: float) -> None:
         self._accrue(now)
-        self.rate[self.sim.job_account[job]] -= self.billing(job)
+        self.rate[self.table.job_account[job]] -= self.billing(job)
 
     def sort_key(self, job: int) -> QueueKey:
-        sim = self.sim
-        return (-self.factor[sim.job_account[job]], float(sim.record_number[sim.job_record[job]]), sim.job_task[job])
+        table = self.table
+        return (
+            -self.factor[table.job_account[job]],
+            float(table.record_number[table.job_record[job]]),
+            table.job_task[job],
+        )
 
     def reorder(self, now: float) -> list[int] | None:
         self._accrue(now)
@@ -181,8 +197,9 @@ class DrfPolicy(Policy):
         # Every tick's order as record numbers, for the equivalence tests.
         self.history: list[list[int]] | None = None
 
-    def bind(self, sim: Simulator) -> None:
+    def bind(self, sim: SimulatorView) -> None:
         super().bind(sim)
+        table = sim.table
         base = self.base_config or Config()
         weights = dict(base.weights)
         weights.update(sim.workload.weights)
@@ -193,17 +210,17 @@ class DrfPolicy(Policy):
         )
         node_tres = freeze_tres(sim.workload.node_type.tres())
         self.nodes = tuple(Node(f"sim{i:05d}", (PARTITION,), "idle", node_tres) for i in range(sim.workload.node_count))
-        self.tres: list[Tres] = [freeze_tres(dict(zip(RESOURCES, total, strict=True))) for total in sim.shape_total]
+        self.tres: list[Tres] = [freeze_tres(dict(zip(RESOURCES, total, strict=True))) for total in table.shape_total]
         # A record shows the TRES of one task: its first task's, as squeue would.
         self.record_tres: list[Tres] = [
-            freeze_tres(dict(zip(RESOURCES, total, strict=True))) for total in sim.record_total
+            freeze_tres(dict(zip(RESOURCES, total, strict=True))) for total in table.record_total
         ]
         self.running_jobs: dict[int, Job] = {}  # plan engine: what squeue would list as running
         self.running_labels: list[str] = []  # fast engine: their job ids, sorted
         self.pending_cache: dict[int, tuple[int, Job]] = {}
-        self.record_of_label = {label: r for r, label in enumerate(sim.record_label)}
+        self.record_of_label = {label: r for r, label in enumerate(table.record_label)}
         # Each job's place in the last plan; -1 until it is planned.
-        self.position = np.full(sim.job_count, -1, dtype=np.int64)
+        self.position = np.full(table.job_count, -1, dtype=np.int64)
         # Fast engine: the config's resources as columns of the simulator's arrays
         # (a resource the simulator does not model has no capacity and no demand).
         known = [r in RESOURCES for r in self.config.resources]
@@ -213,54 +230,54 @@ class DrfPolicy(Policy):
         self.missing = np.array([not k for k in known], dtype=np.bool_)
         self.capacity = np.array(sim.capacity, dtype=np.int64)[self.columns]
         self.capacity[self.missing] = 0
-        self.fractions = [self.config.weight(a) for a in sim.accounts]
+        self.fractions = [self.config.weight(a) for a in table.accounts]
 
     def on_start(self, job: int, now: float) -> None:
-        sim = self.sim
+        table = self.table
         if self.engine == "plan":
             self.running_jobs[job] = Job(
-                job_id=sim.job_label[job],
-                account=sim.accounts[sim.job_account[job]],
-                user=sim.job_user[job],
+                job_id=table.job_label[job],
+                account=table.accounts[table.job_account[job]],
+                user=table.job_user[job],
                 partition=PARTITION,
                 state=RUNNING,
                 priority=1,
                 nice=0,
                 held=False,
-                submit_time=sim.job_submit[job],
+                submit_time=table.job_submit[job],
                 array_tasks=1,
-                tres=self.tres[sim.job_shape[job]],
+                tres=self.tres[table.job_shape[job]],
             )
         else:
-            bisect.insort(self.running_labels, sim.job_label[job])
+            bisect.insort(self.running_labels, table.job_label[job])
 
     def on_end(self, job: int, now: float) -> None:
         if self.engine == "plan":
             del self.running_jobs[job]
         else:
-            label = self.sim.job_label[job]
+            label = self.table.job_label[job]
             del self.running_labels[bisect.bisect_left(self.running_labels, label)]
 
     def _pending_job(self, record: int) -> Job:
         """The pending record as squeue shows it: one line, `array_tasks` pending tasks."""
-        sim = self.sim
-        tasks = sim.record_pending[record]
+        tasks = self.sim.record_pending[record]
         cached = self.pending_cache.get(record)
         if cached is not None and cached[0] == tasks:
             return cached[1]
-        first = sim.record_tasks[record][0]
+        table = self.table
+        first = table.record_tasks[record][0]
         # Every job has Slurm's same base priority: within an account, submit
         # order and job number decide, as they do for Slurm.
         job = Job(
-            job_id=sim.record_label[record],
-            account=sim.accounts[sim.record_account[record]],
-            user=sim.job_user[first],
+            job_id=table.record_label[record],
+            account=table.accounts[table.record_account[record]],
+            user=table.job_user[first],
             partition=PARTITION,
             state=PENDING,
             priority=1,
             nice=0,
             held=False,
-            submit_time=sim.record_submit[record],
+            submit_time=table.record_submit[record],
             array_tasks=tasks,
             tres=self.record_tres[record],
         )
@@ -289,6 +306,7 @@ class DrfPolicy(Policy):
     def _fast_order(self) -> IntArray:
         """`compute_plan`'s order, from the lower-level functions it calls."""
         sim = self.sim
+        table = self.table
         config = self.config
         # running_fingerprint sorts the ids; they are kept sorted, so that is cheap.
         fingerprint = running_fingerprint(self.running_labels)
@@ -298,15 +316,15 @@ class DrfPolicy(Policy):
         # Grouped by account, each account's records in Slurm's order (equal
         # base priority, so submit time, then job number): what compute_plan sorts.
         index = sim.pending_record_index()
-        account_of = sim.record_account_array[index]
+        account_of = table.record_account_array[index]
         tasks = sim.record_pending_array[index]
-        demand = sim.record_total_array[index][:, self.columns] * tasks[:, None]
+        demand = table.record_total_array[index][:, self.columns] * tasks[:, None]
         demand[:, self.missing] = 0
         usage = sim.usage[:, self.columns]
         usage[:, self.missing] = 0
         before = compute_before(demand, account_of, usage)
         order = order_pending(
-            before, account_of, self.capacity, self.fractions, sim.accounts, epoch, wins, plan_wins
+            before, account_of, self.capacity, self.fractions, table.accounts, epoch, wins, plan_wins
         ).order
         self.state = PolicyState(
             epoch=epoch,
@@ -322,22 +340,22 @@ class DrfPolicy(Policy):
         self.plans += 1
         order = self._plan_order(now) if self.engine == "plan" else self._fast_order()
         if self.history is not None:
-            self.history.append([self.sim.record_number[r] for r in order.tolist()])
+            self.history.append([self.table.record_number[r] for r in order.tolist()])
         return self._planned(order)
 
     def sort_key(self, job: int) -> QueueKey:
         # A job submitted since the last plan has no nice from the daemon yet:
         # it sorts after every planned job, in submit order.
-        sim = self.sim
+        table = self.table
         position = self.position[job]
         if position >= 0:
-            return (0.0, float(position), sim.job_task[job])
-        return (1.0, float(sim.record_number[sim.job_record[job]]), sim.job_task[job])
+            return (0.0, float(position), table.job_task[job])
+        return (1.0, float(table.record_number[table.job_record[job]]), table.job_task[job])
 
     def _planned(self, order: IntArray) -> list[int]:
         """The queue for records in plan order; an array's pending tasks follow one another."""
         sim = self.sim
-        jobs = sim.record_single_array[order]
+        jobs = self.table.record_single_array[order]
         if not len(jobs) or jobs.min() >= 0:  # no array: one job per record
             self.position[jobs] = np.arange(len(jobs))
             queue: list[int] = jobs.tolist()
@@ -367,14 +385,15 @@ class NaiveDrfPolicy(DrfPolicy):
     def reorder(self, now: float) -> list[int] | None:
         self.plans += 1
         sim = self.sim
+        table = self.table
         order = naive_order(
             sim.pending_records(),
             sim.usage.tolist(),
-            sim.record_total,
+            table.record_total,
             sim.record_pending,
             sim.capacity,
             self.fractions,
-            sim.accounts,
+            table.accounts,
         )
         return self._planned(np.array(order, dtype=np.int64))
 

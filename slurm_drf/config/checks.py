@@ -56,7 +56,7 @@ def _names(value: Any) -> list[tuple[int, str]]:
     return [(index, item) for index, item in enumerate(value) if isinstance(item, str)]
 
 
-def _pool_problems(data: dict[str, Any]) -> Iterator[Problem]:
+def _pool_problems(data: dict[str, Any]) -> Iterator[Problem]:  # noqa: C901
     pools = data.get("pools")
     if not isinstance(pools, list):
         return

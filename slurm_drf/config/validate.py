@@ -58,7 +58,7 @@ def schema_problems(data: Any) -> list[Problem]:
     return problems
 
 
-def _explain(error: jsonschema.ValidationError) -> list[Problem]:
+def _explain(error: jsonschema.ValidationError) -> list[Problem]:  # noqa: C901
     """Turn one jsonschema error into problems a person can act on."""
     path: KeyPath = tuple(error.absolute_path)
     keyword = error.validator

@@ -207,17 +207,27 @@ def _survey(root: Node, source: str) -> tuple[list[Problem], dict[str, int]]:
     never was an error). Aliases share nodes, so a node is entered once for
     each job it still needs (at most three times), never once per alias.
     """
-    duplicates: list[Problem] = []
-    lines: dict[str, int] = {}
-    open_nodes: set[int] = set()
-    finished: set[int] = set()  # walked, no alias inside itself
-    checked: set[int] = set()  # its keys checked for repeats
-    placed: set[int] = set()  # the lines of its keys or items recorded
-    merged_keys: dict[int, dict[str, int]] = {}
+    survey = _Survey(source)
+    survey.visit(root, (), written=True, merged=False)
+    return survey.duplicates, survey.lines
 
-    def keys_of(node: MappingNode) -> dict[str, int]:
+
+class _Survey:
+    """The state of one `_survey` walk."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.duplicates: list[Problem] = []
+        self.lines: dict[str, int] = {}
+        self.open_nodes: set[int] = set()
+        self.finished: set[int] = set()  # walked, no alias inside itself
+        self.checked: set[int] = set()  # its keys checked for repeats
+        self.placed: set[int] = set()  # the lines of its keys or items recorded
+        self.merged_keys: dict[int, dict[str, int]] = {}
+
+    def keys_of(self, node: MappingNode) -> dict[str, int]:
         """Key -> line of a mapping as PyYAML flattens it: merged keys, the own ones winning."""
-        if id(node) not in merged_keys:
+        if id(node) not in self.merged_keys:
             merged: dict[str, int] = {}
             own: dict[str, int] = {}
             for key_node, value_node in node.value:
@@ -226,66 +236,70 @@ def _survey(root: Node, source: str) -> tuple[list[Problem], dict[str, int]]:
                     sources = value_node.value[::-1] if isinstance(value_node, SequenceNode) else [value_node]
                     for source_node in sources:
                         if isinstance(source_node, MappingNode):
-                            merged.update(keys_of(source_node))
+                            merged.update(self.keys_of(source_node))
                 elif isinstance(key_node, ScalarNode):
                     own[str(key_node.value)] = int(key_node.start_mark.line) + 1
-            merged_keys[id(node)] = merged | own
-        return merged_keys[id(node)]
+            self.merged_keys[id(node)] = merged | own
+        return self.merged_keys[id(node)]
 
-    def visit(node: Node, path: KeyPath, *, written: bool, merged: bool) -> None:
+    def visit(self, node: Node, path: KeyPath, *, written: bool, merged: bool) -> None:
         # written: reached from the root through values alone (no `<<` on the
         # way), so repeated keys are reported. merged: a `<<` source, whose
         # keys are recorded as the merging mapping's (at path).
         ident = id(node)
-        if ident in open_nodes:
+        if ident in self.open_nodes:
             line = int(node.start_mark.line) + 1
             raise ConfigError(
-                f"{source}:{line}: YAML: an alias refers to a node that contains it; values cannot contain themselves"
+                f"{self.source}:{line}: YAML: an alias refers to a node that contains it; "
+                "values cannot contain themselves"
             )
-        first = ident not in finished
-        check = written and ident not in checked
-        place = not merged and ident not in placed
+        first = ident not in self.finished
+        check = written and ident not in self.checked
+        place = not merged and ident not in self.placed
         if not (first or check or place):
             return
-        open_nodes.add(ident)
+        self.open_nodes.add(ident)
         if check:
-            checked.add(ident)
+            self.checked.add(ident)
         if place:
-            placed.add(ident)
+            self.placed.add(ident)
         if isinstance(node, MappingNode):
-            for key_node, value_node in node.value:
-                if key_node.tag == _MERGE:
-                    visit(value_node, path, written=False, merged=True)
-            if place:  # after the merge sources: they are known not to contain themselves
-                for key, line in keys_of(node).items():
-                    lines[format_path((*path, key))] = line
-            first_lines: dict[str, int] = {}
-            for key_node, value_node in node.value:
-                if key_node.tag == _MERGE:
-                    continue
-                if not isinstance(key_node, ScalarNode):
-                    # Construction refuses such a key; walked only for recursion.
-                    visit(key_node, path, written=False, merged=True)
-                    visit(value_node, path, written=False, merged=True)
-                    continue
-                key = str(key_node.value)
-                mark = _start(key_node)
-                if check and key in first_lines:
-                    message = f"duplicate key (first set on line {first_lines[key]}); write it once"
-                    duplicates.append(Problem((*path, key), message, mark))
-                first_lines.setdefault(key, mark[0])
-                visit(value_node, (*path, key), written=written, merged=False)
+            self._visit_mapping(node, path, written=written, check=check, place=place)
         elif isinstance(node, SequenceNode):
-            if merged:
-                for item in node.value[::-1]:
-                    visit(item, path, written=False, merged=True)
-            else:
-                for index, item in enumerate(node.value):
-                    if place:
-                        lines[format_path((*path, index))] = int(item.start_mark.line) + 1
-                    visit(item, (*path, index), written=written, merged=False)
-        open_nodes.discard(ident)
-        finished.add(ident)
+            self._visit_sequence(node, path, written=written, merged=merged, place=place)
+        self.open_nodes.discard(ident)
+        self.finished.add(ident)
 
-    visit(root, (), written=True, merged=False)
-    return duplicates, lines
+    def _visit_mapping(self, node: MappingNode, path: KeyPath, *, written: bool, check: bool, place: bool) -> None:
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE:
+                self.visit(value_node, path, written=False, merged=True)
+        if place:  # after the merge sources: they are known not to contain themselves
+            for key, line in self.keys_of(node).items():
+                self.lines[format_path((*path, key))] = line
+        first_lines: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            if key_node.tag == _MERGE:
+                continue
+            if not isinstance(key_node, ScalarNode):
+                # Construction refuses such a key; walked only for recursion.
+                self.visit(key_node, path, written=False, merged=True)
+                self.visit(value_node, path, written=False, merged=True)
+                continue
+            key = str(key_node.value)
+            mark = _start(key_node)
+            if check and key in first_lines:
+                message = f"duplicate key (first set on line {first_lines[key]}); write it once"
+                self.duplicates.append(Problem((*path, key), message, mark))
+            first_lines.setdefault(key, mark[0])
+            self.visit(value_node, (*path, key), written=written, merged=False)
+
+    def _visit_sequence(self, node: SequenceNode, path: KeyPath, *, written: bool, merged: bool, place: bool) -> None:
+        if merged:
+            for item in node.value[::-1]:
+                self.visit(item, path, written=False, merged=True)
+            return
+        for index, item in enumerate(node.value):
+            if place:
+                self.lines[format_path((*path, index))] = int(item.start_mark.line) + 1
+            self.visit(item, (*path, index), written=written, merged=False)

@@ -221,7 +221,7 @@ def _column(records: list[Any], key: str) -> list[Any]:
         return [r.get(key, default) for r in records]
 
 
-def _fast_job_table(records: list[Any]) -> JobTable | None:
+def _fast_job_table(records: list[Any]) -> JobTable | None:  # noqa: C901
     """None when any record needs the careful path."""
     raw_ids = _column(records, "job_id")
     if not _types(raw_ids) <= {str}:

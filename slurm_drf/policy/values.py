@@ -11,7 +11,7 @@ from slurm_drf.model.types import FloatArray, IntArray
 from slurm_drf.policy.state import JobMemory
 
 
-def adjust_for_memory(
+def adjust_for_memory(  # noqa: C901
     job_ids: Sequence[str],
     priority: IntArray,
     nice: IntArray,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from slurm_drf.sim.jobtable import Vector
+from slurm_drf.sim.table import Vector
 from slurm_drf.sim.workload import NodeType
 
 IntArray = npt.NDArray[np.int64]
@@ -243,7 +243,7 @@ class ReservationBook:
                     return False
         return True
 
-    def earliest(
+    def earliest(  # noqa: C901
         self,
         demand: Vector,
         count: int,
@@ -328,7 +328,7 @@ class ReservationBook:
                         whole = False
         return whole
 
-    def add(
+    def add(  # noqa: C901
         self,
         job: int,
         time: float,

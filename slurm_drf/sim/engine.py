@@ -61,8 +61,8 @@ import numpy as np
 import numpy.typing as npt
 
 from slurm_drf.sim.cluster import Cluster, Reservation, ReservationBook, compute_reservation
-from slurm_drf.sim.jobtable import Vector, build_job_table
 from slurm_drf.sim.policies import Policy, QueueKey
+from slurm_drf.sim.table import Vector, build_workload_table
 from slurm_drf.sim.workload import SimulationError, Workload, validate_workload
 
 FloatArray = npt.NDArray[np.float64]
@@ -142,7 +142,7 @@ class Simulator:
         self.progress = progress
         self.cluster = Cluster(workload.node_type, workload.node_count)
         self.capacity: Vector = self.cluster.capacity
-        self.table = table = build_job_table(workload)
+        self.table = table = build_workload_table(workload)
         count = table.job_count
 
         # Dynamic state.
@@ -230,7 +230,7 @@ class Simulator:
     # ------------------------------------------------------------------
     # The run
 
-    def run(self) -> SimResult:
+    def run(self) -> SimResult:  # noqa: C901
         table = self.table
         options = self.options
         interval = options.interval
@@ -392,7 +392,7 @@ class Simulator:
     # ------------------------------------------------------------------
     # The scheduler: main pass, reservation, backfill
 
-    def _schedule(self, now: float) -> list[int]:
+    def _schedule(self, now: float) -> list[int]:  # noqa: C901
         """Start what the queue order, the free nodes and the reservation allow now."""
         self.passes += 1
         started: list[int] = []
@@ -448,7 +448,7 @@ class Simulator:
         self.dirty = False
         return self._full_pass(now, started)
 
-    def _full_pass(self, now: float, started: list[int]) -> list[int]:
+    def _full_pass(self, now: float, started: list[int]) -> list[int]:  # noqa: C901
         cluster = self.cluster
         table = self.table
         flags = self.started

@@ -142,7 +142,7 @@ def _parse_sacct_time(text: str) -> float | None:
 _ARRAY_TASK = re.compile(r"^(\d+)_(\d+)$")
 
 
-def parse_sacct_pipe(text: str, source: str = "sacct") -> ParsedTrace:
+def parse_sacct_pipe(text: str, source: str = "sacct") -> ParsedTrace:  # noqa: C901
     """Jobs from `sacct -P` (or `--parsable2`) output with its header line."""
     lines = [line for line in text.splitlines() if line.strip()]
     if not lines:
@@ -246,7 +246,7 @@ def _number(value: object) -> float | None:
     return float(value)
 
 
-def _json_tres(entries: object) -> _Tres | None:
+def _json_tres(entries: object) -> _Tres | None:  # noqa: C901
     """TRES from sacct's list of {"type", "name", "id", "count"} (mem count in MiB)."""
     if not isinstance(entries, list):
         return None
@@ -286,7 +286,7 @@ def _state(record: Mapping[str, Any]) -> str:
     return str(current or "")
 
 
-def parse_sacct_json(text: str | bytes, source: str = "sacct --json") -> ParsedTrace:
+def parse_sacct_json(text: str | bytes, source: str = "sacct --json") -> ParsedTrace:  # noqa: C901
     """Jobs from `sacct --json` output (data_parser 22.05 to 24.x)."""
     try:
         data = orjson.loads(text)
@@ -353,7 +353,7 @@ def parse_sacct_json(text: str | bytes, source: str = "sacct --json") -> ParsedT
 SWF_FIELDS: Final = 18
 
 
-def parse_swf(text: str, source: str = "swf", cpus_per_node: int | None = None) -> ParsedTrace:
+def parse_swf(text: str, source: str = "swf", cpus_per_node: int | None = None) -> ParsedTrace:  # noqa: C901
     """Jobs from an SWF trace; header comments `; MaxNodes:` and `; MaxProcs:` size the cluster."""
     trace = ParsedTrace()
     header: dict[str, str] = {}

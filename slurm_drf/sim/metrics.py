@@ -4,7 +4,7 @@ Sits after `engine` and before `render`. Definitions:
 
 - *weighted dominant share* of an account at a sample: max over cpu, mem
   and gres/gpu of its running usage / capacity, divided by its weight (the
-  engine's S_a, SPEC §2). The engine samples it every `interval` seconds,
+  engine's S_a, docs/rule.md §2). The engine samples it every `interval` seconds,
   after that instant's scheduling pass.
 - an account is *backlogged* at a sample when it has a pending job.
 - *Jain's index* at a sample: (sum x)^2 / (n sum x^2) over the weighted

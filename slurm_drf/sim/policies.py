@@ -50,7 +50,7 @@ from slurm_drf.policy.state import EMPTY_STATE, PolicyState, advance_state, runn
 from slurm_drf.sim.workload import RESOURCES, SimulationError
 
 if TYPE_CHECKING:
-    from slurm_drf.sim.jobtable import JobTable
+    from slurm_drf.sim.table import WorkloadTable
     from slurm_drf.sim.view import SimulatorView
 
 # (major, minor, array task): ascending is the queue order.
@@ -71,7 +71,7 @@ class Policy:
     def __init__(self) -> None:
         self.plans = 0
         self._sim: SimulatorView | None = None
-        self._table: JobTable | None = None
+        self._table: WorkloadTable | None = None
 
     @property
     def sim(self) -> SimulatorView:
@@ -80,7 +80,7 @@ class Policy:
         return self._sim
 
     @property
-    def table(self) -> JobTable:
+    def table(self) -> WorkloadTable:
         """`sim.table`, kept at bind: `sort_key` reads it for every queue insertion."""
         if self._table is None:
             raise SimulationError(f"policy {self.name} used before bind()")

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from slurm_drf.sim.jobtable import IntArray, JobTable, Vector
+from slurm_drf.sim.table import IntArray, Vector, WorkloadTable
 from slurm_drf.sim.workload import Workload
 
 
@@ -29,7 +29,7 @@ class SimulatorView(Protocol):
         """What is played: the cluster's shape and the account weights."""
 
     @property
-    def table(self) -> JobTable:
+    def table(self) -> WorkloadTable:
         """The jobs, shapes and records of the run, by index."""
 
     @property

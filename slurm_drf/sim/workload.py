@@ -104,7 +104,7 @@ class Workload:
         return self.weights.get(account, Fraction(1))
 
 
-def validate_workload(workload: Workload) -> Workload:
+def validate_workload(workload: Workload) -> Workload:  # noqa: C901
     """The workload with jobs in submit order; WorkloadError for what cannot run.
 
     A job that cannot fit even on an empty cluster would wait forever and

@@ -426,7 +426,7 @@ def _positive(record: Mapping[str, Any], key: str) -> int | None:
     return value if value else None
 
 
-def _job_gres(record: Mapping[str, Any], nodes: int, tasks: int, holding: bool) -> dict[str, int]:
+def _job_gres(record: Mapping[str, Any], nodes: int, tasks: int, holding: bool) -> dict[str, int]:  # noqa: C901
     """GRES the job asks for (or holds), from the fields beside the TRES string.
 
     A running job's `gres_detail` (one entry per allocated node; filled when
@@ -534,7 +534,7 @@ def _priority(record: Mapping[str, Any]) -> tuple[int, bool]:
     return round(value), value == 0
 
 
-def parse_squeue_record(record: object, *, include_finished: bool = False) -> Job | None:
+def parse_squeue_record(record: object, *, include_finished: bool = False) -> Job | None:  # noqa: C901
     """One `squeue --json` job record as a Job.
 
     Returns None for a job that neither holds nor waits for resources

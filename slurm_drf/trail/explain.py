@@ -310,7 +310,7 @@ def _fraction_text(value: Fraction) -> str:
     )
 
 
-def render_explanation_text(e: Explanation) -> str:
+def render_explanation_text(e: Explanation) -> str:  # noqa: C901
     """The explanation for a person, in a few paragraphs."""
     out: list[str] = []
     head = f"job {e.job_id}: account {e.account}, user {e.user}, {e.state.lower()}"

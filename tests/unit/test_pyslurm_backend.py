@@ -334,7 +334,7 @@ class FakeCluster:
     load_error: Exception | None = None
 
 
-def make_pyslurm(
+def make_pyslurm(  # noqa: C901
     cluster: FakeCluster,
     version: str,
     *,

@@ -1,7 +1,7 @@
 """The workload's jobs as one run numbers them: per job, per shape, per record.
 
 Sits between `workload` and everything that plays it: `engine` builds one
-`JobTable` per run (`build_job_table`) and keeps it for the whole run;
+`WorkloadTable` per run (`build_workload_table`) and keeps it for the whole run;
 the policies read it through `view.SimulatorView`. Nothing in it changes
 while the run goes on, so it holds no state: what is pending, running or
 done stays in the engine. Jobs, shapes, records and accounts are indexes
@@ -24,7 +24,7 @@ Vector = tuple[int, int, int]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class JobTable:
+class WorkloadTable:
     """Fixed facts of one run's jobs, by index.
 
     A *shape* is a distinct (per-node demand, node count): a shape that does
@@ -64,7 +64,7 @@ class JobTable:
     record_single_array: IntArray
 
 
-def build_job_table(workload: Workload) -> JobTable:
+def build_workload_table(workload: Workload) -> WorkloadTable:
     """Number the jobs of a (validated) workload: shapes and records in submit order."""
     accounts = workload.accounts
     account_index = {a: i for i, a in enumerate(accounts)}
@@ -112,7 +112,7 @@ def build_job_table(workload: Workload) -> JobTable:
         for job, record, task in zip(jobs, job_record, job_task, strict=True)
     ]
 
-    return JobTable(
+    return WorkloadTable(
         accounts=accounts,
         weights=[float(w) for w in fractions],
         job_count=len(jobs),

@@ -30,6 +30,20 @@ def _first_line(text: str | bytes | None) -> str:
     return ""
 
 
+# How squeue, sinfo and scontrol say that slurmctld does not answer: 22.05
+# prints `squeue: error: Unable to contact slurm controller`, 26.05 exits 1
+# with `slurm_load_jobs error: Unable to contact slurm controller (connect
+# failure)` (measured). Either way the one likely cause is named.
+_CONTROLLER_UNREACHABLE = "unable to contact slurm controller"
+_CONTROLLER_HINT = "is slurmctld running? `scontrol ping` tells"
+
+
+def _with_hint(detail: str) -> str:
+    if _CONTROLLER_UNREACHABLE in detail.lower() and "slurmctld" not in detail:
+        return f"{detail}; {_CONTROLLER_HINT}"
+    return detail
+
+
 def run_command(
     argv: Sequence[str],
     timeout: float,
@@ -47,7 +61,7 @@ def run_command(
     """
     completed = run_process(argv, timeout, env=env, input_text=input_text, error_class=error_class)
     if completed.returncode != 0:
-        detail = _first_line(completed.stderr) or _first_line(completed.stdout) or "no message"
+        detail = _with_hint(_first_line(completed.stderr) or _first_line(completed.stdout) or "no message")
         raise error_class(f"{shlex.join(argv)}: exit status {completed.returncode}: {detail}")
     return completed.stdout
 

@@ -755,6 +755,29 @@ def test_run_command_errors_are_one_line(monkeypatch: pytest.MonkeyPatch, outcom
     assert "\n" not in str(caught.value)
 
 
+def test_run_command_names_slurmctld_when_the_controller_is_unreachable(monkeypatch: pytest.MonkeyPatch) -> None:
+    # 26.05's squeue with slurmctld stopped: exit 1 and this line on stderr (captured).
+    stderr = (FIXTURES / "slurm-26.05" / "squeue-slurmctld-down.stderr").read_text()
+    monkeypatch.setattr(
+        subprocess, "run", FakeRun(subprocess.CompletedProcess(["squeue"], 1, stdout="", stderr=stderr))
+    )
+    with pytest.raises(SlurmReadError) as caught:
+        execute.run_command(["squeue", "--json", "--all"], 5.0)
+    assert str(caught.value) == (
+        "squeue --json --all: exit status 1: slurm_load_jobs error: Unable to contact slurm controller"
+        " (connect failure); is slurmctld running? `scontrol ping` tells"
+    )
+
+
+def test_run_command_adds_no_hint_to_other_failures(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(
+        subprocess, "run", FakeRun(subprocess.CompletedProcess(["squeue"], 1, stdout="", stderr="Invalid user"))
+    )
+    with pytest.raises(SlurmReadError) as caught:
+        execute.run_command(["squeue", "--json"], 5.0)
+    assert str(caught.value) == "squeue --json: exit status 1: Invalid user"
+
+
 def test_run_command_error_class(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(
         subprocess, "run", FakeRun(subprocess.CompletedProcess(["scontrol"], 1, stdout="", stderr="denied"))

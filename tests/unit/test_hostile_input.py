@@ -327,3 +327,73 @@ def test_fast_and_careful_paths_agree_on_random_records(records: list[dict[str, 
 
 
 HOSTILE_INPUTS = len(CASES) + 3 + 10
+
+
+# --------------------------------------------------------------------------
+# Group 2, the config: check-config said OK and every plan then failed (exit 1).
+
+CONFIG_CASES: list[tuple[str, str, str]] = [
+    (
+        "weight 1e-320",
+        "accounts:\n  A: {weight: 1e-320}\n",
+        "2: accounts.A.weight: 1e-320 is not between 0.000001 and 1000000",
+    ),
+    (
+        "default_weight 5e-324",
+        "default_weight: 5e-324\n",
+        "1: default_weight: 5e-324 is not between 0.000001 and 1000000",
+    ),
+    (
+        "weight 1e7",
+        "accounts:\n  A: {weight: 1e7}\n",
+        "2: accounts.A.weight: 1e7 is not between 0.000001 and 1000000",
+    ),
+    (
+        "weight of 27 decimals",
+        "accounts:\n  A: {weight: 0.000001000000000000000000001}\n",
+        "2: accounts.A.weight: 0.000001000000000000000000001 has more than 20 digits after the point",
+    ),
+    (
+        "a 5,000-digit scale",
+        "mode: nice\nscale: " + "9" * 5000 + "\n",
+        "2: scale: an integer of 5000 characters; no setting takes one",
+    ),
+    (
+        "100k nested brackets",
+        "accounts: " + "[" * 100_000 + "]" * 100_000 + "\n",
+        "1: YAML syntax error: more than 64 nested lists or mappings (column 74)",
+    ),
+    (
+        "100k nested mappings",
+        "accounts: " + "{a: " * 100_000 + "1" + "}" * 100_000 + "\n",
+        "1: YAML syntax error: more than 64 nested lists or mappings (column 260)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "message"), CONFIG_CASES, ids=[c[0] for c in CONFIG_CASES])
+@pytest.mark.parametrize("verb", ["check-config", "plan"])
+def test_hostile_config_exits_2_naming_the_key(
+    name: str, text: str, message: str, verb: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(text)
+    snapshot = _write(tmp_path, json.dumps(good_snapshot()))
+    args = (
+        ["check-config", str(config)]
+        if verb == "check-config"
+        else ["plan", "--snapshot", str(snapshot), "--config", str(config)]
+    )
+    code = main(args)
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err == f"slurm-drf: config: {config}:{message}\n"
+
+
+@pytest.mark.parametrize("weight", ["0.000001", "1000000", "0.30000000000000004", "2", "0.5"])
+def test_weights_in_range_still_plan(weight: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(f"accounts:\n  physics: {{weight: {weight}}}\ndefault_weight: {weight}\n")
+    code = main(["plan", "--snapshot", str(_write(tmp_path, json.dumps(good_snapshot()))), "--config", str(config)])
+    capsys.readouterr()
+    assert code == 0

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -20,9 +22,13 @@ from hypothesis import strategies as st
 from test_model_cli import good_snapshot
 
 from slurm_drf.cli.main import main
+from slurm_drf.config.settings import Config
+from slurm_drf.cycle.store import StateStore, parse_state
 from slurm_drf.errors import SlurmWriteError, SnapshotError
 from slurm_drf.model.codec import check_job_table, is_job_id, parse_job, parse_snapshot
 from slurm_drf.model.types import JobTable
+from slurm_drf.policy.plan import compute_plan
+from slurm_drf.policy.state import EMPTY_STATE, JobMemory
 from slurm_drf.slurm.write import Write, check_write
 
 Mutation = Callable[[dict[str, Any]], object]
@@ -397,3 +403,72 @@ def test_weights_in_range_still_plan(weight: str, tmp_path: Path, capsys: pytest
     code = main(["plan", "--snapshot", str(_write(tmp_path, json.dumps(good_snapshot()))), "--config", str(config)])
     capsys.readouterr()
     assert code == 0
+
+
+# --------------------------------------------------------------------------
+# Group 2, the state file: user_nice 2**70 made every cycle fail.
+
+
+def _state_file(tmp_path: Path, jobs: dict[str, object], **top: object) -> StateStore:
+    directory = tmp_path / "state"
+    directory.mkdir(mode=0o750)
+    data = {
+        "format": "slurm-drf-state/1",
+        "epoch": 3,
+        "fingerprint": "f",
+        "tie_wins": {},
+        "plan_wins": {},
+        "jobs": jobs,
+    }
+    data.update(top)
+    (directory / "state.json").write_text(json.dumps(data), encoding="utf-8")
+    (directory / "state.json").chmod(0o640)
+    return StateStore(directory)
+
+
+@pytest.mark.parametrize(
+    ("entry", "message", "kept"),
+    [
+        (
+            [2**70, -5, "nice"],
+            "jobs.1240 user_nice: expected an integer from -2147483645 to 2147483645, got 1180591620717411303424",
+            None,
+        ),
+        ([True, -5, "nice"], "jobs.1240 user_nice: expected an integer from -2147483645 to 2147483645, got True", None),
+        (
+            [3, 2**64, "nice"],
+            "jobs.1240 written: expected an integer from -2147483645 to 4294967295, got 18446744073709551616",
+            JobMemory(3, 3, "nice"),
+        ),
+        ([3, -5, "x"], "jobs.1240 mode: expected one of nice, site_factor, priority, got 'x'", JobMemory(3, 3, "nice")),
+    ],
+)
+def test_a_state_out_of_range_is_named_and_keeps_the_users_nice(
+    entry: list[object], message: str, kept: JobMemory | None, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = _state_file(tmp_path, {"1240": entry, "1241": [7, -9, "nice"]})
+    with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+        parse_state(json.loads(store.path.read_text()))
+    with caplog.at_level(logging.WARNING):
+        state = store.load()
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{store.path}: state is corrupt ({message}); starting fresh but for {1 if kept is None else 2} job(s)' own nice: "
+        "tie wins are forgotten and jobs are rewritten where needed"
+    ]
+    assert state.jobs["1241"] == JobMemory(7, -9, "nice")  # the others' own nice is kept
+    assert state.jobs.get("1240") == kept
+    plan = compute_plan(parse_snapshot(good_snapshot()), Config(), state)  # every cycle plans again
+    assert [j.job_id for j in plan.jobs] == ["1241", "1240"]
+
+
+def test_a_state_whose_tie_wins_are_corrupt_still_keeps_every_users_nice(tmp_path: Path) -> None:
+    store = _state_file(tmp_path, {"1240": [1, -5, "nice"], "1241": [7, -9, "site_factor"]}, tie_wins={"a": "many"})
+    state = store.load()
+    assert dict(state.jobs) == {"1240": JobMemory(1, -5, "nice"), "1241": JobMemory(7, -9, "site_factor")}
+    assert state.epoch == 0 and not state.tie_wins
+
+
+def test_a_state_of_100k_nested_brackets_starts_fresh(tmp_path: Path) -> None:
+    store = _state_file(tmp_path, {})
+    store.path.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    assert store.load() == EMPTY_STATE

@@ -451,8 +451,9 @@ def test_a_state_out_of_range_is_named_and_keeps_the_users_nice(
         parse_state(json.loads(store.path.read_text()))
     with caplog.at_level(logging.WARNING):
         state = store.load()
+    count = 1 if kept is None else 2
     assert [r.getMessage() for r in caplog.records] == [
-        f"{store.path}: state is corrupt ({message}); starting fresh but for {1 if kept is None else 2} job(s)' own nice: "
+        f"{store.path}: state is corrupt ({message}); starting fresh but for {count} job(s)' own nice: "
         "tie wins are forgotten and jobs are rewritten where needed"
     ]
     assert state.jobs["1241"] == JobMemory(7, -9, "nice")  # the others' own nice is kept
@@ -472,3 +473,37 @@ def test_a_state_of_100k_nested_brackets_starts_fresh(tmp_path: Path) -> None:
     store = _state_file(tmp_path, {})
     store.path.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
     assert store.load() == EMPTY_STATE
+
+
+# --------------------------------------------------------------------------
+# Group 2, the simulator's input.
+
+SWF_FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "sim" / "sample.swf"
+
+
+@pytest.mark.parametrize("bad", ["nan", "inf", "-inf"])
+def test_an_swf_group_that_is_not_a_number_exits_2(
+    bad: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = SWF_FIXTURE.read_text().splitlines()
+    number = next(i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith(";"))
+    fields = lines[number].split()
+    fields[12] = bad
+    lines[number] = " ".join(fields)
+    trace = tmp_path / "trace.swf"
+    trace.write_text("\n".join(lines) + "\n")
+    code = main(["simulate", "--workload", str(trace)])
+    out, err = capsys.readouterr()
+    assert (code, out) == (2, "")
+    assert err == f"slurm-drf: workload: trace.swf:{number + 1}: field 13 (group): {bad!r} is not a finite number\n"
+
+
+@pytest.mark.parametrize("seed", ["-1", str(2**64)])
+def test_a_seed_numpy_cannot_take_exits_2(seed: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["simulate", "--seed", seed])
+    _, err = capsys.readouterr()
+    assert caught.value.code == 2
+    assert err.splitlines()[-1] == (
+        f"slurm-drf simulate: error: argument --seed: expected a number from 0 to 18446744073709551615, got {seed}"
+    )

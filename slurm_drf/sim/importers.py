@@ -407,8 +407,8 @@ def parse_swf(text: str, source: str = "swf", cpus_per_node: int | None = None) 
             values = [float(f) for f in fields]
         except ValueError as error:
             raise WorkloadError(f"{source}:{number}: not a number: {error}") from error
-        for index, value in enumerate(values):
-            if not math.isfinite(value):
+        for index, amount in enumerate(values):
+            if not math.isfinite(amount):
                 name = SWF_FIELD_NAMES[index]
                 raise WorkloadError(
                     f"{source}:{number}: field {index + 1} ({name}): {fields[index]!r} is not a finite number"

@@ -51,6 +51,17 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _seed(text: str) -> int:
+    """A seed numpy's generator takes: 0 to 2**64 - 1 (it refuses negative ones)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 0 <= value < 2**64:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to {2**64 - 1}, got {value}")
+    return value
+
+
 def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `simulate` on the CLI's subparsers (the object add_subparsers returns)."""
     scenarios = "; ".join(f"{s.name}: {s.summary}" for s in SCENARIOS.values())
@@ -66,7 +77,7 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
     source.add_argument(
         "--scenario", choices=tuple(SCENARIOS), default=None, help=f"built-in scenario (default {DEFAULT_SCENARIO})"
     )
-    source.add_argument("--seed", type=int, default=1, help="seed of the scenario's generator (default 1)")
+    source.add_argument("--seed", type=_seed, default=1, help="seed of the scenario's generator (default 1)")
     source.add_argument(
         "--jobs",
         type=_positive_int,

@@ -23,6 +23,11 @@ from slurm_drf.config.validate import describe
 from slurm_drf.config.yaml_tree import KeyPath, Problem, node_at
 
 MIN_INTERVAL: Final = 1.0
+# Weights that give every account a finite share, compared exactly: the
+# numerator and denominator of such a decimal stay far inside a float.
+MIN_WEIGHT: Final = Fraction(1, 10**6)
+MAX_WEIGHT: Final = Fraction(10**6)
+WEIGHT_DECIMALS: Final = 20
 
 
 def logical_problems(data: Any) -> list[Problem]:
@@ -132,6 +137,36 @@ def _scale_problems(data: dict[str, Any]) -> Iterator[Problem]:
 
 def _is_int(value: Any) -> bool:
     return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
+
+
+def weight_problems(data: Any, root: Node) -> list[Problem]:
+    """Weights the schema takes (> 0) but no share can use: 1e-320, 1e400, 0.0000000001.
+
+    Needs the node tree: a weight is the exact decimal written (`_exact`).
+    """
+    if not isinstance(data, dict):
+        return []
+    paths: list[KeyPath] = [("default_weight",)] if "default_weight" in data else []
+    accounts = data.get("accounts")
+    if isinstance(accounts, dict):
+        paths += [
+            ("accounts", name, "weight")
+            for name, settings in accounts.items()
+            if isinstance(settings, dict) and "weight" in settings
+        ]
+    problems = []
+    for path in paths:
+        value = data[path[0]] if len(path) == 1 else data["accounts"][path[1]]["weight"]
+        if isinstance(value, bool) or not isinstance(value, int | float) or not (0 < value < math.inf):
+            continue  # the schema reports it
+        node = node_at(root, path)
+        exact = _exact(value, node)
+        written = str(node.value) if isinstance(node, ScalarNode) else describe(value)
+        if not MIN_WEIGHT <= exact <= MAX_WEIGHT:
+            problems.append(Problem(path, f"{written} is not between 0.000001 and 1000000"))
+        elif (exact * 10**WEIGHT_DECIMALS).denominator != 1:
+            problems.append(Problem(path, f"{written} has more than {WEIGHT_DECIMALS} digits after the point"))
+    return problems
 
 
 def _metrics_address_problems(data: dict[str, Any]) -> Iterator[Problem]:

@@ -20,7 +20,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from slurm_drf.config.checks import build_config, logical_problems
+from slurm_drf.config.checks import build_config, logical_problems, weight_problems
 from slurm_drf.config.settings import Config, default_config
 from slurm_drf.config.validate import closest, schema_problems
 from slurm_drf.config.yaml_tree import format_path, mark_of, read_yaml
@@ -119,6 +119,7 @@ def parse_config_text(text: str, source: str) -> Config:
     problems = list(document.duplicates)
     problems += schema_problems(data)
     problems += logical_problems(data)
+    problems += weight_problems(data, root)
     if problems:
         # In file order, so the list reads top to bottom like the file.
         placed = sorted(

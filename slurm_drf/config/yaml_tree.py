@@ -95,14 +95,51 @@ def mark_of(root: Node, path: KeyPath) -> tuple[int, int]:
     return _start(marker)
 
 
+# No setting nests deeper than a few levels; PyYAML's composer recurses once
+# per level, so 100k nested brackets would exhaust Python's stack.
+MAX_DEPTH: Final = 64
+# No setting takes an integer of more than 19 digits; Python refuses to read
+# one of more than 4300 at all.
+MAX_INTEGER_TEXT: Final = 40
+
+
+class TooLargeError(yaml.constructor.ConstructorError):
+    """An integer written with more digits than any setting takes; read_yaml names its key."""
+
+
 class Loader(yaml.SafeLoader):
     """SafeLoader that reads every mapping key as the text written.
 
     YAML 1.1 turns keys like `no`, `on` or `123` into booleans and integers;
     account and partition names are text, so a key is always its scalar's
     text. Also accepts YAML 1.2 exponent floats (`1e-3`) that PyYAML would
-    otherwise read as strings.
+    otherwise read as strings. Refuses nesting past MAX_DEPTH and integers
+    longer than MAX_INTEGER_TEXT.
     """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.depth = 0
+
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise yaml.composer.ComposerError(None, None, f"more than {MAX_DEPTH} nested lists or mappings", mark)
+            node: Node | None = super().compose_node(parent, index)
+            return node
+        finally:
+            self.depth -= 1
+
+    def construct_yaml_int(self, node: ScalarNode) -> int:
+        text = str(node.value)
+        if len(text) > MAX_INTEGER_TEXT:
+            raise TooLargeError(
+                None, None, f"an integer of {len(text)} characters; no setting takes one", node.start_mark
+            )
+        value: int = super().construct_yaml_int(node)
+        return value
 
     def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict[Any, Any]:
         self.flatten_mapping(node)  # resolves `<<` merge keys in place
@@ -119,6 +156,7 @@ class Loader(yaml.SafeLoader):
         return mapping
 
 
+Loader.add_constructor("tag:yaml.org,2002:int", Loader.construct_yaml_int)
 Loader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
     re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
@@ -151,6 +189,8 @@ def read_yaml(text: str, source: str) -> Document | None:
         # and its dict keeps only the last of a repeated key.
         duplicates, lines = _survey(root, source)
         data = loader.construct_document(root)
+    except TooLargeError as error:
+        raise ConfigError(_too_large_message(error, lines, source)) from error
     except yaml.MarkedYAMLError as error:
         raise ConfigError(_syntax_message(error, source)) from error
     except yaml.reader.ReaderError as error:
@@ -164,6 +204,15 @@ def read_yaml(text: str, source: str) -> Document | None:
         if loader is not None:
             loader.dispose()
     return Document(root, data, duplicates, lines)
+
+
+def _too_large_message(error: TooLargeError, lines: dict[str, int], source: str) -> str:
+    """`config.yaml:3: scale: an integer of 5000 characters; ...`: the key is the last one on the line."""
+    mark = error.problem_mark
+    line = mark.line + 1 if mark is not None else 0
+    keys = [key for key, key_line in lines.items() if key_line == line]
+    where = f"{keys[-1]}: " if keys else ""
+    return f"{source}:{line}: {where}{error.problem}"
 
 
 def _syntax_message(error: yaml.MarkedYAMLError, source: str) -> str:

@@ -20,6 +20,8 @@ from typing import IO, Any, Final
 
 from slurm_drf.errors import StateError
 from slurm_drf.files import check_private, write_atomic
+from slurm_drf.model.codec import is_job_id, show
+from slurm_drf.model.types import MAX_PRIORITY, NICE_RANGE
 from slurm_drf.policy.state import EMPTY_STATE, JobMemory, PolicyState
 
 logger = logging.getLogger(__name__)
@@ -40,18 +42,81 @@ def render_state(state: PolicyState) -> dict[str, Any]:
     }
 
 
+_MODES: Final = frozenset({"nice", "site_factor", "priority"})
+
+
+def _whole(value: object, low: int, high: int, key: str) -> int:
+    """An int from low to high, else ValueError naming the key: a state the engine could not use."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"{key}: expected an integer from {low} to {high}, got {show(value)}")
+    return value
+
+
+def _wins(value: object, key: str) -> dict[str, float]:
+    if not isinstance(value, dict):
+        raise ValueError(f"{key}: expected an object, got {show(value)}")
+    out = {}
+    for account, wins in value.items():
+        if isinstance(wins, bool) or not isinstance(wins, int | float) or not 0 <= wins < 1e15:
+            raise ValueError(f"{key}.{account}: expected a count of tie wins, got {show(wins)}")
+        out[str(account)] = float(wins)
+    return out
+
+
+def parse_job_memory(job: object, entry: object) -> JobMemory:
+    """One `jobs` entry, `[user_nice, written, mode]`; ValueError naming the key when out of range."""
+    if not isinstance(job, str) or not is_job_id(job):
+        raise ValueError(f"jobs: expected job ids as keys, got {show(job)}")
+    if not isinstance(entry, list) or len(entry) != 3:
+        raise ValueError(f"jobs.{job}: expected [user_nice, written, mode], got {show(entry)}")
+    user_nice = _whole(entry[0], -NICE_RANGE, NICE_RANGE, f"jobs.{job} user_nice")
+    written = _whole(entry[1], -NICE_RANGE, MAX_PRIORITY, f"jobs.{job} written")
+    if entry[2] not in _MODES:
+        raise ValueError(f"jobs.{job} mode: expected one of nice, site_factor, priority, got {show(entry[2])}")
+    return JobMemory(user_nice, written, str(entry[2]))
+
+
 def parse_state(data: Any) -> PolicyState:
-    """A PolicyState from decoded JSON; ValueError/KeyError/TypeError when it is not one."""
+    """A PolicyState from decoded JSON; ValueError/KeyError/TypeError when it is not one,
+    or when a value is outside what the engine and Slurm can hold (the message names the key)."""
     if data.get("format") != STATE_FORMAT:
         raise ValueError(f"format is {data.get('format')!r}, expected {STATE_FORMAT!r}")
-    jobs = {str(job): JobMemory(int(entry[0]), int(entry[1]), str(entry[2])) for job, entry in data["jobs"].items()}
+    jobs = {str(job): parse_job_memory(job, entry) for job, entry in data["jobs"].items()}
+    fingerprint = data["fingerprint"]
+    if not isinstance(fingerprint, str):
+        raise ValueError(f"fingerprint: expected a string, got {show(fingerprint)}")
     return PolicyState(
-        epoch=int(data["epoch"]),
-        fingerprint=str(data["fingerprint"]),
-        tie_wins=MappingProxyType({str(k): float(v) for k, v in data["tie_wins"].items()}),
-        plan_wins=MappingProxyType({str(k): float(v) for k, v in data["plan_wins"].items()}),
+        epoch=_whole(data["epoch"], 0, 2**62, "epoch"),
+        fingerprint=fingerprint,
+        tie_wins=MappingProxyType(_wins(data["tie_wins"], "tie_wins")),
+        plan_wins=MappingProxyType(_wins(data["plan_wins"], "plan_wins")),
         jobs=MappingProxyType(jobs),
     )
+
+
+def salvage_user_nice(data: object) -> PolicyState:
+    """From a state that does not parse, the jobs' remembered own nice values that do.
+
+    Forgetting them would make the daemon take the nice it wrote for the
+    user's own, and keep it for good. An entry whose written value or mode
+    is unusable keeps its user nice as if that had been written, so the job
+    gets its own nice back on reset. Everything else starts afresh.
+    """
+    jobs = data.get("jobs") if isinstance(data, dict) else None
+    if not isinstance(jobs, dict):
+        return EMPTY_STATE
+    kept: dict[str, JobMemory] = {}
+    for job, entry in jobs.items():
+        try:
+            kept[job] = parse_job_memory(job, entry)
+        except ValueError:
+            if isinstance(job, str) and is_job_id(job) and isinstance(entry, list) and entry:
+                try:
+                    user_nice = _whole(entry[0], -NICE_RANGE, NICE_RANGE, "user_nice")
+                except ValueError:
+                    continue
+                kept[job] = JobMemory(user_nice, user_nice, "nice")
+    return PolicyState(jobs=MappingProxyType(kept))
 
 
 class StateStore:
@@ -83,14 +148,23 @@ class StateStore:
             logger.warning("%s: cannot read the state (%s); starting fresh", self.path, error.strerror or error)
             return EMPTY_STATE
         try:
-            return parse_state(json.loads(text))
-        except (ValueError, KeyError, TypeError, AttributeError, IndexError) as error:
-            logger.warning(
-                "%s: state is corrupt (%s); starting fresh: tie wins are forgotten and jobs are rewritten where needed",
-                self.path,
-                error,
-            )
-            return EMPTY_STATE
+            data = json.loads(text)
+        except (ValueError, RecursionError) as error:
+            data, error_text = None, str(error)
+        else:
+            try:
+                return parse_state(data)
+            except (ValueError, KeyError, TypeError, AttributeError, IndexError) as error:
+                error_text = str(error)
+        salvaged = salvage_user_nice(data)
+        logger.warning(
+            "%s: state is corrupt (%s); starting fresh but for %d job(s)' own nice: "
+            "tie wins are forgotten and jobs are rewritten where needed",
+            self.path,
+            error_text,
+            len(salvaged.jobs),
+        )
+        return salvaged
 
     def save(self, state: PolicyState) -> None:
         """Atomically replace the state file."""

@@ -6,7 +6,9 @@ Pure: no files. Reading and writing snapshot files is `model.snapshot_file`'s jo
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+import re
+import reprlib
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from operator import itemgetter
 from types import MappingProxyType
@@ -17,6 +19,11 @@ import numpy as np
 from slurm_drf.errors import SnapshotError
 from slurm_drf.model.types import (
     EMPTY_TRES,
+    MAX_ARRAY_TASKS,
+    MAX_JOB_ID,
+    MAX_PRIORITY,
+    MAX_TRES,
+    NICE_RANGE,
     SNAPSHOT_FORMAT,
     FloatArray,
     IntArray,
@@ -28,6 +35,30 @@ from slurm_drf.model.types import (
     job_number,
 )
 
+# A job id any writer can use: a plain job number, no leading zero
+# (docs/formats.md). Array (`123_4`) and het (`123+1`) ids are never written.
+_JOB_ID: Final = re.compile(r"[1-9][0-9]{0,9}")
+
+# Values in messages: a hostile one (a dict 1,000 deep, a megabyte of text)
+# is shown cut short, never in full and never by a repr that recurses.
+_SHOWN: Final = reprlib.Repr()
+_SHOWN.maxlevel = 2
+_SHOWN.maxstring = 60
+_SHOWN.maxother = 60
+
+
+def show(value: object) -> str:
+    """repr() for messages, cut short."""
+    try:
+        return _SHOWN.repr(value)
+    except ValueError:  # an int past Python's digit limit for str()
+        return "an integer of thousands of digits"
+
+
+def is_job_id(text: str) -> bool:
+    """Whether `text` is a job id a writer can use: 1 to MAX_JOB_ID in plain digits."""
+    return _JOB_ID.fullmatch(text) is not None and int(text) <= MAX_JOB_ID
+
 
 def format_time(epoch: float) -> str:
     """ISO 8601 UTC with a Z, as the snapshot format writes times."""
@@ -37,7 +68,7 @@ def format_time(epoch: float) -> str:
 def parse_time(value: object, where: str) -> float:
     """Seconds since the epoch from an ISO 8601 string or a number."""
     if isinstance(value, bool):
-        raise SnapshotError(f"{where}: expected a time, got {value!r}")
+        raise SnapshotError(f"{where}: expected a time, got {show(value)}")
     if isinstance(value, int | float):
         return float(value)
     if isinstance(value, str):
@@ -49,57 +80,79 @@ def parse_time(value: object, where: str) -> float:
             if parsed.tzinfo is None:
                 parsed = parsed.replace(tzinfo=UTC)
             return parsed.timestamp()
-    raise SnapshotError(f"{where}: expected an ISO 8601 time such as 2026-11-30T01:00:00Z, got {value!r}")
+    raise SnapshotError(f"{where}: expected an ISO 8601 time such as 2026-11-30T01:00:00Z, got {show(value)}")
 
 
-def _tres(value: object, where: str) -> Tres:
+def _tres(value: object, where: str, limit: int = MAX_TRES) -> Tres:
     if not isinstance(value, Mapping):
-        raise SnapshotError(f"{where}: expected an object of TRES amounts, got {value!r}")
+        raise SnapshotError(f"{where}: expected an object of TRES amounts, got {show(value)}")
     out: dict[str, int] = {}
     for name, amount in value.items():
         if isinstance(amount, bool) or not isinstance(amount, int | float):
-            raise SnapshotError(f"{where}.{name}: expected a number, got {amount!r}")
+            raise SnapshotError(f"{where}.{name}: expected a number, got {show(amount)}")
         if amount < 0 or not math.isfinite(amount):
-            raise SnapshotError(f"{where}.{name}: expected a number >= 0, got {amount!r}")
+            raise SnapshotError(f"{where}.{name}: expected a number >= 0, got {show(amount)}")
         if amount != int(amount):
-            raise SnapshotError(f"{where}.{name}: expected a whole number, got {amount!r}")
+            raise SnapshotError(f"{where}.{name}: expected a whole number, got {show(amount)}")
+        if amount > limit:
+            raise SnapshotError(f"{where}.{name}: expected a number <= {limit}, got {show(amount)}")
         out[str(name)] = int(amount)
     return MappingProxyType(out)
 
 
-def _str(record: Mapping[str, Any], key: str, where: str, default: str | None = None) -> str:
+def _str(record: Mapping[str, Any], key: str, where: str, default: str | None = None, *, empty: bool = True) -> str:
     value = record.get(key, default)
     if value is None:
         raise SnapshotError(f"{where}: missing key '{key}'")
-    if isinstance(value, int) and not isinstance(value, bool) and key == "job_id":
-        return str(value)
     if not isinstance(value, str):
-        raise SnapshotError(f"{where}.{key}: expected a string, got {value!r}")
+        raise SnapshotError(f"{where}.{key}: expected a string, got {show(value)}")
+    if not value and not empty:
+        raise SnapshotError(f"{where}.{key}: expected a name, got ''")
     return value
 
 
-def _int(record: Mapping[str, Any], key: str, where: str, default: int | None = None) -> int:
+def _job_id(record: Mapping[str, Any], where: str) -> str:
+    value = record.get("job_id")
+    if value is None:
+        raise SnapshotError(f"{where}: missing key 'job_id'")
+    if isinstance(value, int) and not isinstance(value, bool):
+        text = str(value)
+    elif isinstance(value, str):
+        text = value
+    else:
+        raise SnapshotError(f"{where}.job_id: expected a string, got {show(value)}")
+    if not is_job_id(text):
+        raise SnapshotError(f"{where}.job_id: expected a job number from 1 to {MAX_JOB_ID}, got {show(value)}")
+    return text
+
+
+def _int(
+    record: Mapping[str, Any], key: str, where: str, low: int, high: int, default: int | None = None, why: str = ""
+) -> int:
+    """An integer from low to high; a float that is whole counts."""
     value = record.get(key, default)
     if value is None:
         if default is not None:
             return default
         raise SnapshotError(f"{where}: missing key '{key}'")
-    if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
-        raise SnapshotError(f"{where}.{key}: expected an integer, got {value!r}")
-    return value
+    if isinstance(value, bool) or not (isinstance(value, int) or (isinstance(value, float) and value.is_integer())):
+        raise SnapshotError(f"{where}.{key}: expected an integer, got {show(value)}")
+    if value < low:
+        raise SnapshotError(f"{where}.{key}: expected an integer >= {low}, got {show(value)}")
+    if value > high:
+        raise SnapshotError(f"{where}.{key}: expected an integer <= {high}{why}, got {show(value)}")
+    return int(value)
 
 
 def parse_node(record: object, index: int) -> Node:
     where = f"nodes[{index}]"
     if not isinstance(record, Mapping):
-        raise SnapshotError(f"{where}: expected an object, got {record!r}")
+        raise SnapshotError(f"{where}: expected an object, got {show(record)}")
     name = _str(record, "name", where)
     where = f"node {name}"
     partitions = record.get("partitions", [])
     if not isinstance(partitions, list) or not all(isinstance(p, str) for p in partitions):
-        raise SnapshotError(f"{where}.partitions: expected a list of partition names, got {partitions!r}")
+        raise SnapshotError(f"{where}.partitions: expected a list of partition names, got {show(partitions)}")
     return Node(
         name=name,
         partitions=tuple(partitions),
@@ -111,27 +164,25 @@ def parse_node(record: object, index: int) -> Node:
 def parse_job(record: object, index: int) -> Job:
     where = f"jobs[{index}]"
     if not isinstance(record, Mapping):
-        raise SnapshotError(f"{where}: expected an object, got {record!r}")
-    job_id = _str(record, "job_id", where)
+        raise SnapshotError(f"{where}: expected an object, got {show(record)}")
+    job_id = _job_id(record, where)
     where = f"job {job_id}"
     held = record.get("held", False)
     if not isinstance(held, bool):
-        raise SnapshotError(f"{where}.held: expected true or false, got {held!r}")
-    array_tasks = _int(record, "array_tasks", where, 1)
-    if array_tasks < 1:
-        raise SnapshotError(f"{where}.array_tasks: expected an integer >= 1, got {array_tasks!r}")
+        raise SnapshotError(f"{where}.held: expected true or false, got {show(held)}")
+    array_tasks = _int(record, "array_tasks", where, 1, MAX_ARRAY_TASKS, 1, " (the largest MaxArraySize)")
     site_factor = record.get("site_factor")
     if site_factor is not None:
-        site_factor = _int(record, "site_factor", where)
-    priority = _int(record, "priority", where, 0)
+        site_factor = _int(record, "site_factor", where, -NICE_RANGE, NICE_RANGE)
+    priority = _int(record, "priority", where, 0, MAX_PRIORITY, 0)
     return Job(
         job_id=job_id,
-        account=_str(record, "account", where),
+        account=_str(record, "account", where, empty=False),
         user=_str(record, "user", where, ""),
-        partition=_str(record, "partition", where),
+        partition=_str(record, "partition", where, empty=False),
         state=_str(record, "state", where).upper(),
         priority=priority,
-        nice=_int(record, "nice", where, 0),
+        nice=_int(record, "nice", where, -NICE_RANGE, NICE_RANGE, 0),
         held=held,
         submit_time=parse_time(record.get("submit_time", 0), f"{where}.submit_time"),
         array_tasks=array_tasks,
@@ -158,13 +209,16 @@ def parse_snapshot(data: object) -> Snapshot:
         raise SnapshotError("priority_weights: expected an object")
     version = data.get("slurm_version")
     priority_type = data.get("priority_type")
+    parsed_nodes = tuple(parse_node(n, i) for i, n in enumerate(nodes))
+    check_nodes(parsed_nodes)
     return Snapshot.from_table(
         parse_job_table(jobs),
         cluster=str(data.get("cluster", "")),
         taken_at=str(data.get("taken_at", "")),
-        nodes=tuple(parse_node(n, i) for i, n in enumerate(nodes)),
+        nodes=parsed_nodes,
         slurm_version=str(version) if version is not None else None,
-        priority_weights=_tres(weights, "priority_weights"),
+        # Slurm's PriorityWeight* are 32-bit.
+        priority_weights=_tres(weights, "priority_weights", MAX_PRIORITY),
         priority_type=str(priority_type) if priority_type is not None else None,
         het_leaders=_job_ids(data.get("het_leaders", []), "het_leaders"),
     )
@@ -175,8 +229,68 @@ def _job_ids(value: object, where: str) -> frozenset[str]:
     if not isinstance(value, list) or not all(
         isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool)) for v in value
     ):
-        raise SnapshotError(f"{where}: expected a list of job ids, got {value!r}")
+        raise SnapshotError(f"{where}: expected a list of job ids, got {show(value)}")
+    for index, item in enumerate(value):
+        if not is_job_id(str(item)):
+            raise SnapshotError(f"{where}[{index}]: expected a job number from 1 to {MAX_JOB_ID}, got {show(item)}")
     return frozenset(map(str, value))
+
+
+def check_nodes(nodes: Iterable[Node]) -> None:
+    """Refuse a node listed twice (its capacity would count twice) and TRES totals past MAX_TRES."""
+    seen: dict[str, int] = {}
+    totals: dict[str, int] = {}
+    for index, node in enumerate(nodes):
+        first = seen.setdefault(node.name, index)
+        if first != index:
+            raise SnapshotError(
+                f"node {node.name}: listed twice (nodes[{first}] and nodes[{index}]); "
+                "list a node once, with all its partitions"
+            )
+        for name, amount in node.tres.items():
+            totals[name] = totals.get(name, 0) + amount
+            if totals[name] > MAX_TRES:
+                raise SnapshotError(f"node {node.name}.tres.{name}: the nodes' total {name} passes {MAX_TRES} here")
+
+
+def check_job_table(table: JobTable) -> None:
+    """Refuse a job listed twice (two plan rows for one job) and TRES totals past MAX_TRES.
+
+    Both parser paths end here, and so can a snapshot read from Slurm.
+    """
+    numbers = table.job_number
+    if len(numbers) > 1:
+        ordered = np.sort(numbers, kind="stable")
+        if (ordered[1:] == ordered[:-1]).any():
+            _raise_duplicate(table.job_id)
+    if not len(numbers):
+        return
+    tasks = table.array_tasks.astype(np.float64)
+    for name, column in table.tres.items():
+        # A float total is close enough to find the snapshots worth an exact look.
+        if float(column.astype(np.float64) @ tasks) >= 2.0**62:
+            _check_total(table, name, column)
+
+
+def _raise_duplicate(job_ids: Sequence[str]) -> None:
+    first: dict[str, int] = {}
+    for index, job_id in enumerate(job_ids):
+        seen = first.setdefault(job_id, index)
+        if seen != index:
+            raise SnapshotError(
+                f"job {job_id}: listed twice (jobs[{seen}] and jobs[{index}]); a snapshot has one record per job"
+            )
+
+
+def _check_total(table: JobTable, name: str, column: IntArray) -> None:
+    total = 0
+    for index, (amount, tasks) in enumerate(zip(column.tolist(), table.array_tasks.tolist(), strict=True)):
+        total += amount * tasks
+        if total > MAX_TRES:
+            raise SnapshotError(
+                f"job {table.job_id[index]}.tres.{name}: the jobs' total {name} (array tasks counted) "
+                f"passes {MAX_TRES} here"
+            )
 
 
 def parse_job_table(records: list[Any]) -> JobTable:
@@ -185,10 +299,11 @@ def parse_job_table(records: list[Any]) -> JobTable:
     that need conversions the fast path does not make."""
     try:
         table = _fast_job_table(records)
-    except (KeyError, TypeError, ValueError, AttributeError):
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError):
         table = None
     if table is None:
-        return JobTable.from_jobs([parse_job(record, i) for i, record in enumerate(records)])
+        table = JobTable.from_jobs([parse_job(record, i) for i, record in enumerate(records)])
+    check_job_table(table)
     return table
 
 
@@ -236,16 +351,19 @@ def _fast_job_table(records: list[Any]) -> JobTable | None:  # noqa: C901
         return None
     if "" in set(account) or "" in set(partition):
         return None
-    priority = np.array(_column(records, "priority"))
-    nice = np.array(_column(records, "nice"))
-    tasks = np.array(_column(records, "array_tasks"))
-    held = _column(records, "held")
-    if records and not (priority.dtype.kind == nice.dtype.kind == tasks.dtype.kind == "i"):
+    priority = _fast_ints(_column(records, "priority"), 0, MAX_PRIORITY)
+    nice = _fast_ints(_column(records, "nice"), -NICE_RANGE, NICE_RANGE)
+    tasks = _fast_ints(_column(records, "array_tasks"), 1, MAX_ARRAY_TASKS)
+    if priority is None or nice is None or tasks is None:
         return None
-    if not _types(held) <= {bool} or (len(tasks) and tasks.min() < 1):
+    held = _column(records, "held")
+    if not _types(held) <= {bool}:
         return None
     site_factor = _column(records, "site_factor")
-    if not _types(site_factor) <= {type(None), int}:
+    site_types = _types(site_factor)
+    if not site_types <= {type(None), int}:
+        return None
+    if int in site_types and _fast_ints([v for v in site_factor if v is not None], -NICE_RANGE, NICE_RANGE) is None:
         return None
     submit = _fast_times(_column(records, "submit_time"))
     if submit is None:
@@ -262,12 +380,12 @@ def _fast_job_table(records: list[Any]) -> JobTable | None:  # noqa: C901
             values = list(map(itemgetter(name), tres_records))
         except KeyError:
             values = [t.get(name, 0) for t in tres_records]
-        column = np.array(values)
-        if column.dtype.kind != "i" or (len(column) and column.min() < 0):
+        column = _fast_ints(values, 0, MAX_TRES)
+        if column is None:
             return None
-        tres[name] = column.astype(np.int64, copy=False)
+        tres[name] = column
     state_upper = {text: text.upper() for text in set(state)}
-    return JobTable.build(
+    table = JobTable.build(
         raw_ids,
         account,
         user,
@@ -281,6 +399,34 @@ def _fast_job_table(records: list[Any]) -> JobTable | None:  # noqa: C901
         site_factor,
         tres,
     )
+    return table if _fast_job_ids(table) else None
+
+
+def _fast_ints(values: list[Any], low: int, high: int) -> IntArray | None:
+    """int64 of values that are all ints from low to high (never bools, which numpy would take as 0 and 1)."""
+    column = np.array(values)
+    if len(values) and (column.dtype.kind != "i" or not _types(values) <= {int}):
+        return None
+    if len(values) and (column.min() < low or column.max() > high):
+        return None
+    return column.astype(np.int64, copy=False)
+
+
+def _fast_job_ids(table: JobTable) -> bool:
+    """Whether every id is what `is_job_id` takes: ASCII digits, 1 to MAX_JOB_ID, no leading zero."""
+    if not len(table):
+        return True
+    joined = "".join(table.job_id)
+    numbers = table.job_number  # int() of each id; 0 when an id has no number
+    if not (joined.isascii() and joined.isdigit()) or numbers.min() < 1 or numbers.max() > MAX_JOB_ID:
+        return False
+    # All digits: an id is as long as its number's digits exactly when it has
+    # no leading zero, and never shorter, so the lengths add up only if none has.
+    digits = np.searchsorted(_POWERS_OF_TEN, numbers, side="right") + 1
+    return int(digits.sum()) == len(joined)
+
+
+_POWERS_OF_TEN: Final = 10 ** np.arange(1, 19, dtype=np.int64)
 
 
 def _fast_times(values: list[object]) -> FloatArray | None:

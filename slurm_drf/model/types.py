@@ -65,6 +65,21 @@ INELIGIBLE_NODE_STATES: Final = frozenset(
 )
 
 
+# What Slurm can hold (docs/formats.md): a snapshot outside these is refused.
+# Job ids are 32-bit; the top two values are Slurm's NO_VAL and INFINITE.
+MAX_JOB_ID: Final = 2**32 - 3
+# Priorities are 32-bit unsigned.
+MAX_PRIORITY: Final = 2**32 - 1
+# nice and site factor: Slurm refuses values beyond +-(2**31 - 3).
+NICE_RANGE: Final = 2**31 - 3
+# MaxArraySize is at most 4000001, so no array has more tasks.
+MAX_ARRAY_TASKS: Final = 4_000_001
+# TRES counts are 64-bit in Slurm; the engine's sums are int64, so every
+# amount, and every TRES's total over the snapshot's nodes and over its jobs
+# (array tasks counted), stays within this.
+MAX_TRES: Final = 2**63 - 1
+
+
 Tres = Mapping[str, int]
 
 

@@ -353,6 +353,29 @@ def parse_sacct_json(text: str | bytes, source: str = "sacct --json") -> ParsedT
 SWF_FIELDS: Final = 18
 
 
+# The Standard Workload Format's fields, in order.
+SWF_FIELD_NAMES: Final = (
+    "job number",
+    "submit time",
+    "wait time",
+    "run time",
+    "processors",
+    "average CPU time",
+    "used memory",
+    "requested processors",
+    "requested time",
+    "requested memory",
+    "status",
+    "user",
+    "group",
+    "executable",
+    "queue",
+    "partition",
+    "preceding job",
+    "think time",
+)
+
+
 def parse_swf(text: str, source: str = "swf", cpus_per_node: int | None = None) -> ParsedTrace:  # noqa: C901
     """Jobs from an SWF trace; header comments `; MaxNodes:` and `; MaxProcs:` size the cluster."""
     trace = ParsedTrace()
@@ -384,6 +407,12 @@ def parse_swf(text: str, source: str = "swf", cpus_per_node: int | None = None) 
             values = [float(f) for f in fields]
         except ValueError as error:
             raise WorkloadError(f"{source}:{number}: not a number: {error}") from error
+        for index, amount in enumerate(values):
+            if not math.isfinite(amount):
+                name = SWF_FIELD_NAMES[index]
+                raise WorkloadError(
+                    f"{source}:{number}: field {index + 1} ({name}): {fields[index]!r} is not a finite number"
+                )
         job, submit, _wait, runtime, procs, _cpu_used, used_mem, req_procs, req_time, req_mem = values[:10]
         user, group = int(values[11]), int(values[12])
         processors = int(procs if procs > 0 else req_procs)

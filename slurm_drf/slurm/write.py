@@ -29,7 +29,8 @@ logger = logging.getLogger(__name__)
 
 # scontrol keywords per mode.
 _KEYWORD: Final = {"nice": "nice", "site_factor": "sitefactor", "priority": "priority"}
-_JOB_ID: Final = re.compile(r"^[0-9]+$")
+# fullmatch, never match: `$` also matches before a final newline ("123\n").
+_JOB_ID: Final = re.compile(r"[0-9]+")
 # "<message> for job <id>": scontrol's per-job error lines.
 _JOB_ERROR: Final = re.compile(r"^(?P<message>.+?) for job (?P<job>[0-9]+)\s*$")
 # The job left the pending queue between our read and our write. Slurm 22.05
@@ -74,7 +75,7 @@ class WriteResult:
 
 def check_write(write: Write) -> None:
     """Refuse what must never reach Slurm, whoever asked for it."""
-    if not _JOB_ID.match(write.job_id):
+    if not _JOB_ID.fullmatch(write.job_id):
         raise SlurmWriteError(f"job {write.job_id!r}: refusing to write to a job id that is not a plain number")
     if write.mode not in _KEYWORD:
         raise SlurmWriteError(f"job {write.job_id}: unknown mode {write.mode!r}")

@@ -218,14 +218,17 @@ def _write(tmp_path: Path, text: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize(("name", "mutate", "message"), CASES, ids=[c[0] for c in CASES])
+# Through a file: all but what JSON cannot carry (NaN) or json.dumps cannot
+# write (1,000 levels deep; test_a_dict_1000_deep_in_tres_exits_2 writes that one).
+FILE_CASES = [case for case in CASES if not case[0].startswith(("nan", "a dict 1,000 deep"))]
+
+
+@pytest.mark.parametrize(("name", "mutate", "message"), FILE_CASES, ids=[c[0] for c in FILE_CASES])
 def test_plan_exits_2_with_one_line(
     name: str, mutate: Mutation, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     data = good_snapshot()
     mutate(data)
-    if name.startswith(("nan", "a dict 1,000 deep")):
-        pytest.skip("JSON has no NaN; json.dumps cannot nest 1,000 deep: test_a_dict_1000_deep_in_tres_exits_2")
     path = _write(tmp_path, json.dumps(data))
     code = main(["plan", "--snapshot", str(path), "--config", "/dev/null"])
     out, err = capsys.readouterr()

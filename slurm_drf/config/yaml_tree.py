@@ -150,6 +150,7 @@ def read_yaml(text: str, source: str) -> Document | None:
         # Before construction: it applies `<<` merges to the tree in place,
         # and its dict keeps only the last of a repeated key.
         duplicates, lines = _survey(root, source)
+        check_expanded_size(root, source)
         data = loader.construct_document(root)
     except yaml.MarkedYAMLError as error:
         raise ConfigError(_syntax_message(error, source)) from error
@@ -186,6 +187,45 @@ def _syntax_message(error: yaml.MarkedYAMLError, source: str) -> str:
     ):
         text += f", {error.context} on line {context_mark.line + 1}"
     return f"{source}{line}: YAML syntax error: {text}"
+
+
+# How many values (scalars, lists, mappings) the data may hold once every
+# alias is expanded. A config has a few hundred; aliases nested in aliases
+# can make a few hundred bytes expand to billions (an "alias bomb"), and
+# every later walk of the data (schema, checks, merges) would pay for each.
+MAX_EXPANDED_VALUES: Final = 100_000
+
+
+def check_expanded_size(root: Node, source: str, budget: int = MAX_EXPANDED_VALUES) -> None:
+    """Refuse a tree whose data, aliases expanded, holds more than `budget` values
+    (and more than twice the values written).
+
+    Counts each node once (sizes of shared nodes are remembered), so it
+    costs the size of the tree as written. `_survey` has already refused an
+    alias inside the node it names, so the walk ends.
+    """
+    sizes: dict[int, int] = {}
+
+    def size_of(node: Node) -> int:
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        total = 1
+        if isinstance(node, SequenceNode):
+            total += sum(size_of(item) for item in node.value)
+        elif isinstance(node, MappingNode):
+            total += sum(size_of(key) + size_of(value) for key, value in node.value)
+        # Only what aliases add counts: a long list written out costs its length anyway.
+        if total > budget and total > 2 * len(sizes):
+            line = int(node.start_mark.line) + 1
+            raise ConfigError(
+                f"{source}:{line}: YAML: this value expands to more than {budget} values "
+                "through aliases; write the config without nested aliases"
+            )
+        sizes[id(node)] = total
+        return total
+
+    size_of(root)
 
 
 # PyYAML's tag for a `<<` key.

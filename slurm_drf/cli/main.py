@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Final
 import orjson
 
 from slurm_drf import __version__
+from slurm_drf.cli.options import add_snapshot_limit, snapshot_limit
 from slurm_drf.config.load import load_config, resolve_config
 from slurm_drf.config.settings import Config
 from slurm_drf.errors import DrfError, InputError
@@ -51,7 +52,7 @@ def _emit(data: object) -> None:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     config = resolve_config(args.config, os.environ)
-    snapshot = SnapshotFileSource(args.snapshot).fetch_snapshot()
+    snapshot = SnapshotFileSource(args.snapshot, snapshot_limit(args)).fetch_snapshot()
     plan = compute_plan(snapshot, config)
     if args.format == "json":
         _emit(render_plan_json(plan))
@@ -169,6 +170,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     plan.add_argument("--format", choices=("table", "json"), default="table")
     plan.add_argument("--limit", type=int, default=20, metavar="N", help="table: jobs shown per pool (0: all)")
+    add_snapshot_limit(plan)
     plan.set_defaults(func=cmd_plan)
 
     snap = verbs.add_parser("snapshot", help="read live Slurm and write a snapshot")

@@ -150,7 +150,7 @@ def read_yaml(text: str, source: str) -> Document | None:
         # Before construction: it applies `<<` merges to the tree in place,
         # and its dict keeps only the last of a repeated key.
         duplicates, lines = _survey(root, source)
-        check_expanded_size(root, source)
+        _check_merged_size(root, source)
         data = loader.construct_document(root)
     except yaml.MarkedYAMLError as error:
         raise ConfigError(_syntax_message(error, source)) from error
@@ -226,6 +226,46 @@ def check_expanded_size(root: Node, source: str, budget: int = MAX_EXPANDED_VALU
         return total
 
     size_of(root)
+
+
+def _check_merged_size(root: Node, source: str, budget: int = MAX_EXPANDED_VALUES) -> None:
+    """Refuse `<<` merges that would make PyYAML copy more than `budget` keys.
+
+    Construction shares an aliased list or mapping (one object, however many
+    aliases), but a merge copies the merged keys into every mapping that
+    merges them, so nested merges grow as nested aliases do.
+    """
+    flattened: dict[int, int] = {}
+    stack = [root]
+    seen: set[int] = set()
+
+    def size_of(node: MappingNode) -> int:
+        if id(node) not in flattened:
+            total = 0
+            for key_node, value_node in node.value:
+                sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
+                if key_node.tag != _MERGE:
+                    total += 1
+                else:
+                    total += sum(size_of(item) for item in sources if isinstance(item, MappingNode))
+                if total > budget:
+                    raise ConfigError(
+                        f"{source}:{int(node.start_mark.line) + 1}: YAML: this mapping merges more than "
+                        f"{budget} keys through aliases; write the config without nested merges"
+                    )
+            flattened[id(node)] = total
+        return flattened[id(node)]
+
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, MappingNode):
+            size_of(node)
+            stack.extend(child for pair in node.value for child in pair)
+        elif isinstance(node, SequenceNode):
+            stack.extend(node.value)
 
 
 # PyYAML's tag for a `<<` key.

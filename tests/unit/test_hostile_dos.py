@@ -6,6 +6,7 @@ names and checks for a clear, bounded refusal (or neutral output).
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -17,6 +18,10 @@ from slurm_drf.config.load import parse_config_text
 from slurm_drf.config.yaml_tree import check_expanded_size
 from slurm_drf.errors import ConfigError, SnapshotError
 from slurm_drf.model.snapshot_file import SnapshotFileSource
+from slurm_drf.sim.engine import SimOptions, simulate
+from slurm_drf.sim.metrics import compute_metrics
+from slurm_drf.sim.policies import POLICIES, build_policy
+from slurm_drf.sim.workload import NodeType, Workload, WorkloadJob
 
 
 def alias_bomb(levels: int = 9) -> str:
@@ -45,17 +50,27 @@ def compose(text: str) -> yaml.Node:
     return node
 
 
-@pytest.mark.parametrize("text", [alias_bomb(), merge_bomb()], ids=["alias-bomb", "merge-bomb"])
-def test_yaml_alias_bomb_is_refused_quickly(text: str) -> None:
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            alias_bomb(),
+            "this value expands to more than 100000 values through aliases; write the config without nested aliases",
+        ),
+        (
+            merge_bomb(),
+            "this mapping merges more than 100000 keys through aliases; write the config without nested merges",
+        ),
+    ],
+    ids=["alias-bomb", "merge-bomb"],
+)
+def test_yaml_alias_bomb_is_refused_quickly(text: str, message: str) -> None:
     assert len(text.encode()) < 400
     began = time.perf_counter()
     with pytest.raises(ConfigError) as caught:
         parse_config_text(text, "bomb.yaml")
     assert time.perf_counter() - began < 2.0
-    assert str(caught.value) == (
-        "bomb.yaml:6: YAML: this value expands to more than 100000 values through aliases; "
-        "write the config without nested aliases"
-    )
+    assert str(caught.value) == f"bomb.yaml:6: YAML: {message}"
 
 
 def test_yaml_alias_bomb_check_config_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -116,3 +131,113 @@ def test_snapshot_at_the_limit_is_read(tmp_path: Path) -> None:
         SnapshotFileSource(path, max_bytes=100).fetch_snapshot()
     # Read whole (exactly the limit), then refused for what it says, not its size.
     assert "larger than" not in str(caught.value)
+
+
+# --------------------------------------------------------------------------
+# The simulator: bounded times and sizes, idle stretches for free
+
+SWF_HEADER = "; MaxNodes: 4\n; MaxProcs: 256\n"
+
+
+def swf_line(job: int, submit: str, runtime: str) -> str:
+    return f"{job} {submit} 0 {runtime} 8 -1 -1 8 -1 -1 1 {job} {job} -1 -1 -1 -1 -1\n"
+
+
+def simulate_cli(path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str, str, float]:
+    began = time.perf_counter()
+    code = main(["simulate", "--workload", str(path), "--format", "json", "--no-series", *extra])
+    out, err = capsys.readouterr()
+    return code, out, err, time.perf_counter() - began
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        (
+            "runtime.swf",
+            SWF_HEADER + swf_line(1, "0", "1e300"),
+            "runtime.swf: job 1: run time 1e+300 s; the simulator takes at most 31622400 s (366d00h)",
+        ),
+        (
+            "apart.swf",
+            SWF_HEADER + swf_line(1, "0", "60") + swf_line(2, "1e15", "60"),
+            "apart.swf: job 2: submitted 1e+15 s after the first job; "
+            "the simulator takes submissions within 316224000 s (3660d00h)",
+        ),
+        (
+            "elapsed.txt",
+            "JobID|Account|User|Submit|Start|Elapsed|Timelimit|State|AllocTRES\n"
+            "7|physics|alice|2026-01-01T00:00:00|2026-01-01T00:00:00|99999999-00:00:00|UNLIMITED|COMPLETED|"
+            "cpu=1,mem=1G,node=1\n",
+            "elapsed.txt: job 7: run time 8.64e+12 s; the simulator takes at most 31622400 s (366d00h)",
+        ),
+        (
+            "maxnodes.swf",
+            "; MaxNodes: 1000000000000\n; MaxProcs: 64000000000000\n" + swf_line(1, "0", "60"),
+            "maxnodes.swf: 1000000000000 nodes; the simulator takes at most 1,000,000",
+        ),
+    ],
+    ids=["swf-runtime-1e300", "swf-submits-1e15-apart", "sacct-elapsed-99999999-days", "swf-maxnodes-1e12"],
+)
+def test_simulator_refuses_extreme_traces_quickly(
+    name: str, text: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    code, out, err, seconds = simulate_cli(path, capsys)
+    assert (code, out) == (2, "")
+    assert err == f"slurm-drf: workload: {message}\n"
+    assert seconds < 5.0
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--nodes", str(10**12)], "scenario mixed: 1000000000000 nodes; the simulator takes at most 1,000,000"),
+        (["--jobs", str(10**12)], "scenario mixed: 1000000000000 jobs; the simulator takes at most 10,000,000"),
+    ],
+    ids=["nodes-1e12", "jobs-1e12"],
+)
+def test_simulator_refuses_huge_scenarios_before_allocating(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    began = time.perf_counter()
+    assert main(["simulate", *argv, "--format", "json"]) == 2
+    assert time.perf_counter() - began < 5.0
+    assert capsys.readouterr().err == f"slurm-drf: workload: {message}\n"
+
+
+def test_simulator_jumps_over_a_year_of_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Two jobs a year apart used to take minutes: a tick every 60 s in between.
+    path = tmp_path / "year.swf"
+    year = 365 * 86_400
+    path.write_text(SWF_HEADER + swf_line(1, "0", "60") + swf_line(2, str(year), "60"))
+    code, out, _, seconds = simulate_cli(path, capsys)
+    assert code == 0
+    assert seconds < 5.0
+    data = json.loads(out)
+    for policy in data["policies"]:
+        assert policy["makespan_s"] == year + 60
+        assert policy["mean_wait_s"] == 0
+        # Job 1 holds 8 of 256 CPUs for the first tick only, job 2 for the tick at its
+        # submission: 2 of the year's ticks (every skipped one counts as zero use).
+        ticks = year // 60 + 2
+        assert policy["utilisation_overall"]["cpu"] == round(2 * 8 / 256 / ticks, 4)
+
+
+def test_idle_ticks_are_counted_not_sampled() -> None:
+    jobs = tuple(
+        WorkloadJob(str(number), "a", "u", submit, 60.0, 60.0, 1, 1, 0)
+        for number, submit in enumerate((0.0, 30_000.0, 30_030.0))
+    )
+    workload = Workload("gap", "two bursts", jobs, 1, NodeType(cpu=1, mem=1, gpu=0))
+    for policy in POLICIES:
+        result = simulate(workload, build_policy(policy), SimOptions(interval=60))
+        # Ticks 0 .. 502 (30,120 s): the first idle one sampled (60 s), the next
+        # 498 (120 s .. 29,940 s) jumped over, back at the submission (tick 500).
+        assert len(result.sample_time) + result.idle_ticks == 503
+        assert result.idle_ticks == 498
+        assert result.sample_time.tolist()[:3] == [0.0, 60.0, 30_000.0]
+        assert result.start.tolist() == [0.0, 30_000.0, 30_060.0]
+        metrics = compute_metrics(result)
+        assert metrics.utilisation_overall["cpu"] == pytest.approx(3 / 503)

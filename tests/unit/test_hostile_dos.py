@@ -6,22 +6,33 @@ names and checks for a clear, bounded refusal (or neutral output).
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import time
 from pathlib import Path
 
 import pytest
 import yaml
+from builders import job, node, snapshot
 
 from slurm_drf.cli.main import main
 from slurm_drf.config.load import parse_config_text
+from slurm_drf.config.settings import default_config
 from slurm_drf.config.yaml_tree import check_expanded_size
 from slurm_drf.errors import ConfigError, SnapshotError
 from slurm_drf.model.snapshot_file import SnapshotFileSource
+from slurm_drf.model.types import Snapshot
+from slurm_drf.policy.plan import Plan, compute_plan
 from slurm_drf.sim.engine import SimOptions, simulate
 from slurm_drf.sim.metrics import compute_metrics
 from slurm_drf.sim.policies import POLICIES, build_policy
 from slurm_drf.sim.workload import NodeType, Workload, WorkloadJob
+from slurm_drf.trail.explain import explain_job, render_explanation_text
+from slurm_drf.trail.history import render_audit
+from slurm_drf.trail.plan_output import render_plan_json, render_plan_table
+from slurm_drf.trail.share_report import render_report
+from slurm_drf.trail.text import csv_cell, markdown_cell, terminal_text
 
 
 def alias_bomb(levels: int = 9) -> str:
@@ -241,3 +252,99 @@ def test_idle_ticks_are_counted_not_sampled() -> None:
         assert result.start.tolist() == [0.0, 30_000.0, 30_060.0]
         metrics = compute_metrics(result)
         assert metrics.utilisation_overall["cpu"] == pytest.approx(3 / 503)
+
+
+# --------------------------------------------------------------------------
+# Injection into outputs: names from Slurm are data, never markup or commands
+
+FORMULAS = ['=HYPERLINK("http://x","y")', "+1+2", "-2+3", "@SUM(A1)", "\tTAB", "\rCR"]
+MARKUP = ["<script>alert(1)</script>", "<img src=x onerror=alert(1)>", "a|b", "[x](javascript:y)"]
+CONTROLS = ["forged\nline", "esc\x1b[2J\x1b]0;title\x07", "nul\x00byte", "rtl\u202eoverride", "del\x7f\x9b"]
+HOSTILE = FORMULAS + MARKUP + CONTROLS
+
+
+def hostile_plan() -> tuple[Plan, Snapshot]:
+    jobs = [job(name, "PENDING", job_id=str(100 + index), cpu=1) for index, name in enumerate(HOSTILE)]
+    jobs.append(job(HOSTILE[0], "RUNNING", job_id="99", cpu=2))
+    snap = snapshot([node("n1", cpu=64)], jobs)
+    return compute_plan(snap, default_config()), snap
+
+
+def test_text_helpers_on_each_hostile_name() -> None:
+    assert terminal_text("forged\nline") == "forged\\nline"
+    assert terminal_text("esc\x1b[2J\x07") == "esc\\x1b[2J\\x07"
+    assert terminal_text("nul\x00\x7f\x9b\u202e") == "nul\\x00\\x7f\\x9b\\u202e"
+    assert markdown_cell("<img src=x onerror=alert(1)>") == "&lt;img src=x onerror=alert(1)&gt;"
+    assert markdown_cell("a|b\nc") == "a\\|b\\\\nc"
+    for formula in FORMULAS[:4]:
+        assert csv_cell(formula) == "'" + formula
+    assert (csv_cell("\tTAB"), csv_cell("\rCR"), csv_cell("a\nb")) == ("'\\tTAB", "'\\rCR", "a\\nb")
+    assert (csv_cell("physics"), csv_cell(-1), csv_cell(2.5)) == ("physics", -1, 2.5)
+
+
+def test_report_csv_neutralises_formulas() -> None:
+    plan, _ = hostile_plan()
+    rows = list(csv.reader(io.StringIO(render_report(plan, "csv"))))
+    accounts = {row[2] for row in rows[1:]}
+    assert accounts == {csv_cell(f) for f in HOSTILE}
+    assert '\'=HYPERLINK("http://x","y")' in accounts and "forged\\nline" in accounts
+    assert not any(cell.startswith(("=", "+", "-", "@", "\t", "\r")) for row in rows[1:] for cell in row)
+
+
+def test_report_markdown_and_html_escape_markup() -> None:
+    plan, _ = hostile_plan()
+    markdown = render_report(plan, "markdown")
+    page = render_report(plan, "html")
+    for text in (markdown, page):
+        assert "<script" not in text and "<img" not in text
+        assert "\x1b" not in text and "\x00" not in text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in markdown
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page
+    # One table row per account: no name breaks a row or a line.
+    rows = [line for line in markdown.splitlines() if line.startswith("| ") and not line.startswith("| rank")]
+    assert len(rows) == len(HOSTILE)
+    assert all(line.count(" | ") == rows[0].count(" | ") for line in rows)
+
+
+def is_inert(text: str) -> bool:
+    """No control character but the newlines between lines."""
+    return not any(ch != "\n" and (ord(ch) < 0x20 or 0x7F <= ord(ch) <= 0x9F or ch == "\u202e") for ch in text)
+
+
+def test_table_outputs_escape_control_characters() -> None:
+    plan, snap = hostile_plan()
+    report_table = render_report(plan, "table")
+    plan_table = render_plan_table(plan, 0)
+    explained = render_explanation_text(explain_job(plan, snap, "110"))  # the "forged\nline" account
+    for text in (report_table, plan_table, explained):
+        assert is_inert(text)
+        assert "forged\\nline" in text or text is explained
+    assert "account forged\\nline," in explained
+    # As many lines as without the hostile names: each account's row is one line.
+    assert sum("esc\\x1b[2J" in line for line in report_table.splitlines()) == 1
+
+
+def test_report_table_in_colour_keeps_only_its_own_escapes() -> None:
+    plan, _ = hostile_plan()
+    coloured = render_report(plan, "table", color=True)
+    assert "\x1b[2J" not in coloured and "\x1b]0;" not in coloured
+    assert "esc\\x1b[2J\\x1b]0;title\\x07" in coloured
+
+
+def test_audit_csv_and_table_escape_names() -> None:
+    records = [{"time": "2026-11-30T00:00:00Z", "job_id": "1", "account": name, "value": 5} for name in HOSTILE]
+    rows = list(csv.reader(io.StringIO(render_audit(records, "csv"))))
+    assert {row[rows[0].index("account")] for row in rows[1:]} == {csv_cell(f) for f in HOSTILE}
+    assert len(rows) == 1 + len(HOSTILE)
+    table = render_audit(records, "table")
+    assert is_inert(table)
+    assert len(table.splitlines()) == 2 + len(HOSTILE)
+
+
+def test_json_outputs_stay_exact() -> None:
+    plan, _ = hostile_plan()
+    data = json.loads(render_report(plan, "json"))
+    names = {a["account"] for pool in data["pools"] for a in pool["accounts"]}
+    assert names == set(HOSTILE)
+    planned = {j["account"] for j in render_plan_json(plan)["jobs"]}
+    assert planned == set(HOSTILE)

@@ -22,7 +22,7 @@ from slurm_drf import __version__
 from slurm_drf.cli.options import add_snapshot_limit, snapshot_limit
 from slurm_drf.config.load import load_config, resolve_config
 from slurm_drf.config.settings import Config
-from slurm_drf.errors import DrfError, InputError
+from slurm_drf.errors import DrfError, InputError, shorten
 from slurm_drf.model.snapshot_file import SnapshotFileSource, render_snapshot_bytes, write_snapshot_file
 from slurm_drf.policy.plan import compute_plan
 from slurm_drf.trail.plan_output import render_plan_json, render_plan_table
@@ -245,4 +245,4 @@ def _report(error: DrfError, debug: bool) -> None:
     if debug:
         logger.exception("%s", error)
     for line in str(error).splitlines() or [""]:
-        print(f"slurm-drf: {error.category}: {line}", file=sys.stderr)
+        print(f"slurm-drf: {error.category}: {shorten(line)}", file=sys.stderr)

@@ -20,7 +20,7 @@ from slurm_drf.cli.main import main
 from slurm_drf.config.load import parse_config_text
 from slurm_drf.config.settings import default_config
 from slurm_drf.config.yaml_tree import check_expanded_size
-from slurm_drf.errors import ConfigError, SnapshotError
+from slurm_drf.errors import ConfigError, SnapshotError, shorten
 from slurm_drf.model.snapshot_file import SnapshotFileSource
 from slurm_drf.model.types import Snapshot
 from slurm_drf.policy.plan import Plan, compute_plan
@@ -348,3 +348,29 @@ def test_json_outputs_stay_exact() -> None:
     assert names == set(HOSTILE)
     planned = {j["account"] for j in render_plan_json(plan)["jobs"]}
     assert planned == set(HOSTILE)
+
+
+def test_a_5mb_tres_value_becomes_a_short_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    snapshot_text = (
+        '{"format": "slurm-drf-snapshot/1", "cluster": "c", "taken_at": "2026-11-30T00:00:00Z", '
+        '"nodes": [{"name": "n1", "partitions": ["p"], "state": "idle", "tres": {"cpu": 64}}], '
+        '"jobs": [{"job_id": "1", "account": "a", "user": "u", "partition": "p", "state": "PENDING", '
+        '"priority": 1, "nice": 0, "held": false, "submit_time": "2026-11-30T00:00:00Z", "array_tasks": 1, '
+        '"tres": {"cpu": "' + "x" * 5_000_000 + '"}}]}'
+    )
+    path = tmp_path / "big.json"
+    path.write_text(snapshot_text)
+    assert main(["plan", "--snapshot", str(path), "--config", "/dev/null"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert len(err) < 600
+    assert err.startswith(f"slurm-drf: snapshot: {path}: ")
+    assert "characters left out" in err
+
+
+def test_shorten_keeps_short_text_and_both_ends() -> None:
+    assert shorten("short") == "short"
+    text = "head" + "x" * 1000 + "tail"
+    short = shorten(text, 100)
+    assert short.startswith("headxx") and short.endswith("xxtail")
+    assert f"({len(text) - 100} characters left out)" in short

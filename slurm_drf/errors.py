@@ -5,6 +5,21 @@ Exit 2 for bad input (`InputError` and its subclasses), 1 for the rest.
 
 from __future__ import annotations
 
+from typing import Final
+
+# The longest line of an error message shown; a value echoed from the input
+# (a 5 MB string where a number belongs) must not become a 5 MB line.
+MAX_MESSAGE_LINE: Final = 500
+
+
+def shorten(text: str, limit: int = MAX_MESSAGE_LINE) -> str:
+    """`text`, or its start and end around `… (N characters left out) …` when longer than `limit`."""
+    if len(text) <= limit:
+        return text
+    tail = limit // 5
+    head = limit - tail
+    return f"{text[:head]}… ({len(text) - head - tail} characters left out) …{text[-tail:]}"
+
 
 class DrfError(Exception):
     """Base of every error slurm-drf raises on purpose."""

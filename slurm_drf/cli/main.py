@@ -19,9 +19,10 @@ from typing import TYPE_CHECKING, Final
 import orjson
 
 from slurm_drf import __version__
+from slurm_drf.cli.options import add_snapshot_limit, snapshot_limit
 from slurm_drf.config.load import load_config, resolve_config
 from slurm_drf.config.settings import Config
-from slurm_drf.errors import DrfError, InputError
+from slurm_drf.errors import DrfError, InputError, shorten
 from slurm_drf.model.snapshot_file import SnapshotFileSource, render_snapshot_bytes, write_snapshot_file
 from slurm_drf.policy.plan import compute_plan
 from slurm_drf.trail.plan_output import render_plan_json, render_plan_table
@@ -51,7 +52,7 @@ def _emit(data: object) -> None:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     config = resolve_config(args.config, os.environ)
-    snapshot = SnapshotFileSource(args.snapshot).fetch_snapshot()
+    snapshot = SnapshotFileSource(args.snapshot, snapshot_limit(args)).fetch_snapshot()
     plan = compute_plan(snapshot, config)
     if args.format == "json":
         _emit(render_plan_json(plan))
@@ -169,6 +170,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     plan.add_argument("--format", choices=("table", "json"), default="table")
     plan.add_argument("--limit", type=int, default=20, metavar="N", help="table: jobs shown per pool (0: all)")
+    add_snapshot_limit(plan)
     plan.set_defaults(func=cmd_plan)
 
     snap = verbs.add_parser("snapshot", help="read live Slurm and write a snapshot")
@@ -243,4 +245,4 @@ def _report(error: DrfError, debug: bool) -> None:
     if debug:
         logger.exception("%s", error)
     for line in str(error).splitlines() or [""]:
-        print(f"slurm-drf: {error.category}: {line}", file=sys.stderr)
+        print(f"slurm-drf: {error.category}: {shorten(line)}", file=sys.stderr)

@@ -19,6 +19,7 @@ from typing import TextIO, TypeAlias
 
 import orjson
 
+from slurm_drf.cli.options import add_snapshot_limit, snapshot_limit
 from slurm_drf.config.load import resolve_config
 from slurm_drf.config.settings import Config
 from slurm_drf.cycle.backends import make_source
@@ -53,7 +54,7 @@ _CONFIG_HELP = "config YAML (default: $SLURM_DRF_CONFIG, /etc/slurm-drf/config.y
 def _snapshot(args: argparse.Namespace, config: Config) -> Snapshot:
     """The snapshot file given, or the live cluster through the configured backend."""
     if args.snapshot:
-        return SnapshotFileSource(args.snapshot).fetch_snapshot()
+        return SnapshotFileSource(args.snapshot, snapshot_limit(args)).fetch_snapshot()
     return make_source(config).fetch_snapshot()
 
 
@@ -90,6 +91,7 @@ def add_report_parser(verbs: Subparsers) -> argparse.ArgumentParser:
         "resource, dominant resource and share, weighted share and rank (1: served next).",
     )
     parser.add_argument("--snapshot", metavar="FILE", help="a snapshot JSON instead of the live cluster")
+    add_snapshot_limit(parser)
     parser.add_argument("--config", metavar="FILE", help=_CONFIG_HELP)
     parser.add_argument(
         "--format",
@@ -183,6 +185,7 @@ def add_explain_parser(verbs: Subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument("job", metavar="JOBID", help="the job (an array task finds its pending array record)")
     parser.add_argument("--snapshot", metavar="FILE", help="a snapshot JSON instead of the live cluster")
+    add_snapshot_limit(parser)
     parser.add_argument("--config", metavar="FILE", help=_CONFIG_HELP)
     parser.add_argument(
         "--state-dir",

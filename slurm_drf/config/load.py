@@ -23,7 +23,7 @@ from typing import Final
 from slurm_drf.config.checks import build_config, logical_problems, weight_problems
 from slurm_drf.config.settings import Config, default_config
 from slurm_drf.config.validate import closest, schema_problems
-from slurm_drf.config.yaml_tree import format_path, mark_of, read_yaml
+from slurm_drf.config.yaml_tree import check_expanded_size, format_path, mark_of, read_yaml
 from slurm_drf.errors import ConfigError
 from slurm_drf.files import check_private
 
@@ -116,6 +116,8 @@ def parse_config_text(text: str, source: str) -> Config:
         # nothing: defaults.
         return Config(source_path=source)
     root, data = document.root, document.data
+    # Before anything walks the data, which aliases may have made endless.
+    check_expanded_size(root, source)
     problems = list(document.duplicates)
     problems += schema_problems(data)
     problems += logical_problems(data)

@@ -188,6 +188,7 @@ def read_yaml(text: str, source: str) -> Document | None:
         # Before construction: it applies `<<` merges to the tree in place,
         # and its dict keeps only the last of a repeated key.
         duplicates, lines = _survey(root, source)
+        _check_merged_size(root, source)
         data = loader.construct_document(root)
     except TooLargeError as error:
         raise ConfigError(_too_large_message(error, lines, source)) from error
@@ -235,6 +236,85 @@ def _syntax_message(error: yaml.MarkedYAMLError, source: str) -> str:
     ):
         text += f", {error.context} on line {context_mark.line + 1}"
     return f"{source}{line}: YAML syntax error: {text}"
+
+
+# How many values (scalars, lists, mappings) the data may hold once every
+# alias is expanded. A config has a few hundred; aliases nested in aliases
+# can make a few hundred bytes expand to billions (an "alias bomb"), and
+# every later walk of the data (schema, checks, merges) would pay for each.
+MAX_EXPANDED_VALUES: Final = 100_000
+
+
+def check_expanded_size(root: Node, source: str, budget: int = MAX_EXPANDED_VALUES) -> None:
+    """Refuse a tree whose data, aliases expanded, holds more than `budget` values
+    (and more than twice the values written).
+
+    Counts each node once (sizes of shared nodes are remembered), so it
+    costs the size of the tree as written. `_survey` has already refused an
+    alias inside the node it names, so the walk ends.
+    """
+    sizes: dict[int, int] = {}
+
+    def size_of(node: Node) -> int:
+        known = sizes.get(id(node))
+        if known is not None:
+            return known
+        total = 1
+        if isinstance(node, SequenceNode):
+            total += sum(size_of(item) for item in node.value)
+        elif isinstance(node, MappingNode):
+            total += sum(size_of(key) + size_of(value) for key, value in node.value)
+        # Only what aliases add counts: a long list written out costs its length anyway.
+        if total > budget and total > 2 * len(sizes):
+            line = int(node.start_mark.line) + 1
+            raise ConfigError(
+                f"{source}:{line}: YAML: this value expands to more than {budget} values "
+                "through aliases; write the config without nested aliases"
+            )
+        sizes[id(node)] = total
+        return total
+
+    size_of(root)
+
+
+def _check_merged_size(root: Node, source: str, budget: int = MAX_EXPANDED_VALUES) -> None:
+    """Refuse `<<` merges that would make PyYAML copy more than `budget` keys.
+
+    Construction shares an aliased list or mapping (one object, however many
+    aliases), but a merge copies the merged keys into every mapping that
+    merges them, so nested merges grow as nested aliases do.
+    """
+    flattened: dict[int, int] = {}
+    stack = [root]
+    seen: set[int] = set()
+
+    def size_of(node: MappingNode) -> int:
+        if id(node) not in flattened:
+            total = 0
+            for key_node, value_node in node.value:
+                sources = value_node.value if isinstance(value_node, SequenceNode) else [value_node]
+                if key_node.tag != _MERGE:
+                    total += 1
+                else:
+                    total += sum(size_of(item) for item in sources if isinstance(item, MappingNode))
+                if total > budget:
+                    raise ConfigError(
+                        f"{source}:{int(node.start_mark.line) + 1}: YAML: this mapping merges more than "
+                        f"{budget} keys through aliases; write the config without nested merges"
+                    )
+            flattened[id(node)] = total
+        return flattened[id(node)]
+
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, MappingNode):
+            size_of(node)
+            stack.extend(child for pair in node.value for child in pair)
+        elif isinstance(node, SequenceNode):
+            stack.extend(node.value)
 
 
 # PyYAML's tag for a `<<` key.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
+from typing import Final
 
 import orjson
 
@@ -21,18 +22,24 @@ from slurm_drf.model.types import Snapshot
 
 logger = logging.getLogger(__name__)
 
+# The largest snapshot file read by default. 100,000 jobs are about 40 MiB;
+# the limit keeps `--snapshot /dev/zero` (or a runaway file) from eating memory.
+DEFAULT_MAX_SNAPSHOT_BYTES: Final = 512 * 1024 * 1024
+_CHUNK: Final = 1024 * 1024
+
 
 class SnapshotFileSource:
     """A ClusterSource reading a snapshot JSON file on every fetch."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES) -> None:
         self.path = Path(path)
         self.name = f"snapshot file {self.path}"
+        self.max_bytes = max_bytes
 
     def fetch_snapshot(self) -> Snapshot:
         """The snapshot in the file; SnapshotError names the file and the problem."""
         try:
-            data = self.path.read_bytes()
+            data = self._read()
         except OSError as error:
             raise SnapshotError(f"{self.path}: cannot read: {error.strerror or error}") from error
         try:
@@ -45,6 +52,28 @@ class SnapshotFileSource:
             raise SnapshotError(f"{self.path}: {error}") from error
         logger.debug("%s: %d nodes, %d jobs", self.path, len(snapshot.nodes), len(snapshot.jobs))
         return snapshot
+
+    def _read(self) -> bytes:
+        """The file's bytes, at most `max_bytes` of them (a device or pipe may never end)."""
+        limit = self.max_bytes
+        with self.path.open("rb") as stream:
+            if os.path.isfile(self.path) and os.fstat(stream.fileno()).st_size > limit:
+                raise self._too_large()
+            chunks: list[bytes] = []
+            size = 0
+            while chunk := stream.read(min(_CHUNK, limit + 1 - size)):
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > limit:
+                    raise self._too_large()
+        return b"".join(chunks)
+
+    def _too_large(self) -> SnapshotError:
+        mib = self.max_bytes / (1024 * 1024)
+        return SnapshotError(
+            f"{self.path}: larger than the {mib:g} MiB a snapshot may be; "
+            "if it really is one, raise the limit with --max-snapshot-mb"
+        )
 
 
 def render_snapshot_bytes(snapshot: Snapshot) -> bytes:

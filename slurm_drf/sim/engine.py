@@ -111,6 +111,12 @@ class SimResult:
     passes: int
     # slurm backfill: when each job was first given a reservation (NaN: never).
     reserved_at: FloatArray | None = None
+    # Ticks skipped while nothing ran and nothing waited (all but the first of
+    # such a stretch): each would have been a sample of zeros (no share,
+    # nothing pending, nothing used) and a plan of an empty queue from an
+    # unchanged state. Not in the sample arrays or `plans`; averages over
+    # time count them.
+    idle_ticks: int = 0
 
 
 ProgressCallback = Callable[[float], None]
@@ -247,6 +253,7 @@ class Simulator:
         sample_pending: list[list[int]] = []
         sample_used: list[tuple[int, int, int]] = []
         last_report = -1
+        idle_ticks = 0
         while True:
             t_end = ends[0][0] if ends else math.inf
             t_submit = submit[next_submit] if next_submit < count else math.inf
@@ -287,6 +294,15 @@ class Simulator:
                 break
             if not ends and next_submit >= count:
                 raise SimulationError("jobs left that can never start")
+            if ticked and not ends and not self.pending_shapes:
+                # Nothing runs and nothing waits until the next submission, and this
+                # tick has planned and sampled that: every later tick before the
+                # submission would plan the same empty queue from the same state and
+                # sample the same zeros. Jump over them (counted in idle_ticks).
+                skip_to = max(tick, _first_tick_at(submit[next_submit], interval))
+                idle_ticks += skip_to - tick
+                tick = skip_to
+                next_tick = tick * interval
         accounts_weights = tuple(table.weights)
         return SimResult(
             policy=self.policy.name,
@@ -309,6 +325,7 @@ class Simulator:
             plans=self.policy.plans,
             passes=self.passes,
             reserved_at=np.array(self.reserved_at, dtype=np.float64) if self.slurm else None,
+            idle_ticks=idle_ticks,
         )
 
     def _shares(self) -> list[float]:
@@ -620,6 +637,16 @@ class Simulator:
             raise SimulationError(f"backfill of job {table.job_label[job]} broke the reservation")
         self._start(job, nodes, now, backfill=True)
         return True
+
+
+def _first_tick_at(time: float, interval: float) -> int:
+    """The first tick number whose time (tick x interval, as the loop computes it) is >= time."""
+    tick = math.ceil(time / interval)
+    while tick > 0 and (tick - 1) * interval >= time:
+        tick -= 1
+    while tick * interval < time:
+        tick += 1
+    return tick
 
 
 def simulate(

@@ -118,7 +118,9 @@ def compute_metrics(result: SimResult) -> PolicyMetrics:
     used = result.sample_used.astype(np.float64) / np.maximum(np.array(result.capacity, dtype=np.float64), 1)
     waiting = result.sample_pending.sum(axis=1) > 0
     utilisation = {r: float(used[waiting, i].mean()) if waiting.any() else math.nan for i, r in enumerate(RESOURCES)}
-    overall = {r: float(used[:, i].mean()) if samples else math.nan for i, r in enumerate(RESOURCES)}
+    # Skipped idle ticks sampled zero use: they count in the mean, not in the sum.
+    ticks = samples + result.idle_ticks
+    overall = {r: float(used[:, i].sum() / ticks) if samples else math.nan for i, r in enumerate(RESOURCES)}
     finite = jain[fair]
     return PolicyMetrics(
         policy=result.policy,

@@ -29,7 +29,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from slurm_drf.sim.workload import NodeType, Workload, WorkloadError, WorkloadJob
+from slurm_drf.sim.workload import NodeType, Workload, WorkloadError, WorkloadJob, check_sizes
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -293,6 +293,7 @@ def build_scenario(
     jobs = scenario.jobs if jobs is None else jobs
     if nodes < 1 or jobs < 1:
         raise WorkloadError(f"scenario {name}: expected at least one node and one job, got {nodes} and {jobs}")
+    check_sizes(f"scenario {name}", nodes, jobs)
     if name == "tie" and jobs < TIE_ACCOUNTS:
         raise WorkloadError(f"scenario tie: expected at least {TIE_ACCOUNTS} jobs (one per account), got {jobs}")
     if window is not None and window <= 0:

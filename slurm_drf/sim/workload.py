@@ -29,6 +29,15 @@ from slurm_drf.errors import DrfError, InputError
 # order by exactly these.
 RESOURCES: Final = ("cpu", "mem", "gres/gpu")
 
+# What the simulator accepts. Its cost grows with the simulated time while
+# jobs run or wait (a tick every interval) and with nodes and jobs (arrays of
+# each), so a trace with absurd times or sizes would never finish or never
+# fit in memory: refuse it with a message instead.
+MAX_NODES: Final = 1_000_000
+MAX_JOBS: Final = 10_000_000
+MAX_SUBMIT_SECONDS: Final = 10 * 366 * 86_400  # submissions spread over at most ten years
+MAX_JOB_SECONDS: Final = 366 * 86_400  # a run time or time limit of at most a year
+
 
 class WorkloadError(InputError):
     """A workload file or option that cannot be simulated (exit code 2)."""
@@ -113,6 +122,7 @@ def validate_workload(workload: Workload) -> Workload:  # noqa: C901
     """
     if workload.node_count < 1:
         raise WorkloadError(f"{workload.name}: the cluster needs at least one node, got {workload.node_count}")
+    check_sizes(workload.name, workload.node_count, len(workload.jobs))
     node = workload.node_type
     if min(node.cpu, node.mem, node.gpu) < 0 or max(node.cpu, node.mem, node.gpu) == 0:
         raise WorkloadError(f"node type {node.render()}: expected non-negative TRES, not all zero")
@@ -130,6 +140,7 @@ def validate_workload(workload: Workload) -> Workload:  # noqa: C901
             raise WorkloadError(
                 f"{where}: expected 0 < duration <= limit, got duration {job.duration} and limit {job.limit}"
             )
+        _check_times(where, job)
         if min(job.cpu, job.mem, job.gpu) < 0 or job.nodes < 1:
             raise WorkloadError(f"{where}: expected non-negative TRES and at least one node")
         if job.cpu == job.mem == job.gpu == 0:
@@ -145,6 +156,28 @@ def validate_workload(workload: Workload) -> Workload:  # noqa: C901
             raise WorkloadError(f"account {account}: weight must be > 0, got {weight}")
     ordered = tuple(sorted(workload.jobs, key=lambda j: (j.submit, j.array_id or j.job_id, j.array_index)))
     return replace(workload, jobs=ordered)
+
+
+def check_sizes(name: str, nodes: int, jobs: int) -> None:
+    """Refuse a cluster or a job count the simulator could not hold (before anything is allocated)."""
+    if nodes > MAX_NODES:
+        raise WorkloadError(f"{name}: {nodes} nodes; the simulator takes at most {MAX_NODES:,}")
+    if jobs > MAX_JOBS:
+        raise WorkloadError(f"{name}: {jobs} jobs; the simulator takes at most {MAX_JOBS:,}")
+
+
+def _check_times(where: str, job: WorkloadJob) -> None:
+    if not 0 <= job.submit <= MAX_SUBMIT_SECONDS:
+        raise WorkloadError(
+            f"{where}: submitted {job.submit:g} s after the first job; the simulator takes "
+            f"submissions within {MAX_SUBMIT_SECONDS} s ({format_duration(MAX_SUBMIT_SECONDS)})"
+        )
+    if job.limit > MAX_JOB_SECONDS:
+        what, value = ("run time", job.duration) if job.duration > MAX_JOB_SECONDS else ("time limit", job.limit)
+        raise WorkloadError(
+            f"{where}: {what} {value:g} s; the simulator takes at most "
+            f"{MAX_JOB_SECONDS} s ({format_duration(MAX_JOB_SECONDS)})"
+        )
 
 
 def fit_node_type(jobs: Sequence[WorkloadJob], node: NodeType) -> NodeType:

@@ -22,7 +22,7 @@ plan does not hold: a job's demand, its state, and jobs the plan leaves out.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, Final
@@ -31,7 +31,7 @@ from slurm_drf.errors import InputError
 from slurm_drf.model.types import PENDING, Snapshot, job_number
 from slurm_drf.policy.order import TieRecord
 from slurm_drf.policy.plan import AccountShare, JobPlan, Plan
-from slurm_drf.trail.text import format_share, format_weight, render_table
+from slurm_drf.trail.text import format_share, format_weight, render_table, terminal_text
 
 REASONS: Final = ("own_queue", "lower_level", "share_vector", "tie_wins", "rotation")
 
@@ -310,8 +310,33 @@ def _fraction_text(value: Fraction) -> str:
     )
 
 
+def _inert(e: Explanation) -> Explanation:
+    """The names from Slurm in `e` with control characters escaped (`terminal_text`)."""
+    return replace(
+        e,
+        job_id=terminal_text(e.job_id),
+        account=terminal_text(e.account),
+        user=terminal_text(e.user),
+        pool=None if e.pool is None else terminal_text(e.pool),
+        reason=None if e.reason is None else terminal_text(e.reason),
+        notes=tuple(terminal_text(note) for note in e.notes),
+        account_share=None if e.account_share is None else replace(e.account_share, account=terminal_text(e.account)),
+        tie_detail=None if e.tie_detail is None else _inert_tie(e.tie_detail),
+    )
+
+
+def _inert_tie(d: TieDetail) -> TieDetail:
+    return replace(
+        d,
+        accounts=tuple(terminal_text(a) for a in d.accounts),
+        wins={terminal_text(a): v for a, v in d.wins.items()},
+        rotation_rank={terminal_text(a): v for a, v in d.rotation_rank.items()},
+    )
+
+
 def render_explanation_text(e: Explanation) -> str:  # noqa: C901
     """The explanation for a person, in a few paragraphs."""
+    e = _inert(e)
     out: list[str] = []
     head = f"job {e.job_id}: account {e.account}, user {e.user}, {e.state.lower()}"
     if e.status == "ordered":

@@ -43,7 +43,7 @@ from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import DrfError, InputError, StateError
 from slurm_drf.model.codec import format_time
 from slurm_drf.trail.plan_output import ordered_job_count
-from slurm_drf.trail.text import render_table
+from slurm_drf.trail.text import csv_cell, render_table
 
 if TYPE_CHECKING:
     from slurm_drf.cycle.run import CycleReport
@@ -586,7 +586,10 @@ def render_audit_csv(records: Sequence[Mapping[str, Any]]) -> str:
     writer.writerow(columns)
     for record in flat:
         writer.writerow(
-            ["" if record.get(c) is None else repr(v) if isinstance(v := record.get(c), float) else v for c in columns]
+            [
+                "" if record.get(c) is None else repr(v) if isinstance(v := record.get(c), float) else csv_cell(v)
+                for c in columns
+            ]
         )
     return out.getvalue()
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from slurm_drf.model.types import PLAN_FORMAT
 from slurm_drf.policy.plan import JOB_COLUMNS, JobPlan, Plan, PlanJobs
-from slurm_drf.trail.text import render_table
+from slurm_drf.trail.text import render_table, terminal_text
 
 # Plan job entries: every key always present, the value under the mode's name.
 _ENTRY_FIELDS = JOB_COLUMNS
@@ -71,7 +71,7 @@ def render_plan_table(plan: Plan, limit: int = 20) -> str:
     out: list[str] = []
     for pool in plan.pools:
         capacity = ", ".join(f"{k}={v}" for k, v in pool.capacity.items())
-        out.append(f"pool {pool.name}: {pool.nodes} node(s), {capacity}")
+        out.append(f"pool {terminal_text(pool.name)}: {pool.nodes} node(s), {capacity}")
         accounts = [a for a in plan.accounts if a.pool == pool.name]
         out.append(
             render_table(
@@ -120,7 +120,7 @@ def render_plan_table(plan: Plan, limit: int = 20) -> str:
             )
         )
         if len(shown) < len(indices):
-            out.append(f"... {len(indices) - len(shown)} more pending job(s) in pool {pool.name}")
+            out.append(f"... {len(indices) - len(shown)} more pending job(s) in pool {terminal_text(pool.name)}")
         out.append("")
     reasons: dict[str, int] = {}
     reason = plan.column("reason")
@@ -129,8 +129,8 @@ def render_plan_table(plan: Plan, limit: int = 20) -> str:
             key = reason[i] or "skipped"
             reasons[key] = reasons.get(key, 0) + 1
     if reasons:
-        out.append("skipped: " + ", ".join(f"{n} {r}" for r, n in sorted(reasons.items())))
+        out.append("skipped: " + terminal_text(", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))))
     writes = sum(1 for action in actions if action == "set")
     out.append(f"{writes} write(s) needed, mode {plan.mode}, scale {plan.scale}")
-    out.extend(f"warning: {w}" for w in plan.warnings)
+    out.extend(f"warning: {terminal_text(w)}" for w in plan.warnings)
     return "\n".join(out)

@@ -20,7 +20,7 @@ from typing import Any, Final
 import orjson
 
 from slurm_drf.policy.plan import AccountShare, Plan, PoolPlan
-from slurm_drf.trail.text import format_share, format_weight
+from slurm_drf.trail.text import csv_cell, format_share, format_weight, markdown_cell, terminal_text
 
 REPORT_FORMAT: Final = "slurm-drf-report/1"
 
@@ -146,15 +146,15 @@ def render_report_csv(report: ShareReport) -> str:
         for a in pool.accounts:
             writer.writerow(
                 [
-                    pool.pool.name,
+                    csv_cell(pool.pool.name),
                     a.rank,
-                    a.account,
+                    csv_cell(a.account),
                     format_weight(a.weight),
                     a.running_jobs,
                     a.pending_jobs,
                     *(a.usage.get(r, 0) for r in report.resources),
                     *(repr(a.shares.get(r, 0.0)) for r in report.resources),
-                    a.dominant_resource or "",
+                    csv_cell(a.dominant_resource or ""),
                     repr(a.dominant_share),
                     repr(a.weighted_share),
                 ]
@@ -181,13 +181,13 @@ def _display_cells(account: AccountShare, resources: Sequence[str]) -> list[str]
     """One account's row as text: the same cells in the table, markdown and HTML."""
     return [
         str(account.rank),
-        account.account,
+        terminal_text(account.account),
         format_weight(account.weight),
         str(account.running_jobs),
         str(account.pending_jobs),
         *(str(account.usage.get(r, 0)) for r in resources),
         *(format_share(account.shares.get(r, 0.0)) for r in resources),
-        account.dominant_resource or "-",
+        terminal_text(account.dominant_resource or "-"),
         format_share(account.dominant_share),
         format_share(account.weighted_share),
     ]
@@ -200,7 +200,7 @@ _TEXT_COLUMNS: Final = frozenset({"account", "dominant"})
 def _capacity_text(pool: PoolPlan) -> str:
     capacity = ", ".join(f"{k}={v}" for k, v in pool.capacity.items())
     partitions = ",".join(pool.partitions) or "-"
-    return f"{pool.nodes} node(s), partitions {partitions}; capacity {capacity}"
+    return terminal_text(f"{pool.nodes} node(s), partitions {partitions}; capacity {capacity}")
 
 
 def render_report_table(report: ShareReport, *, color: bool = False) -> str:
@@ -213,10 +213,10 @@ def render_report_table(report: ShareReport, *, color: bool = False) -> str:
     headers = _display_headers(report.resources)
     width_of_resources = len(report.resources)
     first_share = 5 + width_of_resources
-    out: list[str] = [f"cluster {report.cluster}, taken at {report.taken_at or '-'}"]
+    out: list[str] = [terminal_text(f"cluster {report.cluster}, taken at {report.taken_at or '-'}")]
     for pool in report.pools:
         out.append("")
-        title = f"pool {pool.pool.name}: {_capacity_text(pool.pool)}"
+        title = f"pool {terminal_text(pool.pool.name)}: {_capacity_text(pool.pool)}"
         out.append(f"{_ANSI_BOLD}{title}{_ANSI_RESET}" if color else title)
         rows = [_display_cells(a, report.resources) for a in pool.accounts]
         widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
@@ -238,12 +238,11 @@ def render_report_table(report: ShareReport, *, color: bool = False) -> str:
             out.append("  ".join(styled).rstrip())
         if not rows:
             out.append("(no running or pending jobs)")
-    out.extend(f"warning: {w}" for w in report.warnings)
+    out.extend(f"warning: {terminal_text(w)}" for w in report.warnings)
     return "\n".join(out) + "\n"
 
 
-def _markdown_cell(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|")
+_markdown_cell = markdown_cell
 
 
 def render_report_markdown(report: ShareReport) -> str:
@@ -252,7 +251,7 @@ def render_report_markdown(report: ShareReport) -> str:
     out = [
         f"# Share report: {_markdown_cell(report.cluster)}",
         "",
-        f"Taken at {report.taken_at or '-'}; resources {', '.join(report.resources)}.",
+        f"Taken at {_markdown_cell(report.taken_at or '-')}; resources {_markdown_cell(', '.join(report.resources))}.",
     ]
     for pool in report.pools:
         out += ["", f"## Pool {_markdown_cell(pool.pool.name)}", "", _markdown_cell(_capacity_text(pool.pool)), ""]
@@ -370,10 +369,11 @@ def render_share_chart_svg(pool: PoolReport, all_resources: Sequence[str]) -> st
     )
     for row, account in enumerate(accounts):
         top = _TOP + row * (group + _GROUP_GAP)
-        name = account.account if len(account.account) <= 22 else account.account[:21] + "\u2026"
+        label = terminal_text(account.account)
+        name = label if len(label) <= 22 else label[:21] + "\u2026"
         parts.append(
             f'<text x="{x0 - 8}" y="{top + group / 2 + 4:.1f}" text-anchor="end">'
-            f"<title>{html.escape(account.account)}</title>{html.escape(name)}</text>"
+            f"<title>{html.escape(label)}</title>{html.escape(name)}</text>"
         )
         parts.append(
             f'<text class="weighted" x="{width - 6}" y="{top + group / 2 + 4:.1f}" text-anchor="end">'
@@ -385,7 +385,7 @@ def render_share_chart_svg(pool: PoolReport, all_resources: Sequence[str]) -> st
             bar = max(x_of(share) - x0, 0.0)
             dominant = resource == account.dominant_resource
             outline = ' stroke="#111111" stroke-width="2"' if dominant else ""
-            tip = f"{account.account} {resource}: {format_share(share)}" + (" (dominant)" if dominant else "")
+            tip = f"{label} {resource}: {format_share(share)}" + (" (dominant)" if dominant else "")
             parts.append(
                 f'<rect class="bar{" dominant" if dominant else ""}" x="{x0}" y="{y}" '
                 f'width="{bar:.1f}" height="{_BAR_HEIGHT}" fill="{colour[resource]}"{outline}>'

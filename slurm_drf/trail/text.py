@@ -1,9 +1,63 @@
-"""Plain-text building blocks every human-facing output shares: aligned tables, weights, shares."""
+"""Plain-text building blocks every human-facing output shares: aligned tables, weights, shares,
+and the escaping of names that come from Slurm (accounts, users, pools) for each kind of output.
+
+Account names are whatever Slurm accepted: a name can hold a newline (a
+forged line), an ESC sequence (a terminal command), `<script>` (in a
+report page) or `=HYPERLINK(...)` (a spreadsheet formula). Every
+human-facing renderer passes such text through one helper here:
+`terminal_text` (tables, explain, plan), `markdown_cell`, `csv_cell`;
+HTML uses `html.escape` over `terminal_text`. JSON stays exact.
+"""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from fractions import Fraction
+from typing import Final
+
+# C0 and C1 control characters and DEL; bidirectional overrides, which
+# reorder what a terminal shows.
+_CONTROL: Final = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(match.group())
+    return named or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+
+
+def terminal_text(text: str) -> str:
+    """`text` with control characters written as escapes (`\\n`, `\\x1b`, `\\x00`): one line, inert."""
+    return _CONTROL.sub(_visible, text)
+
+
+# A lone `&` stays: it only matters before an entity name, and `<` is what starts a tag.
+_MARKDOWN_SPECIAL: Final = re.compile(r"[\\|`*_\[\]<>]")
+_MARKDOWN_ENTITIES: Final = {"<": "&lt;", ">": "&gt;"}
+
+
+def markdown_cell(text: str) -> str:
+    """`text` for a markdown table cell: one line, no table break, no HTML, no emphasis or links."""
+    return _MARKDOWN_SPECIAL.sub(lambda m: _MARKDOWN_ENTITIES.get(m.group(), "\\" + m.group()), terminal_text(text))
+
+
+# What makes a spreadsheet read a cell as a formula (OWASP, "CSV Injection").
+_FORMULA_START: Final = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: object) -> object:
+    """A text CSV cell a spreadsheet will not run: one that starts like a formula gets a leading `'`,
+    control characters are escaped (`terminal_text`).
+
+    Numbers pass as they are (a negative number is a number, not a formula).
+    """
+    if not isinstance(value, str):
+        return value
+    # Control characters escaped too: a bare CR (which the csv module does not
+    # quote) or a newline would split the row for many readers.
+    text = terminal_text(value)
+    return "'" + text if value.startswith(_FORMULA_START) else text
 
 
 def render_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -30,7 +84,7 @@ def _cell(value: object) -> str:
         return "-"
     if isinstance(value, float):
         return f"{value:.4f}"
-    return str(value)
+    return terminal_text(str(value))
 
 
 def format_weight(weight: Fraction | float) -> str:

@@ -286,16 +286,19 @@ class Live:
                 "node and needs the sandbox to itself: give the run its own sandbox (docs/sandbox.md)"
             ) from None
 
-    def fill_node(self, slot_account: str = "cputeam") -> tuple[dict[str, list[str]], str]:
+    def fill_node(self, slot_account: str = "cputeam", *extra: str) -> tuple[dict[str, list[str]], str]:
         """Running jobs that take all 64 CPUs; dominant shares gputeam 0.75 (GPUs),
-        memteam 0.625 (memory), cputeam 0.5625 (CPUs, with the 4-CPU slot job)."""
+        memteam 0.625 (memory), cputeam 0.5625 (CPUs, with the 4-CPU slot job).
+
+        ``extra`` are sbatch options for every one of them (say, a time limit).
+        """
         self.require_quiet_queue()
         running = {
-            "gputeam": [self.submit("-A", "gputeam", "-p", "gpu", "--gres=gpu:6", "-c", "20", "--mem=16000")],
-            "memteam": [self.submit("-A", "memteam", "-p", "cpu", "-c", "8", "--mem=320000")],
-            "cputeam": [self.submit("-A", "cputeam", "-p", "cpu", "-c", "32", "--mem=32000")],
+            "gputeam": [self.submit("-A", "gputeam", "-p", "gpu", "--gres=gpu:6", "-c", "20", "--mem=16000", *extra)],
+            "memteam": [self.submit("-A", "memteam", "-p", "cpu", "-c", "8", "--mem=320000", *extra)],
+            "cputeam": [self.submit("-A", "cputeam", "-p", "cpu", "-c", "32", "--mem=32000", *extra)],
         }
-        slot = self.submit("-A", slot_account, "-p", "cpu", "-c", "4", "--mem=1000")
+        slot = self.submit("-A", slot_account, "-p", "cpu", "-c", "4", "--mem=1000", *extra)
         self.wait_running([*(j for jobs in running.values() for j in jobs), slot])
         return running, slot
 
@@ -347,6 +350,23 @@ class Live:
     @property
     def state_file(self) -> Path:
         return self.state_dir / "state.json"
+
+
+def scheduled_by(slurm: SlurmSandbox, job_id: str) -> str:
+    """Which scheduler started a job: "SchedMain", "SchedBackfill" or "SchedSubmit".
+
+    sacct's Flags column (slurmdbd records it with the job's start, so it is
+    polled for).
+    """
+
+    def flag() -> str | None:
+        text = slurm.run("sacct", "-n", "-X", "-P", "-j", job_id, "-o", "Flags", check=False).stdout
+        flags = {f for line in text.splitlines() for f in line.strip().split(",")}
+        found = sorted(flags & {"SchedMain", "SchedBackfill", "SchedSubmit"})
+        return found[0] if len(found) == 1 else None
+
+    found: str = wait_for(flag, START_TIMEOUT_S, f"sacct to record which scheduler started job {job_id}")
+    return found
 
 
 # --------------------------------------------------------------------------

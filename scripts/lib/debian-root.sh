@@ -139,7 +139,7 @@ external_db_stop() {
 
 external_db_start() {
     local port=$1 dbname=$2 passfile=$3
-    DB_RUN=$(mktemp -d /var/tmp/slurm-drf-db-"$SUITE".XXXXXX)
+    DB_RUN=$(mktemp -d -p /var/tmp "slurm-drf-db-$SUITE.XXXXXX")
     local data="$DB_RUN/data" sock="$DB_RUN/mysqld.sock"
     say "starting a private MariaDB ($(mariadbd --version | awk '{print $3}')) on 127.0.0.1:$port"
     mariadb-install-db --no-defaults --user=root --datadir="$data" \

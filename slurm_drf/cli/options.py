@@ -9,13 +9,14 @@ from slurm_drf.model.snapshot_file import DEFAULT_MAX_SNAPSHOT_BYTES
 _MIB = 1024 * 1024
 
 
-def _positive_mib(text: str) -> int:
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number, at least 1 (the `--jobs`, `--nodes`, `--max-snapshot-mb` kind)."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of MiB, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 1:
-        raise argparse.ArgumentTypeError(f"expected at least 1 MiB, got {value}")
+        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
     return value
 
 
@@ -23,7 +24,7 @@ def add_snapshot_limit(parser: argparse.ArgumentParser) -> None:
     """`--max-snapshot-mb N`: the largest snapshot file read (a guard against /dev/zero and the like)."""
     parser.add_argument(
         "--max-snapshot-mb",
-        type=_positive_mib,
+        type=positive_int,
         default=DEFAULT_MAX_SNAPSHOT_BYTES // _MIB,
         metavar="N",
         help=f"refuse a snapshot file larger than N MiB (default {DEFAULT_MAX_SNAPSHOT_BYTES // _MIB}; "

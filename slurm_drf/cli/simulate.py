@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from slurm_drf.cli.options import positive_int
 from slurm_drf.config.load import load_config
 from slurm_drf.config.settings import Config
 from slurm_drf.sim.compare import ProgressLine, parse_policies, run_comparison
@@ -39,16 +40,6 @@ from slurm_drf.sim.workload import (
 )
 
 logger = logging.getLogger(__name__)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
-    return value
 
 
 def _seed(text: str) -> int:
@@ -80,13 +71,13 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
     source.add_argument("--seed", type=_seed, default=1, help="seed of the scenario's generator (default 1)")
     source.add_argument(
         "--jobs",
-        type=_positive_int,
+        type=positive_int,
         metavar="N",
         help="jobs to generate (default per scenario); with --workload, the first N only",
     )
     source.add_argument(
         "--nodes",
-        type=_positive_int,
+        type=positive_int,
         metavar="N",
         help="nodes in the cluster (default per scenario; for a trace, what its header says "
         "or enough for a 90%% offered load)",
@@ -127,7 +118,7 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--backfill-depth",
-        type=_positive_int,
+        type=positive_int,
         default=DEFAULT_BACKFILL_DEPTH,
         metavar="N",
         help=f"jobs the backfill pass looks at behind the top job (default {DEFAULT_BACKFILL_DEPTH})",

@@ -18,7 +18,7 @@ from typing import Any, Final, cast
 from yaml.nodes import Node, ScalarNode
 
 from slurm_drf.config.durations import parse_duration
-from slurm_drf.config.settings import DEFAULT_SCALE, NICE_LIMIT, Config, Mode, PoolConfig
+from slurm_drf.config.settings import DEFAULT_SCALE, NICE_LIMIT, Config, Mode, PoolConfig, Weighting
 from slurm_drf.config.validate import describe
 from slurm_drf.config.yaml_tree import KeyPath, Problem, node_at
 
@@ -40,6 +40,7 @@ def logical_problems(data: Any) -> list[Problem]:
         *_interval_problems(data),
         *_pool_problems(data),
         *_scale_problems(data),
+        *_weighting_problems(data),
         *_metrics_address_problems(data),
     ]
 
@@ -135,6 +136,14 @@ def _scale_problems(data: dict[str, Any]) -> Iterator[Problem]:
             yield Problem(("offset",), f"{int(offset)} is not above scale {int(scale)}: {why}")
 
 
+def _weighting_problems(data: dict[str, Any]) -> Iterator[Problem]:
+    if data.get("weighting") == "factor" and data.get("mode") == "priority":
+        yield Problem(
+            ("weighting",),
+            "factor needs mode nice or site_factor: an absolute priority leaves Slurm no other factors to add",
+        )
+
+
 def _is_int(value: Any) -> bool:
     return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
 
@@ -227,6 +236,9 @@ def build_config(data: dict[str, Any], root: Node, lines: Mapping[str, int], sou
         report_dir=data.get("report_dir", defaults.report_dir),
         dry_run=data.get("dry_run", defaults.dry_run),
         max_writes_per_cycle=int(data.get("max_writes_per_cycle", defaults.max_writes_per_cycle)),
+        weighting=cast(Weighting, data.get("weighting", defaults.weighting)),
+        factor_weight=int(data.get("factor_weight", defaults.factor_weight)),
+        horizon=None if data.get("horizon", "auto") == "auto" else int(data["horizon"]),
         tie_half_life=float(data.get("tie_half_life", defaults.tie_half_life)),
         include_unavailable_nodes=data.get("include_unavailable_nodes", defaults.include_unavailable_nodes),
         metrics_address=data.get("metrics_address", defaults.metrics_address),

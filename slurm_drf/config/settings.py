@@ -22,6 +22,22 @@ Mode = Literal["nice", "site_factor", "priority"]
 MODES: Final = ("nice", "site_factor", "priority")
 
 
+# How DRF sits among Slurm's other priority factors (docs/rule.md §5):
+# strict dominates them in the exact band, factor is one factor of its own weight.
+Weighting = Literal["strict", "factor"]
+
+
+WEIGHTINGS: Final = ("strict", "factor")
+
+
+# Slurm's defaults for how deep its schedulers look (slurm.conf(5)
+# SchedulerParameters), used when Slurm does not print them.
+SLURM_DEFAULT_QUEUE_DEPTH: Final = 100
+SLURM_BF_MAX_JOB_TEST: Final = 500
+# The exact band is this many times the deeper of the two.
+HORIZON_MARGIN: Final = 2
+
+
 BACKENDS: Final = ("auto", "cli", "pyslurm")
 
 
@@ -67,6 +83,12 @@ class Config:
     report_dir: str | None = None
     dry_run: bool = False
     max_writes_per_cycle: int = 2000
+    weighting: Weighting = "strict"
+    # factor weighting: the most the DRF factor adds, like a PriorityWeight*.
+    factor_weight: int = 100_000
+    # Jobs per pool whose order Slurm sees exactly; None: HORIZON_MARGIN x the
+    # deeper of Slurm's bf_max_job_test and default_queue_depth.
+    horizon: int | None = None
     # Half-life, in changes of the cluster, of the remembered tie wins.
     tie_half_life: float = 10.0
     include_unavailable_nodes: bool = False

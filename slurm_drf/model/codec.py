@@ -204,9 +204,7 @@ def parse_snapshot(data: object) -> Snapshot:
         raise SnapshotError(f"nodes: expected a list, got {type(nodes).__name__}")
     if not isinstance(jobs, list):
         raise SnapshotError(f"jobs: expected a list, got {type(jobs).__name__}")
-    weights = data.get("priority_weights", {})
-    if not isinstance(weights, Mapping):
-        raise SnapshotError("priority_weights: expected an object")
+    weights = _object(data, "priority_weights")
     version = data.get("slurm_version")
     priority_type = data.get("priority_type")
     parsed_nodes = tuple(parse_node(n, i) for i, n in enumerate(nodes))
@@ -221,7 +219,15 @@ def parse_snapshot(data: object) -> Snapshot:
         priority_weights=_tres(weights, "priority_weights", MAX_PRIORITY),
         priority_type=str(priority_type) if priority_type is not None else None,
         het_leaders=_job_ids(data.get("het_leaders", []), "het_leaders"),
+        scheduler_parameters=_tres(_object(data, "scheduler_parameters"), "scheduler_parameters", MAX_PRIORITY),
     )
+
+
+def _object(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, Mapping):
+        raise SnapshotError(f"{key}: expected an object")
+    return value
 
 
 def _job_ids(value: object, where: str) -> frozenset[str]:
@@ -457,6 +463,8 @@ def render_snapshot(snapshot: Snapshot) -> dict[str, Any]:
         out["priority_type"] = snapshot.priority_type
     if snapshot.priority_weights:
         out["priority_weights"] = dict(snapshot.priority_weights)
+    if snapshot.scheduler_parameters:
+        out["scheduler_parameters"] = dict(snapshot.scheduler_parameters)
     if snapshot.het_leaders:
         out["het_leaders"] = sorted(snapshot.het_leaders, key=lambda job_id: (job_number(job_id), job_id))
     out["nodes"] = [

@@ -360,6 +360,9 @@ class Snapshot:
     priority_weights: Mapping[str, int] = field(default_factory=lambda: EMPTY_TRES)
     priority_type: str | None = None
     het_leaders: frozenset[str] = frozenset()
+    # The integer SchedulerParameters (bf_max_job_test, default_queue_depth, ...);
+    # what Slurm did not print takes Slurm's default where it is read.
+    scheduler_parameters: Mapping[str, int] = field(default_factory=lambda: EMPTY_TRES)
     # Derived from `jobs`; init=False so dataclasses.replace(jobs=...) never
     # carries a stale table over.
     _table: JobTable | None = field(default=None, init=False, compare=False, repr=False)

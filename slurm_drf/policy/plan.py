@@ -43,6 +43,7 @@ from __future__ import annotations
 import bisect
 import functools
 import itertools
+import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -53,10 +54,11 @@ import numpy as np
 
 from slurm_drf.config.settings import NICE_LIMIT, Config
 from slurm_drf.model.types import HOLDING_STATES, PENDING, BoolArray, IntArray, JobTable, LazyRows, Snapshot
+from slurm_drf.policy.labels import LabelSpace, assign_labels
 from slurm_drf.policy.order import Ordering, TieRecord, compute_before, order_pending
 from slurm_drf.policy.pools import build_pools, compute_capacity, weighted_share
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState, advance_state, running_fingerprint
-from slurm_drf.policy.values import adjust_for_memory, map_values, mode_values, priority_weight_sum
+from slurm_drf.policy.values import adjust_for_memory, label_space, labels_of, mode_values, value_offset
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +67,12 @@ class PoolPlan:
     partitions: tuple[str, ...]
     nodes: int
     capacity: Mapping[str, int]
+    # The exact band (docs/rule.md §5): its first `exact` jobs rise by `gap`
+    # each; `separable` is how many the value range can hold that far apart.
+    horizon: int = 0
+    exact: int = 0
+    gap: int = 1
+    separable: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +107,7 @@ class JobPlan:
     tie: bool = False
     user_nice: int = 0
     array_tasks: int = 1
+    band: str | None = None  # "exact" or "coarse" for ordered jobs
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -118,6 +127,7 @@ class PoolOrder:
     before: IntArray  # (J, R) usage before each job, by row (jobs in Slurm's order)
     account_of: IntArray  # account code by row
     ordering: Ordering
+    exact: int = 0  # positions [0, exact) are the exact band
 
     @property
     def size(self) -> int:
@@ -251,6 +261,7 @@ JOB_COLUMNS: Final = (
     "tie",
     "user_nice",
     "array_tasks",
+    "band",
 )
 
 
@@ -282,9 +293,7 @@ def compute_plan(snapshot: Snapshot, config: Config, state: PolicyState = EMPTY_
     plan_wins: dict[str, float] = {}
 
     weights = [config.weight(a) for a in table.accounts]
-    # Absolute priorities leave Slurm no factors to add; nice and site
-    # factor are added to them.
-    step = 1 if config.mode == "priority" else priority_weight_sum(snapshot.priority_weights) + 1
+    space = label_space(config, snapshot.priority_weights, snapshot.scheduler_parameters)
     columns = LazyColumns()
     warnings: list[str] = []
     pool_plans: list[PoolPlan] = []
@@ -294,7 +303,6 @@ def compute_plan(snapshot: Snapshot, config: Config, state: PolicyState = EMPTY_
         capacity_map, node_count = compute_capacity(
             snapshot, partitions, config.resources, config.include_unavailable_nodes
         )
-        pool_plans.append(PoolPlan(name, tuple(partitions), node_count, MappingProxyType(capacity_map)))
         in_pool = (job_pool == number) & ~excluded
         running_rows = np.flatnonzero(in_pool & holding)
         pending_rows = np.flatnonzero(in_pool & pending & ~held)
@@ -316,23 +324,27 @@ def compute_plan(snapshot: Snapshot, config: Config, state: PolicyState = EMPTY_
                 epoch,
                 wins,
                 plan_wins,
-                step,
+                space,
                 columns,
                 orders,
                 warnings,
             )
         )
+        exact = orders[-1].exact if orders and orders[-1].pool == name else 0
+        pool_plans.append(
+            PoolPlan(
+                name,
+                tuple(partitions),
+                node_count,
+                MappingProxyType(capacity_map),
+                space.horizon,
+                exact,
+                space.gap,
+                space.separable,
+            )
+        )
 
     _skipped_rows(table, job_pool, pending, excluded, held, pools, config.mode, state, columns)
-
-    weight_sum = priority_weight_sum(snapshot.priority_weights)
-    if weight_sum and weight_sum * 100 > config.scale and config.mode != "priority":
-        warnings.append(
-            f"Slurm's PriorityWeight* sum to {weight_sum}: neighbours in the order are kept "
-            f"{weight_sum + 1} apart so that they cannot swap, which is more than scale "
-            f"{config.scale} gives a level difference under {(weight_sum + 1) / config.scale:.3g}; "
-            f"raise scale to {weight_sum * 100} or more to keep values proportional to levels"
-        )
 
     next_state = PolicyState(
         epoch=epoch,
@@ -368,7 +380,7 @@ def _plan_pool(
     epoch: int,
     wins: dict[str, float],
     plan_wins: dict[str, float],
-    step: int,
+    space: LabelSpace,
     columns: LazyColumns,
     orders: list[PoolOrder],
     warnings: list[str],
@@ -385,9 +397,9 @@ def _plan_pool(
     capacity = np.array([capacity_map[r] for r in resources], dtype=np.int64)
 
     # Job ids and site factors only when they can matter (memory, site_factor mode).
-    ids = [table.job_id[i] for i in pending_rows.tolist()] if state.jobs else []
-    site_factors = [table.site_factor[i] for i in pending_rows.tolist()] if mode == "site_factor" else []
-    base, own_nice, current = adjust_for_memory(
+    ids = _pick(table.job_id, pending_rows) if state.jobs else []
+    site_factors = _pick(table.site_factor, pending_rows) if mode == "site_factor" else []
+    base, own_nice, current, ours = adjust_for_memory(
         ids, table.priority[pending_rows], table.nice[pending_rows], site_factors, mode, state.jobs
     )
     slurm_order = np.lexsort(
@@ -405,35 +417,27 @@ def _plan_pool(
     ordering = order_pending(before, account_of, capacity, weights, table.accounts, epoch, wins, plan_wins)
     order = ordering.order
     level_sorted = ordering.level[order]
-    values, collisions = map_values(level_sorted, config.scale, step)
-    if collisions:
-        warnings.append(
-            f"pool {pool}: scale {config.scale} cannot separate {collisions} pair(s) of distinct "
-            "levels; their values were spread apart to keep the order strict (raise scale)"
-        )
-    # nice: value - offset <= -1; site_factor, priority: offset - value >= 1.
-    saturated = int(np.count_nonzero(values > config.offset - 1))
-    if saturated:
-        warnings.append(
-            f"pool {pool}: {saturated} job(s) have levels beyond what scale {config.scale} and "
-            f"offset {config.offset} can express; they share the last value"
-        )
     taken = slurm_order[order]  # positions into the pool's pending_rows / ids / adjustments
     own = own_nice[taken]
-    written = mode_values(mode, values, config.offset, own)
+    now = _pick(current, taken)
+    offset = value_offset(config)
+    labelling = assign_labels(labels_of(mode, now, own, offset), ours[taken], space)
+    if labelling.exact < min(space.horizon, len(order)):
+        warnings.append(_band_warning(pool, config, space, labelling.exact))
+    written = mode_values(mode, labelling.labels, offset, own)
     if mode == "nice":
-        clipped = int(np.count_nonzero(written != own + np.minimum(values - config.offset, -1)))
+        clipped = int(np.count_nonzero(written != own + np.minimum(labelling.labels - offset, -1)))
         if clipped:
             warnings.append(
                 f"pool {pool}: {clipped} job(s) carry a nice of their own that does not fit beside "
                 f"ours in Slurm's range (+/-{NICE_LIMIT}); their values were clipped and may tie"
             )
-    now = [current[k] for k in taken.tolist()]
     written_list = written.tolist()
     rows_sorted = rows[order]
     count = len(rows_sorted)
     job_ids, users, names = table.job_id, table.user, table.accounts
-    orders.append(PoolOrder(pool, columns.size, tuple(capacity.tolist()), weights, before, account_of, ordering))
+    exact = labelling.exact
+    orders.append(PoolOrder(pool, columns.size, tuple(capacity.tolist()), weights, before, account_of, ordering, exact))
     columns.add(
         count,
         {
@@ -450,6 +454,7 @@ def _plan_pool(
             "tie": ordering.tied[order].tolist,
             "user_nice": own.tolist,
             "array_tasks": table.array_tasks[rows_sorted].tolist,
+            "band": lambda: ["exact"] * exact + ["coarse"] * (count - exact),
         },
     )
 
@@ -464,6 +469,32 @@ def _plan_pool(
         resources,
         running_count[present].tolist(),
         pending_count[present].tolist(),
+    )
+
+
+def _pick(items: Sequence[Any], rows: IntArray) -> list[Any]:
+    """items[r] for r in rows, at C speed."""
+    if len(rows) == 0:
+        return []
+    if len(rows) == 1:
+        return [items[int(rows[0])]]
+    return list(operator.itemgetter(*rows.tolist())(items))
+
+
+def _band_warning(pool: str, config: Config, space: LabelSpace, exact: int) -> str:
+    """Why the exact band is shorter than the horizon: the value range holds no more jobs that far apart."""
+    if config.weighting == "factor":
+        why = f"factor_weight {config.factor_weight} gives only {space.separable} distinct values below the top"
+        fix = "raise factor_weight"
+    else:
+        why = (
+            f"Slurm's PriorityWeight* sum to {space.gap - 1}, so neighbours are kept {space.gap} apart, "
+            f"and the range below offset {config.offset} holds {space.separable} jobs that far apart"
+        )
+        fix = "use weighting: factor, or lower Slurm's PriorityWeight*"
+    return (
+        f"pool {pool}: only the first {exact} of horizon {space.horizon} jobs have exact values: {why}; "
+        f"later jobs are in the coarse band, where Slurm's other factors can reorder them ({fix})"
     )
 
 
@@ -483,7 +514,7 @@ def _skipped_rows(
     rows: list[tuple[Any, ...]] = []
     for i in np.flatnonzero(skip).tolist():
         reason = "partition not managed" if job_pool[i] < 0 else "account excluded" if excluded[i] else "held"
-        _, own, current = adjust_for_memory(
+        _, own, current, _ = adjust_for_memory(
             [table.job_id[i]],
             table.priority[i : i + 1],
             table.nice[i : i + 1],
@@ -505,6 +536,7 @@ def _skipped_rows(
             False,
             int(own[0]),
             int(table.array_tasks[i]),
+            None,
         )
         rows.append(row)
     made: list[list[Any]] = [list(column) for column in zip(*rows, strict=True)] if rows else [[] for _ in JOB_COLUMNS]

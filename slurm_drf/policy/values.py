@@ -6,20 +6,29 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from slurm_drf.config.settings import NICE_LIMIT
-from slurm_drf.model.types import FloatArray, IntArray
+from slurm_drf.config.settings import (
+    HORIZON_MARGIN,
+    MODES,
+    NICE_LIMIT,
+    SLURM_BF_MAX_JOB_TEST,
+    SLURM_DEFAULT_QUEUE_DEPTH,
+    Config,
+)
+from slurm_drf.model.types import BoolArray, FloatArray, IntArray
+from slurm_drf.policy.labels import LabelSpace
 from slurm_drf.policy.state import JobMemory
 
 
-def adjust_for_memory(  # noqa: C901
+def adjust_for_memory(
     job_ids: Sequence[str],
     priority: IntArray,
     nice: IntArray,
     site_factor: Sequence[int | None],
     mode: str,
     memory: Mapping[str, JobMemory],
-) -> tuple[IntArray, IntArray, list[int | None]]:
-    """Per job: base priority, the user's own nice, and the value Slurm has now.
+) -> tuple[IntArray, IntArray, list[int | None], BoolArray]:
+    """Per job: base priority, the user's own nice, the value Slurm has now,
+    and whether that value is one this mode wrote and Slurm still holds.
 
     Base priority is Slurm's with this daemon's adjustment removed. The
     user's nice is what the job had before we first wrote it; if the job's
@@ -38,43 +47,49 @@ def adjust_for_memory(  # noqa: C901
         current = priority.tolist()
     else:
         current = list(site_factor)
+    ours = np.zeros(len(priority), dtype=np.bool_)
     if not memory:
-        return base, own, current
-    for k, job_id in enumerate(job_ids):
-        remembered = memory.get(job_id)
-        if remembered is None:
-            continue
-        # The user's nice, whatever mode wrote last: nice mode's value is ours
-        # while Slurm still shows it; priority mode made Slurm zero the nice.
-        if (remembered.mode == "nice" and int(nice[k]) == remembered.written) or remembered.mode == "priority":
-            own[k] = remembered.user_nice
-        if remembered.mode != mode:
-            continue  # another mode wrote it; that is undone before this mode writes
-        if mode == "nice":
-            base[k] = priority[k] + (nice[k] - own[k])
-        elif mode == "site_factor":
+        return base, own, current, ours
+    found = list(map(memory.get, job_ids))
+    codes = {name: code for code, name in enumerate(MODES)}
+    recalled = [(k, m.user_nice, m.written, codes.get(m.mode, -1)) for k, m in enumerate(found) if m is not None]
+    if not recalled:
+        return base, own, current, ours
+    at, user, written, by = np.array(recalled, dtype=np.int64).T
+    # The user's nice, whatever mode wrote last: nice mode's value is ours
+    # while Slurm still shows it; priority mode made Slurm zero the nice.
+    shows_ours = nice[at] == written
+    restore = ((by == MODES.index("nice")) & shows_ours) | (by == MODES.index("priority"))
+    own[at[restore]] = user[restore]
+    # Another mode's value is undone before this mode writes: only this mode's count here.
+    same = by == MODES.index(mode)
+    at, written = at[same], written[same]
+    if mode == "nice":
+        base[at] = priority[at] + (nice[at] - own[at])
+        ours[at] = nice[at] == written
+    elif mode == "site_factor":
+        for k, value in zip(at.tolist(), written.tolist(), strict=True):
             if current[k] is None:
-                current[k] = remembered.written
-            base[k] = priority[k] - remembered.written
-    return base, own, current
+                current[k] = value
+            ours[k] = current[k] == value
+        base[at] = priority[at] - written
+    else:
+        ours[at] = priority[at] == written
+    return base, own, current, ours
 
 
-def map_values(level_sorted: FloatArray, scale: int, step: int = 1) -> tuple[IntArray, int]:
-    """Increasing values along the order, and how many pairs of distinct levels collided.
+def spread_values(level_sorted: FloatArray, scale: int, step: int = 1) -> IntArray:
+    """The labels before 0.3, kept as the reference the simulator and benchmarks compare with.
 
-    raw = round(scale x level); each value is at least its predecessor +
-    `step`. With step = 1 + the sum of Slurm's other priority weights, those
-    factors (each between 0 and its weight) can never swap two neighbours.
+    round(scale x level), each raised to at least its predecessor + `step`:
+    spread by rank, so when `step` is large one job leaving the head moves
+    every label behind it.
     """
     raw = np.floor(level_sorted * scale + 0.5)
     raw = np.minimum(raw, float(2**62)).astype(np.int64)
     index = np.arange(len(raw), dtype=np.int64) * step
     values: IntArray = np.maximum.accumulate(raw - index) + index
-    collisions = 0
-    if len(raw) > 1:
-        distinct = level_sorted[1:] != level_sorted[:-1]
-        collisions = int(np.count_nonzero(distinct & (raw[1:] <= raw[:-1])))
-    return values, collisions
+    return values
 
 
 def priority_weight_sum(weights: Mapping[str, int]) -> int:
@@ -86,12 +101,58 @@ def priority_weight_sum(weights: Mapping[str, int]) -> int:
     return sum(v for k, v in weights.items() if k.startswith("PriorityWeight") and k != "PriorityWeightTRES")
 
 
-def mode_values(mode: str, values: IntArray, offset: int, user_nice: IntArray) -> IntArray:
-    """The numbers written to Slurm in `mode` (docs/rule.md §5), vectorised.
+def horizon(config: Config, scheduler_parameters: Mapping[str, int]) -> int:
+    """Jobs per pool in the exact band: the config's, or a margin over how deep Slurm looks."""
+    if config.horizon is not None:
+        return config.horizon
+    depth = max(
+        scheduler_parameters.get("bf_max_job_test", SLURM_BF_MAX_JOB_TEST),
+        scheduler_parameters.get("default_queue_depth", SLURM_DEFAULT_QUEUE_DEPTH),
+    )
+    return HORIZON_MARGIN * max(depth, 1)
 
-    nice: the user's nice plus ours, ours at most -1 so that Slurm's clamp
-    of priority to >= 1 never merges two jobs; site_factor and priority:
-    offset - value, at least 1 (priority 0 would hold the job).
+
+def value_offset(config: Config) -> int:
+    """The value a label of 0 is written as (see `mode_values`)."""
+    return config.factor_weight if config.weighting == "factor" else config.offset
+
+
+def label_space(
+    config: Config, priority_weights: Mapping[str, int], scheduler_parameters: Mapping[str, int]
+) -> LabelSpace:
+    """Where the labels of `mode_values` live and how far apart the exact band keeps them.
+
+    Labels run from offset - NICE_LIMIT (nice -NICE_LIMIT, the largest
+    site factor or priority) to offset - 1 (ours -1, site factor or
+    priority 1), offset being `factor_weight` in factor weighting (then
+    no label is below 0: the factor adds between 1 and its weight).
+    Strict weighting keeps neighbours 1 + Slurm's other weights apart.
+    """
+    offset = value_offset(config)
+    lo = 0 if config.weighting == "factor" else offset - NICE_LIMIT
+    strict = config.weighting == "strict" and config.mode != "priority"
+    gap = priority_weight_sum(priority_weights) + 1 if strict else 1
+    return LabelSpace(lo=lo, hi=offset - 1, gap=gap, horizon=horizon(config, scheduler_parameters))
+
+
+def labels_of(mode: str, current: Sequence[int | None], user_nice: IntArray, offset: int) -> IntArray:
+    """The labels that the values Slurm holds were written from (0 where there is none)."""
+    if mode == "site_factor":
+        now = np.fromiter((0 if c is None else c for c in current), dtype=np.int64, count=len(current))
+    else:
+        now = np.array(current, dtype=np.int64)
+    if mode == "nice":
+        return now - user_nice + offset
+    return offset - now
+
+
+def mode_values(mode: str, values: IntArray, offset: int, user_nice: IntArray) -> IntArray:
+    """The numbers written to Slurm in `mode` for these labels (docs/rule.md §5), vectorised.
+
+    nice: the user's nice plus ours (label - offset), ours at most -1 so
+    that Slurm's clamp of priority to >= 1 never merges two jobs;
+    site_factor and priority: offset - label, at least 1 (priority 0
+    would hold the job).
     """
     if mode == "nice":
         ours = np.minimum(values - offset, -1)

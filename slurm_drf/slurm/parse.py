@@ -965,6 +965,16 @@ def parse_priority_weights(text: str) -> dict[str, int]:
     return weights
 
 
+def parse_scheduler_parameters(text: str) -> dict[str, int]:
+    """The whole-number items of SchedulerParameters (`bf_max_job_test=1000,...`)."""
+    out: dict[str, int] = {}
+    for item in (_config_value(text, "SchedulerParameters") or "").split(","):
+        name, sep, value = item.partition("=")
+        if sep and name.strip() and value.strip().isdigit():
+            out[name.strip()] = int(value.strip())
+    return out
+
+
 def parse_priority_type(text: str) -> str | None:
     """`priority/multifactor` or `priority/basic` from `scontrol show config`."""
     return _config_value(text, "PriorityType")
@@ -1003,7 +1013,8 @@ def build_snapshot(
 ) -> Snapshot:
     """The Snapshot every source hands the daemon, from what it read.
 
-    `config_text` is `scontrol show config`: priority weights and type.
+    `config_text` is `scontrol show config`: priority weights and type, and
+    the SchedulerParameters that set how deep Slurm looks into the queue.
     `het_leaders` (`parse_het_leaders`) are kept for the pending jobs the
     snapshot holds.
     """
@@ -1018,4 +1029,5 @@ def build_snapshot(
         priority_weights=freeze_tres(parse_priority_weights(config_text)),
         priority_type=parse_priority_type(config_text),
         het_leaders=frozenset(het_leaders) & pending,
+        scheduler_parameters=freeze_tres(parse_scheduler_parameters(config_text)),
     )

@@ -74,7 +74,9 @@ class Explanation:
     pool_jobs: int = 0
     level: float | None = None
     level_exact: Fraction | None = None
-    scaled_level: int | None = None
+    band: str | None = None  # exact | coarse
+    exact: int = 0  # the pool's exact band: its first `exact` jobs
+    gap: int = 1  # how far apart the exact band keeps neighbours
     value: int | None = None
     current: int | None = None
     user_nice: int = 0
@@ -240,7 +242,9 @@ def _explain_ordered(plan: Plan, job: JobPlan, plan_index: int, common: dict[str
         pool_jobs=record.size,
         level=job.level,
         level_exact=level_exact,
-        scaled_level=int(Fraction(plan.scale) * level_exact + Fraction(1, 2)),
+        band=job.band,
+        exact=record.exact,
+        gap=next((p.gap for p in plan.pools if p.name == job.pool), 1),
         usage_before=MappingProxyType(dict(zip(resources, before, strict=True))),
         shares_before=MappingProxyType(shares_before),
         earlier_own=counts.get(our_account, {}).get("own_queue", 0),
@@ -416,8 +420,7 @@ def render_explanation_text(e: Explanation) -> str:  # noqa: C901
     if e.status in ("ordered", "skipped"):
         out.append("")
         if e.value is not None:
-            scaled = f"; round(scale {e.scale} x level) = {e.scaled_level}" if e.scaled_level is not None else ""
-            out.append(f"value: {e.mode} {e.value}{scaled}")
+            out.append(f"value: {e.mode} {e.value}{_band_text(e)}")
             if e.mode == "nice" and e.user_nice:
                 out.append(f"  includes the user's own nice {e.user_nice}")
         now = "unknown" if e.current is None else str(e.current)
@@ -427,6 +430,22 @@ def render_explanation_text(e: Explanation) -> str:  # noqa: C901
         )
     out.extend(f"note: {n}" for n in e.notes)
     return "\n".join(out) + "\n"
+
+
+def _band_text(e: Explanation) -> str:
+    if e.band == "exact":
+        return (
+            f" (exact band, the pool's first {e.exact} jobs: kept at least {e.gap} from its neighbours' values, "
+            "so Slurm's other factors cannot swap them)"
+            if e.gap > 1
+            else f" (exact band, the pool's first {e.exact} jobs: strictly between its neighbours' values)"
+        )
+    if e.band == "coarse":
+        return (
+            f" (coarse band, after the pool's first {e.exact} jobs: roughly in place, rewritten when it "
+            "comes near the exact band or its place moves far)"
+        )
+    return ""
 
 
 def _indent(text: str) -> str:
@@ -450,6 +469,7 @@ def render_explanation_json(e: Explanation) -> dict[str, Any]:
         "level": e.level,
         "level_exact": None if e.level_exact is None else str(e.level_exact),
         "value": e.value,
+        "band": e.band,
         "current": e.current,
         "user_nice": e.user_nice,
         "array_tasks": e.array_tasks,

@@ -54,6 +54,7 @@ def snapshot(
     slurm_version: str | None = None,
     priority_weights: Mapping[str, int] = EMPTY_TRES,
     priority_type: str | None = None,
+    scheduler_parameters: Mapping[str, int] = EMPTY_TRES,
 ) -> Snapshot:
     return Snapshot(
         "test",
@@ -63,4 +64,5 @@ def snapshot(
         slurm_version=slurm_version,
         priority_weights=priority_weights,
         priority_type=priority_type,
+        scheduler_parameters=scheduler_parameters,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import replace
 from fractions import Fraction
 from types import MappingProxyType
@@ -13,7 +14,6 @@ from builders import job, node, snapshot
 from slurm_drf.config.settings import NICE_LIMIT, Config, PoolConfig
 from slurm_drf.policy.plan import JobPlan, Plan, compute_plan
 from slurm_drf.policy.state import JobMemory, PolicyState
-from slurm_drf.policy.values import map_values, mode_values
 
 RESOURCES = ("cpu", "mem", "gres/gpu")
 
@@ -29,39 +29,61 @@ def test_one_cpu_on_a_million_cpu_pool_gets_its_own_value() -> None:
     a, b = ordered(plan)
     assert (a.account, b.account) == ("a", "b")
     assert a.level == 0.5 and b.level == 0.500001
-    assert a.value is not None and b.value is not None and b.value - a.value == 1
+    assert a.value is not None and b.value is not None and a.value < b.value
     assert not plan.warnings
 
 
-def test_scale_too_small_says_so_and_keeps_order_strict() -> None:
-    nodes = [node(cpu=1000, mem=10**6)]
-    jobs = [job("a", "RUNNING", cpu=100), job("b", "RUNNING", cpu=101), job("a", cpu=1), job("b", cpu=1)]
-    plan = compute_plan(snapshot(nodes, jobs), Config(resources=("cpu",), scale=100))
-    a, b = ordered(plan)
-    assert a.level is not None and b.level is not None and a.level < b.level
-    assert a.value is not None and b.value is not None and a.value < b.value  # spread apart, still strict
-    assert any("cannot separate 1 pair(s) of distinct levels" in w for w in plan.warnings)
-
-
-def test_levels_beyond_the_range_saturate_with_a_warning() -> None:
-    plan = compute_plan(
-        snapshot([node(cpu=1)], [job("a", cpu=1) for _ in range(5)]), Config(resources=("cpu",), scale=10, offset=25)
+def test_neighbours_are_kept_one_more_than_slurms_other_weights_apart() -> None:
+    snap = snapshot(
+        [node(cpu=100)],
+        [job(name, cpu=1) for name in "abcdef"],
+        priority_weights=MappingProxyType({"PriorityWeightFairshare": 100_000, "PriorityWeightAge": 20_000}),
     )
-    values = [j.value for j in ordered(plan)]
-    # levels 0..4 -> 0, 10, 20, 30, 40; ours = value - 25 capped at -1
-    assert values == [-25, -15, -5, -1, -1]
-    assert any("2 job(s) have levels beyond" in w for w in plan.warnings)
+    plan = compute_plan(snap, Config(resources=("cpu",)))
+    values = [j.value or 0 for j in ordered(plan)]
+    assert all(later - earlier >= 120_001 for earlier, later in itertools.pairwise(values))
+    assert plan.pools[0].gap == 120_001 and plan.pools[0].exact == 6
+    assert {j.band for j in plan.jobs} == {"exact"}
+
+
+def test_a_range_too_small_for_the_horizon_says_how_many_it_holds() -> None:
+    snap = snapshot([node(cpu=100)], [job("a", cpu=1) for _ in range(8)])
+    plan = compute_plan(snap, Config(resources=("cpu",), offset=31, horizon=8))
+    # labels 31 - 2147483645 .. 30: room for every job; offset 31 leaves the range whole.
+    assert plan.pools[0].exact == 8
+    weights = MappingProxyType({"PriorityWeightAge": 2**30})
+    tight = compute_plan(
+        snapshot([node(cpu=100)], [job("a", cpu=1) for _ in range(8)], priority_weights=weights),
+        Config(resources=("cpu",), horizon=8),
+    )
+    # (2147483644) // (2**30 + 1) = 1 job a gap apart, one gap left for the rest.
+    assert tight.pools[0].separable == 1 and tight.pools[0].exact == 1
+    assert [j.band for j in ordered(tight)] == ["exact"] + ["coarse"] * 7
+    assert any(
+        "only the first 1 of horizon 8 jobs have exact values" in w and "weighting: factor" in w for w in tight.warnings
+    )
+
+
+def test_the_horizon_follows_slurms_look_ahead() -> None:
+    jobs = [job("a", cpu=1) for _ in range(5)]
+    plan = compute_plan(snapshot([node(cpu=10)], jobs), Config(resources=("cpu",)))
+    assert plan.pools[0].horizon == 1000  # 2 x bf_max_job_test's default 500
+    deeper = snapshot([node(cpu=10)], jobs, scheduler_parameters=MappingProxyType({"bf_max_job_test": 3000}))
+    assert compute_plan(deeper, Config(resources=("cpu",))).pools[0].horizon == 6000
+    assert compute_plan(deeper, Config(resources=("cpu",), horizon=7)).pools[0].horizon == 7
 
 
 @pytest.mark.parametrize("weight_sum", [0, 1_000, 100_000, 10**7])
 @pytest.mark.parametrize("mode", ["nice", "site_factor", "priority"])
 def test_values_survive_slurms_clamp(mode: str, weight_sum: int) -> None:
     """Effective priority = factors - nice (+ site factor), clamped to [1, 2^32-1]:
-    distinct levels stay strictly ordered for any factors in [0, W]."""
-    levels = np.array([0.0, 1e-6, 0.25, 0.5, 1.0, 7.5, 100.0, 2000.0])
-    values, _ = map_values(levels, 1_000_000)
-    written = mode_values(mode, values, NICE_LIMIT, np.zeros(len(levels), dtype=np.int64))
-    for factors in (0, weight_sum):
+    the plan's order stays strict for any factors in [0, W] inside the exact band."""
+    weights = MappingProxyType({"PriorityWeightAge": weight_sum} if weight_sum else {})
+    snap = snapshot([node(cpu=100)], [job(name, cpu=1) for name in "abcdefgh"], priority_weights=weights)
+    plan = compute_plan(snap, Config(resources=("cpu",), mode=mode))  # type: ignore[arg-type]
+    written = np.array([j.value for j in ordered(plan)], dtype=np.int64)
+    spread = 0 if mode == "priority" else weight_sum
+    for factors in (0, spread):
         if mode == "nice":
             priority = factors - written
         elif mode == "site_factor":
@@ -70,22 +92,26 @@ def test_values_survive_slurms_clamp(mode: str, weight_sum: int) -> None:
             priority = written
         clamped = np.clip(priority, 1, 2**32 - 1)
         assert (clamped == priority).all(), "no value may reach the clamp"
-        assert (np.diff(clamped) < 0).all(), "a higher level must get a strictly lower priority"
+    if mode == "nice":
+        best, worst = spread - written, -written
+    elif mode == "site_factor":
+        best, worst = spread + written, written
+    else:
+        best, worst = written, written
+    assert (best[1:] < worst[:-1]).all(), "a later job can never outrank an earlier one"
     assert written.min() >= -NICE_LIMIT and written.max() <= NICE_LIMIT
     if mode != "nice":
         assert written.min() >= 1
 
 
-def test_priority_weights_that_outweigh_the_scale_warn() -> None:
-    snap = snapshot(
-        [node(cpu=10)],
-        [job("a", cpu=1)],
-        priority_weights=MappingProxyType({"PriorityWeightFairshare": 100_000, "PriorityWeightAge": 20_000}),
-    )
-    plan = compute_plan(snap, Config(resources=("cpu",)))
-    assert any("PriorityWeight* sum to 120000" in w and "raise scale to 12000000" in w for w in plan.warnings)
-    quiet = compute_plan(snap, Config(resources=("cpu",), scale=12_000_000))
-    assert not any("PriorityWeight" in w for w in quiet.warnings)
+def test_factor_weighting_stays_within_its_weight() -> None:
+    weights = MappingProxyType({"PriorityWeightQOS": 1_000_000})
+    snap = snapshot([node(cpu=100)], [job(name, cpu=1) for name in "abcdef"], priority_weights=weights)
+    plan = compute_plan(snap, Config(resources=("cpu",), mode="site_factor", weighting="factor", factor_weight=50_000))
+    values = [j.value or 0 for j in ordered(plan)]
+    assert all(1 <= v <= 50_000 for v in values)
+    assert values == sorted(values, reverse=True) and len(set(values)) == len(values)
+    assert plan.pools[0].gap == 1
 
 
 def test_skip_reasons() -> None:
@@ -144,7 +170,9 @@ def test_user_nice_is_kept_and_a_second_plan_writes_nothing() -> None:
     first = compute_plan(snap, config)
     by_id = {j.job_id: j for j in first.jobs}
     assert by_id["10"].user_nice == 50
-    assert by_id["10"].value == 50 + (round(0.4 * 1_000_000) - NICE_LIMIT)
+    value, other = by_id["10"].value, by_id["11"].value
+    assert value is not None and other is not None
+    assert value - 50 < 0 and other < value - 50  # ours negative, plus the user's own 50
     # Slurm now shows our values; the daemon remembers the users' own nice.
     memory = {j.job_id: JobMemory(j.user_nice, j.value, "nice") for j in first.jobs if j.value is not None}
     applied = snapshot(
@@ -167,7 +195,7 @@ def test_site_factor_current_value_comes_from_memory() -> None:
     first = compute_plan(snap, config)
     assert first.jobs[0].current is None and first.jobs[0].action == "set"
     value = first.jobs[0].value
-    assert value == NICE_LIMIT  # level 0: the strongest boost
+    assert value is not None and NICE_LIMIT // 2 < value <= NICE_LIMIT  # near the strongest boost
     memory = MappingProxyType({"10": JobMemory(0, value, "site_factor")})
     second = compute_plan(snap, config, replace(first.state, jobs=memory))
     assert second.jobs[0].action == "keep"

@@ -28,7 +28,7 @@ def test_ordered_job_in_the_fixture() -> None:
     # Level over running usage (24 cpu, 147456 mem, 6 gpu) plus job 201 (8, 65536, 2), weight 2.
     assert dict(e.usage_before) == {"cpu": 32, "mem": 212992, "gres/gpu": 8}
     assert e.level_exact == Fraction(8, 16) / 2
-    assert e.scaled_level == 250000
+    assert (e.band, e.exact) == ("exact", 4)
     assert e.earlier_own == 1
     assert {(a.account, a.jobs): dict(a.reasons) for a in e.ahead} == {
         ("newteam", 1): {"lower_level": 1},

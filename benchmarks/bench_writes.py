@@ -9,7 +9,8 @@ the daemon plans and writes (nice mode, no write cap), and Slurm starts as
 many jobs as ended, the head of *its* order: priority = a factor of each
 job's own between 0 and the PriorityWeight* sum (age, QOS, ...) - nice.
 For each sum it runs the labels (0.3) and the mapping before them
-(`spread_values`), and prints per cycle, as medians over the cycles after
+(`spread_values`), and labels in factor weighting (DRF as one factor of
+weight 1,000,000), and prints per cycle, as medians over the cycles after
 the first: jobs written, the order-theoretic minimum (fewest writes after
 which the values already held rise by gap = 1 + the sum along the plan),
 both inside the exact band and in all, whether Slurm's order of the exact
@@ -34,9 +35,12 @@ from slurm_drf.model.types import BoolArray, IntArray, JobTable, Snapshot
 from slurm_drf.policy.labels import fewest_writes
 from slurm_drf.policy.plan import Plan, compute_plan
 from slurm_drf.policy.state import JobMemory, PolicyState
-from slurm_drf.policy.values import label_space, spread_values
+from slurm_drf.policy.values import label_space, spread_values, value_offset
 
 RUNNING, PENDING, GONE = 0, 1, 2
+# factor weighting's DRF weight in the "factor" rows, as a site replacing
+# PriorityWeightFairshare would set it.
+FACTOR_WEIGHT = 1_000_000
 
 
 def subset(table: JobTable, rows: IntArray, state: IntArray, nice: IntArray, priority: IntArray) -> JobTable:
@@ -87,6 +91,8 @@ def run(base: Snapshot, weight_sum: int, mapping: str, cycles: int, seed: int) -
     index_of = {job_id: i for i, job_id in enumerate(table.job_id)}
     weights = MappingProxyType({"PriorityWeightAge": weight_sum} if weight_sum else {})
     config = Config(resources=RESOURCES, partitions=("gpu", "cpu"))
+    if mapping == "factor":
+        config = dataclasses.replace(config, weighting="factor", factor_weight=FACTOR_WEIGHT)
     states = ("RUNNING", "PENDING")
     policy = PolicyState()
     out = []
@@ -113,11 +119,12 @@ def run(base: Snapshot, weight_sum: int, mapping: str, cycles: int, seed: int) -
                 spread = spread_values(np.array([levels[p] for p in positions]), config.scale, space.gap)
                 for p, label in zip(positions, spread.tolist(), strict=True):
                     values[p] = min(label - config.offset, -1)
+        offset = value_offset(config)
         current = np.array([nice[index_of[job_id]] for job_id in ids], dtype=np.int64)
         known = np.array([job_id in memory for job_id in ids], dtype=np.bool_)
         written = exact_written = minimum = exact_minimum = 0
         for positions, exact in pool_positions(plan):
-            labels = current[positions] + config.offset
+            labels = current[positions] + offset
             ours: BoolArray = known[positions]
             minimum += fewest_writes(labels, ours, space.gap)
             exact_minimum += fewest_writes(labels[:exact], ours[:exact], space.gap)
@@ -128,7 +135,8 @@ def run(base: Snapshot, weight_sum: int, mapping: str, cycles: int, seed: int) -
             if values[p] is not None and (values[p] != current[p] or job_id not in memory):
                 nice[index_of[job_id]] = values[p]
                 memory[job_id] = JobMemory(0, values[p], "nice")
-        in_order = _exact_band_in_order(plan, ids, nice, factor, index_of)
+        # Factor weighting promises the DRF factor's order, not dominance over the others.
+        in_order = _exact_band_in_order(plan, ids, nice, factor * (mapping != "factor"), index_of)
         out.append(Cycle(written, minimum, exact_written, exact_minimum, in_order, engine_s))
         # Slurm starts the head of its own order, as many jobs as ended.
         pending = np.flatnonzero(status == PENDING)
@@ -174,7 +182,7 @@ def main() -> None:
     )
     print(header)
     for weight_sum in (int(x) for x in args.weight_sums.split(",")):
-        for mapping in ("spread", "labels"):
+        for mapping in ("spread", "labels", "factor"):
             cycles = run(base, weight_sum, mapping, args.cycles, args.seed)
             median = statistics.median
             written = median(c.written for c in cycles)

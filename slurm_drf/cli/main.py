@@ -142,6 +142,10 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         f"{args.file}: OK (mode {config.mode}, {len(config.weights)} weighted account(s), "
         f"resources {', '.join(config.resources)})"
     )
+    from slurm_drf.cli.band import band_lines, site_weights
+
+    found = site_weights(args.snapshot)
+    print(f"note: {found}" if isinstance(found, str) else "\n".join(band_lines(config, *found)))
     return 0
 
 
@@ -199,6 +203,11 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
     check = verbs.add_parser("check-config", help="validate a config file: exit 0 or a clear error")
     check.add_argument("file", metavar="FILE")
+    check.add_argument(
+        "--snapshot",
+        metavar="FILE",
+        help="take Slurm's PriorityWeight* and SchedulerParameters from this snapshot (default: scontrol show config)",
+    )
     check.set_defaults(func=cmd_check_config)
     return parser
 

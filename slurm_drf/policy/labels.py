@@ -70,7 +70,9 @@ def assign_labels(current: IntArray, known: BoolArray, space: LabelSpace) -> Lab
     exact = max(0, min(space.horizon, n, space.separable))
     usable = known & (current >= lo) & (current <= hi)
     kept = np.zeros(n, dtype=np.bool_)
-    kept[_exact_anchors(current[:exact], usable[:exact], lo, hi, gap, exact < n)] = True
+    window = min(n, 2 * exact)  # the band and as many coarse jobs after it
+    anchors = _exact_anchors(current[:window], usable[:window], exact, lo, hi, gap, exact < n)
+    kept[[p for p in anchors if p < exact]] = True
     anchors = np.flatnonzero(kept)
     # Room left for the rest of the exact band and the step to the coarse band.
     last, last_label = (int(anchors[-1]), int(current[anchors[-1]])) if len(anchors) else (-1, lo - gap)
@@ -80,7 +82,7 @@ def assign_labels(current: IntArray, known: BoolArray, space: LabelSpace) -> Lab
         # value at the top of the range, where Slurm's other factors order it,
         # and the exact band has all the room below to move in.
         kept[exact:] = usable[exact:] & (current[exact:] == hi)
-        labels = _fill(current, kept, exact, lo, hi - gap, gap)
+        labels = _fill(current, kept, exact, lo, hi, gap)
         labels[exact:] = hi
         return Labelling(labels, exact, kept)
     if exact < n:
@@ -89,14 +91,23 @@ def assign_labels(current: IntArray, known: BoolArray, space: LabelSpace) -> Lab
     return Labelling(labels, exact, kept)
 
 
-def _exact_anchors(current: IntArray, usable: BoolArray, lo: int, hi: int, gap: int, tail: bool) -> list[int]:
-    """Positions of a longest run of exact-band labels in order with room (see the module doc)."""
+def _exact_anchors(
+    current: IntArray, usable: BoolArray, exact: int, lo: int, hi: int, gap: int, tail: bool
+) -> list[int]:
+    """Positions of a longest run of labels in order with room (see the module doc).
+
+    The run is taken over the band and the coarse jobs after it (`current`
+    may be longer than `exact`), which need only not fall: a job whose
+    label is above the next ones' is then not kept at the band's end, where
+    it would lift the band above the coarse jobs that follow.
+    """
     size = len(current)
     position = np.arange(size, dtype=np.int64)
-    above = size - 1 - position + (1 if tail else 0)
-    fits = usable & (current >= lo + gap * position) & (current <= hi - gap * above)
+    rise = gap * np.minimum(position, exact)
+    above = np.maximum(exact - 1 - position, 0) + (1 if tail else 0)
+    fits = usable & (current >= lo + rise) & (current <= np.where(position < exact, hi - gap * above, hi))
     candidates = np.flatnonzero(fits)
-    u = (current[candidates] - gap * candidates).tolist()
+    u = (current[candidates] - rise[candidates]).tolist()
     return [int(candidates[i]) for i in _longest_non_decreasing(u)]
 
 
@@ -137,44 +148,77 @@ def _coarse_anchors(current: IntArray, usable: BoolArray, horizon: int) -> BoolA
 
 
 def _fill(current: IntArray, kept: BoolArray, exact: int, lo: int, hi: int, gap: int) -> IntArray:
-    """Kept labels stay; every run of other positions is spread over the room between its kept neighbours.
+    """Kept labels stay; each run of other positions is spread over the room between its kept neighbours.
 
-    A run after kept label A (position a) and before kept label B (position b)
-    gets A + its exact-band steps x gap + an even share of the spare room; a
-    run with no kept job after it uses at most half of what is left below
-    `hi`, or what gives its coarse jobs a gap each, so that jobs added at the
-    end find room too. Coarse labels never go below any earlier label.
+    The exact band first: its runs rise by `gap` a step plus an even share
+    of their room, the run that ends the band by at most `cap` more a step,
+    below every kept coarse label. Then the coarse band, above the band's
+    last label: a gap a step too where the room allows (so that its jobs
+    enter the band in order later), never below the band, and a run
+    with nothing kept after it uses half of the room left below `hi`, so
+    that jobs added at the end find room too.
     """
     n = len(current)
     labels = np.where(kept, current, 0).astype(np.int64)
-    if kept.all():
-        return labels
-    anchors = np.flatnonzero(kept)
-    # Step k (from position k-1 to k) must rise by `gap` inside the exact band and
-    # into the coarse band; a virtual anchor at -1 with label lo - gap puts position 0 at lo or above.
-    step = np.where(np.arange(n) <= exact, gap, 0).astype(np.int64)
-    rise = np.concatenate(([0], np.cumsum(step)))  # rise[k + 1] = sum of steps 0..k
-    anchor_labels = np.maximum.accumulate(labels[anchors]) if len(anchors) else labels[anchors]
-    free = np.flatnonzero(~kept)
-    after = np.searchsorted(anchors, free)  # index of the next anchor, len(anchors) when none
-    a = np.where(after > 0, anchors[np.maximum(after - 1, 0)] if len(anchors) else -1, -1)
-    left = np.where(after > 0, anchor_labels[np.maximum(after - 1, 0)] if len(anchors) else 0, lo - gap)
-    has_right = after < len(anchors)
-    b = np.where(has_right, anchors[np.minimum(after, len(anchors) - 1)] if len(anchors) else n, n)
-    right = np.where(has_right, labels[anchors][np.minimum(after, len(anchors) - 1)] if len(anchors) else 0, 0)
-    if kept[exact:].any():
-        # The run that ends the exact band stops below every coarse label, not only the next one.
-        lowest = int(current[exact:][kept[exact:]].min())
-        right = np.where(has_right & (a < exact), np.minimum(right, lowest), right)
-    needed = rise[np.minimum(b, n - 1) + 1] - rise[a + 1]
-    spare_end = hi - left - (rise[n] - rise[a + 1])
-    wanted = gap * (n - a)  # enough for a gap at every step to the end
-    spare_open = np.clip(np.maximum(spare_end // 2, np.minimum(wanted, spare_end)), 0, None)
-    spare = np.where(has_right, np.maximum(np.maximum(right, left) - left - needed, 0), spare_open)
-    steps = b - a
-    filled = left + (rise[free + 1] - rise[a + 1]) + (spare * (free - a)) // steps
-    labels[free] = np.minimum(filled, hi)
+    cap = max(gap, (hi - lo) // (4 * max(n, 1)))
+    coarse = kept[exact:]
+    lowest = int(current[exact:][coarse].min()) if coarse.any() else None
+    # The band leaves at least one gap for the coarse band above it.
+    _fill_runs(labels, kept, 0, exact, lo - gap, lowest, hi - gap if exact < n else hi, gap, cap)
+    if exact < n:
+        # The first coarse label is a gap above the band's last, whatever the room.
+        top = int(labels[exact - 1]) if exact else lo - gap
+        _fill_runs(labels, kept, exact, n, top + gap, None, hi, gap, None)
     return labels
+
+
+def _fill_runs(
+    labels: IntArray,
+    kept: BoolArray,
+    start: int,
+    stop: int,
+    before: int,
+    after: int | None,
+    hi: int,
+    gap: int,
+    cap: int | None,
+) -> None:
+    """Fill the free positions of labels[start:stop] in place (see `_fill`).
+
+    `before` is the label of a virtual anchor at start - 1, `after` that of
+    one at `stop` (None: open to `hi`). With `cap` (the exact band) steps
+    must rise by `gap`; without it (the coarse band) by `gap` where the room
+    allows, by 0 otherwise, and never below `before`.
+    """
+    free = start + np.flatnonzero(~kept[start:stop])
+    if not len(free):
+        return
+    anchors = start + np.flatnonzero(kept[start:stop])
+    anchor_labels = labels[anchors]
+    floors = anchor_labels if cap is not None else np.maximum(anchor_labels, before)
+    nxt = np.searchsorted(anchors, free)
+    has_left = nxt > 0
+    has_right = nxt < len(anchors)
+    a = np.where(has_left, anchors[np.maximum(nxt - 1, 0)] if len(anchors) else 0, start - 1)
+    left = np.where(has_left, floors[np.maximum(nxt - 1, 0)] if len(anchors) else 0, before)
+    b = np.where(has_right, anchors[np.minimum(nxt, len(anchors) - 1)] if len(anchors) else 0, stop)
+    right = np.where(has_right, anchor_labels[np.minimum(nxt, len(anchors) - 1)] if len(anchors) else 0, 0)
+    closed = has_right | (after is not None)
+    if after is not None:
+        right = np.where(has_right, right, after)
+    if cap is not None and after is not None:
+        right = np.minimum(right, after)  # nothing in the band may reach the coarse band's lowest label
+    steps = b - a  # to the right anchor, or to the virtual one at `stop`
+    last = np.where(closed, steps, stop - 1 - a)  # steps that must rise
+    room = np.where(closed, np.maximum(right, left), hi) - left
+    step_gap = np.where(room >= gap * last, gap, 0) if cap is None else np.full(len(free), gap)
+    spare = np.maximum(room - step_gap * last, 0)
+    if cap is not None:
+        spare = np.minimum(spare, cap * steps) if after is None else spare
+        spare = np.where(closed & ~has_right, np.minimum(spare, cap * steps), spare)
+    spare = np.where(closed, spare, spare // 2)
+    filled = left + step_gap * (free - a) + (spare * (free - a)) // steps
+    labels[free] = np.minimum(filled, hi)
 
 
 def fewest_writes(current: IntArray, known: BoolArray, gap: int = 1) -> int:

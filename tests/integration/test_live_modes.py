@@ -133,8 +133,10 @@ def test_priority_mode_remembers_the_users_nice_across_rewrites(live: Live, tmp_
     (docs/rule.md §5), also after it rewrites the job, and reset must restore it."""
     live.require_quiet_queue()
     running = live.submit("-A", "newteam", "-p", "cpu", "-c", "8", "--mem=1000")
-    live.wait_running([running])
+    other = live.submit("-A", "cputeam", "-p", "cpu", "-c", "4", "--mem=1000")
+    live.wait_running([running, other])
     job = live.submit("-A", "newteam", "-p", "cpu", "-c", "2", "--mem=1000", "--nice=77", "--begin=now+1hour")
+    ahead = live.submit("-A", "cputeam", "-p", "cpu", "-c", "2", "--mem=1000", "--begin=now+1hour")
     config = write_config(tmp_path, "priority.yaml", mode="priority", state_dir=str(live.state_dir))
 
     first = plan_jobs(live.once(config=config).plan)[job]
@@ -142,9 +144,14 @@ def test_priority_mode_remembers_the_users_nice_across_rewrites(live: Live, tmp_
     # Slurm's own behaviour, which makes the daemon's memory the only record of the 77.
     assert queue(live.slurm)[job].nice == 0
 
-    # The running job ends: newteam's share drops, the job's value changes and is written again.
+    assert plan_order(live.once("--dry-run", config=config).plan)[:2] == [ahead, job]
+    # newteam's running job ends: its share drops below cputeam's, the job
+    # must now go first, and one of the two is written again: the job (the
+    # longest run of values already in order keeps the later one).
     live.cancel(running)
-    second = plan_jobs(live.once(config=config).plan)[job]
+    second_plan = live.once(config=config).plan
+    assert plan_order(second_plan)[:2] == [job, ahead]
+    second = plan_jobs(second_plan)[job]
     assert second["action"] == "set"
     assert queue(live.slurm)[job].priority == second["priority"] != first["priority"]
 

@@ -89,8 +89,8 @@ def add_report_parser(verbs: Subparsers) -> argparse.ArgumentParser:
         help="share report per pool and account, of the live cluster or a snapshot",
         description="Per pool: each account's weight, running and pending jobs, usage and share of every "
         "resource, dominant resource and share, weighted share, and rank by weighted share (1: lowest; "
-        "equal shares share a rank). The account served next owns order 0 of the pool's DRF order, "
-        "which a tie may give to any account of rank 1; it is marked next.",
+        "equal shares share a rank). The account served next owns order 0 of the pool's DRF order "
+        "(the lowest share among accounts with pending jobs; a tie may decide among equal ones).",
     )
     parser.add_argument("--snapshot", metavar="FILE", help="a snapshot JSON instead of the live cluster")
     add_snapshot_limit(parser)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import stat
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,11 +23,17 @@ from yaml.nodes import Node
 
 from slurm_drf.cli.main import main
 from slurm_drf.config.load import load_config
+from slurm_drf.config.settings import Config
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import ConfigError, StateError
 from slurm_drf.files import read_private
 from slurm_drf.model.codec import parse_snapshot
-from slurm_drf.model.snapshot_file import write_snapshot_file
+from slurm_drf.model.snapshot_file import SnapshotFileSource, write_snapshot_file
+from slurm_drf.policy.plan import Plan, compute_plan
+from slurm_drf.trail.explain import explain_job, render_explanation_json, render_explanation_text
+from slurm_drf.trail.plan_output import render_plan_json, render_plan_table
+from slurm_drf.trail.share_report import build_report, render_report, render_report_json
+from slurm_drf.trail.text import format_tres
 
 GOOD = "accounts:\n  physics: {weight: 2}\n"
 
@@ -368,3 +375,109 @@ def test_looking_up_every_weight_is_linear_in_the_accounts(monkeypatch: pytest.M
     written_pairs = 1 + count + count  # the root's, the accounts', each account's
     assert sum(steps) <= written_pairs
     assert len(steps) <= count + 2  # each mapping indexed once
+
+
+# --------------------------------------------------------------------------
+# B1: "Rank 1 is the account served next" was false when a tie decides: in
+# the README's NSDI example rank 1 was A while order 0 is B's job 7.
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def _nsdi_plan() -> Plan:
+    config = load_config(EXAMPLES / "nsdi.yaml")
+    snapshot = SnapshotFileSource(EXAMPLES / "nsdi.json").fetch_snapshot()
+    return compute_plan(snapshot, config)
+
+
+def test_nsdi_rank_is_by_share_and_the_tie_decides_who_is_next() -> None:
+    plan = _nsdi_plan()
+    first = next(job for job in plan.jobs if job.order == 0)
+    assert (first.job_id, first.account, first.tie) == ("7", "B", True)
+    # Equal shares share a rank: A is not "served next" for coming first by name.
+    assert {(a.account, a.rank, a.weighted_share) for a in plan.accounts} == {("A", 1, 0.0), ("B", 1, 0.0)}
+    report = build_report(plan)
+    assert [p.next_account for p in report.pools] == ["B"]
+    assert render_report_json(report)["pools"][0]["next_account"] == "B"
+
+
+def test_nsdi_report_marks_the_account_of_order_0_not_the_first_by_name() -> None:
+    plan = _nsdi_plan()
+    page = render_report(plan, "html")
+    rows = re.findall(r'<tr( class="next")?>\n<td>1</td>\n<td class="text account">(\w)</td>', page)
+    assert rows == [("", "A"), (' class="next"', "B")]
+    assert "Rank 1 is the account served next" not in page
+    assert "served next: B (order 0 of the DRF order; a tie between equal shares decided)" in page
+    table = render_report(plan, "table", color=True)
+    assert "\x1b[32mB" in table and "\x1b[32mA" not in table
+    assert "served next: B (order 0 of the DRF order; a tie between equal shares decided)\n" in table
+
+
+def test_competition_ranks_skip_after_a_tie() -> None:
+    data = good_snapshot()
+    # Two accounts holding the same share, between chemistry's 0 and physics' 0.25: ranks 1, 2, 2, 4.
+    for job_id, account in (("2001", "alpha"), ("2002", "beta")):
+        tres = {"cpu": 4, "mem": 1000, "gres/gpu": 1}
+        data["jobs"].append(dict(data["jobs"][0], job_id=job_id, account=account, tres=tres))
+    plan = compute_plan(parse_snapshot(data), Config())
+    ranks = {a.account: a.rank for a in plan.accounts}
+    assert ranks == {"chemistry": 1, "alpha": 2, "beta": 2, "physics": 4}
+    assert [a.account for a in plan.accounts] == ["chemistry", "alpha", "beta", "physics"]
+
+
+# --------------------------------------------------------------------------
+# B2: with zero usage the dominant resource was `-` in the report and `cpu` in the plan and explain.
+
+
+def test_an_account_using_nothing_has_no_dominant_resource_anywhere(tmp_path: Path) -> None:
+    plan = _nsdi_plan()
+    assert [a.dominant_resource for a in plan.accounts] == [None, None]
+    assert [a["dominant_resource"] for a in render_plan_json(plan)["accounts"]] == [None, None]
+    report = build_report(plan)
+    assert [a["dominant_resource"] for a in render_report_json(report)["pools"][0]["accounts"]] == [None, None]
+    assert [row.split(",")[-3] for row in render_report(plan, "csv").splitlines()[1:]] == ["", ""]
+    snapshot = SnapshotFileSource(EXAMPLES / "nsdi.json").fetch_snapshot()
+    explanation = explain_job(plan, snapshot, "7")
+    assert render_explanation_json(explanation)["account_share"]["dominant_resource"] is None
+    assert render_plan_table(plan).splitlines()[3].split()[-2] == "-"  # the dominant column of A's row
+    # One without usage beside one with: each its own answer.
+    used = compute_plan(parse_snapshot(good_snapshot()), Config())
+    assert {a.account: a.dominant_resource for a in used.accounts} == {"chemistry": None, "physics": "gres/gpu"}
+
+
+# --------------------------------------------------------------------------
+# B3: memory was shown without units (`mem=512000`).
+
+
+@pytest.mark.parametrize(
+    ("amount", "shown"),
+    [
+        (0, "0 MiB"),
+        (512, "512 MiB"),
+        (1024, "1 GiB"),
+        (1536, "1.5 GiB"),
+        (65536, "64 GiB"),
+        (64000, "62.5 GiB"),
+        (512000, "500 GiB"),
+        (1024 * 1024, "1 TiB"),
+        (1280000, "1.2 TiB"),
+    ],
+)
+def test_memory_is_shown_in_mib_gib_or_tib(amount: int, shown: str) -> None:
+    assert format_tres("mem", amount) == shown
+    assert format_tres("cpu", amount) == str(amount)  # only memory has a unit
+
+
+def test_human_outputs_show_memory_units_and_json_keeps_mib() -> None:
+    plan = compute_plan(parse_snapshot(good_snapshot()), Config())
+    assert render_plan_table(plan).startswith("pool default: 1 node(s), cpu=64, mem=500 GiB, gres/gpu=8\n")
+    report_table = render_report(plan, "table")
+    assert "capacity cpu=64, mem=500 GiB, gres/gpu=8" in report_table
+    assert "  64 GiB  " in report_table  # physics' 65536 MiB used
+    explanation = explain_job(plan, parse_snapshot(good_snapshot()), "1240")
+    text = render_explanation_text(explanation)
+    assert "  demand: cpu=32, mem=256 GiB, gres/gpu=8\n" in text  # an array of 4 tasks
+    assert "  mem       500 GiB   64 GiB  0.1280\n" in text
+    assert render_plan_json(plan)["pools"][0]["capacity"]["mem"] == 512000
+    assert render_report_json(build_report(plan))["pools"][0]["accounts"][1]["usage"]["mem"] == 65536
+    assert ",65536," in render_report(plan, "csv")

@@ -19,17 +19,22 @@ from pathlib import Path
 
 import pytest
 from test_model_cli import good_snapshot
+from test_slurm_parse import Replay
+from test_slurm_parse import load as load_fixture
+from test_slurm_parse import text as parse_text
 from yaml.nodes import Node
 
 from slurm_drf.cli.main import main
 from slurm_drf.config.load import load_config
 from slurm_drf.config.settings import Config
 from slurm_drf.cycle.store import StateStore
-from slurm_drf.errors import ConfigError, StateError
+from slurm_drf.errors import ConfigError, SlurmReadError, StateError
 from slurm_drf.files import read_private
 from slurm_drf.model.codec import parse_snapshot
 from slurm_drf.model.snapshot_file import SnapshotFileSource, write_snapshot_file
 from slurm_drf.policy.plan import Plan, compute_plan
+from slurm_drf.slurm.cli_source import CliSource, build_sinfo_argv, build_squeue_argv
+from slurm_drf.slurm.parse import build_snapshot
 from slurm_drf.trail.explain import explain_job, render_explanation_json, render_explanation_text
 from slurm_drf.trail.plan_output import render_plan_json, render_plan_table
 from slurm_drf.trail.share_report import build_report, render_report, render_report_json
@@ -481,3 +486,50 @@ def test_human_outputs_show_memory_units_and_json_keeps_mib() -> None:
     assert render_plan_json(plan)["pools"][0]["capacity"]["mem"] == 512000
     assert render_report_json(build_report(plan))["pools"][0]["accounts"][1]["usage"]["mem"] == 65536
     assert ",65536," in render_report(plan, "csv")
+
+
+# --------------------------------------------------------------------------
+# C: a snapshot read from Slurm goes through the checks a snapshot file does.
+
+
+def _replay_2205(squeue: dict[str, object]) -> Replay:
+    return Replay(
+        {
+            tuple(build_squeue_argv()): json.dumps(squeue),
+            tuple(build_sinfo_argv()): parse_text("22.05", "sinfo.json"),
+            ("scontrol", "show", "config"): parse_text("23.02", "scontrol-show-config-basic.txt"),
+        }
+    )
+
+
+def test_live_snapshot_with_a_job_listed_twice_is_refused() -> None:
+    squeue = load_fixture("22.05", "squeue.json")
+    jobs = squeue["jobs"]
+    assert isinstance(jobs, list)
+    # The running job 1 twice (two pending records of one id are a het job's
+    # components, which the parser merges under the leader).
+    jobs.append(dict(jobs[0]))
+    source = CliSource(runner=_replay_2205(squeue), environ={}, clock=lambda: 0.0)
+    with pytest.raises(SlurmReadError) as caught:
+        source.fetch_snapshot()
+    assert str(caught.value) == (
+        "inconsistent data from Slurm: job 1: listed twice (jobs[0] and jobs[20]); "
+        "a snapshot has one record per job"
+    )
+
+
+def test_live_snapshot_of_the_canned_output_passes_the_checks() -> None:
+    snapshot = CliSource(
+        runner=_replay_2205(load_fixture("22.05", "squeue.json")), environ={}, clock=lambda: 0.0
+    ).fetch_snapshot()
+    assert len(snapshot.table.job_id) == 20  # the table the checks built is the one the plan uses
+    assert compute_plan(snapshot, Config()).pools[0].capacity["cpu"] == snapshot.nodes[0].tres["cpu"]
+
+
+def test_live_snapshot_with_a_node_listed_twice_is_refused() -> None:
+    snapshot = CliSource(
+        runner=_replay_2205(load_fixture("22.05", "squeue.json")), environ={}, clock=lambda: 0.0
+    ).fetch_snapshot()
+    node = snapshot.nodes[0]
+    with pytest.raises(SlurmReadError, match=rf"^inconsistent data from Slurm: node {node.name}: listed twice"):
+        build_snapshot("drftest", "", [node, node], list(snapshot.jobs), None, None, "")

@@ -33,6 +33,7 @@ from slurm_drf.files import read_private
 from slurm_drf.model.codec import parse_snapshot
 from slurm_drf.model.snapshot_file import SnapshotFileSource, write_snapshot_file
 from slurm_drf.policy.plan import Plan, compute_plan
+from slurm_drf.sim.engine import SimOptions
 from slurm_drf.slurm.cli_source import CliSource, build_sinfo_argv, build_squeue_argv
 from slurm_drf.slurm.parse import build_snapshot
 from slurm_drf.trail.explain import explain_job, render_explanation_json, render_explanation_text
@@ -513,8 +514,7 @@ def test_live_snapshot_with_a_job_listed_twice_is_refused() -> None:
     with pytest.raises(SlurmReadError) as caught:
         source.fetch_snapshot()
     assert str(caught.value) == (
-        "inconsistent data from Slurm: job 1: listed twice (jobs[0] and jobs[20]); "
-        "a snapshot has one record per job"
+        "inconsistent data from Slurm: job 1: listed twice (jobs[0] and jobs[20]); a snapshot has one record per job"
     )
 
 
@@ -533,3 +533,45 @@ def test_live_snapshot_with_a_node_listed_twice_is_refused() -> None:
     node = snapshot.nodes[0]
     with pytest.raises(SlurmReadError, match=rf"^inconsistent data from Slurm: node {node.name}: listed twice"):
         build_snapshot("drftest", "", [node, node], list(snapshot.jobs), None, None, "")
+
+
+# --------------------------------------------------------------------------
+# B4, B5: the simulator's slow default and its late failure.
+
+
+def test_plot_without_matplotlib_is_refused_before_simulating(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    import slurm_drf.cli.simulate as simulate_cli
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` raises ImportError
+    ran: list[object] = []
+    monkeypatch.setattr(simulate_cli, "run_comparison", lambda *args: ran.append(args))
+    for option in ("--plot", "--html"):
+        assert main(["simulate", option, str(tmp_path / "out")]) == 2
+        assert _one_error_line(capsys) == (
+            f"slurm-drf: input: {option} needs matplotlib: pip install 'slurm-drf[plot]' (or pip install matplotlib)"
+        )
+    assert ran == []  # refused before the simulation
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(("argv", "depth"), [([], 500), (["--backfill", "slurm"], 20), (["--backfill-depth", "7"], 7)])
+def test_backfill_depth_defaults_by_mode(argv: list[str], depth: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    import slurm_drf.cli.simulate as simulate_cli
+
+    class Stop(Exception):
+        pass
+
+    seen: list[int] = []
+
+    def record(workload: object, policies: object, options: SimOptions, *rest: object) -> None:
+        seen.append(options.backfill_depth)
+        raise Stop
+
+    monkeypatch.setattr(simulate_cli, "run_comparison", record)
+    with pytest.raises(Stop):
+        main(["--debug", "simulate", *argv])
+    assert seen == [depth]

@@ -86,7 +86,9 @@ def cmd_once(args: argparse.Namespace) -> int:
     from slurm_drf.cycle.backends import make_source, make_writer
     from slurm_drf.cycle.run import run_cycle
 
-    config = resolve_config(args.config, os.environ, private=not args.dry_run)
+    # Private in a dry run too: the dry run is the pre-flight of a real one,
+    # and must refuse what `once` and `daemon` would.
+    config = resolve_config(args.config, os.environ, private=True)
     dry_run = args.dry_run or config.dry_run
     store = _store(config, args)
     # A real cycle leaves the same trail as the daemon's: history and report
@@ -123,7 +125,7 @@ def cmd_reset(args: argparse.Namespace) -> int:
     from slurm_drf.cycle.backends import make_source, make_writer
     from slurm_drf.cycle.reset import reset_jobs
 
-    config = resolve_config(args.config, os.environ, private=not args.dry_run)
+    config = resolve_config(args.config, os.environ, private=True)
     store = _store(config, args)
     if not args.dry_run:
         store.lock()
@@ -137,7 +139,9 @@ def cmd_reset(args: argparse.Namespace) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
-    config = load_config(args.file)
+    # The same checks as the daemon's start and reload, privacy included
+    # (as the user running check-config: run it as the daemon's user).
+    config = load_config(args.file, private=True)
     print(
         f"{args.file}: OK (mode {config.mode}, {len(config.weights)} weighted account(s), "
         f"resources {', '.join(config.resources)})"

@@ -25,11 +25,21 @@ from slurm_drf.sim.engine import (
     DEFAULT_BACKFILL,
     DEFAULT_BACKFILL_DEPTH,
     DEFAULT_INTERVAL,
+    DEFAULT_SLURM_BACKFILL_DEPTH,
     SimOptions,
+    default_backfill_depth,
 )
 from slurm_drf.sim.importers import FORMATS, guess_format, load_workload
 from slurm_drf.sim.policies import POLICIES
-from slurm_drf.sim.render import render_html, render_json, render_plot_png, render_table, write_bytes, write_text
+from slurm_drf.sim.render import (
+    check_plotting,
+    render_html,
+    render_json,
+    render_plot_png,
+    render_table,
+    write_bytes,
+    write_text,
+)
 from slurm_drf.sim.scenarios import DEFAULT_SCENARIO, SCENARIOS, build_scenario
 from slurm_drf.sim.workload import (
     Workload,
@@ -119,9 +129,10 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
     run.add_argument(
         "--backfill-depth",
         type=positive_int,
-        default=DEFAULT_BACKFILL_DEPTH,
+        default=None,
         metavar="N",
-        help=f"jobs the backfill pass looks at behind the top job (default {DEFAULT_BACKFILL_DEPTH})",
+        help=f"jobs the backfill pass looks at behind the top job (default {DEFAULT_BACKFILL_DEPTH} for "
+        f"--backfill easy, {DEFAULT_SLURM_BACKFILL_DEPTH} for slurm, whose time grows with the depth)",
     )
     run.add_argument(
         "--backfill",
@@ -183,11 +194,15 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     half_life = parse_duration(args.half_life)
     if interval <= 0 or half_life <= 0:
         raise WorkloadError("--interval and --half-life must be > 0")
+    if args.plot or args.html:
+        # Before the simulation, not after minutes of it.
+        check_plotting("--plot" if args.plot else "--html")
     config = load_config(args.config) if args.config else None
     workload = build_workload(args)
     if config is not None:
         workload = _with_config_weights(workload, config)
-    options = SimOptions(interval=interval, backfill_depth=args.backfill_depth, backfill=args.backfill)
+    depth = args.backfill_depth or default_backfill_depth(args.backfill)
+    options = SimOptions(interval=interval, backfill_depth=depth, backfill=args.backfill)
     progress = ProgressLine(sys.stderr)
     try:
         comparison = run_comparison(workload, policies, options, config, half_life, args.engine, progress)

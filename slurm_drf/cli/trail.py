@@ -88,7 +88,9 @@ def add_report_parser(verbs: Subparsers) -> argparse.ArgumentParser:
         "report",
         help="share report per pool and account, of the live cluster or a snapshot",
         description="Per pool: each account's weight, running and pending jobs, usage and share of every "
-        "resource, dominant resource and share, weighted share and rank (1: served next).",
+        "resource, dominant resource and share, weighted share, and rank by weighted share (1: lowest; "
+        "equal shares share a rank). The account served next owns order 0 of the pool's DRF order "
+        "(the lowest share among accounts with pending jobs; a tie may decide among equal ones).",
     )
     parser.add_argument("--snapshot", metavar="FILE", help="a snapshot JSON instead of the live cluster")
     add_snapshot_limit(parser)
@@ -199,8 +201,19 @@ def add_explain_parser(verbs: Subparsers) -> argparse.ArgumentParser:
 
 
 def _state_for_explain(args: argparse.Namespace, config: Config) -> PolicyState:
+    """The daemon's state to plan with: refused when --state-dir names no directory; said when there is none."""
+    if args.state_dir is not None and not Path(args.state_dir).is_dir():
+        # Planning on nothing would explain an order the daemon never wrote.
+        raise InputError(f"{args.state_dir}: no such state directory (given with --state-dir)")
     directory = args.state_dir or (None if args.snapshot else config.state_dir)
-    if directory is None or not (Path(directory) / STATE_FILE).exists():
+    if directory is None:
+        return EMPTY_STATE
+    if not (Path(directory) / STATE_FILE).exists():
+        logger.warning(
+            "%s: no %s there; explaining without the daemon's state (tie wins, users' own nice)",
+            directory,
+            STATE_FILE,
+        )
         return EMPTY_STATE
     return StateStore(directory).load()
 

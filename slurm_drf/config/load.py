@@ -25,12 +25,20 @@ from slurm_drf.config.settings import Config, default_config
 from slurm_drf.config.validate import closest, schema_problems
 from slurm_drf.config.yaml_tree import check_expanded_size, format_path, mark_of, read_yaml
 from slurm_drf.errors import ConfigError
-from slurm_drf.files import check_private
+from slurm_drf.files import read_private, too_large_message
 
 DEFAULT_CONFIG_PATH: Final = "/etc/slurm-drf/config.yaml"
 
 
 CONFIG_ENV: Final = "SLURM_DRF_CONFIG"
+
+
+# The largest config file read. A site's config with weights for thousands
+# of accounts is a few hundred kilobytes; past this the file is not a config
+# (a log, a dump, /dev/zero), and reading and validating it (pure-Python
+# YAML, about 10 s per MiB) would only make check-config, start-up and
+# reload hang.
+MAX_CONFIG_BYTES: Final = 1024 * 1024
 
 
 def find_config_path(
@@ -71,8 +79,8 @@ def resolve_config(
     """The config every verb runs on: the file the search path finds (`find_config_path`), else the defaults.
 
     The one lookup: the one-shot verbs call it once, the daemon at start and
-    on every SIGHUP. `private`: refuse a file others could change
-    (`check_config_private`); the verbs that write to Slurm ask for it.
+    on every SIGHUP. `private`: refuse a file others could change (see
+    `load_config`).
     """
     path = find_config_path(explicit, env, default_path=default_path)
     return default_config() if path is None else load_config(path, private=private)
@@ -81,17 +89,23 @@ def resolve_config(
 def load_config(path: str | os.PathLike[str], *, private: bool = False) -> Config:
     """Read, validate and convert one config file; ConfigError lists every problem.
 
-    `private`: first refuse a file others could change (`check_config_private`);
-    the verbs that write to Slurm ask for it.
+    `private`: refuse a file others could change (`files.read_private`: the
+    file as opened, and its directories, as ssh does); the verbs that write
+    to Slurm, their dry runs and check-config ask for it. A file of more
+    than MAX_CONFIG_BYTES is refused unread.
     """
     source = os.fspath(path)
-    if private:
-        check_config_private(source)
     try:
-        with open(source, "rb") as stream:
-            raw = stream.read()
+        if private:
+            # Checked through the descriptor read from (fstat), and the directories above it.
+            raw = read_private(source, "the config file", ConfigError, MAX_CONFIG_BYTES)
+        else:
+            with open(source, "rb") as stream:
+                raw = stream.read(MAX_CONFIG_BYTES + 1)
     except OSError as error:
         raise ConfigError(f"{source}: cannot read the config file: {error.strerror or error}") from error
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(too_large_message(source, "the config file", MAX_CONFIG_BYTES))
     try:
         # utf-8-sig: editors on other systems may leave a byte-order mark.
         text = raw.decode("utf-8-sig")
@@ -100,12 +114,6 @@ def load_config(path: str | os.PathLike[str], *, private: bool = False) -> Confi
         message = f"{source}:{line}: not UTF-8 text (byte {raw[error.start]:#04x}); save the file as UTF-8"
         raise ConfigError(message) from error
     return parse_config_text(text, source)
-
-
-def check_config_private(path: str) -> None:
-    """Refuse a config file writable by group or others, or owned by another user than root or us
-    (`files.check_private`), as a ConfigError (exit 2)."""
-    check_private(path, "the config file", ConfigError)
 
 
 def parse_config_text(text: str, source: str) -> Config:

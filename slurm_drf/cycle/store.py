@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import IO, Any, Final
 
 from slurm_drf.errors import StateError
-from slurm_drf.files import check_private, write_atomic
+from slurm_drf.files import check_private, read_private, write_atomic
 from slurm_drf.model.codec import is_job_id, show
 from slurm_drf.model.types import MAX_PRIORITY, NICE_RANGE
 from slurm_drf.policy.state import EMPTY_STATE, JobMemory, PolicyState
@@ -138,9 +138,9 @@ class StateStore:
 
     def load(self) -> PolicyState:
         """The saved state; a fresh one (logged) when missing or corrupt."""
-        check_private(self.path, "the state file")
         try:
-            text = self.path.read_text(encoding="utf-8")
+            # Checked through the opened file and its directories, then read from it.
+            raw = read_private(self.path, "the state file")
         except FileNotFoundError:
             logger.info("%s: no state yet; starting fresh", self.path)
             return EMPTY_STATE
@@ -148,7 +148,7 @@ class StateStore:
             logger.warning("%s: cannot read the state (%s); starting fresh", self.path, error.strerror or error)
             return EMPTY_STATE
         try:
-            data = json.loads(text)
+            data = json.loads(raw.decode("utf-8"))  # not UTF-8: a ValueError, so corrupt
         except (ValueError, RecursionError) as error:
             data, error_text = None, str(error)
         else:
@@ -176,7 +176,13 @@ class StateStore:
         """Hold the directory's lock for as long as this process lives."""
         self.ensure_directory()
         path = self.directory / LOCK_FILE
-        handle = path.open("a+", encoding="utf-8")
+        # 0640 whatever the umask (it names the daemon's pid, nothing more, but
+        # nothing in the state directory is for others); an older, looser one is narrowed.
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o640)
+        if os.fstat(descriptor).st_mode & 0o137:
+            with contextlib.suppress(OSError):
+                os.fchmod(descriptor, os.fstat(descriptor).st_mode & 0o640)
+        handle = os.fdopen(descriptor, "r+", encoding="utf-8")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as error:

@@ -84,13 +84,14 @@ def render_snapshot_bytes(snapshot: Snapshot) -> bytes:
 def write_snapshot_file(path: str | os.PathLike[str], snapshot: Snapshot) -> None:
     """Write the snapshot atomically (`files.write_atomic`).
 
-    A reader sees the old file or the new one, never half of one. The file
-    gets the usual permissions (0666 less the umask).
+    A reader sees the old file or the new one, never half of one. A snapshot
+    lists every user and account, so the file is created 0640, or stricter
+    when the umask says so (never the 0666 less the umask of a plain file).
     """
     target = Path(path)
     data = render_snapshot_bytes(snapshot)
     try:
-        write_atomic(target, data, mode=None)
+        write_atomic(target, data, mode=0o640, umask=True)
     except OSError as error:
         raise SnapshotError(f"{target}: cannot write: {error.strerror or error}") from error
     logger.debug("wrote %s (%d bytes)", target, len(data))

@@ -555,7 +555,14 @@ def _account_shares(
     running_count: list[int],
     pending_count: list[int],
 ) -> list[AccountShare]:
-    """One row per account present in the pool, ranked by weighted share (lowest first)."""
+    """One row per account present in the pool, ranked by weighted share (lowest first).
+
+    `rank` is 1 + the number of accounts with a strictly lower weighted
+    share: equal shares share a rank, since only the tie rule (in the
+    order) says which of them is served first; the rows of equal rank are
+    listed by name. An account that uses none of the pool's resources has
+    no dominant resource (None), not the first of a row of zeros.
+    """
     capacity = np.array([capacity_map[r] for r in resources], dtype=np.float64)
     usable = capacity > 0
     shares = np.divide(usage, capacity, out=np.zeros(usage.shape, dtype=np.float64), where=usable)
@@ -569,8 +576,11 @@ def _account_shares(
         weighted = ((usage[:, usable] * q[:, None]) / (capacity[usable][None, :] * p[:, None])).max(axis=1)
     ranking = sorted(range(len(account_names)), key=lambda i: (weighted[i], account_names[i]))
     rows = []
-    for rank, i in enumerate(ranking, start=1):
-        has_dominant = bool(usable.any())
+    rank = 0
+    for position, i in enumerate(ranking, start=1):
+        if position == 1 or weighted[i] != weighted[ranking[position - 2]]:
+            rank = position
+        has_dominant = bool(usable.any()) and bool(shares[i, dominant[i]] > 0)
         resource = resources[int(dominant[i])] if has_dominant else None
         rows.append(
             AccountShare(

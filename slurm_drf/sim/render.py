@@ -21,6 +21,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from slurm_drf.errors import InputError
 from slurm_drf.sim.compare import Comparison
 from slurm_drf.sim.metrics import render_metrics
 from slurm_drf.sim.workload import RESOURCES, Workload, WorkloadError, format_duration
@@ -212,6 +213,16 @@ def render_workload(workload: Workload) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------
 # Plots (matplotlib, optional)
+
+
+def check_plotting(option: str) -> None:
+    """Refuse `option` (exit 2, naming the `[plot]` extra) when matplotlib cannot be imported."""
+    try:
+        _pyplot()
+    except WorkloadError as error:
+        raise InputError(
+            f"{option} needs matplotlib: pip install 'slurm-drf[plot]' (or pip install matplotlib)"
+        ) from error
 
 
 def _pyplot() -> Any:

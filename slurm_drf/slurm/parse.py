@@ -37,7 +37,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, Final, NamedTuple
 
-from slurm_drf.errors import SlurmReadError
+from slurm_drf.errors import SlurmReadError, SnapshotError
+from slurm_drf.model.codec import check_job_table, check_nodes
 from slurm_drf.model.types import HOLDING_STATES, PENDING, Job, Node, Snapshot, freeze_tres
 
 logger = logging.getLogger(__name__)
@@ -1020,7 +1021,7 @@ def build_snapshot(
     """
     nodes, jobs = select_partitions(list(nodes), list(jobs), partitions)
     pending = {job.job_id for job in jobs if job.pending}
-    return Snapshot(
+    snapshot = Snapshot(
         cluster=cluster,
         taken_at=taken_at,
         nodes=tuple(nodes),
@@ -1031,3 +1032,20 @@ def build_snapshot(
         het_leaders=frozenset(het_leaders) & pending,
         scheduler_parameters=freeze_tres(parse_scheduler_parameters(config_text)),
     )
+    check_snapshot(snapshot)
+    return snapshot
+
+
+def check_snapshot(snapshot: Snapshot) -> None:
+    """The consistency checks of a snapshot file (`model.codec`), for what Slurm said.
+
+    A node listed twice would double the pool's capacity, a job listed
+    twice give two plan rows for one job: the same refusal as for a file,
+    as a SlurmReadError, since what Slurm said is no input of the user's
+    (the daemon skips the cycle and backs off, `once` exits 1).
+    """
+    try:
+        check_nodes(snapshot.nodes)
+        check_job_table(snapshot.table)  # the table is kept: the plan uses it
+    except SnapshotError as error:
+        raise SlurmReadError(f"inconsistent data from Slurm: {error}") from error

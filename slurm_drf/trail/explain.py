@@ -31,7 +31,7 @@ from slurm_drf.errors import InputError
 from slurm_drf.model.types import PENDING, Snapshot, job_number
 from slurm_drf.policy.order import TieRecord
 from slurm_drf.policy.plan import AccountShare, JobPlan, Plan
-from slurm_drf.trail.text import format_share, format_weight, render_table, terminal_text
+from slurm_drf.trail.text import format_capacity, format_share, format_tres, format_weight, render_table, terminal_text
 
 REASONS: Final = ("own_queue", "lower_level", "share_vector", "tie_wins", "rotation")
 
@@ -353,7 +353,7 @@ def render_explanation_text(e: Explanation) -> str:  # noqa: C901
         out.append(f"  a pending array of {e.array_tasks} tasks: it counts as {e.array_tasks} jobs")
     if e.demand:
         what = "holds" if e.status == "running" else "demand"
-        out.append(f"  {what}: " + ", ".join(f"{r}={v}" for r, v in e.demand.items()))
+        out.append(f"  {what}: " + format_capacity(e.demand))
     share = e.account_share
     if share is not None:
         out.append("")
@@ -362,11 +362,11 @@ def render_explanation_text(e: Explanation) -> str:  # noqa: C901
             f"rank {share.rank} by weighted share, {share.running_jobs} running, "
             f"{share.pending_jobs} pending"
         )
-        rows = [
+        rows: list[list[object]] = [
             [
                 r,
-                e.capacity.get(r, "-") if e.capacity else "-",
-                share.usage.get(r, 0),
+                format_tres(r, e.capacity.get(r, "-")) if e.capacity else "-",
+                format_tres(r, share.usage.get(r, 0)),
                 format_share(share.shares.get(r, 0.0)),
                 "dominant" if r == share.dominant_resource and share.dominant_share else "",
             ]
@@ -385,7 +385,12 @@ def render_explanation_text(e: Explanation) -> str:  # noqa: C901
             f"running usage plus its {e.earlier_own} earlier pending job(s) in this pool"
         )
         rows = [
-            [r, e.capacity.get(r, 0), e.usage_before.get(r, 0), format_share(e.shares_before.get(r, 0.0))]
+            [
+                r,
+                format_tres(r, e.capacity.get(r, 0)),
+                format_tres(r, e.usage_before.get(r, 0)),
+                format_share(e.shares_before.get(r, 0.0)),
+            ]
             for r in e.usage_before
         ]
         out.append(_indent(render_table(["resource", "capacity", "usage before", "share"], rows)))
@@ -483,7 +488,7 @@ def render_explanation_json(e: Explanation) -> dict[str, Any]:
             "pending_jobs": share.pending_jobs,
             "usage": dict(share.usage),
             "shares": dict(share.shares),
-            "dominant_resource": share.dominant_resource if share.dominant_share else None,
+            "dominant_resource": share.dominant_resource,
             "dominant_share": share.dominant_share,
             "weighted_share": share.weighted_share,
         },

@@ -100,7 +100,7 @@ class MetricsRecorder:
         )
         self.rank = Gauge(
             "slurm_drf_account_rank",
-            "Place of the account by weighted share in the pool (1: lowest, served next)",
+            "Place of the account by weighted share in the pool (1: lowest; equal shares share a rank)",
             labels,
             registry=r,
         )

@@ -7,7 +7,7 @@ from typing import Any
 
 from slurm_drf.model.types import PLAN_FORMAT
 from slurm_drf.policy.plan import JOB_COLUMNS, JobPlan, Plan, PlanJobs
-from slurm_drf.trail.text import render_table, terminal_text
+from slurm_drf.trail.text import format_capacity, render_table, terminal_text
 
 # Plan job entries: every key always present, the value under the mode's name.
 _ENTRY_FIELDS = JOB_COLUMNS
@@ -70,8 +70,7 @@ def render_plan_table(plan: Plan, limit: int = 20) -> str:
     pools, orders, actions = (plan.column(name) for name in ("pool", "order", "action"))
     out: list[str] = []
     for pool in plan.pools:
-        capacity = ", ".join(f"{k}={v}" for k, v in pool.capacity.items())
-        out.append(f"pool {terminal_text(pool.name)}: {pool.nodes} node(s), {capacity}")
+        out.append(f"pool {terminal_text(pool.name)}: {pool.nodes} node(s), {format_capacity(pool.capacity)}")
         accounts = [a for a in plan.accounts if a.pool == pool.name]
         out.append(
             render_table(

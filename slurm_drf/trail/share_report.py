@@ -14,13 +14,21 @@ import html
 import io
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Final
 
 import orjson
 
 from slurm_drf.policy.plan import AccountShare, Plan, PoolPlan
-from slurm_drf.trail.text import csv_cell, format_share, format_weight, markdown_cell, terminal_text
+from slurm_drf.trail.text import (
+    csv_cell,
+    format_capacity,
+    format_share,
+    format_tres,
+    format_weight,
+    markdown_cell,
+    terminal_text,
+)
 
 REPORT_FORMAT: Final = "slurm-drf-report/1"
 
@@ -50,10 +58,19 @@ _ANSI_NEXT: Final = "\x1b[32m"
 
 @dataclass(frozen=True, slots=True)
 class PoolReport:
-    """One pool of the report: its capacity and its accounts, lowest share (rank 1) first."""
+    """One pool of the report: its capacity and its accounts, lowest share (rank 1) first.
+
+    `next_account` owns order 0 of the pool's DRF order: the account served
+    next, the lowest share among the accounts with jobs to order (an account
+    of lower rank may have none pending). `next_by_tie`: several accounts
+    had that share, and the tie rule, not a name, chose it. None when
+    nothing in the pool is pending.
+    """
 
     pool: PoolPlan
     accounts: tuple[AccountShare, ...]
+    next_account: str | None = None
+    next_by_tie: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,23 +83,30 @@ class ShareReport:
 
 
 def build_report(plan: Plan) -> ShareReport:
-    """The report's data: every pool of the plan with its accounts by rank.
+    """The report's data: every pool of the plan with its accounts by rank, and who is served next.
 
-    An account that uses nothing has no dominant resource (the plan names
-    the first resource of a row of zeros): the report says none, rather
-    than mark a zero bar as dominant.
+    An account that uses nothing has no dominant resource (None, as in the plan).
     """
+    served_next = next_accounts(plan)
     pools = tuple(
         PoolReport(
             pool,
-            tuple(
-                replace(a, dominant_resource=None) if a.dominant_share == 0 else a
-                for a in sorted((a for a in plan.accounts if a.pool == pool.name), key=lambda a: a.rank)
-            ),
+            tuple(sorted((a for a in plan.accounts if a.pool == pool.name), key=lambda a: a.rank)),
+            *served_next.get(pool.name, (None, False)),
         )
         for pool in plan.pools
     )
     return ShareReport(plan.cluster, plan.taken_at, tuple(plan.resources), pools, tuple(plan.warnings))
+
+
+def next_accounts(plan: Plan) -> dict[str, tuple[str, bool]]:
+    """Pool -> (account of the job at order 0 of its DRF order, whether a tie placed it); pools with pending jobs."""
+    found: dict[str, tuple[str, bool]] = {}
+    columns = (plan.column(name) for name in ("pool", "order", "account", "tie"))
+    for pool, order, account, tie in zip(*columns, strict=True):
+        if order == 0 and pool is not None:
+            found[pool] = (account, bool(tie))
+    return found
 
 
 def report_columns(resources: Sequence[str]) -> list[str]:
@@ -115,6 +139,7 @@ def render_report_json(report: ShareReport) -> dict[str, Any]:
                 "partitions": list(p.pool.partitions),
                 "nodes": p.pool.nodes,
                 "capacity": dict(p.pool.capacity),
+                "next_account": p.next_account,
                 "accounts": [
                     {
                         "rank": a.rank,
@@ -185,7 +210,7 @@ def _display_cells(account: AccountShare, resources: Sequence[str]) -> list[str]
         format_weight(account.weight),
         str(account.running_jobs),
         str(account.pending_jobs),
-        *(str(account.usage.get(r, 0)) for r in resources),
+        *(format_tres(r, account.usage.get(r, 0)) for r in resources),
         *(format_share(account.shares.get(r, 0.0)) for r in resources),
         terminal_text(account.dominant_resource or "-"),
         format_share(account.dominant_share),
@@ -198,17 +223,16 @@ _TEXT_COLUMNS: Final = frozenset({"account", "dominant"})
 
 
 def _capacity_text(pool: PoolPlan) -> str:
-    capacity = ", ".join(f"{k}={v}" for k, v in pool.capacity.items())
-    partitions = ",".join(pool.partitions) or "-"
-    return terminal_text(f"{pool.nodes} node(s), partitions {partitions}; capacity {capacity}")
+    partitions = terminal_text(",".join(pool.partitions) or "-")
+    return f"{pool.nodes} node(s), partitions {partitions}; capacity {format_capacity(pool.capacity)}"
 
 
 def render_report_table(report: ShareReport, *, color: bool = False) -> str:
     """Aligned columns per pool; with `color`, ANSI styles (the caller decides: a TTY, NO_COLOR unset).
 
     The dominant resource's share is highlighted and the account served
-    next (rank 1) is green. Padding is computed on the plain text, so the
-    columns line up with or without colour.
+    next (order 0's, see PoolReport) is green. Padding is computed on the
+    plain text, so the columns line up with or without colour.
     """
     headers = _display_headers(report.resources)
     width_of_resources = len(report.resources)
@@ -233,16 +257,25 @@ def render_report_table(report: ShareReport, *, color: bool = False) -> str:
                 if account.dominant_resource in report.resources:
                     k = first_share + report.resources.index(account.dominant_resource)
                     styled[k] = f"{_ANSI_DOMINANT}{styled[k]}{_ANSI_RESET}"
-                if account.rank == 1:
+                if account.account == pool.next_account:
                     styled[1] = f"{_ANSI_NEXT}{styled[1]}{_ANSI_RESET}"
             out.append("  ".join(styled).rstrip())
         if not rows:
             out.append("(no running or pending jobs)")
+        out.append(_next_text(pool))
     out.extend(f"warning: {terminal_text(w)}" for w in report.warnings)
     return "\n".join(out) + "\n"
 
 
 _markdown_cell = markdown_cell
+
+
+def _next_text(pool: PoolReport) -> str:
+    """`served next: B (order 0 of the DRF order; a tie decided)`, for the human formats."""
+    if pool.next_account is None:
+        return "served next: none (nothing pending)"
+    how = "; a tie between equal shares decided" if pool.next_by_tie else ""
+    return f"served next: {terminal_text(pool.next_account)} (order 0 of the DRF order{how})"
 
 
 def render_report_markdown(report: ShareReport) -> str:
@@ -259,6 +292,7 @@ def render_report_markdown(report: ShareReport) -> str:
         out.append("|" + "|".join(":---" if h in _TEXT_COLUMNS else "---:" for h in headers) + "|")
         for account in pool.accounts:
             out.append("| " + " | ".join(_markdown_cell(c) for c in _display_cells(account, report.resources)) + " |")
+        out += ["", _markdown_cell(_next_text(pool))]
     if report.warnings:
         out += ["", *(f"- warning: {_markdown_cell(w)}" for w in report.warnings)]
     return "\n".join(out) + "\n"
@@ -415,8 +449,10 @@ def render_report_html(report: ShareReport) -> str:
         f"<style>{_CSS}</style></head><body>",
         f"<h1>Share report: {esc(report.cluster)}</h1>",
         f'<p class="meta">Taken at {esc(report.taken_at or "-")}; resources '
-        f"{esc(', '.join(report.resources))}. Rank 1 is the account served next (lowest weighted "
-        "dominant share).</p>",
+        f"{esc(', '.join(report.resources))}. Rank is the place by weighted dominant share (1: lowest; "
+        "equal shares share a rank). The account served next owns the first job of the pool&#8217;s "
+        "DRF order: the lowest share among accounts with pending jobs, and when several have it, the "
+        "one the tie rule chose. It is marked in green.</p>",
     ]
     for pool in report.pools:
         out.append(f'<section class="pool" id="pool-{esc(pool.pool.name)}">')
@@ -434,7 +470,7 @@ def render_report_html(report: ShareReport) -> str:
                 if account.dominant_resource in report.resources
                 else -1
             )
-            row_class = ' class="next"' if account.rank == 1 else ""
+            row_class = ' class="next"' if account.account == pool.next_account else ""
             out.append(f"<tr{row_class}>")
             for index, (header, cell) in enumerate(zip(headers, cells, strict=True)):
                 classes = [
@@ -449,7 +485,7 @@ def render_report_html(report: ShareReport) -> str:
                 attribute = f' class="{" ".join(classes)}"' if classes else ""
                 out.append(f"<td{attribute}>{esc(cell)}</td>")
             out.append("</tr>")
-        out.append("</tbody></table></section>")
+        out.append(f'</tbody></table><p class="meta">{esc(_next_text(pool))}</p></section>')
     if report.warnings:
         out.append('<ul class="warnings">' + "".join(f"<li>{esc(w)}</li>" for w in report.warnings) + "</ul>")
     out.append("</body></html>")

@@ -12,7 +12,7 @@ HTML uses `html.escape` over `terminal_text`. JSON stays exact.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Final
 
@@ -98,3 +98,30 @@ def format_weight(weight: Fraction | float) -> str:
 def format_share(share: float) -> str:
     """A share for people: four decimals (the exact value is in JSON and CSV)."""
     return f"{share:.4f}"
+
+
+# Memory units for people, largest first: Slurm's `mem` TRES is in MiB.
+_MEMORY_UNITS: Final = (("TiB", 1024 * 1024), ("GiB", 1024))
+
+
+def format_tres(resource: str, amount: object) -> str:
+    """An amount of a TRES for people: `mem` in MiB, GiB or TiB (`512000` -> `500 GiB`); others as they are.
+
+    Exact where the amount is a whole number of the unit, else one decimal
+    (`64000` -> `62.5 GiB`). JSON and CSV keep Slurm's raw number (MiB).
+    """
+    if resource != "mem" or isinstance(amount, bool) or not isinstance(amount, int):
+        return terminal_text(str(amount))
+    for unit, size in _MEMORY_UNITS:
+        if abs(amount) >= size:
+            if amount % size == 0:
+                return f"{amount // size} {unit}"
+            return f"{amount / size:.1f} {unit}"
+    return f"{amount} MiB"
+
+
+def format_capacity(capacity: Mapping[str, int]) -> str:
+    """`cpu=64, mem=500 GiB, gres/gpu=8`."""
+    return ", ".join(
+        f"{terminal_text(resource)}={format_tres(resource, amount)}" for resource, amount in capacity.items()
+    )

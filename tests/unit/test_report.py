@@ -29,7 +29,7 @@ from slurm_drf.trail.share_report import (
     render_report,
     render_report_table,
 )
-from slurm_drf.trail.text import format_weight, render_table
+from slurm_drf.trail.text import format_tres, format_weight, render_table
 from tests.helpers import load_report_plan, run_observe_verb
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "report"
@@ -94,7 +94,7 @@ def _text_cells(row: dict[str, Any]) -> list[str]:
         format_weight(row["weight"]),
         str(row["running"]),
         str(row["pending"]),
-        *(str(row["usage"][r]) for r in RESOURCES),
+        *(format_tres(r, row["usage"][r]) for r in RESOURCES),
         *(f"{row['shares'][r]:.4f}" for r in RESOURCES),
         row["dominant"] or "-",
         f"{row['dominant_share']:.4f}",
@@ -345,8 +345,9 @@ def _table_rows(text: str) -> dict[str, list[list[str]]]:
         if line.startswith("pool "):
             pool = line.split(":")[0].removeprefix("pool ")
             tables[pool] = []
-        elif pool is not None and line and not line.startswith(("rank", "-")):
-            tables[pool].append(line.split())
+        elif pool is not None and line and not line.startswith(("rank", "-", "served next: ")):
+            # Columns are two spaces apart at least; a cell may hold one (`144 GiB`).
+            tables[pool].append(re.split(r"\s{2,}", line.strip()))
     return tables
 
 
@@ -444,7 +445,7 @@ def test_plan_json_shape_is_unchanged(plan: Plan) -> None:
 def test_plan_table_and_render_table_unchanged(plan: Plan) -> None:
     assert render_table(["a", "n"], [["x", 1], ["yy", 22]]) == "a    n\n--  --\nx    1\nyy  22"
     text = render_plan_table(plan)
-    assert text.startswith("pool gpu: 2 node(s), cpu=128, mem=1024000, gres/gpu=16\n")
+    assert text.startswith("pool gpu: 2 node(s), cpu=128, mem=1000 GiB, gres/gpu=16\n")
     assert "skipped: 1 held, 1 partition not managed" in text
     assert text.rstrip().endswith("6 write(s) needed, mode nice, scale 1000000")
 

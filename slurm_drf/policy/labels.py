@@ -71,11 +71,11 @@ def assign_labels(current: IntArray, known: BoolArray, space: LabelSpace) -> Lab
     usable = known & (current >= lo) & (current <= hi)
     kept = np.zeros(n, dtype=np.bool_)
     window = min(n, 2 * exact)  # the band and as many coarse jobs after it
-    anchors = _exact_anchors(current[:window], usable[:window], exact, lo, hi, gap, exact < n)
-    kept[[p for p in anchors if p < exact]] = True
-    anchors = np.flatnonzero(kept)
+    chain = _exact_anchors(current[:window], usable[:window], exact, lo, hi, gap, exact < n)
+    kept[[p for p in chain if p < exact]] = True
+    in_band = np.flatnonzero(kept)
     # Room left for the rest of the exact band and the step to the coarse band.
-    last, last_label = (int(anchors[-1]), int(current[anchors[-1]])) if len(anchors) else (-1, lo - gap)
+    last, last_label = (int(in_band[-1]), int(current[in_band[-1]])) if len(in_band) else (-1, lo - gap)
     floor = last_label + gap * (exact - last)
     if exact < n and space.separable < n:
         # Too little room to keep every job a gap apart: the coarse band is one

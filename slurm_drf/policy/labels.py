@@ -14,13 +14,19 @@ Two bands along the plan's order:
   least `gap` above the band's last one.
 - the *coarse* band, the rest: labels roughly in order. A coarse job keeps
   its label while its rank among the coarse labels is within
-  max(horizon, a quarter of its place) of its place in the plan.
+  max(horizon, a quarter of its place) of its place in the plan. When the
+  range cannot hold every job a gap apart, the coarse band is one label,
+  `hi`, and Slurm's other factors order it.
 
 This is order maintenance. A cycle keeps, inside the exact band, a longest
 run of current labels that is already in order with room between them:
 with u = label - gap x position, "label_j - label_i >= gap x (j - i)" is
 "u_j >= u_i", so the run is a longest non-decreasing subsequence of u, and
-the jobs off it are the fewest that must be written. Those get labels in
+the jobs off it are the fewest that must be written. (The run is taken over
+the band and as many coarse jobs after it, so that a job whose label is
+above its followers' is not kept at the band's end, where it would lift the
+band over them; the band may so give up one job for each coarse job kept in
+order behind it.) The others get labels in
 the gaps between their kept neighbours, spread evenly so that later
 insertions find room; a region is relabelled only when it has none. A job
 leaving the head changes no other label; an unchanged cluster changes

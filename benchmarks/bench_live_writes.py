@@ -59,6 +59,7 @@ from slurm_drf.config.settings import Config
 from slurm_drf.cycle.backends import make_source, make_writer
 from slurm_drf.cycle.run import CycleReport, run_cycle
 from slurm_drf.cycle.store import StateStore
+from slurm_drf.errors import SlurmReadError
 from slurm_drf.policy.labels import fewest_writes
 from slurm_drf.policy.state import JobMemory
 from slurm_drf.policy.values import labels_of, spread_values, value_offset
@@ -101,18 +102,31 @@ def update_job_rpcs() -> tuple[int, int]:
     return 0, 0  # none since slurmctld started (or the last sdiag --reset)
 
 
+def squeue(*args: str) -> str:
+    """squeue's output; a loaded slurmctld may time out a query (it answers the next one)."""
+    answer: list[str] = []
+
+    def answered() -> bool:
+        proc = run(["squeue", "-h", *args], check=False)
+        answer.append(proc.stdout)
+        return proc.returncode == 0
+
+    wait_for(answered, 120, f"squeue {' '.join(args)} to answer")
+    return answer[-1]
+
+
 def running_ids() -> list[str]:
-    return sorted(run(["squeue", "-h", "-t", "R", "-o", "%A"]).stdout.split())
+    return sorted(squeue("-t", "R", "-o", "%A").split())
 
 
 def node_full() -> bool:
     """Every CPU runs a job and nothing is completing."""
-    states = run(["squeue", "-h", "-o", "%T"]).stdout.split()
+    states = squeue("-o", "%T").split()
     return states.count("RUNNING") == NODE_CPUS and set(states) <= {"RUNNING", "PENDING"}
 
 
 def slurm_priorities() -> dict[str, int]:
-    text = run(["squeue", "-h", "-t", "PD", "-o", "%A %Q"]).stdout
+    text = squeue("-t", "PD", "-o", "%A %Q")
     return {job: int(priority) for job, priority in (line.split() for line in text.splitlines() if line.strip())}
 
 
@@ -177,11 +191,23 @@ def measure_cycle(
     return report, figures
 
 
+def cycle_retrying_reads(config: Config, store: StateStore, old_values: dict[str, int]) -> Figures:
+    """measure_cycle; a read that a loaded slurmctld timed out wrote nothing, so the cycle runs again."""
+    for attempt in range(3):
+        try:
+            return measure_cycle(config, store, old_values, update_job_rpcs())[1]
+        except SlurmReadError as error:
+            print(f"  (read failed, attempt {attempt + 1}: {error})", flush=True)
+    sys.exit("bench_live_writes: slurmctld did not answer three reads in a row")
+
+
 def churn(scratch: Path, rng: random.Random, end: int, submitted: list[str]) -> None:
     """END running jobs end, Slurm fills their CPUs from the head of its order, END new jobs arrive."""
     ending = rng.sample(running_ids(), end)
     run(["scancel", *ending])
-    wait_for(lambda: queued_ids().isdisjoint(ending) and node_full(), 120, "Slurm to fill the freed CPUs")
+    wait_for(
+        lambda: set(squeue("-o", "%A").split()).isdisjoint(ending) and node_full(), 120, "Slurm to fill the freed CPUs"
+    )
     for account in rng.choices(sorted(SHAPES), k=end):
         submitted.append(sbatch(scratch, account, SHAPES[account], hold=False))
 
@@ -238,7 +264,7 @@ def setup(args: argparse.Namespace, scratch: Path, submitted: list[str]) -> None
     submitted += pending
     for start in range(0, len(pending), 500):
         run(["scontrol", "release", ",".join(pending[start : start + 500])])
-    still_held = [line for line in run(["squeue", "-h", "-t", "PD", "-o", "%r"]).stdout.splitlines() if "Held" in line]
+    still_held = [line for line in squeue("-t", "PD", "-o", "%r").splitlines() if "Held" in line]
     if still_held:
         sys.exit(f"bench_live_writes: {len(still_held)} job(s) still held after the release")
 
@@ -282,7 +308,7 @@ def main() -> None:
             for cycle in range(args.cycles):
                 if cycle:
                     churn(scratch, rng, args.end, submitted)
-                _, measured = measure_cycle(config, store, old_values, update_job_rpcs())
+                measured = cycle_retrying_reads(config, store, old_values)
                 figures.append(measured)
                 print(row(cycle + 1, measured), flush=True)
             for line in summary(figures):

@@ -16,7 +16,6 @@ from typing import Final
 import orjson
 
 from slurm_drf.errors import SnapshotError
-from slurm_drf.files import write_atomic
 from slurm_drf.model.codec import parse_snapshot, render_snapshot
 from slurm_drf.model.types import Snapshot
 
@@ -57,16 +56,22 @@ class SnapshotFileSource:
         """The file's bytes, at most `max_bytes` of them (a device or pipe may never end)."""
         limit = self.max_bytes
         with self.path.open("rb") as stream:
-            if os.path.isfile(self.path) and os.fstat(stream.fileno()).st_size > limit:
-                raise self._too_large()
             chunks: list[bytes] = []
-            size = 0
+            if os.path.isfile(self.path):
+                expected = os.fstat(stream.fileno()).st_size
+                if expected > limit:
+                    raise self._too_large()
+                # A regular file in one read (one more byte shows a file still growing).
+                chunks.append(stream.read(expected + 1))
+            size = sum(map(len, chunks))
+            if size > limit:
+                raise self._too_large()
             while chunk := stream.read(min(_CHUNK, limit + 1 - size)):
                 chunks.append(chunk)
                 size += len(chunk)
                 if size > limit:
                     raise self._too_large()
-        return b"".join(chunks)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def _too_large(self) -> SnapshotError:
         mib = self.max_bytes / (1024 * 1024)
@@ -87,6 +92,9 @@ def write_snapshot_file(path: str | os.PathLike[str], snapshot: Snapshot) -> Non
     A reader sees the old file or the new one, never half of one. The file
     gets the usual permissions (0666 less the umask).
     """
+    # Imported here: `plan --snapshot` reads a file and need not pay for the writer's imports.
+    from slurm_drf.files import write_atomic  # noqa: PLC0415
+
     target = Path(path)
     data = render_snapshot_bytes(snapshot)
     try:

@@ -16,8 +16,6 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
-import orjson
-
 from slurm_drf import __version__
 from slurm_drf.cli.options import add_snapshot_limit, snapshot_limit
 from slurm_drf.config.load import load_config, resolve_config
@@ -25,7 +23,7 @@ from slurm_drf.config.settings import Config
 from slurm_drf.errors import DrfError, InputError, shorten
 from slurm_drf.model.snapshot_file import SnapshotFileSource, render_snapshot_bytes, write_snapshot_file
 from slurm_drf.policy.plan import compute_plan
-from slurm_drf.trail.plan_output import render_plan_json, render_plan_table
+from slurm_drf.trail.plan_output import render_plan_json_bytes, render_plan_table
 
 if TYPE_CHECKING:
     from slurm_drf.cycle.run import CycleObserver
@@ -45,8 +43,8 @@ _CORE_VERBS: Final = ("plan", "snapshot", "once", "reset", "check-config")
 _ALL_VERBS: Final = frozenset(_CORE_VERBS).union(*(names for _, _, names in _VERB_MODULES))
 
 
-def _emit(data: object) -> None:
-    sys.stdout.buffer.write(orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE))
+def _emit(text: bytes) -> None:
+    sys.stdout.buffer.write(text)
     sys.stdout.flush()
 
 
@@ -55,7 +53,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     snapshot = SnapshotFileSource(args.snapshot, snapshot_limit(args)).fetch_snapshot()
     plan = compute_plan(snapshot, config)
     if args.format == "json":
-        _emit(render_plan_json(plan))
+        _emit(render_plan_json_bytes(plan))
     else:
         print(render_plan_table(plan, args.limit))
     for warning in plan.warnings:
@@ -110,7 +108,7 @@ def cmd_once(args: argparse.Namespace) -> int:
     for observer in observers:
         observer.on_cycle(report)
     if args.format == "json":
-        _emit(render_plan_json(report.plan))
+        _emit(render_plan_json_bytes(report.plan))
     else:
         print(render_plan_table(report.plan, args.limit))
     for warning in report.plan.warnings:

@@ -437,11 +437,58 @@ def _fast_times(values: list[object]) -> FloatArray | None:
     if not kinds <= {str}:
         return None
     texts: list[str] = values  # type: ignore[assignment]  # all str, checked above
+    plain = _plain_stamps(texts)
+    if plain is not None:
+        return plain
     # Only the one shape snapshots are written in; others take the careful path.
     if not all(len(v) == 20 and v[-1] == "Z" for v in texts):
         return None
     stamps = np.array([v[:-1] for v in texts], dtype="datetime64[s]")
     return stamps.astype(np.int64).astype(np.float64)
+
+
+# 'YYYY-MM-DDTHH:MM:SSZ': where the punctuation is, and the digits.
+_STAMP_MARKS_AT: Final = np.array([4, 7, 10, 13, 16, 19])
+_STAMP_MARKS: Final = np.frombuffer(b"--T::Z", dtype=np.uint8)
+_STAMP_DIGITS_AT: Final = np.array([0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18])
+_MONTH_DAYS: Final = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])
+
+
+def _plain_stamps(texts: list[str]) -> FloatArray | None:
+    """Epoch seconds of 'YYYY-MM-DDTHH:MM:SSZ' strings naming real UTC times, from their digits.
+
+    The shape every snapshot is written in, read with integer arithmetic on
+    one byte array instead of numpy's date parser over one string per job
+    (a tenth of a second for 150,000 jobs). None when any text is not
+    exactly that (another length or form, a day that does not exist, a leap
+    second): the caller's slower parsers then decide, as before.
+    """
+    joined = "".join(texts)
+    if not texts or len(joined) != 20 * len(texts) or not joined.isascii() or set(map(len, texts)) != {20}:
+        return None
+    chars = np.frombuffer(joined.encode("ascii"), dtype=np.uint8).reshape(-1, 20)
+    if not (chars[:, _STAMP_MARKS_AT] == _STAMP_MARKS).all():
+        return None
+    digits = chars[:, _STAMP_DIGITS_AT].astype(np.int64) - ord("0")
+    if ((digits < 0) | (digits > 9)).any():
+        return None
+    year = digits[:, 0] * 1000 + digits[:, 1] * 100 + digits[:, 2] * 10 + digits[:, 3]
+    month, day, hour, minute, second = (digits[:, k] * 10 + digits[:, k + 1] for k in range(4, 14, 2))
+    leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
+    last_day = _MONTH_DAYS[np.clip(month - 1, 0, 11)] + (leap & (month == 2))
+    real = (year >= 1) & (month >= 1) & (month <= 12) & (day >= 1) & (day <= last_day)
+    if not (real & (hour <= 23) & (minute <= 59) & (second <= 59)).all():
+        return None
+    # Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
+    # days_from_civil), years counted from March so that leap days come last.
+    march_year = year - (month <= 2)
+    era = march_year // 400
+    year_of_era = march_year - era * 400
+    day_of_year = (153 * ((month + 9) % 12) + 2) // 5 + day - 1
+    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
+    days = era * 146_097 + day_of_era - 719_468
+    seconds: FloatArray = (days * 86_400 + hour * 3600 + minute * 60 + second).astype(np.float64)
+    return seconds
 
 
 def render_snapshot(snapshot: Snapshot) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import re
 import reprlib
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from operator import itemgetter
+from operator import itemgetter, methodcaller
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -332,8 +332,7 @@ def _column(records: list[Any], key: str) -> list[Any]:
     except KeyError:
         if key not in _JOB_DEFAULTS:
             raise
-        default = _JOB_DEFAULTS[key]
-        return [r.get(key, default) for r in records]
+        return list(map(methodcaller("get", key, _JOB_DEFAULTS[key]), records))
 
 
 def _fast_job_table(records: list[Any]) -> JobTable | None:  # noqa: C901
@@ -371,15 +370,8 @@ def _fast_job_table(records: list[Any]) -> JobTable | None:  # noqa: C901
     tres_records = _column(records, "tres")
     if not _types(tres_records) <= {dict, MappingProxyType}:
         return None
-    names: dict[str, None] = {}
-    for keys in set(map(tuple, tres_records)):
-        names.update(dict.fromkeys(keys))
     tres: dict[str, IntArray] = {}
-    for name in names:
-        try:
-            values = list(map(itemgetter(name), tres_records))
-        except KeyError:
-            values = [t.get(name, 0) for t in tres_records]
+    for name, values in _tres_values(tres_records).items():
         column = _fast_ints(values, 0, MAX_TRES)
         if column is None:
             return None
@@ -400,6 +392,22 @@ def _fast_job_table(records: list[Any]) -> JobTable | None:  # noqa: C901
         tres,
     )
     return table if _fast_job_ids(table) else None
+
+
+def _tres_values(tres_records: list[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """Each TRES name any record has, and its amount in every record (0 where a record has none)."""
+    first = tres_records[0] if tres_records else {}
+    # The usual case, every job with the same names (snapshots write cpu,
+    # mem and gres/gpu for all): as many names each, all of them the first's.
+    if set(map(len, tres_records)) <= {len(first)}:
+        try:
+            return {name: list(map(itemgetter(name), tres_records)) for name in first}
+        except KeyError:
+            pass
+    names: dict[str, None] = {}
+    for keys in set(map(tuple, tres_records)):
+        names.update(dict.fromkeys(keys))
+    return {name: [t.get(name, 0) for t in tres_records] for name in names}
 
 
 def _fast_ints(values: list[Any], low: int, high: int) -> IntArray | None:

@@ -1,8 +1,10 @@
-"""Submit times read from a snapshot: the digit-arithmetic fast path against Python's own parser.
+"""The snapshot parser's fast paths against the careful ones: submit times, TRES names, defaults.
 
 `_plain_stamps` reads 'YYYY-MM-DDTHH:MM:SSZ' with integer arithmetic; it
 must give what `parse_time` (datetime.fromisoformat) gives for every real
-time, and decline (None) anything else, which then takes the older paths.
+time, and decline (None) anything else, which then takes the older paths. `_tres_values` takes the names of the
+first job's TRES when every job has as many, and must notice when they
+are not the same names.
 """
 
 from __future__ import annotations
@@ -102,3 +104,28 @@ def test_a_snapshot_with_a_day_that_does_not_exist_is_still_refused() -> None:
     data = {"format": SNAPSHOT_FORMAT, "nodes": [], "jobs": [record]}
     with pytest.raises(SnapshotError, match=r"job 7\.submit_time: expected an ISO 8601 time"):
         parse_snapshot(data)
+
+
+def _record(job_id: str, tres: dict[str, int], **extra: object) -> dict[str, object]:
+    return {"job_id": job_id, "account": "a", "partition": "p", "state": "PENDING", "tres": tres, **extra}
+
+
+def test_jobs_with_as_many_but_other_tres_names_keep_every_name() -> None:
+    records = [
+        _record("1", {"cpu": 1, "mem": 2}),
+        _record("2", {"mem": 3, "gres/gpu": 1}, site_factor=5),
+        _record("3", {"cpu": 4, "mem": 5}),
+    ]
+    table = parse_snapshot({"format": SNAPSHOT_FORMAT, "nodes": [], "jobs": records}).table
+    assert {name: column.tolist() for name, column in table.tres.items()} == {
+        "cpu": [1, 0, 4],
+        "mem": [2, 3, 5],
+        "gres/gpu": [0, 1, 0],
+    }
+    assert list(table.site_factor) == [None, 5, None]
+
+
+def test_jobs_with_the_same_tres_names_in_another_order() -> None:
+    records = [_record("1", {"cpu": 1, "mem": 2}), _record("2", {"mem": 3, "cpu": 4})]
+    table = parse_snapshot({"format": SNAPSHOT_FORMAT, "nodes": [], "jobs": records}).table
+    assert {name: column.tolist() for name, column in table.tres.items()} == {"cpu": [1, 4], "mem": [2, 3]}

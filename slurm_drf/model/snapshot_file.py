@@ -30,10 +30,17 @@ _CHUNK: Final = 1024 * 1024
 class SnapshotFileSource:
     """A ClusterSource reading a snapshot JSON file on every fetch."""
 
-    def __init__(self, path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES, *, keep_decoded: bool = False
+    ) -> None:
         self.path = Path(path)
         self.name = f"snapshot file {self.path}"
         self.max_bytes = max_bytes
+        # keep_decoded: hold on to the decoded JSON of the last fetch, for a
+        # process that ends with os._exit and so never pays for freeing it
+        # (the CLI's `run`); otherwise it is freed as soon as it is parsed.
+        self.keep_decoded = keep_decoded
+        self.decoded: object = None
 
     def fetch_snapshot(self) -> Snapshot:
         """The snapshot in the file; SnapshotError names the file and the problem."""
@@ -49,6 +56,8 @@ class SnapshotFileSource:
             snapshot = parse_snapshot(decoded)
         except SnapshotError as error:
             raise SnapshotError(f"{self.path}: {error}") from error
+        if self.keep_decoded:
+            self.decoded = decoded
         logger.debug("%s: %d nodes, %d jobs", self.path, len(snapshot.nodes), len(snapshot.jobs))
         return snapshot
 

@@ -1,5 +1,9 @@
 """The plan JSON as the CLI and the report files write it: the fast renderer against the plain one.
 
+Also what else makes `plan --format json` cheap: a run without a config
+file does not import the validator, and the console script ends a `plan`
+process without tearing its heap down.
+
 `render_plan_json_bytes` builds the job entries from the plan's columns;
 it must give exactly the bytes `orjson.dumps(render_plan_json(plan))`
 gives, indented or compact, whatever the names, modes and skipped jobs.
@@ -9,19 +13,27 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import gc
 import json
+import logging
+import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import orjson
 import pytest
 import yaml
 from builders import job, node, snapshot
 
+import slurm_drf.cli.main as cli_main
 import slurm_drf.config.load as load_module
 from slurm_drf.config.load import resolve_config
 from slurm_drf.config.settings import Config, Mode, default_config
 from slurm_drf.config.validate import SCHEMA_RESOURCE, load_schema
 from slurm_drf.errors import ConfigError
+from slurm_drf.model.snapshot_file import SnapshotFileSource, render_snapshot_bytes
 from slurm_drf.model.types import Snapshot
 from slurm_drf.policy.plan import Plan, PlanJobs, compute_plan
 from slurm_drf.trail.plan_output import _cells, render_plan_json, render_plan_json_bytes
@@ -146,3 +158,87 @@ def test_a_given_config_file_is_still_validated(tmp_path: Path) -> None:
 def test_the_schema_reads_the_same_with_either_yaml_loader() -> None:
     text = (Path(load_module.__file__).parent / SCHEMA_RESOURCE).read_text(encoding="utf-8")
     assert load_schema() == yaml.safe_load(text)
+
+
+# --- the console script: `plan` ends with os._exit, other verbs exit normally -----------
+
+
+class _Exited(Exception):
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+@pytest.fixture
+def console(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """`run` as the console script runs it, with os._exit and logging.shutdown caught; gc restored."""
+    calls: list[str] = []
+
+    def fake_exit(code: int) -> NoReturn:
+        raise _Exited(code)
+
+    monkeypatch.setattr(os, "_exit", fake_exit)
+    monkeypatch.setattr(logging, "shutdown", lambda: calls.append("logging.shutdown"))
+    monkeypatch.setattr(cli_main, "_left_to_exit", None)
+    try:
+        yield calls
+    finally:
+        gc.enable()
+
+
+def _snapshot_file(tmp_path: Path) -> Path:
+    path = tmp_path / "snap.json"
+    path.write_bytes(render_snapshot_bytes(_hostile_snapshot()))
+    return path
+
+
+def test_run_plan_prints_what_main_prints_then_exits_without_teardown(
+    tmp_path: Path, console: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = _snapshot_file(tmp_path)
+    argv = ["plan", "--snapshot", str(path), "--format", "json", "--config", "/dev/null"]
+    assert cli_main.main(argv) == 0
+    expected = capsys.readouterr().out
+    monkeypatch.setattr(sys, "argv", ["slurm-drf", *argv])
+    with pytest.raises(_Exited) as exited:
+        cli_main.run()
+    assert exited.value.code == 0
+    assert capsys.readouterr().out == expected
+    assert console == ["logging.shutdown"]
+    assert not gc.isenabled()
+    # What the verb made is left to the exit, the decoded JSON included.
+    kept = cli_main._left_to_exit
+    assert kept is not None
+    sources = [item for item in kept if isinstance(item, SnapshotFileSource)]
+    assert len(sources) == 1 and isinstance(sources[0].decoded, dict)
+
+
+def test_run_plan_keeps_the_exit_code_of_bad_input(
+    tmp_path: Path, console: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["slurm-drf", "plan", "--snapshot", str(tmp_path / "missing.json")])
+    with pytest.raises(_Exited) as exited:
+        cli_main.run()
+    assert exited.value.code == 2
+    assert "missing.json: cannot read" in capsys.readouterr().err
+
+
+def test_run_other_verbs_exit_normally(
+    tmp_path: Path, console: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text("mode: nice\n")
+    monkeypatch.setattr(sys, "argv", ["slurm-drf", "check-config", str(config)])
+    with pytest.raises(SystemExit) as exited:
+        cli_main.run()
+    assert exited.value.code == 0
+    assert "OK" in capsys.readouterr().out
+    assert console == [] and gc.isenabled() and cli_main._left_to_exit is None
+
+
+def test_a_source_frees_its_decoded_json_unless_asked(tmp_path: Path) -> None:
+    path = _snapshot_file(tmp_path)
+    assert SnapshotFileSource(path).fetch_snapshot().jobs
+    source = SnapshotFileSource(path)
+    source.fetch_snapshot()
+    assert source.decoded is None

@@ -1,8 +1,8 @@
 """Benchmark of the `plan` verb as a whole process (issue 10, item 6): run by hand, not a test.
 
     python benchmarks/bench_plan_cli.py [--runs 11] [--entry-point PATH | --module]
-        [--config FILE] [--pending 100000] [--running 50000] [--accounts 2000]
-        [--nodes 500] [--seed 1]
+        [--config FILE] [--baseline PATH] [--pending 100000] [--running 50000]
+        [--accounts 2000] [--nodes 500] [--seed 1]
 
 Measures what a new user sees: the wall time of new processes, each run to
 the end. Three commands take turns, N runs each (the order rotates every
@@ -17,8 +17,10 @@ round so that none always follows the same neighbour):
 install` gives a user); `--module` runs `python -m slurm_drf.cli` instead.
 The environment is this one without $SLURM_DRF_CONFIG, so the plan runs on
 the built-in defaults unless /etc/slurm-drf/config.yaml exists (as a user's
-would) or `--config FILE` is given. The snapshot is bench_engine.py's
-(benchmarks/data/, written the first time).
+would) or `--config FILE` is given. `--baseline PATH` adds the JSON plan
+of another slurm-drf console script (an older install, say) to the turns.
+The snapshot is bench_engine.py's (benchmarks/data/, written the first
+time).
 
 Prints each command's median wall time and the ratios of the medians to the
 floor's (the figure the README quotes), the median of the per-round ratios,
@@ -78,6 +80,7 @@ def main() -> None:
     parser.add_argument("--entry-point", metavar="PATH", help="the slurm-drf console script (default: beside python)")
     parser.add_argument("--module", action="store_true", help="run python -m slurm_drf.cli instead of the script")
     parser.add_argument("--config", metavar="FILE", help="pass --config FILE to the plan commands")
+    parser.add_argument("--baseline", metavar="PATH", help="another slurm-drf console script to compare with")
     parser.add_argument("--pending", type=int, default=100_000)
     parser.add_argument("--running", type=int, default=50_000)
     parser.add_argument("--accounts", type=int, default=2000)
@@ -90,6 +93,10 @@ def main() -> None:
     plan = [*plan_command(args), "plan", "--snapshot", path, *(["--config", args.config] if args.config else [])]
     floor = Command("json.load only", [sys.executable, "-c", LOAD_ONLY, path])
     commands = [floor, Command("plan --format json", [*plan, "--format", "json"]), Command("plan (table)", plan)]
+    if args.baseline:
+        commands.append(
+            Command("baseline, json", [args.baseline, *plan[len(plan_command(args)) :], "--format", "json"])
+        )
 
     print(f"snapshot: {Path(path).name}, {Path(path).stat().st_size / 1e6:.1f} MB")
     if not args.config and os.path.exists("/etc/slurm-drf/config.yaml"):

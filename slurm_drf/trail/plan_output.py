@@ -96,15 +96,16 @@ def render_plan_json_bytes(plan: Plan, *, indent: bool = True) -> bytes:
     jobs = _render_job_list(plan.jobs, plan.mode, indent)
     # head ends with the closing brace (after a newline when indented), tail
     # starts with the opening one (and a newline): the job list goes between.
+    # One join: the 30 MB of job entries are copied once.
     if indent:
-        return b"".join((head[:-2], b',\n  "jobs": ', jobs, b",\n", tail[2:], b"\n"))
-    return b"".join((head[:-1], b',"jobs":', jobs, b",", tail[1:], b"\n"))
+        return b"".join((head[:-2], b',\n  "jobs": ', *jobs, b",\n", tail[2:], b"\n"))
+    return b"".join((head[:-1], b',"jobs":', *jobs, b",", tail[1:], b"\n"))
 
 
-def _render_job_list(jobs: Sequence[JobPlan], mode: str, indent: bool) -> bytes:
-    """The value of `jobs` as orjson writes it one level deep: from the columns when it can."""
+def _render_job_list(jobs: Sequence[JobPlan], mode: str, indent: bool) -> tuple[bytes | memoryview, ...]:
+    """The value of `jobs` as orjson writes it one level deep, in pieces: from the columns when it can."""
     if not jobs:
-        return b"[]"
+        return (b"[]",)
     columns = (
         [jobs.columns[name] for name in _ENTRY_FIELDS]
         if isinstance(jobs, PlanJobs)
@@ -116,21 +117,21 @@ def _render_job_list(jobs: Sequence[JobPlan], mode: str, indent: bool) -> bytes:
         prefixes = [b"    {\n      " + keys[0] + b": "] + [b",\n      " + key + b": " for key in keys[1:]]
         text = _interleave(columns, prefixes, b"\n    }", b",\n")
         if text is not None:
-            return b"[\n" + text + b"\n  ]"
+            return b"[\n", text.data, b"\n  ]"
     else:
         prefixes = [b"{" + keys[0] + b":"] + [b"," + key + b":" for key in keys[1:]]
         text = _interleave(columns, prefixes, b"}", b",")
         if text is not None:
-            return b"[" + text + b"]"
+            return b"[", text.data, b"]"
     # The plain way, for values the columns cannot be cut into (none today):
     # the list inside an object, so that orjson indents it one level deep.
     wrapped = orjson.dumps({"jobs": render_job_entries(jobs, mode)}, option=orjson.OPT_INDENT_2 if indent else 0)
-    return wrapped[len(b'{\n  "jobs": ') : -2] if indent else wrapped[len(b'{"jobs":') : -1]
+    return (wrapped[len(b'{\n  "jobs": ') : -2] if indent else wrapped[len(b'{"jobs":') : -1],)
 
 
 def _interleave(
     columns: Sequence[Sequence[Any]], prefixes: Sequence[bytes], suffix: bytes, separator: bytes
-) -> bytes | None:
+) -> npt.NDArray[np.uint8] | None:
     """Row i is prefixes[0] + JSON(columns[0][i]) + prefixes[1] + ... + suffix; rows joined by `separator`.
 
     Each column is serialised by one orjson call and cut into a block of
@@ -167,7 +168,7 @@ def _interleave(
     for at, block in places:
         grid[:, at : at + block.shape[1]] = block
     flat = grid.reshape(-1)
-    text: bytes = flat[flat != 0].tobytes()
+    text: npt.NDArray[np.uint8] = flat[flat != 0]
     return text[: -len(separator)]
 
 

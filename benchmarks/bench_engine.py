@@ -3,21 +3,19 @@
     python benchmarks/bench_engine.py [--pending 100000] [--running 50000]
         [--accounts 2000] [--nodes 500] [--seed 1]
 
-Writes a synthetic snapshot to benchmarks/data/, then measures in one run:
-the engine (`compute_plan` on a parsed snapshot), the textbook heap loop
-(`reference_order`) on the same jobs, and whole processes: `slurm-drf plan
---snapshot FILE --format json` against a process that only `json.load`s the
-file. Prints ratios (the figures that matter on a noisy machine) and peak RSS.
+Writes a synthetic snapshot to benchmarks/data/ (`ensure_snapshot`, also
+used by bench_plan_cli.py), then measures in one run: the engine
+(`compute_plan` on a parsed snapshot) and the textbook heap loop
+(`reference_order`) on the same jobs. Prints the ratio (the figure that
+matters on a noisy machine) and peak RSS. Whole `slurm-drf plan` processes
+are measured by benchmarks/bench_plan_cli.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import resource
-import subprocess
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -88,6 +86,16 @@ def build_snapshot(pending: int, running: int, accounts: int, nodes: int, seed: 
     }
 
 
+def ensure_snapshot(pending: int, running: int, accounts: int, nodes: int, seed: int) -> Path:
+    """The synthetic snapshot file in benchmarks/data/, written the first time it is asked for."""
+    data_dir = HERE / "data"
+    data_dir.mkdir(exist_ok=True)
+    path = data_dir / f"snapshot-{pending}-{running}-{accounts}-{nodes}-{seed}.json"
+    if not path.exists():
+        path.write_text(json.dumps(build_snapshot(pending, running, accounts, nodes, seed)))
+    return path
+
+
 def timed(func: Callable[[], T], repeat: int = 3) -> tuple[float, T]:
     """Best wall time of `func` over `repeat` runs (at least one), and its last result."""
     best = float("inf")
@@ -96,21 +104,6 @@ def timed(func: Callable[[], T], repeat: int = 3) -> tuple[float, T]:
         result = func()
         best = min(best, time.perf_counter() - start)
     return best, result
-
-
-def process_time(argv: list[str], repeat: int = 5) -> float:
-    """Best CPU time (user + system) of the command over `repeat` runs.
-
-    CPU time, not wall time: on a shared 2-core machine the wall clock
-    measures the neighbours as much as the program.
-    """
-    best = float("inf")
-    for _ in range(repeat):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        best = min(best, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime))
-    return best
 
 
 def main() -> None:
@@ -123,11 +116,7 @@ def main() -> None:
     parser.add_argument("--skip-reference", action="store_true")
     args = parser.parse_args()
 
-    data_dir = HERE / "data"
-    data_dir.mkdir(exist_ok=True)
-    path = data_dir / f"snapshot-{args.pending}-{args.running}-{args.accounts}-{args.nodes}-{args.seed}.json"
-    if not path.exists():
-        path.write_text(json.dumps(build_snapshot(args.pending, args.running, args.accounts, args.nodes, args.seed)))
+    path = ensure_snapshot(args.pending, args.running, args.accounts, args.nodes, args.seed)
     print(f"snapshot: {path.name}, {path.stat().st_size / 1e6:.1f} MB")
 
     load_s, raw = timed(lambda: json.loads(path.read_text()))
@@ -159,17 +148,9 @@ def main() -> None:
         assert plan_order_pairs(plan, plan.pools[0].name) == expected, "engine and reference orders differ"
         print(f"reference heap loop:    {ref_s:8.3f} s   (engine is {ref_s / engine_s:.1f}x faster)")
 
-    python = sys.executable
-    bare = process_time([python, "-c", f"import json; json.load(open({str(path)!r}))"])
-    plan_argv = [python, "-m", "slurm_drf.cli", "-q", "plan", "--snapshot", str(path), "--config", os.devnull]
-    table = process_time(plan_argv)
-    whole = process_time([*plan_argv, "--format", "json"])
-    print(f"process json.load only: {bare:8.3f} s CPU")
-    print(f"process slurm-drf plan: {table:8.3f} s   (ratio {table / bare:.2f}, target <= 2; table output)")
-    print(f"  ... --format json:    {whole:8.3f} s   (ratio {whole / bare:.2f}; 100k job entries rendered)")
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    child = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(f"peak RSS: this process {rss:.0f} MiB, largest child {child:.0f} MiB (target <= 1024)")
+    print(f"peak RSS of this process: {rss:.0f} MiB")
+    print("whole `slurm-drf plan` processes: python benchmarks/bench_plan_cli.py")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ config.validate checks the data against the one schema `schema.yaml` with
 every error collected, config.checks looks for what a schema cannot say
 (overlapping pools, scale against offset, ...). Any problem raises
 `ConfigError` listing them all as `FILE:LINE: key.path: what was
-expected`; otherwise config.checks builds the one Config.
+expected`; otherwise config.checks builds the one Config. When no file is
+found, `resolve_config` hands out the defaults, which need no validation,
+and none of that machinery is imported.
 """
 
 from __future__ import annotations
@@ -20,12 +22,13 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Final
 
-from slurm_drf.config.checks import build_config, logical_problems, weight_problems
 from slurm_drf.config.settings import Config, default_config
-from slurm_drf.config.validate import closest, schema_problems
-from slurm_drf.config.yaml_tree import check_expanded_size, format_path, mark_of, read_yaml
 from slurm_drf.errors import ConfigError
 from slurm_drf.files import read_private, too_large_message
+
+# The YAML reader, the schema validator (jsonschema) and the logical checks
+# are imported by the functions that use them: a verb that finds no config
+# file runs on the defaults without paying for them at start-up.
 
 DEFAULT_CONFIG_PATH: Final = "/etc/slurm-drf/config.yaml"
 
@@ -118,6 +121,10 @@ def load_config(path: str | os.PathLike[str], *, private: bool = False) -> Confi
 
 def parse_config_text(text: str, source: str) -> Config:
     """Validate YAML text and convert it; `source` names it in messages and source_path."""
+    from slurm_drf.config.checks import build_config, logical_problems, weight_problems  # noqa: PLC0415
+    from slurm_drf.config.validate import schema_problems  # noqa: PLC0415
+    from slurm_drf.config.yaml_tree import check_expanded_size, mark_of, read_yaml  # noqa: PLC0415
+
     document = read_yaml(text, source)
     if document is None or document.data is None:
         # An empty file (or only comments, or a bare `null`) asks for
@@ -148,6 +155,9 @@ def warn_unknown_accounts(config: Config, known_accounts: Iterable[str]) -> list
     never refuses the config; but a typo in an account name silently gives
     that account the default weight, which an administrator wants to hear.
     """
+    from slurm_drf.config.validate import closest  # noqa: PLC0415
+    from slurm_drf.config.yaml_tree import format_path  # noqa: PLC0415
+
     known = set(known_accounts)
     by_lower = {name.lower(): name for name in known}
     where = config.source_path or "config"

@@ -10,7 +10,7 @@ import re
 import reprlib
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
-from operator import itemgetter
+from operator import itemgetter, methodcaller
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -338,8 +338,7 @@ def _column(records: list[Any], key: str) -> list[Any]:
     except KeyError:
         if key not in _JOB_DEFAULTS:
             raise
-        default = _JOB_DEFAULTS[key]
-        return [r.get(key, default) for r in records]
+        return list(map(methodcaller("get", key, _JOB_DEFAULTS[key]), records))
 
 
 def _fast_job_table(records: list[Any]) -> JobTable | None:  # noqa: C901
@@ -377,15 +376,8 @@ def _fast_job_table(records: list[Any]) -> JobTable | None:  # noqa: C901
     tres_records = _column(records, "tres")
     if not _types(tres_records) <= {dict, MappingProxyType}:
         return None
-    names: dict[str, None] = {}
-    for keys in set(map(tuple, tres_records)):
-        names.update(dict.fromkeys(keys))
     tres: dict[str, IntArray] = {}
-    for name in names:
-        try:
-            values = list(map(itemgetter(name), tres_records))
-        except KeyError:
-            values = [t.get(name, 0) for t in tres_records]
+    for name, values in _tres_values(tres_records).items():
         column = _fast_ints(values, 0, MAX_TRES)
         if column is None:
             return None
@@ -406,6 +398,22 @@ def _fast_job_table(records: list[Any]) -> JobTable | None:  # noqa: C901
         tres,
     )
     return table if _fast_job_ids(table) else None
+
+
+def _tres_values(tres_records: list[Mapping[str, Any]]) -> dict[str, list[Any]]:
+    """Each TRES name any record has, and its amount in every record (0 where a record has none)."""
+    first = tres_records[0] if tres_records else {}
+    # The usual case, every job with the same names (snapshots write cpu,
+    # mem and gres/gpu for all): as many names each, all of them the first's.
+    if set(map(len, tres_records)) <= {len(first)}:
+        try:
+            return {name: list(map(itemgetter(name), tres_records)) for name in first}
+        except KeyError:
+            pass
+    names: dict[str, None] = {}
+    for keys in set(map(tuple, tres_records)):
+        names.update(dict.fromkeys(keys))
+    return {name: [t.get(name, 0) for t in tres_records] for name in names}
 
 
 def _fast_ints(values: list[Any], low: int, high: int) -> IntArray | None:
@@ -443,11 +451,58 @@ def _fast_times(values: list[object]) -> FloatArray | None:
     if not kinds <= {str}:
         return None
     texts: list[str] = values  # type: ignore[assignment]  # all str, checked above
+    plain = _plain_stamps(texts)
+    if plain is not None:
+        return plain
     # Only the one shape snapshots are written in; others take the careful path.
     if not all(len(v) == 20 and v[-1] == "Z" for v in texts):
         return None
     stamps = np.array([v[:-1] for v in texts], dtype="datetime64[s]")
     return stamps.astype(np.int64).astype(np.float64)
+
+
+# 'YYYY-MM-DDTHH:MM:SSZ': where the punctuation is, and the digits.
+_STAMP_MARKS_AT: Final = np.array([4, 7, 10, 13, 16, 19])
+_STAMP_MARKS: Final = np.frombuffer(b"--T::Z", dtype=np.uint8)
+_STAMP_DIGITS_AT: Final = np.array([0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18])
+_MONTH_DAYS: Final = np.array([31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31])
+
+
+def _plain_stamps(texts: list[str]) -> FloatArray | None:
+    """Epoch seconds of 'YYYY-MM-DDTHH:MM:SSZ' strings naming real UTC times, from their digits.
+
+    The shape every snapshot is written in, read with integer arithmetic on
+    one byte array instead of numpy's date parser over one string per job
+    (a tenth of a second for 150,000 jobs). None when any text is not
+    exactly that (another length or form, a day that does not exist, a leap
+    second): the caller's slower parsers then decide, as before.
+    """
+    joined = "".join(texts)
+    if not texts or len(joined) != 20 * len(texts) or not joined.isascii() or set(map(len, texts)) != {20}:
+        return None
+    chars = np.frombuffer(joined.encode("ascii"), dtype=np.uint8).reshape(-1, 20)
+    if not (chars[:, _STAMP_MARKS_AT] == _STAMP_MARKS).all():
+        return None
+    digits = chars[:, _STAMP_DIGITS_AT].astype(np.int64) - ord("0")
+    if ((digits < 0) | (digits > 9)).any():
+        return None
+    year = digits[:, 0] * 1000 + digits[:, 1] * 100 + digits[:, 2] * 10 + digits[:, 3]
+    month, day, hour, minute, second = (digits[:, k] * 10 + digits[:, k + 1] for k in range(4, 14, 2))
+    leap = (year % 4 == 0) & ((year % 100 != 0) | (year % 400 == 0))
+    last_day = _MONTH_DAYS[np.clip(month - 1, 0, 11)] + (leap & (month == 2))
+    real = (year >= 1) & (month >= 1) & (month <= 12) & (day >= 1) & (day <= last_day)
+    if not (real & (hour <= 23) & (minute <= 59) & (second <= 59)).all():
+        return None
+    # Days since 1970-01-01 of a proleptic Gregorian date (H. Hinnant's
+    # days_from_civil), years counted from March so that leap days come last.
+    march_year = year - (month <= 2)
+    era = march_year // 400
+    year_of_era = march_year - era * 400
+    day_of_year = (153 * ((month + 9) % 12) + 2) // 5 + day - 1
+    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
+    days = era * 146_097 + day_of_era - 719_468
+    seconds: FloatArray = (days * 86_400 + hour * 3600 + minute * 60 + second).astype(np.float64)
+    return seconds
 
 
 def render_snapshot(snapshot: Snapshot) -> dict[str, Any]:

@@ -16,7 +16,6 @@ from typing import Final
 import orjson
 
 from slurm_drf.errors import SnapshotError
-from slurm_drf.files import write_atomic
 from slurm_drf.model.codec import parse_snapshot, render_snapshot
 from slurm_drf.model.types import Snapshot
 
@@ -31,10 +30,17 @@ _CHUNK: Final = 1024 * 1024
 class SnapshotFileSource:
     """A ClusterSource reading a snapshot JSON file on every fetch."""
 
-    def __init__(self, path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], max_bytes: int = DEFAULT_MAX_SNAPSHOT_BYTES, *, keep_decoded: bool = False
+    ) -> None:
         self.path = Path(path)
         self.name = f"snapshot file {self.path}"
         self.max_bytes = max_bytes
+        # keep_decoded: hold on to the decoded JSON of the last fetch, for a
+        # process that ends with os._exit and so never pays for freeing it
+        # (the CLI's `run`); otherwise it is freed as soon as it is parsed.
+        self.keep_decoded = keep_decoded
+        self.decoded: object = None
 
     def fetch_snapshot(self) -> Snapshot:
         """The snapshot in the file; SnapshotError names the file and the problem."""
@@ -50,6 +56,8 @@ class SnapshotFileSource:
             snapshot = parse_snapshot(decoded)
         except SnapshotError as error:
             raise SnapshotError(f"{self.path}: {error}") from error
+        if self.keep_decoded:
+            self.decoded = decoded
         logger.debug("%s: %d nodes, %d jobs", self.path, len(snapshot.nodes), len(snapshot.jobs))
         return snapshot
 
@@ -57,16 +65,22 @@ class SnapshotFileSource:
         """The file's bytes, at most `max_bytes` of them (a device or pipe may never end)."""
         limit = self.max_bytes
         with self.path.open("rb") as stream:
-            if os.path.isfile(self.path) and os.fstat(stream.fileno()).st_size > limit:
-                raise self._too_large()
             chunks: list[bytes] = []
-            size = 0
+            if os.path.isfile(self.path):
+                expected = os.fstat(stream.fileno()).st_size
+                if expected > limit:
+                    raise self._too_large()
+                # A regular file in one read (one more byte shows a file still growing).
+                chunks.append(stream.read(expected + 1))
+            size = sum(map(len, chunks))
+            if size > limit:
+                raise self._too_large()
             while chunk := stream.read(min(_CHUNK, limit + 1 - size)):
                 chunks.append(chunk)
                 size += len(chunk)
                 if size > limit:
                     raise self._too_large()
-        return b"".join(chunks)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
     def _too_large(self) -> SnapshotError:
         mib = self.max_bytes / (1024 * 1024)
@@ -88,6 +102,9 @@ def write_snapshot_file(path: str | os.PathLike[str], snapshot: Snapshot) -> Non
     lists every user and account, so the file is created 0640, or stricter
     when the umask says so (never the 0666 less the umask of a plain file).
     """
+    # Imported here: `plan --snapshot` reads a file and need not pay for the writer's imports.
+    from slurm_drf.files import write_atomic  # noqa: PLC0415
+
     target = Path(path)
     data = render_snapshot_bytes(snapshot)
     try:

@@ -21,14 +21,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Final
 
-import orjson
-
 from slurm_drf.config.settings import Config
 from slurm_drf.cycle.run import CycleObserver, CycleReport
 from slurm_drf.files import write_atomic
 from slurm_drf.trail.history import AuditRecorder
 from slurm_drf.trail.metrics import MetricsRecorder
-from slurm_drf.trail.plan_output import render_plan_json
+from slurm_drf.trail.plan_output import render_plan_json_bytes
 from slurm_drf.trail.share_report import build_report, render_report_html
 
 logger = logging.getLogger(__name__)
@@ -44,7 +42,7 @@ class ReportWriter:
         self.directory = Path(directory)
 
     def on_cycle(self, report: CycleReport) -> None:
-        plan_json = orjson.dumps(render_plan_json(report.plan), option=orjson.OPT_APPEND_NEWLINE)
+        plan_json = render_plan_json_bytes(report.plan, indent=False)
         page = render_report_html(build_report(report.plan)).encode()
         try:
             self.directory.mkdir(mode=0o755, parents=True, exist_ok=True)

@@ -336,13 +336,13 @@ def _accounts_config(count: int) -> str:
 def test_a_2mb_config_is_refused_unread(
     verb: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import slurm_drf.config.load as load
+    import slurm_drf.config.yaml_tree as yaml_tree
 
     text = _accounts_config(70_000)
     assert len(text) > 2_000_000
     config = _config(tmp_path / "etc", 0o644, text)
     parsed: list[str] = []
-    monkeypatch.setattr(load, "read_yaml", lambda text, source: parsed.append(source))
+    monkeypatch.setattr(yaml_tree, "read_yaml", lambda text, source: parsed.append(source))
     code = main([part.format(config=config, snapshot=_snapshot_file(tmp_path)) for part in verb])
     assert code == 2
     assert parsed == []  # refused before any YAML work

@@ -1,8 +1,8 @@
 """What a schema cannot say about a config file, and the Config it becomes.
 
 Sits after config.validate: `logical_problems` looks at the same data
-(which the schema may have refused) for pools that overlap, scale against
-offset, an interval under a second, a port out of range; `build_config`
+(which the schema may have refused) for pools that overlap, an offset
+with no room, an interval under a second, a port out of range; `build_config`
 converts only data that passed both, taking the exact decimals written and
 the line of every key from the node tree (config.yaml_tree).
 """
@@ -18,7 +18,7 @@ from typing import Any, Final, cast
 from yaml.nodes import Node, ScalarNode
 
 from slurm_drf.config.durations import parse_duration
-from slurm_drf.config.settings import DEFAULT_SCALE, NICE_LIMIT, Config, Mode, PoolConfig, Weighting
+from slurm_drf.config.settings import NICE_LIMIT, Config, Mode, PoolConfig, Weighting
 from slurm_drf.config.validate import describe
 from slurm_drf.config.yaml_tree import KeyPath, Problem, node_at
 
@@ -114,26 +114,12 @@ def _pool_problems(data: dict[str, Any]) -> Iterator[Problem]:  # noqa: C901
 
 
 def _scale_problems(data: dict[str, Any]) -> Iterator[Problem]:
-    scale = data.get("scale", DEFAULT_SCALE)
     offset = data.get("offset", NICE_LIMIT)
-    if not _is_int(scale) or not _is_int(offset):
-        return
-    if not (1 <= scale <= NICE_LIMIT - 1 and -NICE_LIMIT <= offset <= NICE_LIMIT):
-        return  # out of its own range: the schema says so
-    # Every mode writes from offset - scale x level: nice is its negation
-    # (at most -1), site_factor and priority are it (at least 1). A level of 1
-    # (an account holding a whole pool at weight 1) must still land inside,
-    # or every busy account meets at the same value and Slurm orders them
-    # by submit time.
-    if scale >= offset:
-        why = (
-            "a level of 1 (an account holding a whole pool at weight 1) would get the same value as "
-            "every higher level; keep scale < offset"
+    if _is_int(offset) and -NICE_LIMIT <= offset < 2:
+        # Labels run from 0 to offset - 1 (docs/rule.md §5): two jobs need two.
+        yield Problem(
+            ("offset",), f"{int(offset)} leaves no room for values: the range is 0 to offset - 1; use 2 or more"
         )
-        if "scale" in data:
-            yield Problem(("scale",), f"{int(scale)} is not below offset {int(offset)}: {why}")
-        else:
-            yield Problem(("offset",), f"{int(offset)} is not above scale {int(scale)}: {why}")
 
 
 def _weighting_problems(data: dict[str, Any]) -> Iterator[Problem]:

@@ -122,14 +122,13 @@ def label_space(
 ) -> LabelSpace:
     """Where the labels of `mode_values` live and how far apart the exact band keeps them.
 
-    Labels run from offset - NICE_LIMIT (nice -NICE_LIMIT, the largest
-    site factor or priority) to offset - 1 (ours -1, site factor or
-    priority 1), offset being `factor_weight` in factor weighting (then
-    no label is below 0: the factor adds between 1 and its weight).
-    Strict weighting keeps neighbours 1 + Slurm's other weights apart.
+    Labels run from 0 (ours -offset, site factor or priority offset) to
+    offset - 1 (ours -1, site factor or priority 1), offset being
+    `factor_weight` in factor weighting: the factor adds between 1 and its
+    weight. Strict weighting keeps neighbours 1 + Slurm's other weights apart.
     """
     offset = value_offset(config)
-    lo = 0 if config.weighting == "factor" else offset - NICE_LIMIT
+    lo = 0
     strict = config.weighting == "strict" and config.mode != "priority"
     gap = priority_weight_sum(priority_weights) + 1 if strict else 1
     return LabelSpace(lo=lo, hi=offset - 1, gap=gap, horizon=horizon(config, scheduler_parameters))

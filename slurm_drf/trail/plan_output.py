@@ -62,7 +62,16 @@ def _plan_head(plan: Plan) -> dict[str, Any]:
         "epoch": plan.state.epoch,
         "resources": list(plan.resources),
         "pools": [
-            {"name": p.name, "partitions": list(p.partitions), "nodes": p.nodes, "capacity": dict(p.capacity)}
+            {
+                "name": p.name,
+                "partitions": list(p.partitions),
+                "nodes": p.nodes,
+                "capacity": dict(p.capacity),
+                "horizon": p.horizon,
+                "exact": p.exact,
+                "gap": p.gap,
+                "separable": p.separable,
+            }
             for p in plan.pools
         ],
         "accounts": [
@@ -266,6 +275,9 @@ def render_plan_table(plan: Plan, limit: int = 20) -> str:
     if reasons:
         out.append("skipped: " + terminal_text(", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))))
     writes = sum(1 for action in actions if action == "set")
-    out.append(f"{writes} write(s) needed, mode {plan.mode}, scale {plan.scale}")
+    bands = ", ".join(
+        f"{terminal_text(p.name)} first {p.exact} of {p.horizon}, {p.gap} apart" for p in plan.pools if p.exact
+    )
+    out.append(f"{writes} write(s) needed, mode {plan.mode}" + (f"; exact band: {bands}" if bands else ""))
     out.extend(f"warning: {terminal_text(w)}" for w in plan.warnings)
     return "\n".join(out)

@@ -30,10 +30,6 @@ from slurm_drf.errors import ConfigError, InputError
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "etc" / "slurm-drf" / "config.yaml"
-LEVEL_ONE = (
-    "a level of 1 (an account holding a whole pool at weight 1) would get the same value as "
-    "every higher level; keep scale < offset"
-)
 TRES_EXPECTED = (
     "is not a Slurm TRES name (cpu, mem, node, billing, energy, gres/NAME, gres/NAME:TYPE, license/NAME, ...)"
 )
@@ -303,19 +299,14 @@ BAD_CONFIGS: list[tuple[str, str, list[str]]] = [
         ["config.yaml:1: scale: 5000000000 is not <= 2147483644"],
     ),
     (
-        "scale not below the offset",
-        "mode: priority\nscale: 3000000\noffset: 1000000\n",
-        [f"config.yaml:2: scale: 3000000 is not below offset 1000000: {LEVEL_ONE}"],
-    ),
-    (
-        "offset not above the default scale",
-        "mode: site_factor\noffset: 1000\n",
-        [f"config.yaml:2: offset: 1000 is not above scale 1000000: {LEVEL_ONE}"],
+        "offset with no room",
+        "mode: site_factor\noffset: 1\n",
+        ["config.yaml:2: offset: 1 leaves no room for values: the range is 0 to offset - 1; use 2 or more"],
     ),
     (
         "offset negative",
         "offset: -5\n",
-        [f"config.yaml:1: offset: -5 is not above scale 1000000: {LEVEL_ONE}"],
+        ["config.yaml:1: offset: -5 leaves no room for values: the range is 0 to offset - 1; use 2 or more"],
     ),
     (
         "offset beyond Slurm's nice limit",
@@ -450,8 +441,8 @@ def test_many_kinds_of_error_in_one_file() -> None:
         "partitions: [cpu]\n"  # 5 in no pool
         "pools:\n"
         "  - {name: gpu, partitions: [gpu]}\n"  # 7 not managed
-        "scale: 3000000\n"
-        "offset: 1000\n"  # scale vs offset, blamed on scale (8)
+        "scale: 3000000\n"  # ignored, no longer checked against the offset
+        "offset: 1\n"  # 9 no room
     )
     assert problems_of(text) == [
         "config.yaml:1: intervall: unknown key; did you mean 'interval'?",
@@ -460,7 +451,7 @@ def test_many_kinds_of_error_in_one_file() -> None:
         "config.yaml:5: partitions[0]: partition 'cpu' is in no pool, so it would not be managed; "
         "add it to a pool or remove it here",
         "config.yaml:7: pools[0].partitions[0]: partition 'gpu' is not in partitions; add it there or remove it here",
-        f"config.yaml:8: scale: 3000000 is not below offset 1000: {LEVEL_ONE}",
+        "config.yaml:9: offset: 1 leaves no room for values: the range is 0 to offset - 1; use 2 or more",
     ]
 
 
@@ -697,11 +688,11 @@ log_level: DEBUG
 
 
 @pytest.mark.parametrize("mode", ["nice", "site_factor", "priority"])
-def test_scale_just_below_the_offset_is_accepted(mode: str) -> None:
+def test_any_scale_and_a_small_offset_are_accepted(mode: str) -> None:
     config = parse_config_text(f"mode: {mode}\nscale: {NICE_LIMIT - 1}\n", "c")
     assert (config.scale, config.offset) == (NICE_LIMIT - 1, NICE_LIMIT)
-    config = parse_config_text(f"mode: {mode}\nscale: 99\noffset: 100\n", "c")
-    assert (config.scale, config.offset) == (99, 100)
+    config = parse_config_text(f"mode: {mode}\nscale: 1000000\noffset: 2\n", "c")
+    assert (config.scale, config.offset) == (1_000_000, 2)
 
 
 def test_partition_in_no_pool_is_refused() -> None:

@@ -651,22 +651,19 @@ def test_order_equals_heap_oracle_with_remembered_wins() -> None:
 # --------------------------------------------------------------------------
 # 8. Values: strict along the order, and still strict after Slurm's clamp
 
-SATURATION = "have levels beyond"
-
 
 def assert_values_strict(plan: Plan) -> None:
-    """nice strictly increases along each pool's order (user nice 0), unless saturation was warned."""
-    saturated = any(SATURATION in w for w in plan.warnings)
+    """nice strictly increases along each pool's exact band (user nice 0), and every job after the
+    band is behind the band's last (docs/rule.md §5)."""
     for pool in plan.pools:
         rows = sorted((j for j in plan.jobs if j.pool == pool.name and j.order is not None), key=lambda j: j.order or 0)
         values = [j.value for j in rows if j.value is not None]
         assert len(values) == len(rows)
         assert all(-NICE_LIMIT <= v <= NICE_LIMIT for v in values)
-        pairs = list(itertools.pairwise(values))
-        if saturated:
-            assert all(x <= y for x, y in pairs)
-        else:
-            assert all(x < y for x, y in pairs), values
+        assert [j.band for j in rows] == ["exact"] * pool.exact + ["coarse"] * (len(rows) - pool.exact)
+        band, rest = values[: pool.exact], values[pool.exact :]
+        assert all(x < y for x, y in itertools.pairwise(band)), values
+        assert not band or all(v > band[-1] for v in rest), values
 
 
 @PROPERTY_SETTINGS
@@ -730,20 +727,21 @@ def slurm_priority(mode: str, written: int, factors: int) -> int:
 def test_values_survive_slurms_clamp(
     instance: Instance, mode: Mode, weight_sum: int, scale_offset: tuple[int, int]
 ) -> None:
-    """Slurm's priority max(1, min(2^32-1, F -/+ our value)) keeps the order for factors F in [0, W].
+    """Slurm's priority max(1, min(2^32-1, F -/+ our value)) keeps the exact band's order for factors F in [0, W].
 
-    Unless the plan warned that levels saturate the value range: with the
-    same F for every job (0 or W) the clamp does not bite, so no two jobs
-    meet at priority 1 or at the top, and priorities strictly fall along
-    the order; and even when the earlier of two neighbours gets F = 0 and
-    the later F = W (the worst mix), the earlier stays ahead. Priority
+    With the same F for every job (0 or W) the clamp does not bite, so no
+    two jobs meet at priority 1 or at the top; along the exact band
+    priorities strictly fall, and even when the earlier of two neighbours
+    gets F = 0 and the later F = W (the worst mix), the earlier stays
+    ahead, as does the band's last job ahead of every later one. Priority
     mode writes absolute values, at least 1 (0 is a hold).
     """
     scale, offset = scale_offset
     built = build(instance, mode=mode, priority_weights={"PriorityWeightAge": weight_sum}, scale=scale, offset=offset)
     plan = compute_plan(built.snapshot, built.config)
-    saturated = any(SATURATION in w for w in plan.warnings)
-    written = [j.value for j in plan_rows(plan)]
+    rows = plan_rows(plan)
+    exact = sum(1 for j in rows if j.band == "exact")
+    written = [j.value for j in rows]
     assert len(written) == sum(len(v) for v in instance.pending.values())
     values = [v for v in written if v is not None]
     assert len(values) == len(written)
@@ -751,16 +749,15 @@ def test_values_survive_slurms_clamp(
         assert all(-NICE_LIMIT <= v <= -1 for v in values)
     else:
         assert all(1 <= v <= NICE_LIMIT for v in values)
-    for factors in (0, weight_sum):
+    spread = 0 if mode == "priority" else weight_sum  # an absolute priority gets no factors
+    for factors in (0, spread):
         effective = [slurm_priority(mode, v, factors) for v in values]
-        if saturated:
-            assert all(x >= y for x, y in itertools.pairwise(effective))
-            continue
         assert effective == [unclamped_priority(mode, v, factors) for v in values], "the clamp bit"
-        assert all(x > y for x, y in itertools.pairwise(effective)), effective
-    if not saturated:
-        for earlier, later in itertools.pairwise(values):
-            assert slurm_priority(mode, earlier, 0) > slurm_priority(mode, later, weight_sum), (earlier, later)
+        assert all(x > y for x, y in itertools.pairwise(effective[:exact])), effective
+    for earlier, later in itertools.pairwise(values[:exact]):
+        assert slurm_priority(mode, earlier, 0) > slurm_priority(mode, later, spread), (earlier, later)
+    if exact:
+        assert all(slurm_priority(mode, values[exact - 1], 0) > slurm_priority(mode, v, spread) for v in values[exact:])
 
 
 def unclamped_priority(mode: str, written: int, factors: int) -> int:

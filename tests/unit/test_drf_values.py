@@ -49,7 +49,7 @@ def test_neighbours_are_kept_one_more_than_slurms_other_weights_apart() -> None:
 def test_a_range_too_small_for_the_horizon_says_how_many_it_holds() -> None:
     snap = snapshot([node(cpu=100)], [job("a", cpu=1) for _ in range(8)])
     plan = compute_plan(snap, Config(resources=("cpu",), offset=31, horizon=8))
-    # labels 31 - 2147483645 .. 30: room for every job; offset 31 leaves the range whole.
+    # labels 0 .. 30: room for 30 jobs one apart.
     assert plan.pools[0].exact == 8
     weights = MappingProxyType({"PriorityWeightAge": 2**30})
     tight = compute_plan(

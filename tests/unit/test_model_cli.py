@@ -171,7 +171,16 @@ def test_plan_json_has_the_contract_shape(tmp_path: Path, capsys: pytest.Capture
     plan = json.loads(out)
     assert plan["format"] == "slurm-drf-plan/1"
     assert plan["pools"] == [
-        {"name": "default", "partitions": ["gpu"], "nodes": 1, "capacity": {"cpu": 64, "mem": 512000, "gres/gpu": 8}}
+        {
+            "name": "default",
+            "partitions": ["gpu"],
+            "nodes": 1,
+            "capacity": {"cpu": 64, "mem": 512000, "gres/gpu": 8},
+            "horizon": 1000,
+            "exact": 2,
+            "gap": 1,
+            "separable": 2147483644,
+        }
     ]
     physics = next(a for a in plan["accounts"] if a["account"] == "physics")
     assert physics["dominant_resource"] == "gres/gpu"

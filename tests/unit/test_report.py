@@ -447,7 +447,9 @@ def test_plan_table_and_render_table_unchanged(plan: Plan) -> None:
     text = render_plan_table(plan)
     assert text.startswith("pool gpu: 2 node(s), cpu=128, mem=1000 GiB, gres/gpu=16\n")
     assert "skipped: 1 held, 1 partition not managed" in text
-    assert text.rstrip().endswith("6 write(s) needed, mode nice, scale 1000000")
+    assert text.rstrip().endswith(
+        "6 write(s) needed, mode nice; exact band: gpu first 4 of 1000, 1 apart, cpu first 2 of 1000, 1 apart"
+    )
 
 
 # --- the verb -------------------------------------------------------------------------------

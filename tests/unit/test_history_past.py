@@ -311,3 +311,29 @@ def test_history_config_errors_name_the_key(text: str, problem: str) -> None:
 )
 def test_history_config(text: str, expected: Any) -> None:
     assert parse_config_text(text, "c.yaml").history == expected
+
+
+def test_worked_example_order_of_the_rule_doc() -> None:
+    # docs/rule.md §6: physics ran the whole pool the day before yesterday, nothing since.
+    records = [
+        UsageRecord(0.0, {"default": {"physics": {"cpu": 64.0, "gres/gpu": 8.0}}}),
+        UsageRecord(DAY, {"default": {"physics": {"cpu": 0.0, "gres/gpu": 0.0}}}),
+    ]
+    past = decayed_past(records, 2 * DAY, DAY, max_gap=DAY)
+    snap = snapshot(
+        [node(cpu=64, mem=256_000, gpu=8)],
+        [
+            job(a, job_id=str(100 + n + 10 * k), submit_time=float(n), cpu=4, gpu=1)
+            for n in range(3)
+            for k, a in enumerate(("physics", "chemistry"))
+        ],
+    )
+    plan = compute_plan(snap, Config(resources=("cpu", "gres/gpu"), history=ON), past=past)
+    assert [(j.account, j.level) for j in plan.jobs] == [
+        ("chemistry", 0.0),
+        ("chemistry", 0.125),
+        ("physics", 0.171875),
+        ("chemistry", 0.25),  # a tie at 1/4: chemistry's second share (1/8) is below physics' (15/64)
+        ("physics", 0.25),
+        ("physics", 0.375),
+    ]

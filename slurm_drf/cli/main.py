@@ -106,7 +106,10 @@ def cmd_once(args: argparse.Namespace) -> int:
             observers.append(ReportWriter(config.report_dir))
     try:
         source = make_source(config)
-        report = run_cycle(source, make_writer(source), config, store, dry_run=dry_run)
+        from slurm_drf.trail.past import HistoryPast
+
+        past = HistoryPast(store.directory).past(config)
+        report = run_cycle(source, make_writer(source), config, store, dry_run=dry_run, past=past)
     except DrfError as error:
         for observer in observers:
             observer.on_error(error)

@@ -18,11 +18,22 @@ from typing import Any, Final, cast
 from yaml.nodes import Node, ScalarNode
 
 from slurm_drf.config.durations import parse_duration
-from slurm_drf.config.settings import NICE_LIMIT, Config, Mode, PoolConfig, Weighting
+from slurm_drf.config.settings import (
+    DEFAULT_HISTORY_HALF_LIFE,
+    DEFAULT_HISTORY_WEIGHT,
+    NICE_LIMIT,
+    Config,
+    HistoryConfig,
+    Mode,
+    PoolConfig,
+    Weighting,
+)
 from slurm_drf.config.validate import describe
 from slurm_drf.config.yaml_tree import KeyPath, Problem, node_at
 
 MIN_INTERVAL: Final = 1.0
+# history.half_life: shorter than an hour forgets within a few cycles.
+MIN_HISTORY_HALF_LIFE: Final = 3600.0
 # Weights that give every account a finite share, compared exactly: the
 # numerator and denominator of such a decimal stay far inside a float.
 MIN_WEIGHT: Final = Fraction(1, 10**6)
@@ -38,6 +49,7 @@ def logical_problems(data: Any) -> list[Problem]:
         return []
     return [
         *_interval_problems(data),
+        *_history_problems(data),
         *_pool_problems(data),
         *_scale_problems(data),
         *_weighting_problems(data),
@@ -53,6 +65,31 @@ def _interval_problems(data: dict[str, Any]) -> Iterator[Problem]:
         return  # the schema reports the shape
     if seconds is not None and math.isfinite(seconds) and seconds < MIN_INTERVAL:
         yield Problem(("interval",), f"{describe(value)} is shorter than 1 second")
+
+
+def _history_problems(data: dict[str, Any]) -> Iterator[Problem]:
+    history = data.get("history")
+    if not isinstance(history, dict) or "half_life" not in history:
+        return
+    value = history["half_life"]
+    try:
+        seconds = parse_duration(value)
+    except (ValueError, TypeError):
+        return  # the schema reports the shape
+    if not math.isfinite(seconds):
+        yield Problem(("history", "half_life"), f"{describe(value)} is not a finite duration")
+    elif seconds < MIN_HISTORY_HALF_LIFE:
+        yield Problem(("history", "half_life"), f"{describe(value)} is shorter than 1 hour")
+
+
+def _history_config(history: dict[str, Any] | None) -> HistoryConfig | None:
+    if history is None:
+        return None
+    half_life = history.get("half_life")
+    return HistoryConfig(
+        half_life=DEFAULT_HISTORY_HALF_LIFE if half_life is None else parse_duration(half_life),
+        weight=float(history.get("weight", DEFAULT_HISTORY_WEIGHT)),
+    )
 
 
 def _names(value: Any) -> list[tuple[int, str]]:
@@ -219,6 +256,7 @@ def build_config(data: dict[str, Any], root: Node, lines: Mapping[str, int], sou
         offset=int(data.get("offset", defaults.offset)),
         state_dir=data.get("state_dir", defaults.state_dir),
         history_days=data.get("history_days", defaults.history_days),
+        history=_history_config(data.get("history")),
         report_dir=data.get("report_dir", defaults.report_dir),
         dry_run=data.get("dry_run", defaults.dry_run),
         max_writes_per_cycle=int(data.get("max_writes_per_cycle", defaults.max_writes_per_cycle)),

@@ -56,6 +56,25 @@ class PoolConfig:
     partitions: tuple[str, ...]
 
 
+# `history:` (docs/rule.md §6): the default half-life and weight of the decayed past.
+DEFAULT_HISTORY_HALF_LIFE: Final = 14 * 86400.0
+DEFAULT_HISTORY_WEIGHT: Final = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryConfig:
+    """How much an account's decayed past usage adds to its running usage (docs/rule.md §6)."""
+
+    # Seconds after which a past allocation counts half.
+    half_life: float = DEFAULT_HISTORY_HALF_LIFE
+    # usage = running + weight x decayed average; 0 is pure DRF.
+    weight: float = DEFAULT_HISTORY_WEIGHT
+
+    @property
+    def active(self) -> bool:
+        return self.weight > 0
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
     """Everything the engine and the daemon are tuned by (docs/configuration.md)."""
@@ -80,6 +99,8 @@ class Config:
     state_dir: str = "/var/lib/slurm-drf"
     # Days of cycle and write history kept in state_dir/history.sqlite; None keeps all.
     history_days: int | None = 90
+    # The decayed past blended into usage; None (the default) is pure DRF.
+    history: HistoryConfig | None = None
     report_dir: str | None = None
     dry_run: bool = False
     max_writes_per_cycle: int = 2000

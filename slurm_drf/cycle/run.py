@@ -27,6 +27,7 @@ import numpy as np
 from slurm_drf.config.settings import Config
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.model.types import Snapshot
+from slurm_drf.policy.history import UsageByPool
 from slurm_drf.policy.plan import JobPlan, Plan, compute_plan
 from slurm_drf.policy.state import JobMemory, PolicyState
 from slurm_drf.slurm.source import ClusterSource
@@ -106,14 +107,24 @@ def remember(
 
 
 def run_cycle(
-    source: ClusterSource, writer: Writer, config: Config, store: StateStore, *, dry_run: bool = False
+    source: ClusterSource,
+    writer: Writer,
+    config: Config,
+    store: StateStore,
+    *,
+    dry_run: bool = False,
+    past: UsageByPool | None = None,
 ) -> CycleReport:
-    """One cycle; dry_run computes the plan and writes nothing, state included."""
+    """One cycle; dry_run computes the plan and writes nothing, state included.
+
+    `past` is each account's decayed average allocation (docs/rule.md §6),
+    read by the layer above from the history; None plans pure DRF.
+    """
     started = time.monotonic()
     snapshot = source.fetch_snapshot()
     read_seconds = time.monotonic() - started
     state = store.load()
-    plan = compute_plan(snapshot, config, state)
+    plan = compute_plan(snapshot, config, state, past)
     chosen, deferred = select_writes(plan, config.max_writes_per_cycle)
     writes = tuple(
         Write(j.job_id, plan.mode, j.value, het_leader=j.job_id in snapshot.het_leaders)

@@ -54,6 +54,7 @@ import numpy as np
 
 from slurm_drf.config.settings import NICE_LIMIT, Config
 from slurm_drf.model.types import HOLDING_STATES, PENDING, BoolArray, IntArray, JobTable, LazyRows, Snapshot
+from slurm_drf.policy.history import UsageByPool, past_term
 from slurm_drf.policy.labels import LabelSpace, assign_labels
 from slurm_drf.policy.order import Ordering, TieRecord, compute_before, order_pending
 from slurm_drf.policy.pools import build_pools, compute_capacity, weighted_share
@@ -88,6 +89,10 @@ class AccountShare:
     dominant_share: float
     weighted_share: float
     rank: int
+    # What the decayed past adds to `usage` (docs/rule.md §6): shares, weighted
+    # share and rank are over usage + past; `usage` itself is the running
+    # allocation alone (the history integrates that, never its own blend).
+    past: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True, slots=True)
@@ -265,8 +270,15 @@ JOB_COLUMNS: Final = (
 )
 
 
-def compute_plan(snapshot: Snapshot, config: Config, state: PolicyState = EMPTY_STATE) -> Plan:
-    """The whole decision for one snapshot: shares, order and values."""
+def compute_plan(
+    snapshot: Snapshot, config: Config, state: PolicyState = EMPTY_STATE, past: UsageByPool | None = None
+) -> Plan:
+    """The whole decision for one snapshot: shares, order and values.
+
+    `past` is each account's decayed average allocation per pool and
+    resource (policy.history); it counts only when `config.history` is set
+    with a weight above 0, so without it the plan is pure DRF.
+    """
     table = snapshot.table
     pools = build_pools(snapshot, config)
     pool_index: dict[str, int] = {}
@@ -318,6 +330,7 @@ def compute_plan(snapshot: Snapshot, config: Config, state: PolicyState = EMPTY_
                 table,
                 running_rows,
                 pending_rows,
+                _past_usage(past, name, config, table.accounts),
                 weights,
                 config,
                 state,
@@ -374,6 +387,7 @@ def _plan_pool(
     table: JobTable,
     running_rows: IntArray,
     pending_rows: IntArray,
+    past: IntArray | None,
     weights: Sequence[Fraction],
     config: Config,
     state: PolicyState,
@@ -413,7 +427,7 @@ def _plan_pool(
         else np.zeros((len(rows), 0), dtype=np.int64)
     )
     demand = demand * table.array_tasks[rows][:, None]
-    before = compute_before(demand, account_of, usage)
+    before = compute_before(demand, account_of, usage if past is None else usage + past)
     ordering = order_pending(before, account_of, capacity, weights, table.accounts, epoch, wins, plan_wins)
     order = ordering.order
     level_sorted = ordering.level[order]
@@ -469,7 +483,23 @@ def _plan_pool(
         resources,
         running_count[present].tolist(),
         pending_count[present].tolist(),
+        None if past is None else past[present],
     )
+
+
+def _past_usage(past: UsageByPool | None, pool: str, config: Config, account_names: Sequence[str]) -> IntArray | None:
+    """(A, R) what the decayed past adds to each account's usage in the pool; None for pure DRF."""
+    history = config.history
+    if past is None or history is None or not history.active:
+        return None
+    added = past_term(past.get(pool, {}), history.weight, config.resources)
+    out = np.zeros((len(account_names), len(config.resources)), dtype=np.int64)
+    codes = {name: code for code, name in enumerate(account_names)}
+    for account, amounts in added.items():
+        code = codes.get(account)
+        if code is not None:
+            out[code] = [amounts.get(r, 0) for r in config.resources]
+    return out
 
 
 def _pick(items: Sequence[Any], rows: IntArray) -> list[Any]:
@@ -554,6 +584,7 @@ def _account_shares(
     resources: Sequence[str],
     running_count: list[int],
     pending_count: list[int],
+    past: IntArray | None = None,
 ) -> list[AccountShare]:
     """One row per account present in the pool, ranked by weighted share (lowest first).
 
@@ -562,7 +593,11 @@ def _account_shares(
     order) says which of them is served first; the rows of equal rank are
     listed by name. An account that uses none of the pool's resources has
     no dominant resource (None), not the first of a row of zeros.
+    Shares are over the running usage plus what the past adds (`past`).
     """
+    running = usage
+    if past is not None:
+        usage = usage + past
     capacity = np.array([capacity_map[r] for r in resources], dtype=np.float64)
     usable = capacity > 0
     shares = np.divide(usage, capacity, out=np.zeros(usage.shape, dtype=np.float64), where=usable)
@@ -589,15 +624,23 @@ def _account_shares(
                 fractions[i],
                 running_count[i],
                 pending_count[i],
-                MappingProxyType(dict(zip(resources, usage[i].tolist(), strict=True))),
+                MappingProxyType(dict(zip(resources, running[i].tolist(), strict=True))),
                 MappingProxyType(dict(zip(resources, shares[i].tolist(), strict=True))),
                 resource,
                 float(shares[i, dominant[i]]) if has_dominant else 0.0,
                 float(weighted[i]),
                 rank,
+                _past_row(resources, past, i),
             )
         )
     return rows
+
+
+def _past_row(resources: Sequence[str], past: IntArray | None, row: int) -> Mapping[str, int]:
+    """The resources the past adds to for one account row; empty for pure DRF."""
+    if past is None:
+        return MappingProxyType({})
+    return MappingProxyType({r: a for r, a in zip(resources, past[row].tolist(), strict=True) if a})
 
 
 def plan_order_pairs(plan: Plan, pool: str) -> list[tuple[str, int]]:

@@ -48,6 +48,7 @@ from slurm_drf.errors import ConfigError, DrfError
 from slurm_drf.service.notify import Notifier, status_field
 from slurm_drf.slurm.source import ClusterSource
 from slurm_drf.trail.observers import build_observers, close_observers
+from slurm_drf.trail.past import HistoryPast
 
 logger = logging.getLogger(__name__)
 
@@ -118,9 +119,12 @@ class Service:
         keep_log_level: bool = False,
         error_delays: Sequence[float] = ERROR_DELAYS,
         hung_after: float = HUNG_CYCLE_SECONDS,
+        past: HistoryPast | None = None,
     ) -> None:
         self.config = config
         self.store = store
+        # The decayed past from the history (docs/rule.md §6), read before each cycle.
+        self._past = past or HistoryPast(store.directory)
         self._load = load
         self.notifier = notifier or Notifier()
         self._source_factory = source_factory
@@ -170,7 +174,12 @@ class Service:
                 assert self._source is not None and self._writer is not None
                 logger.debug("cycle %d: reading Slurm", number)
                 report = run_cycle(
-                    self._source, self._writer, config, self.store, dry_run=self._dry_run or config.dry_run
+                    self._source,
+                    self._writer,
+                    config,
+                    self.store,
+                    dry_run=self._dry_run or config.dry_run,
+                    past=self._past.past(config),
                 )
             except Exception as error:
                 delay: float | None = self._failed(number, config, error)

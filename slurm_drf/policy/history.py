@@ -1,0 +1,159 @@
+"""Memory of past use: the decayed average allocation of each account (docs/rule.md §6).
+
+Pure: the cycle layer reads the records (trail.past from history.sqlite)
+and hands them here; `compute_plan` takes the result as `past`.
+
+Each record is what one cycle saw running: per pool, per account, the
+allocation of each resource. A record holds from its time until the next
+record's; a gap longer than `max_gap` is unknown and counts in neither the
+sum nor its weight (not as zero use). The last record holds until `now`
+when `now` is within `max_gap` of it. With decay 2^(-age/half_life), the
+weight of an interval [a, b) at time `now` is its integral
+
+    D(a, b) = half_life / ln 2 x (2^(-(now-b)/half_life) - 2^(-(now-a)/half_life))
+
+and an account's decayed average allocation of r is
+
+    past_r = sum allocation_r x D  /  sum D        (over the known intervals)
+
+in units of allocation (CPUs, MiB, GPUs). The integral rather than one age
+per interval makes the total independent of where the records fall: an
+interval split in two weighs what it weighed whole, so replaying the same
+records after a restart gives the same totals.
+
+`DecayedUsage` keeps the two sums decayed to its last record's time, so
+adding a cycle costs one pass over the accounts; `past_at(now)` adds the
+open interval to now.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final
+
+# pool -> account -> resource -> amount
+UsageByPool = Mapping[str, Mapping[str, Mapping[str, float]]]
+
+EMPTY_PAST: Final[UsageByPool] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRecord:
+    """What one cycle saw: the running allocation per pool, account and resource, at `time` (seconds)."""
+
+    time: float
+    usage: UsageByPool
+
+
+def decay_weight(start: float, stop: float, now: float, half_life: float) -> float:
+    """The integral of 2^(-(now-t)/half_life) over t in [start, stop)."""
+    if stop <= start:
+        return 0.0
+    rate = math.log(2.0) / half_life
+    return (math.exp(-rate * (now - stop)) - math.exp(-rate * (now - start))) / rate
+
+
+class DecayedUsage:
+    """Running sums of allocation x decay weight, and of the weight, per (pool, account, resource).
+
+    Both sums are kept decayed to the time of the last record; the ratio
+    does not depend on that reference. No I/O and no clock: times come in
+    with the records and with `past_at(now)`.
+    """
+
+    def __init__(self, half_life: float, max_gap: float) -> None:
+        if half_life <= 0 or max_gap <= 0:
+            raise ValueError("half_life and max_gap must be > 0")
+        self.half_life = half_life
+        self.max_gap = max_gap
+        self.last_time: float | None = None
+        self._last: UsageByPool = EMPTY_PAST
+        self._sums: dict[str, dict[str, dict[str, float]]] = {}
+        self._weight = 0.0  # sum D over the known intervals, decayed to last_time
+
+    def add(self, record: UsageRecord) -> None:
+        """The interval from the last record to this one (unless it is a gap), then this record."""
+        if self.last_time is not None:
+            elapsed = max(0.0, record.time - self.last_time)
+            factor = 2.0 ** (-elapsed / self.half_life)
+            self._decay(factor)
+            if elapsed <= self.max_gap:
+                weight = decay_weight(0.0, elapsed, elapsed, self.half_life)
+                self._accumulate(self._last, weight)
+        if self.last_time is None or record.time >= self.last_time:
+            self.last_time = record.time
+        self._last = record.usage
+
+    def extend(self, records: Iterable[UsageRecord]) -> None:
+        for record in records:
+            self.add(record)
+
+    def past_at(self, now: float) -> UsageByPool:
+        """Each account's decayed average allocation at `now`, per pool and resource."""
+        if self.last_time is None:
+            return EMPTY_PAST
+        elapsed = max(0.0, now - self.last_time)
+        factor = 2.0 ** (-elapsed / self.half_life)
+        open_weight = decay_weight(0.0, elapsed, elapsed, self.half_life) if elapsed <= self.max_gap else 0.0
+        total = self._weight * factor + open_weight
+        if total <= 0.0:
+            return EMPTY_PAST
+        out: dict[str, dict[str, dict[str, float]]] = {}
+        for pool in set(self._sums) | set(self._last if open_weight else ()):
+            sums = self._sums.get(pool, {})
+            current = self._last.get(pool, {}) if open_weight else {}
+            accounts: dict[str, dict[str, float]] = {}
+            for account in set(sums) | set(current):
+                old = sums.get(account, {})
+                now_use = current.get(account, {})
+                accounts[account] = {
+                    r: (old.get(r, 0.0) * factor + now_use.get(r, 0.0) * open_weight) / total
+                    for r in set(old) | set(now_use)
+                }
+            out[pool] = accounts
+        return MappingProxyType(out)
+
+    def _decay(self, factor: float) -> None:
+        self._weight *= factor
+        for accounts in self._sums.values():
+            for resources in accounts.values():
+                for resource in resources:
+                    resources[resource] *= factor
+
+    def _accumulate(self, usage: UsageByPool, weight: float) -> None:
+        self._weight += weight
+        for pool, accounts in usage.items():
+            pool_sums = self._sums.setdefault(pool, {})
+            for account, resources in accounts.items():
+                sums = pool_sums.setdefault(account, {})
+                for resource, amount in resources.items():
+                    sums[resource] = sums.get(resource, 0.0) + amount * weight
+
+
+def decayed_past(records: Iterable[UsageRecord], now: float, half_life: float, max_gap: float) -> UsageByPool:
+    """The decayed average allocation at `now` over `records` (oldest first)."""
+    usage = DecayedUsage(half_life, max_gap)
+    usage.extend(records)
+    return usage.past_at(now)
+
+
+def past_term(
+    past: Mapping[str, Mapping[str, float]], weight: float, resources: Iterable[str]
+) -> dict[str, dict[str, int]]:
+    """What the past adds to each account's usage: round(weight x past_r), to the resource's unit.
+
+    Rounded half to even, to whole units of the resource as Slurm counts it
+    (a CPU, a MiB, a GPU), so the order keeps comparing integers exactly.
+    Accounts and resources that add nothing are left out.
+    """
+    wanted = tuple(resources)
+    out: dict[str, dict[str, int]] = {}
+    for account, amounts in past.items():
+        added = {r: round(weight * amounts.get(r, 0.0)) for r in wanted}
+        added = {r: a for r, a in added.items() if a}
+        if added:
+            out[account] = added
+    return out

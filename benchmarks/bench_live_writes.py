@@ -153,7 +153,9 @@ def measure_cycle(
         rows = range(record.offset, record.offset + record.size)
         now = [current[p] for p in rows]
         own = np.array([user_nice[p] for p in rows], dtype=np.int64)
-        labels = labels_of(config.mode, now, own, offset)
+        # The labels Slurm's values stand for now: our part of each value (without the user's nice).
+        values = np.array([0 if c is None else c for c in now], dtype=np.int64)
+        labels = labels_of(config.mode, values - own if config.mode == "nice" else values, offset)
         remembered = [memory.get(ids[p]) for p in rows]
         ours = np.array(
             [m is not None and m.mode == config.mode and m.written == c for m, c in zip(remembered, now, strict=True)],

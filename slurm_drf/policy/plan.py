@@ -413,7 +413,7 @@ def _plan_pool(
     # Job ids and site factors only when they can matter (memory, site_factor mode).
     ids = _pick(table.job_id, pending_rows) if state.jobs else []
     site_factors = _pick(table.site_factor, pending_rows) if mode == "site_factor" else []
-    base, own_nice, current, ours = adjust_for_memory(
+    base, own_nice, current, held, ours = adjust_for_memory(
         ids, table.priority[pending_rows], table.nice[pending_rows], site_factors, mode, state.jobs
     )
     slurm_order = np.lexsort(
@@ -435,7 +435,7 @@ def _plan_pool(
     own = own_nice[taken]
     now = _pick(current, taken)
     offset = value_offset(config)
-    labelling = assign_labels(labels_of(mode, now, own, offset), ours[taken], space)
+    labelling = assign_labels(labels_of(mode, held[taken], offset), ours[taken], space)
     if labelling.exact < min(space.horizon, len(order)):
         warnings.append(_band_warning(pool, config, space, labelling.exact))
     written = mode_values(mode, labelling.labels, offset, own)
@@ -544,7 +544,7 @@ def _skipped_rows(
     rows: list[tuple[Any, ...]] = []
     for i in np.flatnonzero(skip).tolist():
         reason = "partition not managed" if job_pool[i] < 0 else "account excluded" if excluded[i] else "held"
-        _, own, current, _ = adjust_for_memory(
+        _, own, current, _, _ = adjust_for_memory(
             [table.job_id[i]],
             table.priority[i : i + 1],
             table.nice[i : i + 1],

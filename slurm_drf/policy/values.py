@@ -26,15 +26,18 @@ def adjust_for_memory(
     site_factor: Sequence[int | None],
     mode: str,
     memory: Mapping[str, JobMemory],
-) -> tuple[IntArray, IntArray, list[int | None], BoolArray]:
+) -> tuple[IntArray, IntArray, list[int | None], IntArray, BoolArray]:
     """Per job: base priority, the user's own nice, the value Slurm has now,
-    and whether that value is one this mode wrote and Slurm still holds.
+    our part of the value this mode last wrote (the nice without the user's,
+    the site factor, the priority), and whether there is one.
 
     Base priority is Slurm's with this daemon's adjustment removed. The
     user's nice is what the job had before we first wrote it; if the job's
     nice is no longer what we wrote, somebody changed it since, and that is
-    the user's (or an admin's) new choice. site_factor cannot be read back
-    from squeue, so its current value is the one we remember writing.
+    the user's (or an admin's) new choice, and our part stays ours: its
+    label is kept and written again beside the new nice. site_factor cannot
+    be read back from squeue, so its current value is the one we remember
+    writing. A priority somebody else changed is not ours any more.
     """
     # In priority mode the daemon owns the order: Slurm's own priority is
     # gone once written, so within an account submit order decides, for
@@ -48,13 +51,14 @@ def adjust_for_memory(
     else:
         current = list(site_factor)
     ours = np.zeros(len(priority), dtype=np.bool_)
+    held = np.zeros(len(priority), dtype=np.int64)
     if not memory:
-        return base, own, current, ours
+        return base, own, current, held, ours
     found = list(map(memory.get, job_ids))
     codes = {name: code for code, name in enumerate(MODES)}
     recalled = [(k, m.user_nice, m.written, codes.get(m.mode, -1)) for k, m in enumerate(found) if m is not None]
     if not recalled:
-        return base, own, current, ours
+        return base, own, current, held, ours
     at, user, written, by = np.array(recalled, dtype=np.int64).T
     # The user's nice, whatever mode wrote last: nice mode's value is ours
     # while Slurm still shows it; priority mode made Slurm zero the nice.
@@ -63,19 +67,22 @@ def adjust_for_memory(
     own[at[restore]] = user[restore]
     # Another mode's value is undone before this mode writes: only this mode's count here.
     same = by == MODES.index(mode)
-    at, written = at[same], written[same]
+    at, written, user = at[same], written[same], user[same]
     if mode == "nice":
         base[at] = priority[at] + (nice[at] - own[at])
-        ours[at] = nice[at] == written
+        held[at] = written - user
+        ours[at] = True
     elif mode == "site_factor":
         for k, value in zip(at.tolist(), written.tolist(), strict=True):
             if current[k] is None:
                 current[k] = value
             ours[k] = current[k] == value
         base[at] = priority[at] - written
+        held[at] = written
     else:
         ours[at] = priority[at] == written
-    return base, own, current, ours
+        held[at] = written
+    return base, own, current, held, ours
 
 
 def spread_values(level_sorted: FloatArray, scale: int, step: int = 1) -> IntArray:
@@ -134,15 +141,11 @@ def label_space(
     return LabelSpace(lo=lo, hi=offset - 1, gap=gap, horizon=horizon(config, scheduler_parameters))
 
 
-def labels_of(mode: str, current: Sequence[int | None], user_nice: IntArray, offset: int) -> IntArray:
-    """The labels that the values Slurm holds were written from (0 where there is none)."""
-    if mode == "site_factor":
-        now = np.fromiter((0 if c is None else c for c in current), dtype=np.int64, count=len(current))
-    else:
-        now = np.array(current, dtype=np.int64)
+def labels_of(mode: str, held: IntArray, offset: int) -> IntArray:
+    """The labels that our parts of the values last written (`adjust_for_memory`) were made from."""
     if mode == "nice":
-        return now - user_nice + offset
-    return offset - now
+        return held + offset
+    return offset - held
 
 
 def mode_values(mode: str, values: IntArray, offset: int, user_nice: IntArray) -> IntArray:

@@ -38,7 +38,7 @@ import numpy.typing as npt
 
 from slurm_drf.config.settings import SLURM_DEFAULT_QUEUE_DEPTH, Config
 from slurm_drf.policy.labels import LabelSpace, assign_labels
-from slurm_drf.policy.values import label_space, mode_values, spread_values, value_offset
+from slurm_drf.policy.values import label_space, mode_values, priority_weight_sum, spread_values, value_offset
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -94,12 +94,14 @@ def compute_values(
     known: BoolArray,
     config: Config,
     space: LabelSpace,
+    strict_gap: int,
 ) -> IntArray:
     """The nice values the daemon wants for jobs in plan order (users' own nice 0).
 
     `current` is the nice Slurm holds, `known` whether it is one the daemon
-    wrote (the daemon's memory); `labels` keeps what it can, `spread` maps
-    levels afresh.
+    wrote (the daemon's memory); `labels` keeps what it can in `space`,
+    `spread` maps levels afresh, `strict_gap` (1 + Slurm's other weights)
+    apart, whatever the config's weighting: it knew no other.
     """
     zeros = np.zeros(len(level_sorted), dtype=np.int64)
     if mapping == "labels":
@@ -107,10 +109,15 @@ def compute_values(
         labelling = assign_labels(current + offset, known, space)
         return mode_values("nice", labelling.labels, offset, zeros)
     if mapping == "spread":
-        # As before 0.3: one band, strict, the config's scale and offset.
-        spread = spread_values(level_sorted, config.scale, space.gap)
+        # As before 0.3: one band, always strict, the config's scale and offset.
+        spread = spread_values(level_sorted, config.scale, strict_gap)
         return mode_values("nice", spread, config.offset, zeros)
     raise ValueError(f"unknown mapping {mapping!r}; choose from {', '.join(MAPPINGS)}")
+
+
+def strict_gap(slurm: SlurmSide) -> int:
+    """1 + the most Slurm's other factors add: how far apart strict weighting keeps neighbours."""
+    return priority_weight_sum(slurm.priority_weights()) + 1
 
 
 def select_writes(values: IntArray, current: IntArray, known: BoolArray, limit: int) -> IntArray:

@@ -44,10 +44,19 @@ import numpy.typing as npt
 from slurm_drf.config.settings import Config
 from slurm_drf.model.codec import format_time
 from slurm_drf.model.types import PENDING, RUNNING, Job, Node, Snapshot, Tres, freeze_tres
+from slurm_drf.policy.labels import fewest_writes
 from slurm_drf.policy.order import compute_before, order_pending
 from slurm_drf.policy.plan import compute_plan
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState, advance_state, running_fingerprint
-from slurm_drf.sim.loop import MAPPINGS, SlurmSide, build_space, compute_values, select_writes, slurm_priority
+from slurm_drf.sim.loop import (
+    MAPPINGS,
+    SlurmSide,
+    build_space,
+    compute_values,
+    select_writes,
+    slurm_priority,
+    strict_gap,
+)
 from slurm_drf.sim.workload import RESOURCES, SimulationError
 
 if TYPE_CHECKING:
@@ -419,7 +428,9 @@ class LoopDrfPolicy(DrfPolicy):
     """The daemon's loop as Slurm sees it (`sim.loop`): the DRF order, written as nice values by
     `mapping` under the write cap, and the queue in Slurm's priority order from them plus age and QOS."""
 
-    def __init__(self, mapping: str, config: Config | None = None, slurm: SlurmSide | None = None) -> None:
+    def __init__(
+        self, mapping: str, config: Config | None = None, slurm: SlurmSide | None = None, track_minimum: bool = False
+    ) -> None:
         super().__init__(config, engine="fast")
         if mapping not in MAPPINGS:
             raise SimulationError(f"unknown mapping {mapping!r}; choose from {', '.join(MAPPINGS)}")
@@ -428,12 +439,17 @@ class LoopDrfPolicy(DrfPolicy):
         self.slurm = slurm or SlurmSide()
         self.queue_depth = self.slurm.queue_depth
         self.writes = []
+        # With track_minimum, per cycle: writes within the first `horizon` jobs of the order, and the
+        # fewest that would have made the values Slurm held rise there by the gap (`labels.fewest_writes`).
+        self.horizon_writes: list[int] | None = [] if track_minimum else None
+        self.minimum: list[int] | None = [] if track_minimum else None
 
     def bind(self, sim: SimulatorView) -> None:
         super().bind(sim)
         table = sim.table
         records = len(table.record_tasks)
         self.space = build_space(self.config, self.slurm, sim.backfill_depth)
+        self.strict_gap = strict_gap(self.slurm)
         self.nice = np.zeros(records, dtype=np.int64)  # what Slurm holds: 0 until written
         self.known = np.zeros(records, dtype=np.bool_)  # the daemon's memory: it wrote that value
         # The same jobs are urgent under every mapping of one workload.
@@ -462,8 +478,13 @@ class LoopDrfPolicy(DrfPolicy):
         index = grouped[np.lexsort((self.number[grouped], self.submit[grouped], -factors, account))]
         ordered, levels = self._ordering(index)
         current, known = self.nice[ordered], self.known[ordered]
-        values = compute_values(self.mapping, levels, current, known, self.config, self.space)
+        values = compute_values(self.mapping, levels, current, known, self.config, self.space, self.strict_gap)
         chosen = select_writes(values, current, known, self.config.max_writes_per_cycle)
+        if self.minimum is not None and self.horizon_writes is not None:
+            band = min(self.space.horizon, len(ordered))
+            gap = self.space.gap if self.mapping == "labels" else self.strict_gap
+            self.minimum.append(fewest_writes(current[:band], known[:band], gap))
+            self.horizon_writes.append(int(np.count_nonzero(chosen < band)))
         self.nice[ordered[chosen]] = values[chosen]
         self.known[ordered[chosen]] = True
         self.writes.append(len(chosen))
@@ -522,6 +543,7 @@ def build_policy(
     half_life: float = DEFAULT_HALF_LIFE,
     engine: str = "plan",
     slurm: SlurmSide | None = None,
+    track_minimum: bool = False,
 ) -> Policy:
     """A fresh policy by name (one per run: policies keep state)."""
     if name == "fifo":
@@ -533,5 +555,5 @@ def build_policy(
     if name == "drf-naive":
         return NaiveDrfPolicy(config)
     if name in LOOP_POLICIES:
-        return LoopDrfPolicy(name.removeprefix("drf-"), config, slurm)
+        return LoopDrfPolicy(name.removeprefix("drf-"), config, slurm, track_minimum)
     raise SimulationError(f"unknown policy {name!r}")

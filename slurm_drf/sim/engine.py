@@ -18,6 +18,11 @@ instant with events:
   it fits now and either ends (by its time limit) before the reservation,
   or leaves the reserved nodes enough for the top job at that time.
 
+A policy may limit the main pass to its `queue_depth` jobs (the loop
+policies do: Slurm's default_queue_depth); when that many have started, the
+pass ends without backfill and the next instant with an event makes a full
+pass, as Slurm's next scheduler run would.
+
 That is the default, `SimOptions(backfill="easy")`. With `backfill="slurm"`
 the scheduler works like Slurm's sched/backfill instead: after the main
 pass it tests the pending jobs from the top job on, in queue order (the top

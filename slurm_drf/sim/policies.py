@@ -1,4 +1,4 @@
-"""The queue orders the simulator compares: fifo, multifactor, drf, drf-naive.
+"""The queue orders the simulator compares: fifo, multifactor, drf, drf-naive, and the daemon's loop.
 
 Sits beside `engine`: a policy only orders the pending queue. The engine
 binds it to itself, seen as a `view.SimulatorView` (so this module never
@@ -26,6 +26,12 @@ submitted between ticks by `sort_key`; the queue is always sorted by
 - `drf-naive`: the textbook progressive-filling loop with shares floored to
   whole percents and ties broken by account name: the bug that hands the
   first accounts by name everything when shares are small.
+- `drf-labels`, `drf-spread`: the daemon's loop as Slurm sees it (`loop`):
+  the fast engine's order every tick, written as nice values (the labels
+  of 0.3, or the spread values before them) under the write cap; the queue
+  in Slurm's priority order from those values plus age and QOS factors,
+  the main pass limited to default_queue_depth. `drf` stays the idealised
+  reference. They record the values written per tick (`Policy.writes`).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import orjson
 
 from slurm_drf.cli.options import positive_int
 from slurm_drf.config.load import load_config
-from slurm_drf.config.settings import Config
+from slurm_drf.config.settings import SLURM_DEFAULT_QUEUE_DEPTH, Config
 from slurm_drf.sim.compare import ProgressLine, parse_policies, run_comparison
 from slurm_drf.sim.engine import (
     BACKFILL_MODES,
@@ -30,7 +30,8 @@ from slurm_drf.sim.engine import (
     default_backfill_depth,
 )
 from slurm_drf.sim.importers import FORMATS, guess_format, load_workload
-from slurm_drf.sim.policies import POLICIES
+from slurm_drf.sim.loop import DEFAULT_URGENT, DEFAULT_WEIGHT_AGE, DEFAULT_WEIGHT_QOS, SlurmSide
+from slurm_drf.sim.policies import ALL_POLICIES, DEFAULT_POLICIES
 from slurm_drf.sim.render import (
     check_plotting,
     render_html,
@@ -60,6 +61,26 @@ def _seed(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if not 0 <= value < 2**64:
         raise argparse.ArgumentTypeError(f"expected a number from 0 to {2**64 - 1}, got {value}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text!r}") from None
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number from 0 to 1, got {text}")
     return value
 
 
@@ -109,9 +130,9 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
     run = parser.add_argument_group("policies")
     run.add_argument(
         "--policies",
-        default=",".join(POLICIES),
+        default=",".join(DEFAULT_POLICIES),
         metavar="LIST",
-        help=f"comma-separated, in order (default {','.join(POLICIES)})",
+        help=f"comma-separated, in order, of {','.join(ALL_POLICIES)} (default {','.join(DEFAULT_POLICIES)})",
     )
     run.add_argument(
         "--interval",
@@ -148,6 +169,39 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
         default="auto",
         help="drf: full snapshot and plan every interval, or the same engine functions on the "
         "simulator's arrays (auto: plan up to 5000 jobs)",
+    )
+    loop = parser.add_argument_group(
+        "the daemon's loop (drf-labels, drf-spread; the write cap and horizon come from --config)"
+    )
+    loop.add_argument(
+        "--priority-weight-age",
+        type=_non_negative,
+        default=DEFAULT_WEIGHT_AGE,
+        metavar="N",
+        help=f"Slurm's PriorityWeightAge (default {DEFAULT_WEIGHT_AGE})",
+    )
+    loop.add_argument(
+        "--priority-weight-qos",
+        type=_non_negative,
+        default=DEFAULT_WEIGHT_QOS,
+        metavar="N",
+        help=f"Slurm's PriorityWeightQOS, the urgent QOS's factor (default {DEFAULT_WEIGHT_QOS})",
+    )
+    loop.add_argument("--priority-max-age", default="7d", metavar="DUR", help="Slurm's PriorityMaxAge (default 7d)")
+    loop.add_argument(
+        "--urgent",
+        type=_fraction,
+        default=DEFAULT_URGENT,
+        metavar="FRACTION",
+        help=f"share of jobs in the urgent QOS (default {DEFAULT_URGENT:g})",
+    )
+    loop.add_argument(
+        "--queue-depth",
+        type=positive_int,
+        default=SLURM_DEFAULT_QUEUE_DEPTH,
+        metavar="N",
+        help="jobs the main scheduler tests per pass, Slurm's default_queue_depth "
+        f"(default {SLURM_DEFAULT_QUEUE_DEPTH})",
     )
     output = parser.add_argument_group("output")
     output.add_argument("--format", choices=("table", "json"), default="table")
@@ -188,6 +242,20 @@ def _with_config_weights(workload: Workload, config: Config) -> Workload:
     return replace(workload, weights=MappingProxyType(weights))
 
 
+def build_slurm_side(args: argparse.Namespace) -> SlurmSide:
+    """Slurm's other priority factors and depths, as the options give them."""
+    max_age = parse_duration(args.priority_max_age)
+    if max_age <= 0:
+        raise WorkloadError("--priority-max-age must be > 0")
+    return SlurmSide(
+        weight_age=args.priority_weight_age,
+        weight_qos=args.priority_weight_qos,
+        max_age=max_age,
+        urgent=args.urgent,
+        queue_depth=args.queue_depth,
+    )
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     policies = parse_policies(args.policies)
     interval = parse_duration(args.interval)
@@ -203,9 +271,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         workload = _with_config_weights(workload, config)
     depth = args.backfill_depth or default_backfill_depth(args.backfill)
     options = SimOptions(interval=interval, backfill_depth=depth, backfill=args.backfill)
+    slurm = build_slurm_side(args)
     progress = ProgressLine(sys.stderr)
     try:
-        comparison = run_comparison(workload, policies, options, config, half_life, args.engine, progress)
+        comparison = run_comparison(workload, policies, options, config, half_life, args.engine, progress, slurm)
     finally:
         progress.close()
     if args.format == "json":

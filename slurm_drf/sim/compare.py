@@ -16,8 +16,9 @@ from typing import Final, TextIO
 
 from slurm_drf.config.settings import Config
 from slurm_drf.sim.engine import SimOptions, SimResult, simulate
+from slurm_drf.sim.loop import DEFAULT_SLURM_SIDE, SlurmSide
 from slurm_drf.sim.metrics import PolicyMetrics, compute_metrics
-from slurm_drf.sim.policies import DEFAULT_HALF_LIFE, POLICIES, build_policy
+from slurm_drf.sim.policies import ALL_POLICIES, DEFAULT_HALF_LIFE, build_policy
 from slurm_drf.sim.workload import Workload, WorkloadError
 
 # Up to this many jobs the drf policy builds a full snapshot and plan every
@@ -32,14 +33,17 @@ class Comparison:
     results: tuple[SimResult, ...]
     metrics: tuple[PolicyMetrics, ...]
     seconds: tuple[float, ...]  # wall clock per policy; never in JSON (not reproducible)
+    # What the loop policies (drf-labels, drf-spread) ran against.
+    config: Config | None = None
+    slurm: SlurmSide = DEFAULT_SLURM_SIDE
 
 
 def parse_policies(text: str) -> tuple[str, ...]:
     names = tuple(p.strip() for p in text.split(",") if p.strip())
-    unknown = [p for p in names if p not in POLICIES]
+    unknown = [p for p in names if p not in ALL_POLICIES]
     if unknown or not names:
         raise WorkloadError(
-            f"--policies: unknown {', '.join(unknown) or '(none given)'}; choose from {','.join(POLICIES)}"
+            f"--policies: unknown {', '.join(unknown) or '(none given)'}; choose from {','.join(ALL_POLICIES)}"
         )
     return names
 
@@ -58,6 +62,7 @@ def run_comparison(
     half_life: float = DEFAULT_HALF_LIFE,
     engine: str = "auto",
     progress: Callable[[str, float], None] | None = None,
+    slurm: SlurmSide | None = None,
 ) -> Comparison:
     """Every policy on `workload`, in the order given."""
     results = []
@@ -65,14 +70,15 @@ def run_comparison(
     seconds = []
     chosen = choose_engine(engine, workload)
     for name in policies:
-        policy = build_policy(name, config, half_life, chosen)
+        policy = build_policy(name, config, half_life, chosen, slurm)
         began = time.perf_counter()
         callback = (lambda fraction, name=name: progress(name, fraction)) if progress else None
         result = simulate(workload, policy, options, callback)
         seconds.append(time.perf_counter() - began)
         results.append(result)
         metrics.append(compute_metrics(result))
-    return Comparison(workload, options, tuple(results), tuple(metrics), tuple(seconds))
+    side = slurm or DEFAULT_SLURM_SIDE
+    return Comparison(workload, options, tuple(results), tuple(metrics), tuple(seconds), config, side)
 
 
 class ProgressLine:

@@ -18,6 +18,11 @@ instant with events:
   it fits now and either ends (by its time limit) before the reservation,
   or leaves the reserved nodes enough for the top job at that time.
 
+A policy may limit the main pass to its `queue_depth` jobs (the loop
+policies do: Slurm's default_queue_depth); when that many have started, the
+pass ends without backfill and the next instant with an event makes a full
+pass, as Slurm's next scheduler run would.
+
 That is the default, `SimOptions(backfill="easy")`. With `backfill="slurm"`
 the scheduler works like Slurm's sched/backfill instead: after the main
 pass it tests the pending jobs from the top job on, in queue order (the top
@@ -120,6 +125,8 @@ class SimResult:
     passes: int
     # slurm backfill: when each job was first given a reservation (NaN: never).
     reserved_at: FloatArray | None = None
+    # Values the policy wrote to Slurm at each plan (policies that model writing).
+    writes: IntArray | None = None
     # Ticks skipped while nothing ran and nothing waited (all but the first of
     # such a stretch): each would have been a sample of zeros (no share,
     # nothing pending, nothing used) and a plan of an empty queue from an
@@ -203,6 +210,10 @@ class Simulator:
 
     # ------------------------------------------------------------------
     # Views for the policies
+
+    @property
+    def backfill_depth(self) -> int:
+        return self.options.backfill_depth
 
     def pending_jobs(self) -> list[int]:
         """Every pending job (task), in current queue order."""
@@ -335,6 +346,7 @@ class Simulator:
             passes=self.passes,
             reserved_at=np.array(self.reserved_at, dtype=np.float64) if self.slurm else None,
             idle_ticks=idle_ticks,
+            writes=None if self.policy.writes is None else np.array(self.policy.writes, dtype=np.int64),
         )
 
     def _shares(self) -> list[float]:
@@ -490,14 +502,21 @@ class Simulator:
         self.horizon = None
         while self.head < len(queue) and flags[queue[self.head]]:
             self.head += 1
-        # Main pass, until the first job that does not fit. The queue does not
-        # change during the pass (started jobs are only marked).
+        # Main pass, until the first job that does not fit (or the policy's
+        # queue depth). The queue does not change during the pass (started jobs
+        # are only marked).
         position = self.head
+        depth = self.policy.queue_depth
+        tested = 0
         while position < len(queue):
             job = queue[position]
             position += 1
             if flags[job]:
                 continue
+            if depth is not None:
+                if tested >= depth:
+                    return self._stop_at_depth(reservation, started)
+                tested += 1
             nodes = cluster.find_nodes(demand[job], wanted[job])
             if nodes is not None:
                 self._start(job, nodes, now, backfill=False)
@@ -533,6 +552,14 @@ class Simulator:
         self.reservation = reservation if self.top_key is not None else None
         if self.reservation is not None:
             self._backfill_scan(position, now, self.reservation, started)
+        return started
+
+    def _stop_at_depth(self, reservation: Reservation | None, started: list[int]) -> list[int]:
+        """The main pass tested as many jobs as its depth allows and all started: the rest of the
+        queue waits for the next pass (Slurm's next scheduler run), which is a full one."""
+        self.reservation = reservation
+        self.book = None
+        self.dirty = True
         return started
 
     def _backfill_scan(self, position: int, now: float, reservation: Reservation, started: list[int]) -> None:

@@ -20,6 +20,10 @@ Sits after `engine` and before `render`. Definitions:
 - utilisation: allocated / capacity per resource, averaged over the
   samples at which some job was pending (the part of the run the policy
   can affect), and over the whole run.
+- writes per cycle (policies that model the daemon's writes, `sim.loop`):
+  the jobs written to Slurm at each plan; mean, median and maximum over
+  the plans, and their total. Ticks skipped while nothing ran or waited
+  wrote nothing and are not counted.
 """
 
 from __future__ import annotations
@@ -35,6 +39,18 @@ from slurm_drf.sim.engine import SimResult
 from slurm_drf.sim.workload import RESOURCES
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class WriteMetrics:
+    """Jobs written to Slurm per daemon cycle (plan)."""
+
+    cycles: int
+    mean: float
+    median: float
+    max: int
+    total: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +82,15 @@ class PolicyMetrics:
     plans: int
     accounts: tuple[AccountMetrics, ...]
     jain_series: FloatArray  # per sample; nan where not a fairness sample
+    writes: WriteMetrics | None = None  # for policies that model the daemon's writes
+
+
+def compute_write_metrics(writes: IntArray) -> WriteMetrics:
+    if not len(writes):
+        return WriteMetrics(0, math.nan, math.nan, 0, 0)
+    return WriteMetrics(
+        len(writes), float(writes.mean()), float(np.median(writes)), int(writes.max()), int(writes.sum())
+    )
 
 
 def jain_index(values: FloatArray) -> float:
@@ -138,6 +163,7 @@ def compute_metrics(result: SimResult) -> PolicyMetrics:
         plans=result.plans,
         accounts=tuple(rows),
         jain_series=jain,
+        writes=None if result.writes is None else compute_write_metrics(result.writes),
     )
 
 
@@ -165,6 +191,15 @@ def render_metrics(metrics: PolicyMetrics) -> dict[str, Any]:
         "makespan_s": _number(metrics.makespan, 1),
         "backfilled_fraction": _number(metrics.backfilled),
         "plans": metrics.plans,
+        "writes_per_cycle": None
+        if metrics.writes is None
+        else {
+            "cycles": metrics.writes.cycles,
+            "mean": _number(metrics.writes.mean, 2),
+            "median": _number(metrics.writes.median, 1),
+            "max": metrics.writes.max,
+            "total": metrics.writes.total,
+        },
         "accounts": [
             {
                 "account": a.account,

@@ -1,4 +1,4 @@
-"""The queue orders the simulator compares: fifo, multifactor, drf, drf-naive.
+"""The queue orders the simulator compares: fifo, multifactor, drf, drf-naive, and the daemon's loop.
 
 Sits beside `engine`: a policy only orders the pending queue. The engine
 binds it to itself, seen as a `view.SimulatorView` (so this module never
@@ -26,6 +26,12 @@ submitted between ticks by `sort_key`; the queue is always sorted by
 - `drf-naive`: the textbook progressive-filling loop with shares floored to
   whole percents and ties broken by account name: the bug that hands the
   first accounts by name everything when shares are small.
+- `drf-labels`, `drf-spread`: the daemon's loop as Slurm sees it (`loop`):
+  the fast engine's order every tick, written as nice values (the labels
+  of 0.3, or the spread values before them) under the write cap; the queue
+  in Slurm's priority order from those values plus age and QOS factors,
+  the main pass limited to default_queue_depth. `drf` stays the idealised
+  reference. They record the values written per tick (`Policy.writes`).
 """
 
 from __future__ import annotations
@@ -44,9 +50,19 @@ import numpy.typing as npt
 from slurm_drf.config.settings import Config
 from slurm_drf.model.codec import format_time
 from slurm_drf.model.types import PENDING, RUNNING, Job, Node, Snapshot, Tres, freeze_tres
+from slurm_drf.policy.labels import fewest_writes
 from slurm_drf.policy.order import compute_before, order_pending
 from slurm_drf.policy.plan import compute_plan
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState, advance_state, running_fingerprint
+from slurm_drf.sim.loop import (
+    MAPPINGS,
+    SlurmSide,
+    build_space,
+    compute_values,
+    select_writes,
+    slurm_priority,
+    strict_gap,
+)
 from slurm_drf.sim.workload import RESOURCES, SimulationError
 
 if TYPE_CHECKING:
@@ -56,8 +72,14 @@ if TYPE_CHECKING:
 # (major, minor, array task): ascending is the queue order.
 QueueKey = tuple[float, float, int]
 IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
 
 POLICIES: Final = ("fifo", "multifactor", "drf", "drf-naive")
+# The daemon's loop modelled (`sim.loop`): the labels of 0.3, and the spread values before them.
+LOOP_POLICIES: Final = tuple(f"drf-{mapping}" for mapping in MAPPINGS)
+ALL_POLICIES: Final = (*POLICIES, *LOOP_POLICIES)
+# `slurm-drf simulate` with no --policies: the queue orders and the daemon's loop as it is.
+DEFAULT_POLICIES: Final = (*POLICIES, "drf-labels")
 PARTITION: Final = "sim"
 # Slurm's default PriorityDecayHalfLife is 7 days.
 DEFAULT_HALF_LIFE: Final = 7 * 86400.0
@@ -67,9 +89,14 @@ class Policy:
     """Base: keep submit order; subclasses reorder."""
 
     name = "policy"
+    # Jobs the engine's main pass tests before it stops (Slurm's
+    # default_queue_depth); None: the whole queue, up to the first that cannot start.
+    queue_depth: int | None = None
 
     def __init__(self) -> None:
         self.plans = 0
+        # Values written to Slurm at each tick, for policies that model writing.
+        self.writes: list[int] | None = None
         self._sim: SimulatorView | None = None
         self._table: WorkloadTable | None = None
 
@@ -305,6 +332,12 @@ class DrfPolicy(Policy):
 
     def _fast_order(self) -> IntArray:
         """`compute_plan`'s order, from the lower-level functions it calls."""
+        # Grouped by account, each account's records in Slurm's order (equal
+        # base priority, so submit time, then job number): what compute_plan sorts.
+        return self._ordering(self.sim.pending_record_index())[0]
+
+    def _ordering(self, index: IntArray) -> tuple[IntArray, FloatArray]:
+        """Records `index` (grouped by account, each account's in Slurm's order) in DRF order, and their levels."""
         sim = self.sim
         table = self.table
         config = self.config
@@ -313,9 +346,6 @@ class DrfPolicy(Policy):
         epoch, wins = advance_state(self.state, fingerprint, config.tie_half_life)
         committed = dict(wins)
         plan_wins: dict[str, float] = {}
-        # Grouped by account, each account's records in Slurm's order (equal
-        # base priority, so submit time, then job number): what compute_plan sorts.
-        index = sim.pending_record_index()
         account_of = table.record_account_array[index]
         tasks = sim.record_pending_array[index]
         demand = table.record_total_array[index][:, self.columns] * tasks[:, None]
@@ -323,9 +353,9 @@ class DrfPolicy(Policy):
         usage = sim.usage[:, self.columns]
         usage[:, self.missing] = 0
         before = compute_before(demand, account_of, usage)
-        order = order_pending(
+        ordering = order_pending(
             before, account_of, self.capacity, self.fractions, table.accounts, epoch, wins, plan_wins
-        ).order
+        )
         self.state = PolicyState(
             epoch=epoch,
             fingerprint=fingerprint,
@@ -333,8 +363,10 @@ class DrfPolicy(Policy):
             plan_wins=MappingProxyType(plan_wins),
             jobs=self.state.jobs,
         )
+        order = ordering.order
         ordered: IntArray = index[order]
-        return ordered
+        levels: FloatArray = ordering.level[order]
+        return ordered, levels
 
     def reorder(self, now: float) -> list[int] | None:
         self.plans += 1
@@ -398,6 +430,79 @@ class NaiveDrfPolicy(DrfPolicy):
         return self._planned(np.array(order, dtype=np.int64))
 
 
+class LoopDrfPolicy(DrfPolicy):
+    """The daemon's loop as Slurm sees it (`sim.loop`): the DRF order, written as nice values by
+    `mapping` under the write cap, and the queue in Slurm's priority order from them plus age and QOS."""
+
+    def __init__(
+        self, mapping: str, config: Config | None = None, slurm: SlurmSide | None = None, track_minimum: bool = False
+    ) -> None:
+        super().__init__(config, engine="fast")
+        if mapping not in MAPPINGS:
+            raise SimulationError(f"unknown mapping {mapping!r}; choose from {', '.join(MAPPINGS)}")
+        self.mapping = mapping
+        self.name = f"drf-{mapping}"
+        self.slurm = slurm or SlurmSide()
+        self.queue_depth = self.slurm.queue_depth
+        self.writes = []
+        # With track_minimum, per cycle: writes within the first `horizon` jobs of the order, and the
+        # fewest that would have made the values Slurm held rise there by the gap (`labels.fewest_writes`).
+        self.horizon_writes: list[int] | None = [] if track_minimum else None
+        self.minimum: list[int] | None = [] if track_minimum else None
+
+    def bind(self, sim: SimulatorView) -> None:
+        super().bind(sim)
+        table = sim.table
+        records = len(table.record_tasks)
+        self.space = build_space(self.config, self.slurm, sim.backfill_depth)
+        self.strict_gap = strict_gap(self.slurm)
+        self.nice = np.zeros(records, dtype=np.int64)  # what Slurm holds: 0 until written
+        self.known = np.zeros(records, dtype=np.bool_)  # the daemon's memory: it wrote that value
+        # The same jobs are urgent under every mapping of one workload.
+        draw = np.random.default_rng([sim.workload.seed or 0, 7]).random(records)
+        self.urgent = draw < self.slurm.urgent
+        self.submit = np.array(table.record_submit, dtype=np.float64)
+        self.number = np.array(table.record_number, dtype=np.int64)
+        # Each record's priority as the queue is sorted now; a new one has waited 0 s and has no value.
+        unwritten = np.zeros(records, dtype=np.int64)
+        first = slurm_priority(self.slurm.factors(np.zeros(records), self.urgent), unwritten)
+        self.key_array = -first.astype(np.float64)
+        self.key: list[float] = self.key_array.tolist()  # a list: sort_key reads it at every insertion
+
+    def sort_key(self, job: int) -> QueueKey:
+        table = self.table
+        record = table.job_record[job]
+        return (self.key[record], float(table.record_number[record]), table.job_task[job])
+
+    def reorder(self, now: float) -> list[int] | None:
+        self.plans += 1
+        assert self.writes is not None
+        grouped = self.sim.pending_record_index()
+        # The daemon takes each account's jobs by base priority (the other factors), then submit order.
+        factors = self.slurm.factors(now - self.submit[grouped], self.urgent[grouped])
+        account = self.table.record_account_array[grouped]
+        index = grouped[np.lexsort((self.number[grouped], self.submit[grouped], -factors, account))]
+        ordered, levels = self._ordering(index)
+        current, known = self.nice[ordered], self.known[ordered]
+        values = compute_values(self.mapping, levels, current, known, self.config, self.space, self.strict_gap)
+        chosen = select_writes(values, current, known, self.config.max_writes_per_cycle)
+        if self.minimum is not None and self.horizon_writes is not None:
+            band = min(self.space.horizon, len(ordered))
+            gap = self.space.gap if self.mapping == "labels" else self.strict_gap
+            self.minimum.append(fewest_writes(current[:band], known[:band], gap))
+            self.horizon_writes.append(int(np.count_nonzero(chosen < band)))
+        self.nice[ordered[chosen]] = values[chosen]
+        self.known[ordered[chosen]] = True
+        self.writes.append(len(chosen))
+        # Slurm's queue: its priority high first, then job number.
+        priority = slurm_priority(
+            self.slurm.factors(now - self.submit[ordered], self.urgent[ordered]), self.nice[ordered]
+        )
+        self.key_array[ordered] = -priority
+        self.key = self.key_array.tolist()
+        return self._planned(ordered[np.lexsort((self.number[ordered], -priority))])
+
+
 def naive_share(usage: Sequence[int], capacity: Sequence[int], weight: Fraction) -> int:
     """max_r floor(100 x usage_r / capacity_r / weight): whole percents, as the naive code does."""
     best = 0
@@ -439,7 +544,12 @@ def naive_order(
 
 
 def build_policy(
-    name: str, config: Config | None = None, half_life: float = DEFAULT_HALF_LIFE, engine: str = "plan"
+    name: str,
+    config: Config | None = None,
+    half_life: float = DEFAULT_HALF_LIFE,
+    engine: str = "plan",
+    slurm: SlurmSide | None = None,
+    track_minimum: bool = False,
 ) -> Policy:
     """A fresh policy by name (one per run: policies keep state)."""
     if name == "fifo":
@@ -450,4 +560,6 @@ def build_policy(
         return DrfPolicy(config, engine)
     if name == "drf-naive":
         return NaiveDrfPolicy(config)
+    if name in LOOP_POLICIES:
+        return LoopDrfPolicy(name.removeprefix("drf-"), config, slurm, track_minimum)
     raise SimulationError(f"unknown policy {name!r}")

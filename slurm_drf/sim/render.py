@@ -15,14 +15,17 @@ import io
 import math
 import os
 import tempfile
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
 
+from slurm_drf.config.settings import Config
 from slurm_drf.errors import InputError
 from slurm_drf.sim.compare import Comparison
+from slurm_drf.sim.loop import build_space
 from slurm_drf.sim.metrics import render_metrics
 from slurm_drf.sim.workload import RESOURCES, Workload, WorkloadError, format_duration
 
@@ -95,6 +98,54 @@ def _summary_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
+def _writes_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]] | None:
+    """Jain beside writes per cycle, for the policies that write and the drf reference; None if none writes."""
+    if all(m.writes is None for m in comparison.metrics):
+        return None
+    header = ["policy", "Jain", "writes/cycle mean", "median", "max", "total", "cycles"]
+    rows = []
+    for metrics in comparison.metrics:
+        writes = metrics.writes
+        if writes is None:
+            if metrics.policy == "drf":
+                rows.append([metrics.policy, _fmt(metrics.jain), "-", "-", "-", "-", "-"])
+            continue
+        rows.append(
+            [
+                metrics.policy,
+                _fmt(metrics.jain),
+                _fmt(writes.mean, 1),
+                f"{writes.median:g}",
+                str(writes.max),
+                str(writes.total),
+                str(writes.cycles),
+            ]
+        )
+    return header, rows
+
+
+def describe_loop(comparison: Comparison) -> str:
+    """What the loop policies ran against, in one paragraph."""
+    config = comparison.config or Config()
+    slurm = comparison.slurm
+    space = build_space(config, slurm, comparison.options.backfill_depth)
+    weighting = (
+        f"factor weighting, factor_weight {config.factor_weight}"
+        if config.weighting == "factor"
+        else f"strict weighting, neighbours {space.gap} apart"
+    )
+    return (
+        f"The daemon's loop: every {format_duration(comparison.options.interval)} the plan's order is "
+        f"written as nice values, at most {config.max_writes_per_cycle} per cycle, head first ({weighting}, "
+        f"exact for the first {space.horizon} jobs); Slurm's priority = -nice + age (PriorityWeightAge "
+        f"{slurm.weight_age}, PriorityMaxAge {format_duration(slurm.max_age)}) + QOS (PriorityWeightQOS "
+        f"{slurm.weight_qos} for {slurm.urgent:.0%} urgent jobs); the main scheduler stops after "
+        f"{slurm.queue_depth} jobs, backfill looks at {comparison.options.backfill_depth}. drf-labels writes "
+        "the labels of 0.3, drf-spread the values before them (spread by rank); drf, the reference, "
+        "queues in plan order and writes nothing."
+    )
+
+
 def shown_accounts(accounts: Sequence[str]) -> list[str | None]:
     """Accounts to list in a table; None marks the ones left out."""
     if len(accounts) <= MANY_ACCOUNTS:
@@ -113,9 +164,12 @@ def _account_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
             continue
         first = by_policy[0][account]
         cells = [account, f"{first.weight:g}", str(first.jobs)]
+        # Beyond four policies, narrower cells keep the table within a wide terminal.
+        space, slash = ("  ", " / ") if len(by_policy) <= 4 else (" ", "/")
         for table in by_policy:
             row = table[account]
-            cells.append(f"{_fmt(row.mean_share)}  {format_duration(row.wait_p50)} / {format_duration(row.wait_p95)}")
+            waits = f"{format_duration(row.wait_p50)}{slash}{format_duration(row.wait_p95)}"
+            cells.append(f"{_fmt(row.mean_share)}{space}{waits}")
         rows.append(cells)
     return header, rows
 
@@ -145,6 +199,11 @@ def render_table(comparison: Comparison, timings: bool = True) -> str:
     )
     lines.append("account's mean share while it waits; util: allocated / capacity while jobs wait.")
     lines.append("")
+    writes = _writes_rows(comparison)
+    if writes is not None:
+        lines.extend(textwrap.wrap(describe_loop(comparison), width=118))
+        lines.extend(_align(*writes))
+        lines.append("")
     lines.append("Per account: mean weighted dominant share while backlogged, wait p50 / p95")
     header, rows = _account_rows(comparison)
     lines.extend(_align(header, rows))
@@ -154,7 +213,9 @@ def render_table(comparison: Comparison, timings: bool = True) -> str:
 def render_markdown(comparison: Comparison) -> str:
     """The two tables as Markdown (for docs/evaluation.md)."""
     out = []
-    for header, rows in (_summary_rows(comparison), _account_rows(comparison)):
+    writes = _writes_rows(comparison)
+    tables = [_summary_rows(comparison), _account_rows(comparison), *([writes] if writes is not None else [])]
+    for header, rows in tables:
         out.append("| " + " | ".join(header) + " |")
         out.append("|" + "|".join(" --- " for _ in header) + "|")
         out.extend("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows)
@@ -191,7 +252,27 @@ def render_json(comparison: Comparison, series: bool = True) -> dict[str, Any]:
         "interval_s": comparison.options.interval,
         "backfill_depth": comparison.options.backfill_depth,
         "backfill": comparison.options.backfill,
+        "slurm": render_slurm(comparison),
         "policies": policies,
+    }
+
+
+def render_slurm(comparison: Comparison) -> dict[str, Any]:
+    """What the loop policies ran against: Slurm's other factors and depths, the daemon's cap and band."""
+    config = comparison.config or Config()
+    slurm = comparison.slurm
+    space = build_space(config, slurm, comparison.options.backfill_depth)
+    return {
+        "priority_weight_age": slurm.weight_age,
+        "priority_weight_qos": slurm.weight_qos,
+        "priority_max_age_s": slurm.max_age,
+        "urgent_fraction": slurm.urgent,
+        "default_queue_depth": slurm.queue_depth,
+        "bf_max_job_test": comparison.options.backfill_depth,
+        "max_writes_per_cycle": config.max_writes_per_cycle,
+        "weighting": config.weighting,
+        "horizon": space.horizon,
+        "gap": space.gap,
     }
 
 
@@ -303,6 +384,12 @@ def render_html(comparison: Comparison, png: bytes) -> str:
         body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
+    writes = _writes_rows(comparison)
+    loop = (
+        f"<h2>Writes</h2>\n<p>{html.escape(describe_loop(comparison))}</p>\n{table(*writes)}\n"
+        if writes is not None
+        else ""
+    )
     description = "".join(f"<p>{html.escape(line)}</p>" for line in describe_workload(comparison))
     image = base64.b64encode(png).decode("ascii")
     return f"""<!DOCTYPE html>
@@ -325,7 +412,7 @@ while jobs wait.</p>
 <h2>Accounts</h2>
 <p>Mean weighted dominant share while backlogged; wait p50 / p95.</p>
 {table(account_header, account_rows)}
-<h2>Shares over time</h2>
+{loop}<h2>Shares over time</h2>
 <img alt="weighted dominant share per account over time, per policy" src="data:image/png;base64,{image}">
 </body></html>
 """

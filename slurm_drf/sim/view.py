@@ -33,6 +33,10 @@ class SimulatorView(Protocol):
         """The jobs, shapes and records of the run, by index."""
 
     @property
+    def backfill_depth(self) -> int:
+        """Jobs the backfill pass looks at (Slurm's bf_max_job_test)."""
+
+    @property
     def capacity(self) -> Vector:
         """TRES of the whole cluster."""
 

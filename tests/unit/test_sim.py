@@ -25,7 +25,7 @@ from slurm_drf.sim.importers import (
     parse_tres_string,
 )
 from slurm_drf.sim.metrics import compute_metrics, jain_index
-from slurm_drf.sim.policies import POLICIES, DrfPolicy, build_policy, naive_order, naive_share
+from slurm_drf.sim.policies import DEFAULT_POLICIES, POLICIES, DrfPolicy, build_policy, naive_order, naive_share
 from slurm_drf.sim.render import render_json, render_table
 from slurm_drf.sim.scenarios import SCENARIOS, build_scenario
 from slurm_drf.sim.workload import NodeType, Workload, WorkloadError, WorkloadJob, parse_duration, parse_mem
@@ -330,7 +330,7 @@ def test_cli_json_table_and_plot(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert run_cli("--nodes", "4", "--jobs", "150", "--format", "json", "--no-series") == 0
     data = json.loads(capsys.readouterr().out)
     assert data["format"] == "slurm-drf-simulation/1"
-    assert [p["policy"] for p in data["policies"]] == list(POLICIES)
+    assert [p["policy"] for p in data["policies"]] == list(DEFAULT_POLICIES)
     assert run_cli("--workload", str(FIXTURES / "sample.swf"), "--policies", "drf,fifo") == 0
     out = capsys.readouterr().out
     assert "sample.swf" in out and "drf" in out and "Jain" in out

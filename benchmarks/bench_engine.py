@@ -106,13 +106,18 @@ def timed(func: Callable[[], T], repeat: int = 3) -> tuple[float, T]:
     return best, result
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """The synthetic cluster's size, shared by the benchmarks that build it."""
     parser.add_argument("--pending", type=int, default=100_000)
     parser.add_argument("--running", type=int, default=50_000)
     parser.add_argument("--accounts", type=int, default=2000)
     parser.add_argument("--nodes", type=int, default=500)
     parser.add_argument("--seed", type=int, default=1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    add_cluster_arguments(parser)
     parser.add_argument("--skip-reference", action="store_true")
     args = parser.parse_args()
 

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
 import numpy as np
-from bench_engine import RESOURCES, build_snapshot
+from bench_engine import RESOURCES, add_cluster_arguments, build_snapshot
 
 from slurm_drf.config.settings import Config
 from slurm_drf.model.codec import parse_snapshot
@@ -165,13 +165,9 @@ def _exact_band_in_order(
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--pending", type=int, default=100_000)
-    parser.add_argument("--running", type=int, default=50_000)
-    parser.add_argument("--accounts", type=int, default=2000)
-    parser.add_argument("--nodes", type=int, default=500)
+    add_cluster_arguments(parser)
     parser.add_argument("--cycles", type=int, default=8)
     parser.add_argument("--weight-sums", default="0,13000,1410000")
-    parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     base = parse_snapshot(build_snapshot(args.pending, args.running, args.accounts, args.nodes, args.seed))
     print(f"{args.pending} pending, {args.running} running, {args.accounts} accounts, {args.nodes} nodes")

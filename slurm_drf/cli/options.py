@@ -9,15 +9,25 @@ from slurm_drf.model.snapshot_file import DEFAULT_MAX_SNAPSHOT_BYTES
 _MIB = 1024 * 1024
 
 
-def positive_int(text: str) -> int:
-    """An argparse type: a whole number, at least 1 (the `--jobs`, `--nodes`, `--max-snapshot-mb` kind)."""
+def whole_number(text: str) -> int:
+    """A whole number for argparse, or its one-line error."""
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a number >= 1, got {value}")
+
+
+def at_least(minimum: int, text: str) -> int:
+    """An argparse type body: a whole number, at least `minimum`."""
+    value = whole_number(text)
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"expected a number >= {minimum}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number, at least 1 (the `--jobs`, `--nodes`, `--max-snapshot-mb` kind)."""
+    return at_least(1, text)
 
 
 def add_snapshot_limit(parser: argparse.ArgumentParser) -> None:

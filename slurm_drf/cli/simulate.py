@@ -16,7 +16,7 @@ from typing import Any
 
 import orjson
 
-from slurm_drf.cli.options import positive_int
+from slurm_drf.cli.options import at_least, positive_int, whole_number
 from slurm_drf.config.load import load_config
 from slurm_drf.config.settings import SLURM_DEFAULT_QUEUE_DEPTH, Config
 from slurm_drf.sim.compare import ProgressLine, parse_policies, run_comparison
@@ -55,23 +55,14 @@ logger = logging.getLogger(__name__)
 
 def _seed(text: str) -> int:
     """A seed numpy's generator takes: 0 to 2**64 - 1 (it refuses negative ones)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    value = whole_number(text)
     if not 0 <= value < 2**64:
         raise argparse.ArgumentTypeError(f"expected a number from 0 to {2**64 - 1}, got {value}")
     return value
 
 
 def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value}")
-    return value
+    return at_least(0, text)
 
 
 def _fraction(text: str) -> float:

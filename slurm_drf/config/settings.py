@@ -90,11 +90,11 @@ class Config:
     pools: tuple[PoolConfig, ...] = ()
     exclude_accounts: frozenset[str] = frozenset()
     backend: str = "auto"
+    # Ignored since 0.3 (values are order labels); kept so that older files load.
     scale: int = DEFAULT_SCALE
-    # nice = own nice + scale x level - offset (at most -1); site_factor and
-    # priority = offset - scale x level (at least 1). The default puts level 0
-    # at the strongest boost Slurm accepts; load_config insists scale < offset
-    # so that a level of 1 still gets a value of its own.
+    # Labels run from 0 to offset - 1 (strict weighting): nice = own nice +
+    # label - offset (at most -1); site_factor and priority = offset - label
+    # (at least 1). The default uses the whole range Slurm accepts.
     offset: int = NICE_LIMIT
     state_dir: str = "/var/lib/slurm-drf"
     # Days of cycle and write history kept in state_dir/history.sqlite; None keeps all.

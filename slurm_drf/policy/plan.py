@@ -30,12 +30,14 @@ share vectors change along the order, and how each tie was broken. It is
 the engine's own arrays by reference, so `explain` answers from the
 decision itself, and the rule lives only here and in `policy.order`.
 
-Values (docs/rule.md §5): raw = round(scale x level); along the DRF order every
-job's value is raised to at least one more than its predecessor's, so the
-order is strict even for tied levels, and Slurm never falls back to submit
-order. nice = user's nice + value - offset (at most -1, so Slurm's clamp of
-priority to >= 1 never merges two jobs); site_factor and priority =
-offset - value (at least 1; priority 0 means held).
+Values (docs/rule.md §5) are order labels (`policy.labels`): each pool's
+first `horizon` jobs (the exact band) get labels that strictly rise, a gap
+of 1 + Slurm's other PriorityWeight* apart in strict weighting, and a
+cycle keeps every label Slurm already holds that is still in order with
+room, so that it writes only the jobs whose place changed. nice = user's
+nice + label - offset (at most -1, so Slurm's clamp of priority to >= 1
+never merges two jobs); site_factor and priority = offset - label (at
+least 1; priority 0 means held).
 """
 
 from __future__ import annotations

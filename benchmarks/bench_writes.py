@@ -35,7 +35,7 @@ from slurm_drf.model.types import BoolArray, IntArray, JobTable, Snapshot
 from slurm_drf.policy.labels import fewest_writes
 from slurm_drf.policy.plan import Plan, compute_plan
 from slurm_drf.policy.state import JobMemory, PolicyState
-from slurm_drf.policy.values import label_space, spread_values, value_offset
+from slurm_drf.policy.values import label_space, labels_of, spread_values, value_offset
 
 RUNNING, PENDING, GONE = 0, 1, 2
 # factor weighting's DRF weight in the "factor" rows, as a site replacing
@@ -124,7 +124,7 @@ def run(base: Snapshot, weight_sum: int, mapping: str, cycles: int, seed: int) -
         known = np.array([job_id in memory for job_id in ids], dtype=np.bool_)
         written = exact_written = minimum = exact_minimum = 0
         for positions, exact in pool_positions(plan):
-            labels = current[positions] + offset
+            labels = labels_of("nice", current[positions], offset)
             ours: BoolArray = known[positions]
             minimum += fewest_writes(labels, ours, space.gap)
             exact_minimum += fewest_writes(labels[:exact], ours[:exact], space.gap)

@@ -79,10 +79,17 @@ def check_private_status(
             f"{path}: {what} is writable by group or others (mode {stat.filemode(info.st_mode)}); "
             f"run: chmod go-w {path}"
         )
+    _refuse_foreign_owner(info, path, f"{what} is", path, error)
+
+
+def _refuse_foreign_owner(
+    info: os.stat_result, path: str | os.PathLike[str], subject: str, target: object, error: type[DrfError]
+) -> None:
+    """The owner rule of `check_private_status` and `check_ancestors`: root or this user."""
     if info.st_uid not in (0, os.geteuid()):
         raise error(
-            f"{path}: {what} is owned by uid {info.st_uid}, neither root nor this user "
-            f"(uid {os.geteuid()}); run: chown root {path}"
+            f"{path}: {subject} owned by uid {info.st_uid}, neither root nor this user "
+            f"(uid {os.geteuid()}); run: chown root {target}"
         )
 
 
@@ -109,11 +116,7 @@ def check_ancestors(path: str | os.PathLike[str], what: str, error: type[DrfErro
                 f"{path}: {what} is in directory {directory}, which is writable by group or others "
                 f"(mode {stat.filemode(info.st_mode)}) and not sticky; run: chmod go-w {directory}"
             )
-        if info.st_uid not in (0, os.geteuid()):
-            raise error(
-                f"{path}: {what} is in directory {directory}, owned by uid {info.st_uid}, neither root "
-                f"nor this user (uid {os.geteuid()}); run: chown root {directory}"
-            )
+        _refuse_foreign_owner(info, path, f"{what} is in directory {directory},", directory, error)
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes, mode: int = 0o644, *, umask: bool = False) -> None:

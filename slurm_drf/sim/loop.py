@@ -38,7 +38,14 @@ import numpy.typing as npt
 
 from slurm_drf.config.settings import SLURM_DEFAULT_QUEUE_DEPTH, Config
 from slurm_drf.policy.labels import LabelSpace, assign_labels
-from slurm_drf.policy.values import label_space, mode_values, priority_weight_sum, spread_values, value_offset
+from slurm_drf.policy.values import (
+    label_space,
+    labels_of,
+    mode_values,
+    priority_weight_sum,
+    spread_values,
+    value_offset,
+)
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -106,7 +113,7 @@ def compute_values(
     zeros = np.zeros(len(level_sorted), dtype=np.int64)
     if mapping == "labels":
         offset = value_offset(config)
-        labelling = assign_labels(current + offset, known, space)
+        labelling = assign_labels(labels_of("nice", current, offset), known, space)
         return mode_values("nice", labelling.labels, offset, zeros)
     if mapping == "spread":
         # As before 0.3: one band, always strict, the config's scale and offset.

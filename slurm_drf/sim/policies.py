@@ -23,6 +23,16 @@ submitted between ticks by `sort_key`; the queue is always sorted by
   `compute_before`, `order_pending`) on arrays the simulator keeps up to date,
   without building a snapshot and a full plan; the tests check that both
   give the same order on every tick.
+- `drf-history`: `drf` with the daemon's memory of past use (docs/rule.md
+  §6): usage is running + round(w x decayed average allocation), the
+  average kept by `policy.history.DecayedUsage` fed with the simulated
+  cluster's running allocation at every instant it changes (each record
+  holds until the next one, so the integral is exact: what the daemon's
+  history would hold had it recorded a cycle at every event). The whole run
+  is known, so there is no gap (no unknown time). `w` and the half-life come
+  from the config's `history:`; without one, the defaults of
+  `config.settings.HistoryConfig` (the policy is always on; a weight of 0
+  gives `drf` exactly).
 - `drf-naive`: the textbook progressive-filling loop with shares floored to
   whole percents and ties broken by account name: the bug that hands the
   first accounts by name everything when shares are small.
@@ -38,6 +48,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import math
 from collections.abc import Sequence
 from dataclasses import replace
 from fractions import Fraction
@@ -47,12 +58,15 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 import numpy.typing as npt
 
-from slurm_drf.config.settings import Config
+from slurm_drf.config.settings import Config, HistoryConfig
 from slurm_drf.model.codec import format_time
 from slurm_drf.model.types import PENDING, RUNNING, Job, Node, Snapshot, Tres, freeze_tres
+from slurm_drf.policy.history import EMPTY_PAST, DecayedUsage, UsageByPool, UsageRecord
 from slurm_drf.policy.labels import fewest_writes
 from slurm_drf.policy.order import compute_before, order_pending
+from slurm_drf.policy.plan import _past_usage as past_usage
 from slurm_drf.policy.plan import compute_plan
+from slurm_drf.policy.pools import DEFAULT_POOL
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState, advance_state, running_fingerprint
 from slurm_drf.sim.loop import (
     MAPPINGS,
@@ -75,9 +89,11 @@ IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
 POLICIES: Final = ("fifo", "multifactor", "drf", "drf-naive")
+# drf with the memory of past use (docs/rule.md §6).
+HISTORY_POLICIES: Final = ("drf-history",)
 # The daemon's loop modelled (`sim.loop`): the labels of 0.3, and the spread values before them.
 LOOP_POLICIES: Final = tuple(f"drf-{mapping}" for mapping in MAPPINGS)
-ALL_POLICIES: Final = (*POLICIES, *LOOP_POLICIES)
+ALL_POLICIES: Final = (*POLICIES, *HISTORY_POLICIES, *LOOP_POLICIES)
 # `slurm-drf simulate` with no --policies: the queue orders and the daemon's loop as it is.
 DEFAULT_POLICIES: Final = (*POLICIES, "drf-labels")
 PARTITION: Final = "sim"
@@ -320,7 +336,7 @@ class DrfPolicy(Policy):
         return Snapshot(cluster="sim", taken_at=format_time(now), nodes=self.nodes, jobs=tuple(jobs))
 
     def _plan_order(self, now: float) -> IntArray:
-        plan = compute_plan(self.snapshot(now), self.config, self.state)
+        plan = compute_plan(self.snapshot(now), self.config, self.state, self._past())
         self.state = plan.state
         ordered = sorted(
             (j for j in plan.jobs if j.order is not None), key=lambda j: j.order if j.order is not None else -1
@@ -352,6 +368,9 @@ class DrfPolicy(Policy):
         demand[:, self.missing] = 0
         usage = sim.usage[:, self.columns]
         usage[:, self.missing] = 0
+        added = self._past_added()
+        if added is not None:
+            usage = usage + added
         before = compute_before(demand, account_of, usage)
         ordering = order_pending(
             before, account_of, self.capacity, self.fractions, table.accounts, epoch, wins, plan_wins
@@ -367,6 +386,14 @@ class DrfPolicy(Policy):
         ordered: IntArray = index[order]
         levels: FloatArray = ordering.level[order]
         return ordered, levels
+
+    def _past(self) -> UsageByPool | None:
+        """The decayed past `compute_plan` blends in (docs/rule.md §6); None: pure DRF."""
+        return None
+
+    def _past_added(self) -> IntArray | None:
+        """(accounts, config resources) what the past adds to usage on the fast path; None: nothing."""
+        return None
 
     def reorder(self, now: float) -> list[int] | None:
         self.plans += 1
@@ -398,6 +425,76 @@ class DrfPolicy(Policy):
             self.position[tasks] = position
             queue.extend(tasks)
         return queue
+
+
+class HistoryDrfPolicy(DrfPolicy):
+    """drf with the memory of past use: usage = running + round(w x decayed average allocation)."""
+
+    name = "drf-history"
+
+    def __init__(self, config: Config | None = None, engine: str = "plan", keep_records: bool = False) -> None:
+        super().__init__(config, engine)
+        # With keep_records, every record fed and every tick's (time, past), for the tests.
+        self.records: list[UsageRecord] | None = [] if keep_records else None
+        self.pasts: list[tuple[float, UsageByPool]] | None = [] if keep_records else None
+
+    def bind(self, sim: SimulatorView) -> None:
+        super().bind(sim)
+        history = self.config.history or HistoryConfig()
+        self.config = replace(self.config, history=history)
+        # The simulation knows every moment of its run: no time is unknown, so no gap.
+        self.decayed = DecayedUsage(history.half_life, math.inf)
+        # Running allocation per account as of the last change, in the simulator's RESOURCES.
+        self.running = np.zeros((len(sim.table.accounts), len(RESOURCES)), dtype=np.int64)
+        self.recorded = [r for r in self.config.resources if r in RESOURCES]
+        self.recorded_columns = [RESOURCES.index(r) for r in self.recorded]
+        # The time of a change not yet fed to `decayed`; the run starts with nothing running.
+        self.changed_at: float | None = 0.0
+        self.past: UsageByPool = EMPTY_PAST
+
+    def _feed(self, time: float) -> None:
+        """The running allocation from `time` on, as one history record (pool, account, resource)."""
+        names = self.table.accounts
+        rows = self.running[:, self.recorded_columns].tolist()
+        usage = {names[a]: dict(zip(self.recorded, row, strict=True)) for a, row in enumerate(rows) if any(row)}
+        record = UsageRecord(time, {DEFAULT_POOL: usage})
+        self.decayed.add(record)
+        if self.records is not None:
+            self.records.append(record)
+
+    def _change(self, job: int, now: float, sign: int) -> None:
+        # A record holds until the next one: the allocation of the last instant is
+        # fed once this instant changes it again (all events of one instant come first).
+        if self.changed_at is not None and now > self.changed_at:
+            self._feed(self.changed_at)
+        self.changed_at = now
+        table = self.table
+        self.running[table.job_account[job]] += np.array(table.shape_total[table.job_shape[job]], dtype=np.int64) * sign
+
+    def on_start(self, job: int, now: float) -> None:
+        self._change(job, now, 1)
+        super().on_start(job, now)
+
+    def on_end(self, job: int, now: float) -> None:
+        self._change(job, now, -1)
+        super().on_end(job, now)
+
+    def reorder(self, now: float) -> list[int] | None:
+        if self.changed_at is not None:
+            self._feed(self.changed_at)
+            self.changed_at = None
+        self.past = self.decayed.past_at(now)
+        if self.pasts is not None:
+            self.pasts.append((now, self.past))
+        return super().reorder(now)
+
+    def _past(self) -> UsageByPool | None:
+        return self.past
+
+    def _past_added(self) -> IntArray | None:
+        # compute_plan's own conversion (past_term: w x past, rounded to whole units), so that
+        # both engines blend exactly what the daemon does.
+        return past_usage(self.past, DEFAULT_POOL, self.config, self.table.accounts)
 
 
 class NaiveDrfPolicy(DrfPolicy):
@@ -558,6 +655,8 @@ def build_policy(
         return MultifactorPolicy(half_life)
     if name == "drf":
         return DrfPolicy(config, engine)
+    if name == "drf-history":
+        return HistoryDrfPolicy(config, engine)
     if name == "drf-naive":
         return NaiveDrfPolicy(config)
     if name in LOOP_POLICIES:

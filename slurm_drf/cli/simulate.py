@@ -131,12 +131,17 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
         metavar="DUR",
         help="how often policies reorder the queue and metrics are sampled (default 60s)",
     )
-    run.add_argument("--config", metavar="FILE", help="slurm-drf config: account weights and tie settings")
+    run.add_argument(
+        "--config",
+        metavar="FILE",
+        help="slurm-drf config: account weights, tie settings, and history: (half_life, weight) for drf-history "
+        "(without it drf-history takes history's defaults, 14d and 0.5)",
+    )
     run.add_argument(
         "--half-life",
         default="7d",
         metavar="DUR",
-        help="multifactor usage decay half-life (default 7d, Slurm's default)",
+        help="multifactor usage decay half-life (default 7d, Slurm's default; drf-history's is the config's)",
     )
     run.add_argument(
         "--backfill-depth",

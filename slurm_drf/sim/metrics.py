@@ -15,6 +15,16 @@ Sits after `engine` and before `render`. Definitions:
 - *share ratio*: each account's mean weighted share over the samples above
   where it is backlogged; the largest of these over the smallest (inf when
   a backlogged account never ran).
+- *share to date* of an account at a sample: its weighted dominant share
+  averaged over time from the start of the run to that sample (skipped
+  idle ticks count as zero): what it has had so far, the past included.
+  *Jain over time*: the mean, over the samples where Jain's index is taken,
+  of Jain's index of the backlogged accounts' shares to date; 1 when every
+  waiting account has had the same share of the cluster since the start
+  (what memory of past use aims at, docs/rule.md §6). Per account, its
+  share to date at the last such sample (the end of contention; nan if
+  none), and over the whole run (`run_share`, fixed by the work the account
+  brings once every job has run, whatever the order).
 - waits: start - submit of each job (task); p50, p95 and the maximum per
   account; the longest wait overall.
 - utilisation: allocated / capacity per resource, averaged over the
@@ -63,6 +73,8 @@ class AccountMetrics:
     wait_p50: float
     wait_p95: float
     wait_max: float
+    share_to_date: float = math.nan  # at the last fairness sample
+    run_share: float = math.nan  # over the whole run
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +95,7 @@ class PolicyMetrics:
     accounts: tuple[AccountMetrics, ...]
     jain_series: FloatArray  # per sample; nan where not a fairness sample
     writes: WriteMetrics | None = None  # for policies that model the daemon's writes
+    jain_over_time: float = math.nan  # of the backlogged accounts' shares to date, mean over fairness samples
 
 
 def compute_write_metrics(writes: IntArray) -> WriteMetrics:
@@ -122,6 +135,13 @@ def compute_metrics(result: SimResult) -> PolicyMetrics:
     else:
         share_ratio = math.nan
 
+    to_date = shares_to_date(result)
+    over_time = [jain_index(to_date[i][backlogged[i]]) for i in np.flatnonzero(fair).tolist()]
+    last_fair = np.flatnonzero(fair)
+    at_end = to_date[last_fair[-1]] if len(last_fair) else np.full(len(result.accounts), np.nan)
+    ticks = samples + result.idle_ticks
+    run_share = shares.sum(axis=0) / ticks if samples else np.full(len(result.accounts), np.nan)
+
     wait = result.start - result.submit
     rows = []
     for index, account in enumerate(result.accounts):
@@ -136,6 +156,8 @@ def compute_metrics(result: SimResult) -> PolicyMetrics:
                 wait_p50=float(np.percentile(mine, 50)) if len(mine) else math.nan,
                 wait_p95=float(np.percentile(mine, 95)) if len(mine) else math.nan,
                 wait_max=float(mine.max()) if len(mine) else math.nan,
+                share_to_date=float(at_end[index]),
+                run_share=float(run_share[index]),
             )
         )
     longest = int(np.argmax(wait))
@@ -144,7 +166,6 @@ def compute_metrics(result: SimResult) -> PolicyMetrics:
     waiting = result.sample_pending.sum(axis=1) > 0
     utilisation = {r: float(used[waiting, i].mean()) if waiting.any() else math.nan for i, r in enumerate(RESOURCES)}
     # Skipped idle ticks sampled zero use: they count in the mean, not in the sum.
-    ticks = samples + result.idle_ticks
     overall = {r: float(used[:, i].sum() / ticks) if samples else math.nan for i, r in enumerate(RESOURCES)}
     finite = jain[fair]
     return PolicyMetrics(
@@ -164,7 +185,22 @@ def compute_metrics(result: SimResult) -> PolicyMetrics:
         accounts=tuple(rows),
         jain_series=jain,
         writes=None if result.writes is None else compute_write_metrics(result.writes),
+        jain_over_time=float(np.mean(over_time)) if over_time else math.nan,
     )
+
+
+def shares_to_date(result: SimResult) -> FloatArray:
+    """(S, A) each account's weighted dominant share averaged from the start of the run to each sample.
+
+    Samples are taken at ticks (tick x interval); the ticks skipped while
+    nothing ran or waited held no share and count in the time, not the sum.
+    """
+    shares = result.sample_share
+    if not len(shares):
+        return shares
+    ticks = np.rint(result.sample_time / result.interval) + 1.0
+    out: FloatArray = np.cumsum(shares, axis=0) / ticks[:, None]
+    return out
 
 
 def _number(value: float, digits: int = 4) -> float | None:
@@ -190,6 +226,7 @@ def render_metrics(metrics: PolicyMetrics) -> dict[str, Any]:
         "utilisation_overall": {r: _number(v) for r, v in metrics.utilisation_overall.items()},
         "makespan_s": _number(metrics.makespan, 1),
         "backfilled_fraction": _number(metrics.backfilled),
+        "jain_over_time": _number(metrics.jain_over_time),
         "plans": metrics.plans,
         "writes_per_cycle": None
         if metrics.writes is None
@@ -210,6 +247,8 @@ def render_metrics(metrics: PolicyMetrics) -> dict[str, Any]:
                 "wait_p50_s": _number(a.wait_p50, 1),
                 "wait_p95_s": _number(a.wait_p95, 1),
                 "wait_max_s": _number(a.wait_max, 1),
+                "weighted_share_to_date_at_contention_end": _number(a.share_to_date),
+                "weighted_share_over_run": _number(a.run_share),
             }
             for a in metrics.accounts
         ],

@@ -27,6 +27,7 @@ from slurm_drf.errors import InputError
 from slurm_drf.sim.compare import Comparison
 from slurm_drf.sim.loop import build_space
 from slurm_drf.sim.metrics import render_metrics
+from slurm_drf.sim.policies import HISTORY_POLICIES
 from slurm_drf.sim.workload import RESOURCES, Workload, WorkloadError, format_duration
 
 SIM_FORMAT: Final = "slurm-drf-simulation/1"
@@ -124,6 +125,34 @@ def _writes_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]] | 
     return header, rows
 
 
+def _history_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]] | None:
+    """Fairness over time beside Jain, when drf-history is compared; None otherwise."""
+    if not any(m.policy in HISTORY_POLICIES for m in comparison.metrics):
+        return None
+    accounts = [a.account for a in comparison.metrics[0].accounts]
+    shown = [a for a in shown_accounts(accounts) if a is not None]
+    header = ["policy", "Jain", "Jain over time", *(f"to date {a}" for a in shown)]
+    rows = []
+    for metrics in comparison.metrics:
+        by_account = {a.account: a for a in metrics.accounts}
+        rows.append(
+            [
+                metrics.policy,
+                _fmt(metrics.jain),
+                _fmt(metrics.jain_over_time),
+                *(_fmt(by_account[a].share_to_date) for a in shown),
+            ]
+        )
+    return header, rows
+
+
+HISTORY_NOTE: Final = (
+    "Jain over time: mean Jain's index of the waiting accounts' shares to date (weighted dominant share "
+    "averaged from the start of the run); to date: each account's share to date at the end of contention "
+    "(the last sample where >= 2 accounts wait)."
+)
+
+
 def describe_loop(comparison: Comparison) -> str:
     """What the loop policies ran against, in one paragraph."""
     config = comparison.config or Config()
@@ -204,6 +233,11 @@ def render_table(comparison: Comparison, timings: bool = True) -> str:
         lines.extend(textwrap.wrap(describe_loop(comparison), width=118))
         lines.extend(_align(*writes))
         lines.append("")
+    history = _history_rows(comparison)
+    if history is not None:
+        lines.extend(textwrap.wrap(HISTORY_NOTE, width=118))
+        lines.extend(_align(*history))
+        lines.append("")
     lines.append("Per account: mean weighted dominant share while backlogged, wait p50 / p95")
     header, rows = _account_rows(comparison)
     lines.extend(_align(header, rows))
@@ -214,7 +248,9 @@ def render_markdown(comparison: Comparison) -> str:
     """The two tables as Markdown (for docs/evaluation.md)."""
     out = []
     writes = _writes_rows(comparison)
-    tables = [_summary_rows(comparison), _account_rows(comparison), *([writes] if writes is not None else [])]
+    history = _history_rows(comparison)
+    tables = [_summary_rows(comparison), _account_rows(comparison)]
+    tables.extend(t for t in (writes, history) if t is not None)
     for header, rows in tables:
         out.append("| " + " | ".join(header) + " |")
         out.append("|" + "|".join(" --- " for _ in header) + "|")
@@ -390,6 +426,12 @@ def render_html(comparison: Comparison, png: bytes) -> str:
         if writes is not None
         else ""
     )
+    history = _history_rows(comparison)
+    over_time = (
+        f"<h2>Fairness over time</h2>\n<p>{html.escape(HISTORY_NOTE)}</p>\n{table(*history)}\n"
+        if history is not None
+        else ""
+    )
     description = "".join(f"<p>{html.escape(line)}</p>" for line in describe_workload(comparison))
     image = base64.b64encode(png).decode("ascii")
     return f"""<!DOCTYPE html>
@@ -412,7 +454,7 @@ while jobs wait.</p>
 <h2>Accounts</h2>
 <p>Mean weighted dominant share while backlogged; wait p50 / p95.</p>
 {table(account_header, account_rows)}
-{loop}<h2>Shares over time</h2>
+{loop}{over_time}<h2>Shares over time</h2>
 <img alt="weighted dominant share per account over time, per policy" src="data:image/png;base64,{image}">
 </body></html>
 """

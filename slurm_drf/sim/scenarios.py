@@ -20,6 +20,7 @@ nodes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from fractions import Fraction
@@ -29,7 +30,7 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from slurm_drf.sim.workload import NodeType, Workload, WorkloadError, WorkloadJob, check_sizes
+from slurm_drf.sim.workload import NodeType, Workload, WorkloadError, WorkloadJob, check_sizes, format_duration
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -165,22 +166,27 @@ def _submit(rng: np.random.Generator, drawn: _Drawn, window: float) -> list[Work
             ]
         )
     submits = np.round(np.sort(times))
-    return [
-        WorkloadJob(
-            job_id=f"{account.name}-{index}",
-            account=account.name,
-            user=f"{account.name}-u{index % 3}",
-            submit=float(submits[index]),
-            duration=float(drawn.runtime[index]),
-            limit=float(drawn.runtime[index]),
-            cpu=int(drawn.cpu[index]),
-            mem=int(drawn.mem[index]),
-            gpu=int(drawn.gpu[index]),
-            array_id=arrays[index][0],
-            array_index=arrays[index][1],
-        )
-        for index in range(count)
-    ]
+    return [_job(account.name, index, float(submits[index]), drawn, index, arrays[index]) for index in range(count)]
+
+
+def _job(
+    account: str, number: int, submit: float, drawn: _Drawn, index: int, array: tuple[str | None, int] = (None, 0)
+) -> WorkloadJob:
+    """Job `index` of `drawn`, as job `number` of `account`, submitted at `submit`."""
+    runtime = float(drawn.runtime[index])
+    return WorkloadJob(
+        job_id=f"{account}-{number}",
+        account=account,
+        user=f"{account}-u{number % 3}",
+        submit=submit,
+        duration=runtime,
+        limit=runtime,
+        cpu=int(drawn.cpu[index]),
+        mem=int(drawn.mem[index]),
+        gpu=int(drawn.gpu[index]),
+        array_id=array[0],
+        array_index=array[1],
+    )
 
 
 # --------------------------------------------------------------------------
@@ -246,6 +252,49 @@ def _weighted(rng: np.random.Generator, nodes: int, jobs: int, window: float | N
     )
 
 
+def _burst(rng: np.random.Generator, nodes: int, jobs: int, window: float | None) -> Workload:
+    """physics floods the cluster with GPU jobs on day 1; on day 2 physics and chemistry submit the same queue.
+
+    Half the jobs are physics' burst, submitted at 0; the rest are one
+    queue drawn once and submitted by both accounts at the start of day 2.
+    The day, unless given, is whole hours long enough for the burst to run
+    at 80% of the cluster, so the cluster is idle again when day 2 begins.
+    """
+    each = jobs // 4
+    burst = _draw(rng, _Account("physics", "gpu", 1.0), jobs - 2 * each)
+    queue = _draw(rng, _Account("chemistry", "gpu", 1.0), each)
+    if window is None:
+        work = sum(
+            _dominant(c, m, g) * t
+            for c, m, g, t in zip(
+                burst.cpu.tolist(), burst.mem.tolist(), burst.gpu.tolist(), burst.runtime.tolist(), strict=True
+            )
+        )
+        window = 3600.0 * max(1, math.ceil(work / (0.8 * nodes) / 3600))
+    out = [_job("physics", i, 0.0, burst, i) for i in range(len(burst.runtime))]
+    for account, first in (("physics", len(out)), ("chemistry", 0)):
+        out.extend(_job(account, first + i, window, queue, i) for i in range(each))
+    return Workload(
+        "burst",
+        f"physics runs a burst of GPU jobs on day 1 ({format_duration(window)}) while chemistry is idle; "
+        "then both submit the same queue",
+        tuple(out),
+        nodes,
+        NODE,
+    )
+
+
+def _steady(rng: np.random.Generator, nodes: int, jobs: int, window: float | None) -> Workload:
+    accounts = [_Account(name, "gpu", 0.75) for name in ("astro", "bio")]
+    return Workload(
+        "steady",
+        "two accounts with the same GPU job mix and load, both backlogged from start to end",
+        _generate(rng, accounts, nodes, jobs, window),
+        nodes,
+        NODE,
+    )
+
+
 TIE_ACCOUNTS: Final = 200
 
 
@@ -277,8 +326,12 @@ SCENARIOS: Final = {
         Scenario("newcomer", "a new account joins a busy cluster", 24, 2400, _newcomer),
         Scenario("weighted", "weights 2:1:1 on the same job mix", 24, 2400, _weighted),
         Scenario("tie", "many identical small accounts (where drf-naive starves the last by name)", 24, 6000, _tie),
+        Scenario("burst", "an account that ran a burst yesterday meets one that did not (history)", 8, 900, _burst),
+        Scenario("steady", "two identical accounts, steady load (history changes little)", 8, 1200, _steady),
     )
 }
+# The scenarios of memory of past use (docs/evaluation.md, *Fair share over time*).
+HISTORY_SCENARIOS: Final = ("burst", "steady")
 DEFAULT_SCENARIO: Final = "mixed"
 
 
@@ -294,6 +347,10 @@ def build_scenario(
     if nodes < 1 or jobs < 1:
         raise WorkloadError(f"scenario {name}: expected at least one node and one job, got {nodes} and {jobs}")
     check_sizes(f"scenario {name}", nodes, jobs)
+    if name == "burst" and jobs < 4:
+        raise WorkloadError(
+            f"scenario burst: expected at least 4 jobs (a burst and a queue of each account), got {jobs}"
+        )
     if name == "tie" and jobs < TIE_ACCOUNTS:
         raise WorkloadError(f"scenario tie: expected at least {TIE_ACCOUNTS} jobs (one per account), got {jobs}")
     if window is not None and window <= 0:

@@ -18,7 +18,12 @@ import orjson
 
 from slurm_drf.cli.options import at_least, positive_int, whole_number
 from slurm_drf.config.load import load_config
-from slurm_drf.config.settings import SLURM_DEFAULT_QUEUE_DEPTH, Config
+from slurm_drf.config.settings import (
+    DEFAULT_HISTORY_HALF_LIFE,
+    DEFAULT_HISTORY_WEIGHT,
+    SLURM_DEFAULT_QUEUE_DEPTH,
+    Config,
+)
 from slurm_drf.sim.compare import ProgressLine, parse_policies, run_comparison
 from slurm_drf.sim.engine import (
     BACKFILL_MODES,
@@ -135,7 +140,8 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--config",
         metavar="FILE",
         help="slurm-drf config: account weights, tie settings, and history: (half_life, weight) for drf-history "
-        "(without it drf-history takes history's defaults, 14d and 0.5)",
+        f"(without it drf-history takes history's defaults, half_life {format_duration(DEFAULT_HISTORY_HALF_LIFE)} "
+        f"and weight {DEFAULT_HISTORY_WEIGHT:g})",
     )
     run.add_argument(
         "--half-life",

@@ -139,8 +139,10 @@ def compute_metrics(result: SimResult) -> PolicyMetrics:
     over_time = [jain_index(to_date[i][backlogged[i]]) for i in np.flatnonzero(fair).tolist()]
     last_fair = np.flatnonzero(fair)
     at_end = to_date[last_fair[-1]] if len(last_fair) else np.full(len(result.accounts), np.nan)
-    ticks = samples + result.idle_ticks
-    run_share = shares.sum(axis=0) / ticks if samples else np.full(len(result.accounts), np.nan)
+    # Over the run: the ticks before the last job ended (the skipped idle ones among them).
+    makespan = float(result.end.max())
+    ticks = max(1, math.ceil(makespan / result.interval))
+    run_share = shares[result.sample_time < makespan].sum(axis=0) / ticks
 
     wait = result.start - result.submit
     rows = []
@@ -179,7 +181,7 @@ def compute_metrics(result: SimResult) -> PolicyMetrics:
         mean_wait=float(wait.mean()),
         utilisation=utilisation,
         utilisation_overall=overall,
-        makespan=float(result.end.max()),
+        makespan=makespan,
         backfilled=float(result.backfilled.mean()),
         plans=result.plans,
         accounts=tuple(rows),

@@ -113,24 +113,21 @@ def _generate(
     counts = _apportion(jobs, weight)
     drawn = [_draw(rng, a, n) for a, n in zip(accounts, counts, strict=True)]
     if window is None:
-        work = sum(
-            float(
-                np.dot(
-                    [
-                        _dominant(c, m, g)
-                        for c, m, g in zip(d.cpu.tolist(), d.mem.tolist(), d.gpu.tolist(), strict=True)
-                    ],
-                    d.runtime,
-                )
-            )
-            for d in drawn
-        )
+        work = sum(_work(d) for d in drawn)
         offered = sum(a.load * (a.stop - a.start) for a in accounts)
         window = max(600.0, round(work / (nodes * offered)))
     out: list[WorkloadJob] = []
     for d in drawn:
         out.extend(_submit(rng, d, window))
     return tuple(out)
+
+
+def _work(drawn: _Drawn) -> float:
+    """Node-seconds of dominant share the drawn jobs need: sum of dominant share of a node x run time."""
+    shares = [
+        _dominant(c, m, g) for c, m, g in zip(drawn.cpu.tolist(), drawn.mem.tolist(), drawn.gpu.tolist(), strict=True)
+    ]
+    return float(np.dot(shares, drawn.runtime))
 
 
 def _apportion(total: int, weights: list[float]) -> list[int]:
@@ -264,13 +261,7 @@ def _burst(rng: np.random.Generator, nodes: int, jobs: int, window: float | None
     burst = _draw(rng, _Account("physics", "gpu", 1.0), jobs - 2 * each)
     queue = _draw(rng, _Account("chemistry", "gpu", 1.0), each)
     if window is None:
-        work = sum(
-            _dominant(c, m, g) * t
-            for c, m, g, t in zip(
-                burst.cpu.tolist(), burst.mem.tolist(), burst.gpu.tolist(), burst.runtime.tolist(), strict=True
-            )
-        )
-        window = 3600.0 * max(1, math.ceil(work / (0.8 * nodes) / 3600))
+        window = 3600.0 * max(1, math.ceil(_work(burst) / (0.8 * nodes) / 3600))
     out = [_job("physics", i, 0.0, burst, i) for i in range(len(burst.runtime))]
     for account, first in (("physics", len(out)), ("chemistry", 0)):
         out.extend(_job(account, first + i, window, queue, i) for i in range(each))

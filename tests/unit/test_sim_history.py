@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_sim import check_invariants, run_cli
 
 from slurm_drf.config.settings import Config, HistoryConfig
 from slurm_drf.policy.history import UsageRecord, decayed_past
@@ -21,7 +22,6 @@ from slurm_drf.sim.render import render_json, render_table
 from slurm_drf.sim.scenarios import HISTORY_SCENARIOS, SCENARIOS, build_scenario
 from slurm_drf.sim.table import build_workload_table
 from slurm_drf.sim.workload import NodeType, Workload, WorkloadError, WorkloadJob, validate_workload
-from tests.unit.test_sim import check_invariants, run_cli
 
 
 def small_burst(seed: int = 1) -> Workload:

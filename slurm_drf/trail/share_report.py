@@ -20,6 +20,7 @@ from typing import Any, Final
 import orjson
 
 from slurm_drf.policy.plan import AccountShare, Plan, PoolPlan
+from slurm_drf.trail.plan_output import present_share
 from slurm_drf.trail.text import (
     csv_cell,
     format_capacity,
@@ -80,6 +81,9 @@ class ShareReport:
     resources: tuple[str, ...]
     pools: tuple[PoolReport, ...]
     warnings: tuple[str, ...]
+    # The plan blends a decayed past (docs/rule.md §6): every format shows it
+    # apart from the running usage; otherwise the report is pure DRF's.
+    with_past: bool = False
 
 
 def build_report(plan: Plan) -> ShareReport:
@@ -96,7 +100,9 @@ def build_report(plan: Plan) -> ShareReport:
         )
         for pool in plan.pools
     )
-    return ShareReport(plan.cluster, plan.taken_at, tuple(plan.resources), pools, tuple(plan.warnings))
+    return ShareReport(
+        plan.cluster, plan.taken_at, tuple(plan.resources), pools, tuple(plan.warnings), plan.blends_past
+    )
 
 
 def next_accounts(plan: Plan) -> dict[str, tuple[str, bool]]:
@@ -109,8 +115,8 @@ def next_accounts(plan: Plan) -> dict[str, tuple[str, bool]]:
     return found
 
 
-def report_columns(resources: Sequence[str]) -> list[str]:
-    """The CSV header: one column per field, usage and share per resource."""
+def report_columns(resources: Sequence[str], with_past: bool = False) -> list[str]:
+    """The CSV header: one column per field, usage and share per resource; `with_past`: the past and the present share."""
     return [
         "pool",
         "rank",
@@ -119,9 +125,11 @@ def report_columns(resources: Sequence[str]) -> list[str]:
         "running_jobs",
         "pending_jobs",
         *(f"usage:{r}" for r in resources),
+        *(f"past:{r}" for r in resources if with_past),
         *(f"share:{r}" for r in resources),
         "dominant_resource",
         "dominant_share",
+        *(["present_share"] if with_past else []),
         "weighted_share",
     ]
 
@@ -140,21 +148,7 @@ def render_report_json(report: ShareReport) -> dict[str, Any]:
                 "nodes": p.pool.nodes,
                 "capacity": dict(p.pool.capacity),
                 "next_account": p.next_account,
-                "accounts": [
-                    {
-                        "rank": a.rank,
-                        "account": a.account,
-                        "weight": float(a.weight),
-                        "running_jobs": a.running_jobs,
-                        "pending_jobs": a.pending_jobs,
-                        "usage": {r: a.usage.get(r, 0) for r in report.resources},
-                        "shares": {r: a.shares.get(r, 0.0) for r in report.resources},
-                        "dominant_resource": a.dominant_resource,
-                        "dominant_share": a.dominant_share,
-                        "weighted_share": a.weighted_share,
-                    }
-                    for a in p.accounts
-                ],
+                "accounts": [_account_json(a, report) for a in p.accounts],
             }
             for p in report.pools
         ],
@@ -162,11 +156,36 @@ def render_report_json(report: ShareReport) -> dict[str, Any]:
     }
 
 
+def _account_json(a: AccountShare, report: ShareReport) -> dict[str, Any]:
+    """One account of the report JSON; `past` and `present_share` only when the plan blends a past."""
+    resources = report.resources
+    entry: dict[str, Any] = {
+        "rank": a.rank,
+        "account": a.account,
+        "weight": float(a.weight),
+        "running_jobs": a.running_jobs,
+        "pending_jobs": a.pending_jobs,
+        "usage": {r: a.usage.get(r, 0) for r in resources},
+    }
+    if report.with_past:
+        entry["past"] = {r: a.past.get(r, 0) for r in resources}
+    entry |= {
+        "shares": {r: a.shares.get(r, 0.0) for r in resources},
+        "dominant_resource": a.dominant_resource,
+        "dominant_share": a.dominant_share,
+    }
+    if report.with_past:
+        entry["present_share"] = present_share(a)
+    entry["weighted_share"] = a.weighted_share
+    return entry
+
+
 def render_report_csv(report: ShareReport) -> str:
     """One row per (pool, account); floats in full precision (repr), so they read back exactly."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(report_columns(report.resources))
+    with_past = report.with_past
+    writer.writerow(report_columns(report.resources, with_past))
     for pool in report.pools:
         for a in pool.accounts:
             writer.writerow(
@@ -178,16 +197,18 @@ def render_report_csv(report: ShareReport) -> str:
                     a.running_jobs,
                     a.pending_jobs,
                     *(a.usage.get(r, 0) for r in report.resources),
+                    *(a.past.get(r, 0) for r in report.resources if with_past),
                     *(repr(a.shares.get(r, 0.0)) for r in report.resources),
                     csv_cell(a.dominant_resource or ""),
                     repr(a.dominant_share),
+                    *([repr(present_share(a))] if with_past else []),
                     repr(a.weighted_share),
                 ]
             )
     return out.getvalue()
 
 
-def _display_headers(resources: Sequence[str]) -> list[str]:
+def _display_headers(resources: Sequence[str], with_past: bool = False) -> list[str]:
     return [
         "rank",
         "account",
@@ -195,14 +216,16 @@ def _display_headers(resources: Sequence[str]) -> list[str]:
         "running",
         "pending",
         *(f"{r} used" for r in resources),
+        *(f"{r} past" for r in resources if with_past),
         *(f"{r} share" for r in resources),
         "dominant",
         "dominant share",
+        *(["present share"] if with_past else []),
         "weighted share",
     ]
 
 
-def _display_cells(account: AccountShare, resources: Sequence[str]) -> list[str]:
+def _display_cells(account: AccountShare, resources: Sequence[str], with_past: bool = False) -> list[str]:
     """One account's row as text: the same cells in the table, markdown and HTML."""
     return [
         str(account.rank),
@@ -211,11 +234,27 @@ def _display_cells(account: AccountShare, resources: Sequence[str]) -> list[str]
         str(account.running_jobs),
         str(account.pending_jobs),
         *(format_tres(r, account.usage.get(r, 0)) for r in resources),
+        *(format_tres(r, account.past.get(r, 0)) for r in resources if with_past),
         *(format_share(account.shares.get(r, 0.0)) for r in resources),
         terminal_text(account.dominant_resource or "-"),
         format_share(account.dominant_share),
+        *([format_share(present_share(account))] if with_past else []),
         format_share(account.weighted_share),
     ]
+
+
+# Under each pool's table when the plan blends a past: what the columns mean.
+PAST_LEGEND: Final = (
+    "with history: used is the running allocation, past what the decayed past adds to it; "
+    "shares, dominant share, weighted share and rank are over used + past; "
+    "present share is the weighted share over used alone"
+)
+
+
+def _share_column(headers: Sequence[str], account: AccountShare) -> int:
+    """The column of the account's dominant resource's share; -1 when it has none."""
+    name = f"{account.dominant_resource} share"
+    return headers.index(name) if account.dominant_resource is not None and name in headers else -1
 
 
 # Columns that hold text (left-aligned); every other column holds numbers.
@@ -234,15 +273,13 @@ def render_report_table(report: ShareReport, *, color: bool = False) -> str:
     next (order 0's, see PoolReport) is green. Padding is computed on the
     plain text, so the columns line up with or without colour.
     """
-    headers = _display_headers(report.resources)
-    width_of_resources = len(report.resources)
-    first_share = 5 + width_of_resources
+    headers = _display_headers(report.resources, report.with_past)
     out: list[str] = [terminal_text(f"cluster {report.cluster}, taken at {report.taken_at or '-'}")]
     for pool in report.pools:
         out.append("")
         title = f"pool {terminal_text(pool.pool.name)}: {_capacity_text(pool.pool)}"
         out.append(f"{_ANSI_BOLD}{title}{_ANSI_RESET}" if color else title)
-        rows = [_display_cells(a, report.resources) for a in pool.accounts]
+        rows = [_display_cells(a, report.resources, report.with_past) for a in pool.accounts]
         widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
 
         def pad(index: int, text: str, widths: list[int] = widths) -> str:
@@ -254,8 +291,8 @@ def render_report_table(report: ShareReport, *, color: bool = False) -> str:
         for account, cells in zip(pool.accounts, rows, strict=True):
             styled = [pad(i, c) for i, c in enumerate(cells)]
             if color:
-                if account.dominant_resource in report.resources:
-                    k = first_share + report.resources.index(account.dominant_resource)
+                k = _share_column(headers, account)
+                if k >= 0:
                     styled[k] = f"{_ANSI_DOMINANT}{styled[k]}{_ANSI_RESET}"
                 if account.account == pool.next_account:
                     styled[1] = f"{_ANSI_NEXT}{styled[1]}{_ANSI_RESET}"
@@ -263,6 +300,8 @@ def render_report_table(report: ShareReport, *, color: bool = False) -> str:
         if not rows:
             out.append("(no running or pending jobs)")
         out.append(_next_text(pool))
+        if report.with_past:
+            out.append(PAST_LEGEND)
     out.extend(f"warning: {terminal_text(w)}" for w in report.warnings)
     return "\n".join(out) + "\n"
 
@@ -280,7 +319,7 @@ def _next_text(pool: PoolReport) -> str:
 
 def render_report_markdown(report: ShareReport) -> str:
     """A GitHub-flavoured markdown table per pool (numbers right-aligned)."""
-    headers = _display_headers(report.resources)
+    headers = _display_headers(report.resources, report.with_past)
     out = [
         f"# Share report: {_markdown_cell(report.cluster)}",
         "",
@@ -291,8 +330,11 @@ def render_report_markdown(report: ShareReport) -> str:
         out.append("| " + " | ".join(headers) + " |")
         out.append("|" + "|".join(":---" if h in _TEXT_COLUMNS else "---:" for h in headers) + "|")
         for account in pool.accounts:
-            out.append("| " + " | ".join(_markdown_cell(c) for c in _display_cells(account, report.resources)) + " |")
+            cells = _display_cells(account, report.resources, report.with_past)
+            out.append("| " + " | ".join(_markdown_cell(c) for c in cells) + " |")
         out += ["", _markdown_cell(_next_text(pool))]
+        if report.with_past:
+            out += ["", _markdown_cell(PAST_LEGEND)]
     if report.warnings:
         out += ["", *(f"- warning: {_markdown_cell(w)}" for w in report.warnings)]
     return "\n".join(out) + "\n"
@@ -439,8 +481,7 @@ def render_share_chart_svg(pool: PoolReport, all_resources: Sequence[str]) -> st
 def render_report_html(report: ShareReport) -> str:
     """One self-contained page: inline CSS, per pool an SVG chart and the table. No scripts, no links."""
     esc = html.escape
-    headers = _display_headers(report.resources)
-    first_share = 5 + len(report.resources)
+    headers = _display_headers(report.resources, report.with_past)
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -464,12 +505,8 @@ def render_report_html(report: ShareReport) -> str:
         out.extend(f'<th{text_class if h in _TEXT_COLUMNS else ""} scope="col">{esc(h)}</th>' for h in headers)
         out.append("</tr></thead><tbody>")
         for account in pool.accounts:
-            cells = _display_cells(account, report.resources)
-            dominant = (
-                first_share + report.resources.index(account.dominant_resource)
-                if account.dominant_resource in report.resources
-                else -1
-            )
+            cells = _display_cells(account, report.resources, report.with_past)
+            dominant = _share_column(headers, account)
             row_class = ' class="next"' if account.account == pool.next_account else ""
             out.append(f"<tr{row_class}>")
             for index, (header, cell) in enumerate(zip(headers, cells, strict=True)):
@@ -485,7 +522,8 @@ def render_report_html(report: ShareReport) -> str:
                 attribute = f' class="{" ".join(classes)}"' if classes else ""
                 out.append(f"<td{attribute}>{esc(cell)}</td>")
             out.append("</tr>")
-        out.append(f'</tbody></table><p class="meta">{esc(_next_text(pool))}</p></section>')
+        legend = f'<p class="meta">{esc(PAST_LEGEND)}</p>' if report.with_past else ""
+        out.append(f'</tbody></table><p class="meta">{esc(_next_text(pool))}</p>{legend}</section>')
     if report.warnings:
         out.append('<ul class="warnings">' + "".join(f"<li>{esc(w)}</li>" for w in report.warnings) + "</ul>")
     out.append("</body></html>")

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Final, NoReturn
 
 from slurm_drf import __version__
 from slurm_drf.cli.options import add_snapshot_limit, snapshot_limit
+from slurm_drf.config.checks import history_warnings
 from slurm_drf.config.load import load_config, resolve_config
 from slurm_drf.config.settings import Config
 from slurm_drf.errors import DrfError, InputError, shorten
@@ -153,6 +154,8 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     )
     from slurm_drf.cli.band import band_lines, site_weights
 
+    for warning in history_warnings(config):
+        print(f"warning: {warning}")
     found = site_weights(args.snapshot)
     print(f"note: {found}" if isinstance(found, str) else "\n".join(band_lines(config, *found)))
     return 0

@@ -34,6 +34,9 @@ from slurm_drf.config.yaml_tree import KeyPath, Problem, node_at
 MIN_INTERVAL: Final = 1.0
 # history.half_life: shorter than an hour forgets within a few cycles.
 MIN_HISTORY_HALF_LIFE: Final = 3600.0
+# history_days should keep this many half-lives of history.sqlite: after 3, a
+# record weighs 1/8; pruning earlier cuts the past short (a warning, not an error).
+HISTORY_KEPT_HALF_LIVES: Final = 3
 # Weights that give every account a finite share, compared exactly: the
 # numerator and denominator of such a decimal stay far inside a float.
 MIN_WEIGHT: Final = Fraction(1, 10**6)
@@ -80,6 +83,29 @@ def _history_problems(data: dict[str, Any]) -> Iterator[Problem]:
         yield Problem(("history", "half_life"), f"{describe(value)} is not a finite duration")
     elif seconds < MIN_HISTORY_HALF_LIFE:
         yield Problem(("history", "half_life"), f"{describe(value)} is shorter than 1 hour")
+
+
+def history_warnings(config: Config) -> list[str]:
+    """`check-config`'s warning when `history_days` prunes history.sqlite before the decayed past has faded.
+
+    The past is integrated from that file (docs/rule.md §6): what is pruned
+    is forgotten early, so the past is cut short. Not an error: the plan
+    still works, with a shorter memory.
+    """
+    history = config.history
+    if history is None or not history.active or config.history_days is None:
+        return []
+    wanted = HISTORY_KEPT_HALF_LIVES * history.half_life / 86400.0
+    if config.history_days >= wanted:
+        return []
+    where = config.source_path or "config"
+    line = config.lines.get("history_days") or config.lines.get("history.half_life")
+    prefix = f"{where}:{line}" if line else where
+    return [
+        f"{prefix}: history_days: {config.history_days} day(s) is shorter than {HISTORY_KEPT_HALF_LIVES} "
+        f"half-lives of history.half_life ({wanted:g} days): the history is pruned before the past fades, "
+        f"so the past is cut short; keep history_days at {math.ceil(wanted)} or more"
+    ]
 
 
 def _history_config(history: dict[str, Any] | None) -> HistoryConfig | None:

@@ -116,7 +116,7 @@ def next_accounts(plan: Plan) -> dict[str, tuple[str, bool]]:
 
 
 def report_columns(resources: Sequence[str], with_past: bool = False) -> list[str]:
-    """The CSV header: one column per field, usage and share per resource; `with_past`: the past and the present share."""
+    """The CSV header: one column per field, usage and share per resource (and the past, with history)."""
     return [
         "pool",
         "rank",

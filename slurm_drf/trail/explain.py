@@ -516,7 +516,11 @@ def _history_lines(e: Explanation, h: HistoryEffect) -> list[str]:
         f"{format_share(h.present_share)} running alone, {format_share(h.weighted_share)} with the past)"
     ]
     if e.status == "ordered" and h.order_without is not None and h.level_without is not None:
-        level = f"level {h.level_without:.6g} instead of {e.level:.6g}" if e.level is not None else ""
+        level = (
+            f"level {h.level_without:.6g} either way"
+            if h.level_without == e.level
+            else f"level {h.level_without:.6g} instead of {e.level or 0.0:.6g}"
+        )
         if h.order_without == e.order:
             lines.append(f"  without it this job would keep its place {e.order} ({level})")
         else:

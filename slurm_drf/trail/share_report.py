@@ -208,7 +208,7 @@ def render_report_csv(report: ShareReport) -> str:
     return out.getvalue()
 
 
-def _display_headers(resources: Sequence[str], with_past: bool = False) -> list[str]:
+def _display_headers(resources: Sequence[str]) -> list[str]:
     return [
         "rank",
         "account",
@@ -216,16 +216,14 @@ def _display_headers(resources: Sequence[str], with_past: bool = False) -> list[
         "running",
         "pending",
         *(f"{r} used" for r in resources),
-        *(f"{r} past" for r in resources if with_past),
         *(f"{r} share" for r in resources),
         "dominant",
         "dominant share",
-        *(["present share"] if with_past else []),
         "weighted share",
     ]
 
 
-def _display_cells(account: AccountShare, resources: Sequence[str], with_past: bool = False) -> list[str]:
+def _display_cells(account: AccountShare, resources: Sequence[str]) -> list[str]:
     """One account's row as text: the same cells in the table, markdown and HTML."""
     return [
         str(account.rank),
@@ -234,27 +232,34 @@ def _display_cells(account: AccountShare, resources: Sequence[str], with_past: b
         str(account.running_jobs),
         str(account.pending_jobs),
         *(format_tres(r, account.usage.get(r, 0)) for r in resources),
-        *(format_tres(r, account.past.get(r, 0)) for r in resources if with_past),
         *(format_share(account.shares.get(r, 0.0)) for r in resources),
         terminal_text(account.dominant_resource or "-"),
         format_share(account.dominant_share),
-        *([format_share(present_share(account))] if with_past else []),
         format_share(account.weighted_share),
     ]
 
 
-# Under each pool's table when the plan blends a past: what the columns mean.
-PAST_LEGEND: Final = (
-    "with history: used is the running allocation, past what the decayed past adds to it; "
-    "shares, dominant share, weighted share and rank are over used + past; "
+# The second table of each pool when the plan blends a past (docs/rule.md §6),
+# and what it means: the first table's `used` stays the running allocation.
+PAST_TITLE: Final = (
+    "history: used (above) is the running allocation; past is what the decayed past adds to it. "
+    "Shares, dominant and weighted share and rank (above) are over used + past; "
     "present share is the weighted share over used alone"
 )
 
 
-def _share_column(headers: Sequence[str], account: AccountShare) -> int:
-    """The column of the account's dominant resource's share; -1 when it has none."""
-    name = f"{account.dominant_resource} share"
-    return headers.index(name) if account.dominant_resource is not None and name in headers else -1
+def _past_headers(resources: Sequence[str]) -> list[str]:
+    return ["account", *(f"{r} past" for r in resources), "present share", "weighted share"]
+
+
+def _past_cells(account: AccountShare, resources: Sequence[str]) -> list[str]:
+    """One account's row of the history table: what the past adds, its share without and with it."""
+    return [
+        terminal_text(account.account),
+        *(format_tres(r, account.past.get(r, 0)) for r in resources),
+        format_share(present_share(account)),
+        format_share(account.weighted_share),
+    ]
 
 
 # Columns that hold text (left-aligned); every other column holds numbers.
@@ -273,26 +278,22 @@ def render_report_table(report: ShareReport, *, color: bool = False) -> str:
     next (order 0's, see PoolReport) is green. Padding is computed on the
     plain text, so the columns line up with or without colour.
     """
-    headers = _display_headers(report.resources, report.with_past)
+    headers = _display_headers(report.resources)
+    width_of_resources = len(report.resources)
+    first_share = 5 + width_of_resources
     out: list[str] = [terminal_text(f"cluster {report.cluster}, taken at {report.taken_at or '-'}")]
     for pool in report.pools:
         out.append("")
         title = f"pool {terminal_text(pool.pool.name)}: {_capacity_text(pool.pool)}"
         out.append(f"{_ANSI_BOLD}{title}{_ANSI_RESET}" if color else title)
-        rows = [_display_cells(a, report.resources, report.with_past) for a in pool.accounts]
-        widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
-
-        def pad(index: int, text: str, widths: list[int] = widths) -> str:
-            return text.ljust(widths[index]) if headers[index] in _TEXT_COLUMNS else text.rjust(widths[index])
-
-        header_line = "  ".join(pad(i, h) for i, h in enumerate(headers)).rstrip()
+        rows = [_display_cells(a, report.resources) for a in pool.accounts]
+        header_line, rule, padded = _aligned(headers, rows)
         out.append(f"{_ANSI_BOLD}{header_line}{_ANSI_RESET}" if color else header_line)
-        out.append("  ".join("-" * w for w in widths))
-        for account, cells in zip(pool.accounts, rows, strict=True):
-            styled = [pad(i, c) for i, c in enumerate(cells)]
+        out.append(rule)
+        for account, styled in zip(pool.accounts, padded, strict=True):
             if color:
-                k = _share_column(headers, account)
-                if k >= 0:
+                if account.dominant_resource in report.resources:
+                    k = first_share + report.resources.index(account.dominant_resource)
                     styled[k] = f"{_ANSI_DOMINANT}{styled[k]}{_ANSI_RESET}"
                 if account.account == pool.next_account:
                     styled[1] = f"{_ANSI_NEXT}{styled[1]}{_ANSI_RESET}"
@@ -300,10 +301,24 @@ def render_report_table(report: ShareReport, *, color: bool = False) -> str:
         if not rows:
             out.append("(no running or pending jobs)")
         out.append(_next_text(pool))
-        if report.with_past:
-            out.append(PAST_LEGEND)
+        if report.with_past and rows:
+            past_line, past_rule, past_rows = _aligned(
+                _past_headers(report.resources), [_past_cells(a, report.resources) for a in pool.accounts]
+            )
+            out += ["", PAST_TITLE, past_line, past_rule, *("  ".join(r).rstrip() for r in past_rows)]
     out.extend(f"warning: {terminal_text(w)}" for w in report.warnings)
     return "\n".join(out) + "\n"
+
+
+def _aligned(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> tuple[str, str, list[list[str]]]:
+    """The header line, the rule under it, and each row's cells padded: text left, numbers right."""
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+
+    def pad(index: int, text: str) -> str:
+        return text.ljust(widths[index]) if headers[index] in _TEXT_COLUMNS else text.rjust(widths[index])
+
+    header_line = "  ".join(pad(i, h) for i, h in enumerate(headers)).rstrip()
+    return header_line, "  ".join("-" * w for w in widths), [[pad(i, c) for i, c in enumerate(r)] for r in rows]
 
 
 _markdown_cell = markdown_cell
@@ -319,7 +334,7 @@ def _next_text(pool: PoolReport) -> str:
 
 def render_report_markdown(report: ShareReport) -> str:
     """A GitHub-flavoured markdown table per pool (numbers right-aligned)."""
-    headers = _display_headers(report.resources, report.with_past)
+    headers = _display_headers(report.resources)
     out = [
         f"# Share report: {_markdown_cell(report.cluster)}",
         "",
@@ -327,17 +342,23 @@ def render_report_markdown(report: ShareReport) -> str:
     ]
     for pool in report.pools:
         out += ["", f"## Pool {_markdown_cell(pool.pool.name)}", "", _markdown_cell(_capacity_text(pool.pool)), ""]
-        out.append("| " + " | ".join(headers) + " |")
-        out.append("|" + "|".join(":---" if h in _TEXT_COLUMNS else "---:" for h in headers) + "|")
-        for account in pool.accounts:
-            cells = _display_cells(account, report.resources, report.with_past)
-            out.append("| " + " | ".join(_markdown_cell(c) for c in cells) + " |")
+        out += _markdown_table(headers, [_display_cells(a, report.resources) for a in pool.accounts])
         out += ["", _markdown_cell(_next_text(pool))]
-        if report.with_past:
-            out += ["", _markdown_cell(PAST_LEGEND)]
+        if report.with_past and pool.accounts:
+            past_rows = [_past_cells(a, report.resources) for a in pool.accounts]
+            out += ["", _markdown_cell(PAST_TITLE), "", *_markdown_table(_past_headers(report.resources), past_rows)]
     if report.warnings:
         out += ["", *(f"- warning: {_markdown_cell(w)}" for w in report.warnings)]
     return "\n".join(out) + "\n"
+
+
+def _markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """The lines of a markdown table: text columns left-aligned, numbers right."""
+    return [
+        "| " + " | ".join(headers) + " |",
+        "|" + "|".join(":---" if h in _TEXT_COLUMNS else "---:" for h in headers) + "|",
+        *("| " + " | ".join(_markdown_cell(c) for c in cells) + " |" for cells in rows),
+    ]
 
 
 _CSS: Final = f"""
@@ -481,7 +502,8 @@ def render_share_chart_svg(pool: PoolReport, all_resources: Sequence[str]) -> st
 def render_report_html(report: ShareReport) -> str:
     """One self-contained page: inline CSS, per pool an SVG chart and the table. No scripts, no links."""
     esc = html.escape
-    headers = _display_headers(report.resources, report.with_past)
+    headers = _display_headers(report.resources)
+    first_share = 5 + len(report.resources)
     out = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -501,12 +523,15 @@ def render_report_html(report: ShareReport) -> str:
         out.append(f'<p class="meta">{esc(_capacity_text(pool.pool))}</p>')
         out.append(render_share_chart_svg(pool, report.resources))
         out.append('<table class="shares"><thead><tr>')
-        text_class = ' class="text"'
-        out.extend(f'<th{text_class if h in _TEXT_COLUMNS else ""} scope="col">{esc(h)}</th>' for h in headers)
+        out.extend(_html_headers(headers))
         out.append("</tr></thead><tbody>")
         for account in pool.accounts:
-            cells = _display_cells(account, report.resources, report.with_past)
-            dominant = _share_column(headers, account)
+            cells = _display_cells(account, report.resources)
+            dominant = (
+                first_share + report.resources.index(account.dominant_resource)
+                if account.dominant_resource in report.resources
+                else -1
+            )
             row_class = ' class="next"' if account.account == pool.next_account else ""
             out.append(f"<tr{row_class}>")
             for index, (header, cell) in enumerate(zip(headers, cells, strict=True)):
@@ -522,12 +547,35 @@ def render_report_html(report: ShareReport) -> str:
                 attribute = f' class="{" ".join(classes)}"' if classes else ""
                 out.append(f"<td{attribute}>{esc(cell)}</td>")
             out.append("</tr>")
-        legend = f'<p class="meta">{esc(PAST_LEGEND)}</p>' if report.with_past else ""
-        out.append(f'</tbody></table><p class="meta">{esc(_next_text(pool))}</p>{legend}</section>')
+        out.append(f'</tbody></table><p class="meta">{esc(_next_text(pool))}</p>')
+        if report.with_past and pool.accounts:
+            out.append(_html_past_table(pool, report.resources))
+        out.append("</section>")
     if report.warnings:
         out.append('<ul class="warnings">' + "".join(f"<li>{esc(w)}</li>" for w in report.warnings) + "</ul>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"
+
+
+def _html_past_table(pool: PoolReport, resources: Sequence[str]) -> str:
+    """The history table of one pool: what the past adds to each account, its share without and with it."""
+    esc = html.escape
+    headers = _past_headers(resources)
+    out = [f'<p class="meta">{esc(PAST_TITLE)}</p>', '<table class="shares history"><thead><tr>']
+    out.extend(_html_headers(headers))
+    out.append("</tr></thead><tbody>")
+    account_class = ' class="text account"'
+    for account in pool.accounts:
+        cells = zip(headers, _past_cells(account, resources), strict=True)
+        out.append("<tr>" + "".join(f"<td{account_class if h == 'account' else ''}>{esc(c)}</td>" for h, c in cells))
+        out.append("</tr>")
+    out.append("</tbody></table>")
+    return "\n".join(out)
+
+
+def _html_headers(headers: Sequence[str]) -> list[str]:
+    text_class = ' class="text"'
+    return [f'<th{text_class if h in _TEXT_COLUMNS else ""} scope="col">{html.escape(h)}</th>' for h in headers]
 
 
 def render_report(plan: Plan, fmt: str, *, color: bool = False) -> str:

@@ -7,7 +7,10 @@ Each record is what one cycle saw running: per pool, per account, the
 allocation of each resource. A record holds from its time until the next
 record's; a gap longer than `max_gap` is unknown and counts in neither the
 sum nor its weight (not as zero use). The last record holds until `now`
-when `now` is within `max_gap` of it. With decay 2^(-age/half_life), the
+when `now` is within `max_gap` of it. A record built from Slurm's
+accounting (`build_usage_records`) says how long it is known to hold
+(`until`): it holds until the next record when that comes within
+`max_gap` of `until`, and otherwise until `until` only. With decay 2^(-age/half_life), the
 weight of an interval [a, b) at time `now` is its integral
 
     D(a, b) = half_life / ln 2 x (2^(-(now-b)/half_life) - 2^(-(now-a)/half_life))
@@ -29,10 +32,13 @@ open interval to now.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
+
+from slurm_drf.config.settings import Config
+from slurm_drf.policy.pools import DEFAULT_POOL
 
 # pool -> account -> resource -> amount
 UsageByPool = Mapping[str, Mapping[str, Mapping[str, float]]]
@@ -46,6 +52,19 @@ class UsageRecord:
 
     time: float
     usage: UsageByPool
+    # Known to hold at least until then whatever the next record's time (a span filled from sacct).
+    until: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """What one job held from `start` to `end` (None: still running), TRES by Slurm's name; absolute seconds."""
+
+    account: str
+    partition: str  # where it ran; of a comma list the first managed one decides, as for a live job
+    start: float
+    end: float | None
+    tres: Mapping[str, int]
 
 
 def decay_weight(start: float, stop: float, now: float, half_life: float) -> float:
@@ -71,6 +90,7 @@ class DecayedUsage:
         self.max_gap = max_gap
         self.last_time: float | None = None
         self._last: UsageByPool = EMPTY_PAST
+        self._last_until: float | None = None
         self._sums: dict[str, dict[str, dict[str, float]]] = {}
         self._weight = 0.0  # sum D over the known intervals, decayed to last_time
 
@@ -80,12 +100,24 @@ class DecayedUsage:
             elapsed = max(0.0, record.time - self.last_time)
             factor = 2.0 ** (-elapsed / self.half_life)
             self._decay(factor)
-            if elapsed <= self.max_gap:
-                weight = decay_weight(0.0, elapsed, elapsed, self.half_life)
+            weight = self._known_weight(elapsed)
+            if weight:
                 self._accumulate(self._last, weight)
         if self.last_time is None or record.time >= self.last_time:
             self.last_time = record.time
         self._last = record.usage
+        self._last_until = record.until
+
+    def _known_weight(self, elapsed: float) -> float:
+        """The weight, decayed to its end, of the known part of the `elapsed` seconds after the last record."""
+        if elapsed <= self.max_gap:
+            return decay_weight(0.0, elapsed, elapsed, self.half_life)
+        if self.last_time is None or self._last_until is None:
+            return 0.0
+        known = self._last_until - self.last_time  # the last record vouches for this long
+        if elapsed - known <= self.max_gap:
+            return decay_weight(0.0, elapsed, elapsed, self.half_life)
+        return decay_weight(0.0, min(known, elapsed), elapsed, self.half_life)
 
     def extend(self, records: Iterable[UsageRecord]) -> None:
         for record in records:
@@ -97,7 +129,7 @@ class DecayedUsage:
             return EMPTY_PAST
         elapsed = max(0.0, now - self.last_time)
         factor = 2.0 ** (-elapsed / self.half_life)
-        open_weight = decay_weight(0.0, elapsed, elapsed, self.half_life) if elapsed <= self.max_gap else 0.0
+        open_weight = self._known_weight(elapsed)
         total = self._weight * factor + open_weight
         if total <= 0.0:
             return EMPTY_PAST
@@ -131,6 +163,67 @@ class DecayedUsage:
                 sums = pool_sums.setdefault(account, {})
                 for resource, amount in resources.items():
                     sums[resource] = sums.get(resource, 0.0) + amount * weight
+
+
+def build_partition_pools(config: Config) -> Callable[[str], str | None]:
+    """The pool a job on `partitions` (a comma list) counts in, as compute_plan maps a live job.
+
+    Without `pools:` or `partitions:` every partition is in the default pool
+    (policy.pools.build_pools reads the snapshot's only to list them); None
+    for a partition no pool manages.
+    """
+    if not config.pools and config.partitions is None:
+        return lambda _partitions: DEFAULT_POOL
+    index: dict[str, str] = {}
+    pools = [(p.name, p.partitions) for p in config.pools] or [(DEFAULT_POOL, config.partitions or ())]
+    for name, partitions in pools:
+        for partition in partitions:
+            index.setdefault(partition, name)
+    return lambda partitions: next((index[p] for p in partitions.split(",") if p in index), None)
+
+
+def build_usage_records(
+    allocations: Iterable[Allocation],
+    start: float,
+    stop: float,
+    pool_of: Callable[[str], str | None],
+    resources: Sequence[str],
+    exclude: frozenset[str] = frozenset(),
+) -> list[UsageRecord]:
+    """The usage step function of `allocations` over [start, stop), as records known until `stop`.
+
+    One record at `start` and one at every start or end of an allocation
+    inside the span, each holding what ran from then on: exact, whatever
+    the span's length (no sampling). Allocations on unmanaged partitions and
+    of excluded accounts count nowhere, as in a cycle's record.
+    """
+    changes: dict[float, list[tuple[str, str, Mapping[str, int], int]]] = {start: []}
+    for allocation in allocations:
+        pool = pool_of(allocation.partition)
+        if pool is None or allocation.account in exclude:
+            continue
+        begin = max(allocation.start, start)
+        end = stop if allocation.end is None else min(allocation.end, stop)
+        if end <= begin:
+            continue
+        changes.setdefault(begin, []).append((pool, allocation.account, allocation.tres, 1))
+        if end < stop:
+            changes.setdefault(end, []).append((pool, allocation.account, allocation.tres, -1))
+    running: dict[str, dict[str, dict[str, int]]] = {}
+    records: list[UsageRecord] = []
+    for moment in sorted(changes):
+        for pool, account, tres, sign in changes[moment]:
+            amounts = running.setdefault(pool, {}).setdefault(account, dict.fromkeys(resources, 0))
+            for resource in resources:
+                amounts[resource] += sign * tres.get(resource, 0)
+        usage = {
+            pool: {
+                a: {r: float(n) for r, n in amounts.items()} for a, amounts in accounts.items() if any(amounts.values())
+            }
+            for pool, accounts in running.items()
+        }
+        records.append(UsageRecord(moment, usage, until=stop))
+    return records
 
 
 def decayed_past(records: Iterable[UsageRecord], now: float, half_life: float, max_gap: float) -> UsageByPool:

@@ -254,18 +254,9 @@ def _fake_sacct(truth: Sequence[Allocation], clock: Clock, asked: list[float]) -
     return fetch
 
 
-def _close(one: UsageByPool | None, other: UsageByPool | None) -> bool:
-    assert one is not None and other is not None
-    if set(one) != set(other):
-        return False
-    for pool, accounts in one.items():
-        if set(accounts) != set(other[pool]):
-            return False
-        for account, amounts in accounts.items():
-            for resource, amount in amounts.items():
-                if not math.isclose(amount, other[pool][account].get(resource, 0.0), rel_tol=1e-9, abs_tol=1e-12):
-                    return False
-    return True
+def _flat(past: UsageByPool | None) -> dict[tuple[str, str, str], float]:
+    assert past is not None
+    return {(p, a, r): v for p, accounts in past.items() for a, amounts in accounts.items() for r, v in amounts.items()}
 
 
 def test_the_record_wins_where_both_exist(tmp_path: Path) -> None:
@@ -341,7 +332,7 @@ def test_a_restart_in_the_middle_gives_the_same_decayed_totals_with_sacct(tmp_pa
         if step == 75:
             restarted = HistoryPast(tmp_path, clock=clock, fetch=_fake_sacct(truth, clock, restarted_asked))
         if restarted is not None:
-            assert _close(restarted.past(CONFIG), got)
+            assert _flat(restarted.past(CONFIG)) == pytest.approx(_flat(got), rel=1e-9, abs=1e-12)
     assert restarted is not None
     # sacct was asked once at each start and once for the pause, never every cycle.
     assert asked == [t0 - SACCT_HALF_LIVES * HOUR, gap_start]

@@ -8,14 +8,17 @@ LOOKBACK_HALF_LIVES half-lives when it starts (so the past survives
 restarts: it is on disk), then only the cycles recorded since.
 
 What the record cannot know: a time the daemon did not run (or cycles
-failed) longer than GAP_INTERVALS intervals is a gap, left out of the
-average rather than counted as zero use; jobs that ran only during such a
-gap are not seen (a later increment recovers them from Slurm's
-accounting). A cycle with no account rows is a known interval of no use.
-Dry runs record what they saw, so they count as well.
+failed) longer than GAP_INTERVALS intervals is a gap. Within the last
+SACCT_HALF_LIVES half-lives such spans (and the time before the first
+record, and since the last one at start) are filled from Slurm's
+accounting (slurm.sacct, one `sacct --json` per start and per pause seen
+later) as the exact step function of the jobs' allocations; the record
+wins where it exists. What neither knows is left out of the average rather
+than counted as zero use. A cycle with no account rows is a known interval
+of no use. Dry runs record what they saw, so they count as well.
 
-A history that cannot be read is logged and the cycle goes on with what
-was read before: the past never stops the daemon.
+A history that cannot be read, or a sacct that fails, is logged and the
+cycle goes on with what was read before: the past never stops the daemon.
 """
 
 from __future__ import annotations

@@ -7,10 +7,7 @@ Each record is what one cycle saw running: per pool, per account, the
 allocation of each resource. A record holds from its time until the next
 record's; a gap longer than `max_gap` is unknown and counts in neither the
 sum nor its weight (not as zero use). The last record holds until `now`
-when `now` is within `max_gap` of it. A record built from Slurm's
-accounting (`build_usage_records`) says how long it is known to hold
-(`until`): it holds until the next record when that comes within
-`max_gap` of `until`, and otherwise until `until` only. With decay 2^(-age/half_life), the
+when `now` is within `max_gap` of it. With decay 2^(-age/half_life), the
 weight of an interval [a, b) at time `now` is its integral
 
     D(a, b) = half_life / ln 2 x (2^(-(now-b)/half_life) - 2^(-(now-a)/half_life))
@@ -26,7 +23,10 @@ records after a restart gives the same totals.
 
 `DecayedUsage` keeps the two sums decayed to its last record's time, so
 adding a cycle costs one pass over the accounts; `past_at(now)` adds the
-open interval to now.
+open interval to now. A span known from Slurm's accounting
+(`build_usage_span`, filled in by trail.past where the records are
+unknown) adds in one step the exact integral of its step function of
+usage: the sum over its jobs of allocation x D over their part of the span.
 """
 
 from __future__ import annotations
@@ -52,8 +52,6 @@ class UsageRecord:
 
     time: float
     usage: UsageByPool
-    # Known to hold at least until then whatever the next record's time (a span filled from sacct).
-    until: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +88,6 @@ class DecayedUsage:
         self.max_gap = max_gap
         self.last_time: float | None = None
         self._last: UsageByPool = EMPTY_PAST
-        self._last_until: float | None = None
         self._sums: dict[str, dict[str, dict[str, float]]] = {}
         self._weight = 0.0  # sum D over the known intervals, decayed to last_time
 
@@ -100,24 +97,30 @@ class DecayedUsage:
             elapsed = max(0.0, record.time - self.last_time)
             factor = 2.0 ** (-elapsed / self.half_life)
             self._decay(factor)
-            weight = self._known_weight(elapsed)
-            if weight:
+            if elapsed <= self.max_gap:
+                weight = decay_weight(0.0, elapsed, elapsed, self.half_life)
                 self._accumulate(self._last, weight)
         if self.last_time is None or record.time >= self.last_time:
             self.last_time = record.time
         self._last = record.usage
-        self._last_until = record.until
 
-    def _known_weight(self, elapsed: float) -> float:
-        """The weight, decayed to its end, of the known part of the `elapsed` seconds after the last record."""
-        if elapsed <= self.max_gap:
-            return decay_weight(0.0, elapsed, elapsed, self.half_life)
-        if self.last_time is None or self._last_until is None:
-            return 0.0
-        known = self._last_until - self.last_time  # the last record vouches for this long
-        if elapsed - known <= self.max_gap:
-            return decay_weight(0.0, elapsed, elapsed, self.half_life)
-        return decay_weight(0.0, min(known, elapsed), elapsed, self.half_life)
+    def add_span(self, span: UsageSpan) -> None:
+        """A known span from Slurm's accounting (not before the last record), then what ran at its end.
+
+        The interval from the last record to the span's start closes as
+        `add` would close it; the span adds its integrals and its whole
+        weight, and `span.running` then holds from its end like a record's
+        usage.
+        """
+        if span.half_life != self.half_life:
+            raise ValueError("the span was integrated with another half-life")
+        self.add(UsageRecord(span.start, EMPTY_PAST))
+        length = max(0.0, span.stop - span.start)
+        self._decay(2.0 ** (-length / self.half_life))
+        self._weight += decay_weight(0.0, length, length, self.half_life)
+        self._add_sums(span.integrals, 1.0)
+        self.last_time = span.start + length
+        self._last = span.running
 
     def extend(self, records: Iterable[UsageRecord]) -> None:
         for record in records:
@@ -129,7 +132,7 @@ class DecayedUsage:
             return EMPTY_PAST
         elapsed = max(0.0, now - self.last_time)
         factor = 2.0 ** (-elapsed / self.half_life)
-        open_weight = self._known_weight(elapsed)
+        open_weight = decay_weight(0.0, elapsed, elapsed, self.half_life) if elapsed <= self.max_gap else 0.0
         total = self._weight * factor + open_weight
         if total <= 0.0:
             return EMPTY_PAST
@@ -157,6 +160,9 @@ class DecayedUsage:
 
     def _accumulate(self, usage: UsageByPool, weight: float) -> None:
         self._weight += weight
+        self._add_sums(usage, weight)
+
+    def _add_sums(self, usage: UsageByPool, weight: float) -> None:
         for pool, accounts in usage.items():
             pool_sums = self._sums.setdefault(pool, {})
             for account, resources in accounts.items():
@@ -182,48 +188,60 @@ def build_partition_pools(config: Config) -> Callable[[str], str | None]:
     return lambda partitions: next((index[p] for p in partitions.split(",") if p in index), None)
 
 
-def build_usage_records(
+@dataclass(frozen=True, slots=True)
+class UsageSpan:
+    """A span [start, stop) known from Slurm's accounting, integrated against the decay.
+
+    `integrals` is, per pool, account and resource, the sum over the
+    allocations of amount x D over their part of the span, decayed to
+    `stop` (with `half_life`): exactly what the span's step function of
+    usage adds, however many jobs started and ended in it. `running` is
+    what still ran at `stop`.
+    """
+
+    start: float
+    stop: float
+    half_life: float
+    integrals: UsageByPool
+    running: UsageByPool
+
+
+def build_usage_span(
     allocations: Iterable[Allocation],
     start: float,
     stop: float,
+    half_life: float,
     pool_of: Callable[[str], str | None],
     resources: Sequence[str],
     exclude: frozenset[str] = frozenset(),
-) -> list[UsageRecord]:
-    """The usage step function of `allocations` over [start, stop), as records known until `stop`.
+) -> UsageSpan:
+    """What `allocations` add over [start, stop): one pass over them, two exponentials each.
 
-    One record at `start` and one at every start or end of an allocation
-    inside the span, each holding what ran from then on: exact, whatever
-    the span's length (no sampling). Allocations on unmanaged partitions and
-    of excluded accounts count nowhere, as in a cycle's record.
+    Allocations on unmanaged partitions and of excluded accounts count
+    nowhere, as in a cycle's record; an account that ran nothing in the
+    span is absent (it used nothing then).
     """
-    changes: dict[float, list[tuple[str, str, Mapping[str, int], int]]] = {start: []}
+    integrals: dict[str, dict[str, dict[str, float]]] = {}
+    running: dict[str, dict[str, dict[str, float]]] = {}
     for allocation in allocations:
         pool = pool_of(allocation.partition)
         if pool is None or allocation.account in exclude:
             continue
         begin = max(allocation.start, start)
+        still_running = allocation.end is None or allocation.end > stop
         end = stop if allocation.end is None else min(allocation.end, stop)
         if end <= begin:
             continue
-        changes.setdefault(begin, []).append((pool, allocation.account, allocation.tres, 1))
-        if end < stop:
-            changes.setdefault(end, []).append((pool, allocation.account, allocation.tres, -1))
-    running: dict[str, dict[str, dict[str, int]]] = {}
-    records: list[UsageRecord] = []
-    for moment in sorted(changes):
-        for pool, account, tres, sign in changes[moment]:
-            amounts = running.setdefault(pool, {}).setdefault(account, dict.fromkeys(resources, 0))
-            for resource in resources:
-                amounts[resource] += sign * tres.get(resource, 0)
-        usage = {
-            pool: {
-                a: {r: float(n) for r, n in amounts.items()} for a, amounts in accounts.items() if any(amounts.values())
-            }
-            for pool, accounts in running.items()
-        }
-        records.append(UsageRecord(moment, usage, until=stop))
-    return records
+        weight = decay_weight(begin, end, stop, half_life)
+        sums = integrals.setdefault(pool, {}).setdefault(allocation.account, dict.fromkeys(resources, 0.0))
+        held = running.setdefault(pool, {}).setdefault(allocation.account, dict.fromkeys(resources, 0.0))
+        for resource in resources:
+            amount = allocation.tres.get(resource, 0)
+            sums[resource] += amount * weight
+            if still_running:
+                held[resource] += amount
+    running = {p: {a: h for a, h in accounts.items() if any(h.values())} for p, accounts in running.items()}
+    return UsageSpan(start, stop, half_life, integrals, running)
 
 
 def decayed_past(records: Iterable[UsageRecord], now: float, half_life: float, max_gap: float) -> UsageByPool:

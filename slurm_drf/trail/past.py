@@ -41,8 +41,9 @@ from slurm_drf.policy.history import (
     DecayedUsage,
     UsageByPool,
     UsageRecord,
+    UsageSpan,
     build_partition_pools,
-    build_usage_records,
+    build_usage_span,
 )
 from slurm_drf.slurm.sacct import fetch_allocations
 from slurm_drf.trail.history import history_path, open_history_readonly
@@ -136,12 +137,14 @@ class HistoryPast:
             self._checked = None
         records = self._read()
         spans = self._unknown_spans(records, now, max_gap)
-        fills = self._fill(spans, config, now - SACCT_HALF_LIVES * history.half_life)
+        fills = self._fill(spans, config, history.half_life, now)
         for index, record in enumerate(records):
-            usage.extend(fills.get(index, ()))
+            for span in fills.get(index, ()):
+                usage.add_span(span)
             usage.add(record)
             self._last_time = record.time
-        usage.extend(fills.get(len(records), ()))
+        for span in fills.get(len(records), ()):
+            usage.add_span(span)
         if not self._started:
             self._started, self._checked = True, now
         return usage.past_at(now)
@@ -184,8 +187,9 @@ class HistoryPast:
             spans.append(_Span(previous, now, len(records)))
         return spans
 
-    def _fill(self, spans: Sequence[_Span], config: Config, earliest: float) -> dict[int, list[UsageRecord]]:
-        """Records from sacct for each span inside the window, by the index of the record they go before."""
+    def _fill(self, spans: Sequence[_Span], config: Config, half_life: float, now: float) -> dict[int, list[UsageSpan]]:
+        """What sacct knows of each span inside the window, by the index of the record it goes before."""
+        earliest = now - SACCT_HALF_LIVES * half_life
         wanted = [span for span in spans if span.stop > max(earliest, span.start or earliest)]
         if not wanted or self.fetch is None:
             return {}
@@ -200,15 +204,16 @@ class HistoryPast:
         # records and after the last, an empty answer is known idle time.
         first_known = max(query_start, min((a.start for a in allocations), default=math.inf))
         pool_of = build_partition_pools(config)
-        fills: dict[int, list[UsageRecord]] = {}
+        fills: dict[int, list[UsageSpan]] = {}
         for span in wanted:
             start = max(earliest, span.start) if span.start is not None else first_known
             if span.stop <= start:
                 continue
-            records = build_usage_records(
-                allocations, start, span.stop, pool_of, config.resources, config.exclude_accounts
+            fills.setdefault(span.before, []).append(
+                build_usage_span(
+                    allocations, start, span.stop, half_life, pool_of, config.resources, config.exclude_accounts
+                )
             )
-            fills.setdefault(span.before, []).extend(records)
         return fills
 
     def _warn(self, error: SlurmError) -> None:

@@ -21,7 +21,7 @@ from slurm_drf.policy.history import (
     UsageByPool,
     UsageRecord,
     build_partition_pools,
-    build_usage_records,
+    build_usage_span,
     decay_weight,
 )
 from slurm_drf.policy.plan import compute_plan
@@ -120,7 +120,7 @@ def test_one_sacct_run_with_an_argument_list() -> None:
 # --- allocations -> usage records ------------------------------------------------------
 
 
-def test_the_step_function_is_exact_and_clipped_to_the_span() -> None:
+def test_a_span_adds_the_exact_integral_of_its_step_function() -> None:
     allocations = [
         Allocation("a", "gpu", 50.0, 150.0, {"cpu": 2, "gres/gpu": 1, "billing": 9}),
         Allocation("a", "gpu", 120.0, None, {"cpu": 1}),  # still running
@@ -132,30 +132,35 @@ def test_the_step_function_is_exact_and_clipped_to_the_span() -> None:
     config = parse_config_text("pools: [{name: g, partitions: [gpu]}, {name: c, partitions: [cpu]}]\n", "c.yaml")
     pool_of = build_partition_pools(config)
     assert (pool_of("gpu"), pool_of("cpu,gpu"), pool_of("debug")) == ("g", "c", None)
-    records = build_usage_records(allocations, 100.0, 200.0, pool_of, ("cpu", "gres/gpu"), frozenset({"c"}))
-    assert [(r.time, r.until) for r in records] == [(100.0, 200.0), (120.0, 200.0), (130.0, 200.0), (150.0, 200.0)]
-    assert [r.usage for r in records] == [
-        {"g": {"a": {"cpu": 2.0, "gres/gpu": 1.0}}, "c": {"b": {"cpu": 4.0, "gres/gpu": 0.0}}},
-        {"g": {"a": {"cpu": 3.0, "gres/gpu": 1.0}}, "c": {"b": {"cpu": 4.0, "gres/gpu": 0.0}}},
-        {"g": {"a": {"cpu": 3.0, "gres/gpu": 1.0}}, "c": {}},
-        {"g": {"a": {"cpu": 1.0, "gres/gpu": 0.0}}, "c": {}},
+    h = 300.0
+    span = build_usage_span(allocations, 100.0, 200.0, h, pool_of, ("cpu", "gres/gpu"), frozenset({"c"}))
+
+    def d(a: float, b: float) -> float:
+        return decay_weight(a, b, 200.0, h)
+
+    assert span.integrals == {
+        "g": {"a": {"cpu": pytest.approx(2 * d(100, 150) + d(120, 200)), "gres/gpu": pytest.approx(d(100, 150))}},
+        "c": {"b": {"cpu": pytest.approx(4 * d(100, 130)), "gres/gpu": 0.0}},
+    }
+    assert span.running == {"g": {"a": {"cpu": 1.0, "gres/gpu": 0.0}}, "c": {}}
+    # The same as the step function written out as records, one where the usage changes.
+    b4 = {"b": {"cpu": 4.0, "gres/gpu": 0.0}}
+    steps = [
+        UsageRecord(100.0, {"g": {"a": {"cpu": 2.0, "gres/gpu": 1.0}}, "c": b4}),
+        UsageRecord(120.0, {"g": {"a": {"cpu": 3.0, "gres/gpu": 1.0}}, "c": b4}),
+        UsageRecord(130.0, {"g": {"a": {"cpu": 3.0, "gres/gpu": 1.0}}}),
+        UsageRecord(150.0, {"g": {"a": {"cpu": 1.0, "gres/gpu": 0.0}}}),
+        UsageRecord(200.0, {"g": {"a": {"cpu": 1.0, "gres/gpu": 0.0}}}),
     ]
+    by_steps, by_span = DecayedUsage(h, max_gap=60.0), DecayedUsage(h, max_gap=60.0)
+    by_steps.extend(steps)
+    by_span.add_span(span)
+    for now in (200.0, 250.0):  # at the span's end, and with what still ran holding after it
+        assert _flat(by_span.past_at(now)) == pytest.approx(_flat(by_steps.past_at(now)), rel=1e-12, abs=1e-15)
     # Without pools or partitions every partition is the default pool, as in build_pools.
     assert build_partition_pools(Config())("anything") == "default"
-    assert build_usage_records([], 5.0, 9.0, pool_of, ("cpu",)) == [UsageRecord(5.0, {}, until=9.0)]
-
-
-def test_a_record_known_until_a_time_holds_that_long_only() -> None:
-    usage = DecayedUsage(HOUR, max_gap=120.0)
-    usage.add(UsageRecord(0.0, {"p": {"a": {"cpu": 4.0}}}, until=3 * HOUR))
-    # Known for three hours, then unknown: the average is 4 whenever it is asked.
-    assert usage.past_at(2 * HOUR)["p"]["a"]["cpu"] == pytest.approx(4.0, rel=1e-12)
-    assert usage.past_at(10 * HOUR)["p"]["a"]["cpu"] == pytest.approx(4.0, rel=1e-12)
-    # A record within max_gap of `until` closes the interval as a known one.
-    usage.add(UsageRecord(3 * HOUR + 60.0, {"p": {"a": {"cpu": 0.0}}}))
-    later = 3 * HOUR + 120.0
-    expected = 4.0 * decay_weight(0.0, 3 * HOUR + 60.0, later, HOUR) / decay_weight(0.0, later, later, HOUR)
-    assert usage.past_at(later)["p"]["a"]["cpu"] == pytest.approx(expected, rel=1e-12)
+    with pytest.raises(ValueError, match="another half-life"):
+        DecayedUsage(2 * h, max_gap=60.0).add_span(span)
 
 
 # --- the bootstrap, by hand ----------------------------------------------------------------

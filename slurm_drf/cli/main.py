@@ -107,9 +107,10 @@ def cmd_once(args: argparse.Namespace) -> int:
             observers.append(ReportWriter(config.report_dir))
     try:
         source = make_source(config)
+        from slurm_drf.slurm.sacct import fetch_allocations
         from slurm_drf.trail.past import HistoryPast
 
-        past = HistoryPast(store.directory).past(config)
+        past = HistoryPast(store.directory, fetch=fetch_allocations).past(config)
         report = run_cycle(source, make_writer(source), config, store, dry_run=dry_run, past=past)
     except DrfError as error:
         for observer in observers:

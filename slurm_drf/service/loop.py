@@ -47,6 +47,7 @@ from slurm_drf.cycle.run import CycleObserver, CycleReport, Writer, run_cycle
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import ConfigError, DrfError
 from slurm_drf.service.notify import Notifier, status_field
+from slurm_drf.slurm.sacct import fetch_allocations
 from slurm_drf.slurm.source import ClusterSource
 from slurm_drf.trail.observers import build_observers, close_observers
 from slurm_drf.trail.past import HistoryPast
@@ -125,7 +126,7 @@ class Service:
         self.config = config
         self.store = store
         # The decayed past from the history (docs/rule.md §6), read before each cycle.
-        self._past = past or HistoryPast(store.directory)
+        self._past = past or HistoryPast(store.directory, fetch=fetch_allocations)
         self._load = load
         self.notifier = notifier or Notifier()
         self._source_factory = source_factory

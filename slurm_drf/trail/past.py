@@ -45,7 +45,6 @@ from slurm_drf.policy.history import (
     build_partition_pools,
     build_usage_span,
 )
-from slurm_drf.slurm.sacct import fetch_allocations
 from slurm_drf.trail.history import history_path, open_history_readonly
 
 logger = logging.getLogger(__name__)
@@ -95,10 +94,11 @@ class HistoryPast:
     """The decayed past for each cycle, read from `history.sqlite` in the state directory.
 
     Unknown spans of the record inside the last SACCT_HALF_LIVES half-lives
-    are filled from Slurm's accounting (`sacct`, through `fetch`): at the
-    first read (before the first record, between records, after the last
-    one until now) and afterwards whenever a newly read record follows a
-    gap. The record wins where it exists.
+    are filled from Slurm's accounting through `fetch` (the daemon and
+    `once` pass `slurm.sacct.fetch_allocations`, one `sacct`): at the first read (before
+    the first record, between records, after the last one until now) and
+    afterwards whenever a newly read record follows a gap. The record wins
+    where it exists. Without `fetch` the past is the record's alone.
     """
 
     def __init__(
@@ -106,7 +106,7 @@ class HistoryPast:
         state_dir: str | os.PathLike[str],
         *,
         clock: Callable[[], float] = time.time,
-        fetch: AllocationFetch | None = fetch_allocations,
+        fetch: AllocationFetch | None = None,
     ) -> None:
         self.path: Path = history_path(state_dir)
         self.clock = clock

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from slurm_drf.config.settings import Config, HistoryConfig
+from slurm_drf.slurm.sacct import fetch_allocations
 from slurm_drf.trail.past import SACCT_HALF_LIVES, HistoryPast
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ def test_a_fresh_install_sees_the_past_from_sacct(slurm: SlurmSandbox, tmp_path:
     state_dir = tmp_path / "state"
     state_dir.mkdir(mode=0o700)
     config = Config(interval=60.0, history=HistoryConfig(half_life=HALF_LIFE, weight=1.0))
-    reader = HistoryPast(state_dir)
+    reader = HistoryPast(state_dir, fetch=fetch_allocations)
     now = time.time()
     past = reader.past(config)
     assert past is not None and "default" in past, past

@@ -217,7 +217,7 @@ def test_a_restart_in_the_middle_gives_the_same_decayed_totals(tmp_path: Path) -
     config = Config(interval=60.0, history=HistoryConfig(half_life=3600.0, weight=1.0))
     clock = Clock(1_800_000_000.0)
     recorder = AuditRecorder(tmp_path, None, clock=clock)
-    live = HistoryPast(tmp_path, clock=clock, fetch=None)
+    live = HistoryPast(tmp_path, clock=clock)
     assert live.past(config) == {}  # no history file yet
     restarted: HistoryPast | None = None
     seen: list[UsageRecord] = []
@@ -237,7 +237,7 @@ def test_a_restart_in_the_middle_gives_the_same_decayed_totals(tmp_path: Path) -
         clock.now += 60.0
         got = live.past(config)
         if step == 70:
-            restarted = HistoryPast(tmp_path, clock=clock, fetch=None)  # a new process reads the file
+            restarted = HistoryPast(tmp_path, clock=clock)  # a new process reads the file
         if restarted is not None:
             assert _close(restarted.past(config), got)
     assert restarted is not None
@@ -253,15 +253,15 @@ def test_a_restart_in_the_middle_gives_the_same_decayed_totals(tmp_path: Path) -
 
 
 def test_history_off_reads_nothing(tmp_path: Path) -> None:
-    assert HistoryPast(tmp_path, fetch=None).past(Config()) is None
-    assert HistoryPast(tmp_path, fetch=None).past(Config(history=HistoryConfig(weight=0.0))) is None
+    assert HistoryPast(tmp_path).past(Config()) is None
+    assert HistoryPast(tmp_path).past(Config(history=HistoryConfig(weight=0.0))) is None
 
 
 def test_an_unreadable_history_is_logged_and_the_cycle_goes_on(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     (tmp_path / "history.sqlite").write_bytes(b"not a database at all" * 100)
-    assert HistoryPast(tmp_path, fetch=None).past(Config(history=ON)) == {}
+    assert HistoryPast(tmp_path).past(Config(history=ON)) == {}
     assert "cannot read past usage" in caplog.text
 
 

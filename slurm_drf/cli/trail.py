@@ -31,6 +31,7 @@ from slurm_drf.model.types import Snapshot
 from slurm_drf.policy.history import UsageByPool
 from slurm_drf.policy.plan import compute_plan
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState
+from slurm_drf.slurm.sacct import fetch_allocations
 from slurm_drf.trail.explain import explain_planned, render_explanation_json, render_explanation_text
 from slurm_drf.trail.history import (
     AUDIT_FORMATS,
@@ -70,9 +71,15 @@ def _state_directory(args: argparse.Namespace, config: Config) -> str | None:
     return directory
 
 
-def _past(directory: str | None, config: Config) -> UsageByPool | None:
-    """The decayed past now, from the daemon's history in `directory` (docs/rule.md §6); None: pure DRF."""
-    return None if directory is None else HistoryPast(directory).past(config)
+def _past(args: argparse.Namespace, directory: str | None, config: Config) -> UsageByPool | None:
+    """The decayed past now, from the daemon's history in `directory` (docs/rule.md §6); None: pure DRF.
+
+    For the live cluster the spans the history does not know come from
+    sacct, as the daemon's do; a snapshot file is planned on the history alone.
+    """
+    if directory is None:
+        return None
+    return HistoryPast(directory, fetch=None if args.snapshot else fetch_allocations).past(config)
 
 
 def use_color(choice: str, stream: TextIO, environ: os._Environ[str] | dict[str, str]) -> bool:
@@ -140,7 +147,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     config = resolve_config(args.config, os.environ)
     directory = _state_directory(args, config)
     snapshot = _snapshot(args, config)
-    plan = compute_plan(snapshot, config, past=_past(directory, config))
+    plan = compute_plan(snapshot, config, past=_past(args, directory, config))
     color = args.format == "table" and args.output in (None, "-") and use_color(args.color, sys.stdout, os.environ)
     _emit(render_report(plan, args.format, color=color), args.output)
     for warning in plan.warnings:
@@ -244,7 +251,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     config = resolve_config(args.config, os.environ)
     directory = _state_directory(args, config)
     snapshot = _snapshot(args, config)
-    explanation = explain_planned(snapshot, config, args.job, _state_for_explain(directory), _past(directory, config))
+    explanation = explain_planned(
+        snapshot, config, args.job, _state_for_explain(directory), _past(args, directory, config)
+    )
     if args.format == "json":
         sys.stdout.buffer.write(
             orjson.dumps(render_explanation_json(explanation), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)

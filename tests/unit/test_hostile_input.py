@@ -212,7 +212,7 @@ def test_the_careful_parser_path_gives_the_same_answer(name: str, mutate: Mutati
         assert len(JobTable.from_jobs(jobs)) == len(data["jobs"])
 
 
-TREE = [
+TREE: list[dict[str, object]] = [
     {"account": "root", "parent": None, "user": None, "shares": 1},
     {"account": "physics", "parent": "root", "user": None, "shares": 2},
     {"account": "theory", "parent": "physics", "user": None, "shares": 1},

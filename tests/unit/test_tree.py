@@ -8,16 +8,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from fractions import Fraction
 from pathlib import Path
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from slurm_drf.config.load import parse_config_text
 from slurm_drf.errors import SlurmReadError, SnapshotError
 from slurm_drf.model.codec import parse_snapshot, render_snapshot
 from slurm_drf.model.tree import EMPTY_TREE, build_tree
 from slurm_drf.model.types import Association, Snapshot
+from slurm_drf.policy.tree import TreeWeights, compute_tree_weights
 from slurm_drf.slurm.cli_source import TREE_MAX_AGE, AssociationReader, build_assoc_mgr_argv
 from slurm_drf.slurm.parse import check_associations, parse_assoc_mgr
 
@@ -223,4 +226,57 @@ def test_a_tree_slurm_prints_broken_is_a_warning_not_a_failed_cycle(caplog: pyte
     assert message == (
         "association tree unknown (flat): Slurm's association tree: "
         "associations[12] (account lab): parent: no account association for 'gone'"
+    )
+
+
+# --- weights of the tree's nodes (policy.tree) ---------------------------------------
+
+
+def _weights(text: str) -> TreeWeights:
+    return compute_tree_weights(parse_config_text(text, "c.yaml"), build_tree(sandbox_tree()))
+
+
+def test_by_default_every_node_weighs_default_weight_and_users_are_equal() -> None:
+    weights = _weights("default_weight: 3\n")
+    assert weights.accounts["root"] == 1
+    assert {weights.accounts[a] for a in ("research", "physics", "theory", "lab", "gputeam")} == {Fraction(3)}
+    assert set(weights.users.values()) == {Fraction(1)}
+    assert set(weights.users) == set(build_tree(sandbox_tree()).user_shares)
+    assert weights.warnings == ()
+
+
+def test_paths_and_names_set_weights_and_the_longer_path_wins() -> None:
+    weights = _weights(
+        "accounts:\n  physics/theory: {weight: 2, users: {drfalice: 4}}\n  theory: {weight: 5}\n"
+        "  research/physics/lab: {weight: 0.5}\n  lab/theory: {weight: 9}\n  gputeam: {exclude: true}\n"
+    )
+    assert (weights.accounts["theory"], weights.accounts["lab"]) == (Fraction(2), Fraction(1, 2))
+    assert weights.users[("theory", "drfalice")] == 4 and weights.users[("theory", "drfbob")] == 1
+    assert weights.excluded == {"gputeam"}
+    assert weights.warnings == (
+        "c.yaml:5: accounts.lab/theory: Slurm's account tree has no account or path 'lab/theory'",
+        "c.yaml:2: accounts.physics/theory: names account 'theory', as accounts.theory does; "
+        "the longer path 'physics/theory' is used",
+    )
+
+
+def test_slurm_shares_are_weights_and_yaml_still_wins() -> None:
+    weights = _weights("weights: slurm\ndefault_weight: 7\naccounts:\n  lab: {weight: 3, users: {drfcarol: 5}}\n")
+    # RawShares: theory 2; lab 1 but the YAML says 3; drfbob's "parent" is the default (users: 1).
+    assert (weights.accounts["theory"], weights.accounts["lab"], weights.accounts["physics"]) == (2, 3, 1)
+    assert weights.users[("theory", "drfbob")] == 1 and weights.users[("lab", "drfcarol")] == 5
+    zero = compute_tree_weights(
+        parse_config_text("weights: slurm\ndefault_weight: 7\n", "c"),
+        build_tree((Association("root", None), Association("a", "root", None, 0), Association("b", "root"))),
+    )
+    # RawShares 0 and "parent" fall back to default_weight: never a weight of 0.
+    assert (zero.accounts["a"], zero.accounts["b"]) == (7, 7)
+
+
+def test_a_user_weight_for_a_user_slurm_does_not_have_warns() -> None:
+    weights = _weights("accounts:\n  theory:\n    users: {drfdave: 2}\n")
+    assert weights.users[("theory", "drfdave")] == 2
+    assert weights.warnings == (
+        "c.yaml:2: accounts.theory.users.drfdave: Slurm has no association of user 'drfdave' in account "
+        "'theory'; the weight has no effect until it exists",
     )

@@ -263,14 +263,18 @@ def test_paths_and_names_set_weights_and_the_longer_path_wins() -> None:
 def test_slurm_shares_are_weights_and_yaml_still_wins() -> None:
     weights = _weights("weights: slurm\ndefault_weight: 7\naccounts:\n  lab: {weight: 3, users: {drfcarol: 5}}\n")
     # RawShares: theory 2; lab 1 but the YAML says 3; drfbob's "parent" is the default (users: 1).
-    assert (weights.accounts["theory"], weights.accounts["lab"], weights.accounts["physics"]) == (2, 3, 1)
+    assert (weights.accounts["theory"], weights.accounts["lab"], weights.accounts["physics"]) == (
+        Fraction(2),
+        Fraction(3),
+        Fraction(1),
+    )
     assert weights.users[("theory", "drfbob")] == 1 and weights.users[("lab", "drfcarol")] == 5
     zero = compute_tree_weights(
         parse_config_text("weights: slurm\ndefault_weight: 7\n", "c"),
         build_tree((Association("root", None), Association("a", "root", None, 0), Association("b", "root"))),
     )
     # RawShares 0 and "parent" fall back to default_weight: never a weight of 0.
-    assert (zero.accounts["a"], zero.accounts["b"]) == (7, 7)
+    assert (zero.accounts["a"], zero.accounts["b"]) == (Fraction(7), Fraction(7))
 
 
 def test_a_user_weight_for_a_user_slurm_does_not_have_warns() -> None:

@@ -219,14 +219,7 @@ class CliSource:
         cluster = parse_json_cluster(squeue_data) or parse_cluster_name(config) or ""
         associations = self.associations.fetch(cluster)
         logger.debug("read %d nodes and %d jobs from Slurm %s", len(nodes), len(jobs), version or "?")
+        taken_at = format_time(self._clock())
         return build_snapshot(
-            cluster,
-            format_time(self._clock()),
-            nodes,
-            jobs,
-            self.partitions,
-            version,
-            config,
-            het_leaders,
-            associations,
+            cluster, taken_at, nodes, jobs, self.partitions, version, config, het_leaders, associations
         )

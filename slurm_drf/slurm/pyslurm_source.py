@@ -531,14 +531,7 @@ class PyslurmSource:
         cluster = cluster or parse_cluster_name(config) or ""
         associations = self.associations.fetch(cluster)
         logger.debug("read %d nodes and %d jobs through pyslurm", len(nodes), len(jobs))
+        taken_at = format_time(self._clock())
         return build_snapshot(
-            cluster,
-            format_time(self._clock()),
-            nodes,
-            jobs,
-            self.partitions,
-            version,
-            config,
-            het_leaders,
-            associations,
+            cluster, taken_at, nodes, jobs, self.partitions, version, config, het_leaders, associations
         )

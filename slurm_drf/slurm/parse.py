@@ -1000,16 +1000,24 @@ def _without_id(value: str) -> str:
     return found.group(1) if found else value
 
 
+# The lines of a record that say what the tree needs; the limits (Grp*, Max*)
+# are a dozen more lines per association, not looked at.
+_ASSOC_MGR_LINES: Final = ("ClusterName=", "SharesRaw", "ParentAccount=")
+
+
 def _assoc_mgr_records(text: str) -> Iterator[dict[str, str]]:
     """The key=value pairs of each record; a record starts at a `ClusterName=` line."""
     record: dict[str, str] | None = None
-    for line in text.splitlines():
+    for raw in text.splitlines():
+        line = raw.lstrip()
+        if not line.startswith(_ASSOC_MGR_LINES):
+            continue
         if line.startswith("ClusterName="):
             if record is not None:
                 yield record
             record = {}
         if record is None:
-            continue  # the heading lines
+            continue
         for token in line.split():
             key, equals, value = token.partition("=")
             if equals:

@@ -74,17 +74,20 @@ class AccountTree:
         account names are unique). A path names its last account and must
         match the end of that account's path from the root (`research/
         physics/theory`, `physics/theory` and `theory` all name theory); a
-        leading `root/` is allowed. None when nothing in the tree matches.
+        leading `root/` anchors it at the root (`root/physics/theory` is the
+        whole path). None when nothing in the tree matches.
         """
         names = tuple(key.split(PATH_SEPARATOR))
-        if names and names[0] == self.root and len(names) > 1:
+        anchored = len(names) > 1 and names[0] == self.root
+        if anchored:
             names = names[1:]
         path = self.paths.get(names[-1])
         if path is None:
             return None
-        if len(names) == 1 and names[0] == self.root:
+        if names == (self.root,):
             return self.root
-        return names[-1] if path[len(path) - len(names) :] == names else None
+        matches = path == names if anchored else path[len(path) - len(names) :] == names
+        return names[-1] if matches else None
 
 
 def _refuse(association: Association, index: int, message: str) -> SnapshotError:

@@ -1,7 +1,7 @@
 """The association tree read from the sandbox's slurmctld into the snapshot.
 
 The sandbox (scripts/slurm-sandbox, docs/sandbox.md) has research -> {gputeam,
-memteam, cputeam, newteam} with root in each team, and beside them research
+memteam, cputeam, newteam} with root in each team, and beside research, root
 -> physics -> {theory (fairshare 2), lab (fairshare 1)} with the sandbox
 users drfalice and drfbob (fairshare=parent) in theory, drfcarol in lab,
 and root in both. The snapshot must carry exactly that tree, whichever
@@ -46,13 +46,14 @@ def _check_sandbox_tree(data: dict[str, Any]) -> None:
     assert tree.root == "root"
     assert {account: tree.paths[account] for account in ("research", "physics", "theory", "lab", "gputeam")} == {
         "research": ("research",),
-        "physics": ("research", "physics"),
-        "theory": ("research", "physics", "theory"),
-        "lab": ("research", "physics", "lab"),
+        "physics": ("physics",),
+        "theory": ("physics", "theory"),
+        "lab": ("physics", "lab"),
         "gputeam": ("research", "gputeam"),
     }
     # The teams the other live tests use are as they were.
-    assert set(tree.children["research"]) == {"gputeam", "memteam", "cputeam", "newteam", "physics"}
+    assert set(tree.children["research"]) == {"gputeam", "memteam", "cputeam", "newteam"}
+    assert set(tree.children["root"]) == {"research", "physics"}
     for team in ("gputeam", "memteam", "cputeam", "newteam"):
         assert tree.users[team] == ("root",) and tree.children[team] == ()
     assert set(tree.users["theory"]) == {"drfalice", "drfbob", "root"}

@@ -35,11 +35,12 @@ def test_the_sandbox_capture_reads_as_its_tree() -> None:
     associations = sandbox_tree()
     tree = build_tree(associations)
     assert tree.root == "root"
-    assert tree.path("theory") == ("research", "physics", "theory")
-    assert tree.path("lab") == ("research", "physics", "lab")
+    assert tree.path("theory") == ("physics", "theory")
+    assert tree.path("lab") == ("physics", "lab")
     assert tree.path("gputeam") == ("research", "gputeam")
     assert tree.path("root") == ()
-    assert tree.children["research"] == ("cputeam", "gputeam", "memteam", "newteam", "physics")
+    assert tree.children["research"] == ("cputeam", "gputeam", "memteam", "newteam")
+    assert tree.children["root"] == ("physics", "research")
     assert tree.children["physics"] == ("lab", "theory")
     assert tree.users["theory"] == ("drfalice", "drfbob", "root")
     assert tree.users["lab"] == ("drfcarol", "root")
@@ -107,12 +108,12 @@ def test_empty_is_no_tree() -> None:
     [
         ("theory", "theory"),
         ("physics/theory", "theory"),
-        ("research/physics/theory", "theory"),
-        ("root/research/physics/theory", "theory"),
+        ("root/physics/theory", "theory"),
+        ("research/physics/theory", None),  # physics is not under research
         ("root", "root"),
         ("research", "research"),
         ("lab/theory", None),  # a path that is not in the tree
-        ("research/theory", None),  # skips a level
+        ("root/theory", None),  # skips a level
         ("chemistry", None),
         ("physics/", None),
     ],
@@ -225,7 +226,7 @@ def test_a_tree_slurm_prints_broken_is_a_warning_not_a_failed_cycle(caplog: pyte
     (message,) = [r.getMessage() for r in caplog.records]
     assert message == (
         "association tree unknown (flat): Slurm's association tree: "
-        "associations[12] (account lab): parent: no account association for 'gone'"
+        "associations[3] (account lab): parent: no account association for 'gone'"
     )
 
 
@@ -248,7 +249,7 @@ def test_by_default_every_node_weighs_default_weight_and_users_are_equal() -> No
 def test_paths_and_names_set_weights_and_the_longer_path_wins() -> None:
     weights = _weights(
         "accounts:\n  physics/theory: {weight: 2, users: {drfalice: 4}}\n  theory: {weight: 5}\n"
-        "  research/physics/lab: {weight: 0.5}\n  lab/theory: {weight: 9}\n  gputeam: {exclude: true}\n"
+        "  root/physics/lab: {weight: 0.5}\n  lab/theory: {weight: 9}\n  gputeam: {exclude: true}\n"
     )
     assert (weights.accounts["theory"], weights.accounts["lab"]) == (Fraction(2), Fraction(1, 2))
     assert weights.users[("theory", "drfalice")] == 4 and weights.users[("theory", "drfbob")] == 1

@@ -27,6 +27,8 @@ from slurm_drf.config.settings import (
     Mode,
     PoolConfig,
     Weighting,
+    WeightSource,
+    WithinAccount,
 )
 from slurm_drf.config.validate import describe
 from slurm_drf.config.yaml_tree import KeyPath, Problem, node_at
@@ -197,6 +199,21 @@ def _is_int(value: Any) -> bool:
     return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
 
 
+def _weight_paths(data: dict[str, Any]) -> list[KeyPath]:
+    """Where weights are written: default_weight, accounts.KEY.weight, accounts.KEY.users.USER."""
+    paths: list[KeyPath] = [("default_weight",)] if "default_weight" in data else []
+    accounts = data.get("accounts")
+    if isinstance(accounts, dict):
+        for name, settings in accounts.items():
+            if not isinstance(settings, dict):
+                continue
+            if "weight" in settings:
+                paths.append(("accounts", name, "weight"))
+            if isinstance(settings.get("users"), dict):
+                paths += [("accounts", name, "users", user) for user in settings["users"]]
+    return paths
+
+
 def weight_problems(data: Any, root: Node) -> list[Problem]:
     """Weights the schema takes (> 0) but no share can use: 1e-320, 1e400, 0.0000000001.
 
@@ -204,17 +221,11 @@ def weight_problems(data: Any, root: Node) -> list[Problem]:
     """
     if not isinstance(data, dict):
         return []
-    paths: list[KeyPath] = [("default_weight",)] if "default_weight" in data else []
-    accounts = data.get("accounts")
-    if isinstance(accounts, dict):
-        paths += [
-            ("accounts", name, "weight")
-            for name, settings in accounts.items()
-            if isinstance(settings, dict) and "weight" in settings
-        ]
     problems = []
-    for path in paths:
-        value = data[path[0]] if len(path) == 1 else data["accounts"][path[1]]["weight"]
+    for path in _weight_paths(data):
+        value: Any = data
+        for key in path:
+            value = value[key]
         if isinstance(value, bool) or not isinstance(value, int | float) or not (0 < value < math.inf):
             continue  # the schema reports it
         node = node_at(root, path)
@@ -255,12 +266,20 @@ def build_config(data: dict[str, Any], root: Node, lines: Mapping[str, int], sou
     """Convert data that passed every check; no check may be left to this point."""
     defaults = Config()
     weights: dict[str, Fraction] = {}
+    user_weights: dict[str, Mapping[str, Fraction]] = {}
     excluded = set(data.get("exclude_accounts", ()))
     for account, settings in data.get("accounts", {}).items():
         if "weight" in settings:
             weights[account] = _exact(settings["weight"], node_at(root, ("accounts", account, "weight")))
         if settings.get("exclude", False):
             excluded.add(account)
+        if "users" in settings:
+            user_weights[account] = MappingProxyType(
+                {
+                    user: _exact(weight, node_at(root, ("accounts", account, "users", user)))
+                    for user, weight in settings["users"].items()
+                }
+            )
     default_weight = (
         _exact(data["default_weight"], node_at(root, ("default_weight",)))
         if "default_weight" in data
@@ -272,6 +291,11 @@ def build_config(data: dict[str, Any], root: Node, lines: Mapping[str, int], sou
         interval=parse_duration(data["interval"]) if "interval" in data else defaults.interval,
         mode=cast(Mode, data.get("mode", defaults.mode)),
         weights=MappingProxyType(weights),
+        user_weights=MappingProxyType(user_weights),
+        weight_source=cast(WeightSource, data.get("weights", defaults.weight_source)),
+        fairness_within_account=cast(
+            WithinAccount, data.get("fairness_within_account", defaults.fairness_within_account)
+        ),
         default_weight=default_weight,
         resources=tuple(data.get("resources", defaults.resources)),
         partitions=None if partitions is None else tuple(partitions),

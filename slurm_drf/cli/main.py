@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Final, NoReturn
 
 from slurm_drf import __version__
 from slurm_drf.cli.options import add_snapshot_limit, snapshot_limit
+from slurm_drf.config.checks import history_warnings
 from slurm_drf.config.load import load_config, resolve_config
 from slurm_drf.config.settings import Config
 from slurm_drf.errors import DrfError, InputError, shorten
@@ -106,9 +107,10 @@ def cmd_once(args: argparse.Namespace) -> int:
             observers.append(ReportWriter(config.report_dir))
     try:
         source = make_source(config)
+        from slurm_drf.slurm.sacct import fetch_allocations
         from slurm_drf.trail.past import HistoryPast
 
-        past = HistoryPast(store.directory).past(config)
+        past = HistoryPast(store.directory, fetch=fetch_allocations).past(config)
         report = run_cycle(source, make_writer(source), config, store, dry_run=dry_run, past=past)
     except DrfError as error:
         for observer in observers:
@@ -153,6 +155,8 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     )
     from slurm_drf.cli.band import band_lines, site_weights
 
+    for warning in history_warnings(config):
+        print(f"warning: {warning}")
     found = site_weights(args.snapshot)
     print(f"note: {found}" if isinstance(found, str) else "\n".join(band_lines(config, *found)))
     return 0

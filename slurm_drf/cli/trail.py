@@ -28,9 +28,11 @@ from slurm_drf.errors import InputError
 from slurm_drf.files import write_atomic
 from slurm_drf.model.snapshot_file import SnapshotFileSource
 from slurm_drf.model.types import Snapshot
+from slurm_drf.policy.history import UsageByPool
 from slurm_drf.policy.plan import compute_plan
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState
-from slurm_drf.trail.explain import explain_job, render_explanation_json, render_explanation_text
+from slurm_drf.slurm.sacct import fetch_allocations
+from slurm_drf.trail.explain import explain_planned, render_explanation_json, render_explanation_text
 from slurm_drf.trail.history import (
     AUDIT_FORMATS,
     AUDIT_TABLES,
@@ -41,6 +43,7 @@ from slurm_drf.trail.history import (
     query_history,
     render_audit,
 )
+from slurm_drf.trail.past import HistoryPast
 from slurm_drf.trail.share_report import REPORT_FORMATS, render_report
 
 logger = logging.getLogger(__name__)
@@ -56,6 +59,27 @@ def _snapshot(args: argparse.Namespace, config: Config) -> Snapshot:
     if args.snapshot:
         return SnapshotFileSource(args.snapshot, snapshot_limit(args)).fetch_snapshot()
     return make_source(config).fetch_snapshot()
+
+
+def _state_directory(args: argparse.Namespace, config: Config) -> str | None:
+    """The daemon's state directory to read: --state-dir (refused when it names no directory),
+    else the config's for the live cluster, none for a snapshot."""
+    if args.state_dir is not None and not Path(args.state_dir).is_dir():
+        # Planning on nothing would explain an order the daemon never wrote.
+        raise InputError(f"{args.state_dir}: no such state directory (given with --state-dir)")
+    directory: str | None = args.state_dir or (None if args.snapshot else config.state_dir)
+    return directory
+
+
+def _past(args: argparse.Namespace, directory: str | None, config: Config) -> UsageByPool | None:
+    """The decayed past now, from the daemon's history in `directory` (docs/rule.md §6); None: pure DRF.
+
+    For the live cluster the spans the history does not know come from
+    sacct, as the daemon's do; a snapshot file is planned on the history alone.
+    """
+    if directory is None:
+        return None
+    return HistoryPast(directory, fetch=None if args.snapshot else fetch_allocations).past(config)
 
 
 def use_color(choice: str, stream: TextIO, environ: os._Environ[str] | dict[str, str]) -> bool:
@@ -90,7 +114,8 @@ def add_report_parser(verbs: Subparsers) -> argparse.ArgumentParser:
         description="Per pool: each account's weight, running and pending jobs, usage and share of every "
         "resource, dominant resource and share, weighted share, and rank by weighted share (1: lowest; "
         "equal shares share a rank). The account served next owns order 0 of the pool's DRF order "
-        "(the lowest share among accounts with pending jobs; a tie may decide among equal ones).",
+        "(the lowest share among accounts with pending jobs; a tie may decide among equal ones). "
+        "With `history:` set, also what the decayed past adds to each account and its share without it.",
     )
     parser.add_argument("--snapshot", metavar="FILE", help="a snapshot JSON instead of the live cluster")
     add_snapshot_limit(parser)
@@ -103,6 +128,12 @@ def add_report_parser(verbs: Subparsers) -> argparse.ArgumentParser:
     )
     parser.add_argument("--output", "-o", metavar="FILE", help="write here (atomically) instead of stdout")
     parser.add_argument(
+        "--state-dir",
+        metavar="DIR",
+        help="the daemon's state directory, whose history gives the decayed past when `history:` is set; "
+        "default: the config's state_dir for the live cluster, none for a snapshot",
+    )
+    parser.add_argument(
         "--color",
         choices=("auto", "always", "never"),
         default="auto",
@@ -114,8 +145,9 @@ def add_report_parser(verbs: Subparsers) -> argparse.ArgumentParser:
 
 def cmd_report(args: argparse.Namespace) -> int:
     config = resolve_config(args.config, os.environ)
+    directory = _state_directory(args, config)
     snapshot = _snapshot(args, config)
-    plan = compute_plan(snapshot, config)
+    plan = compute_plan(snapshot, config, past=_past(args, directory, config))
     color = args.format == "table" and args.output in (None, "-") and use_color(args.color, sys.stdout, os.environ)
     _emit(render_report(plan, args.format, color=color), args.output)
     for warning in plan.warnings:
@@ -183,7 +215,8 @@ def add_explain_parser(verbs: Subparsers) -> argparse.ArgumentParser:
         "explain",
         help="why a pending job has its place and value",
         description="Its account's usage and shares, the job's level, how many jobs of which accounts are "
-        "ahead of it and why, whether a tie decided, the value and what Slurm has now.",
+        "ahead of it and why, whether a tie decided, the value and what Slurm has now; with `history:` set, "
+        "what the past adds and the place the job would have without it.",
     )
     parser.add_argument("job", metavar="JOBID", help="the job (an array task finds its pending array record)")
     parser.add_argument("--snapshot", metavar="FILE", help="a snapshot JSON instead of the live cluster")
@@ -192,20 +225,16 @@ def add_explain_parser(verbs: Subparsers) -> argparse.ArgumentParser:
     parser.add_argument(
         "--state-dir",
         metavar="DIR",
-        help="the daemon's state (tie wins, users' own nice) to plan with; default: the "
-        "config's state_dir for the live cluster, none for a snapshot",
+        help="the daemon's state (tie wins, users' own nice, and the history for `history:`) to plan "
+        "with; default: the config's state_dir for the live cluster, none for a snapshot",
     )
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.set_defaults(func=cmd_explain)
     return parser
 
 
-def _state_for_explain(args: argparse.Namespace, config: Config) -> PolicyState:
-    """The daemon's state to plan with: refused when --state-dir names no directory; said when there is none."""
-    if args.state_dir is not None and not Path(args.state_dir).is_dir():
-        # Planning on nothing would explain an order the daemon never wrote.
-        raise InputError(f"{args.state_dir}: no such state directory (given with --state-dir)")
-    directory = args.state_dir or (None if args.snapshot else config.state_dir)
+def _state_for_explain(directory: str | None) -> PolicyState:
+    """The daemon's state to plan with; said when there is none."""
     if directory is None:
         return EMPTY_STATE
     if not (Path(directory) / STATE_FILE).exists():
@@ -220,9 +249,11 @@ def _state_for_explain(args: argparse.Namespace, config: Config) -> PolicyState:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     config = resolve_config(args.config, os.environ)
+    directory = _state_directory(args, config)
     snapshot = _snapshot(args, config)
-    plan = compute_plan(snapshot, config, _state_for_explain(args, config))
-    explanation = explain_job(plan, snapshot, args.job)
+    explanation = explain_planned(
+        snapshot, config, args.job, _state_for_explain(directory), _past(args, directory, config)
+    )
     if args.format == "json":
         sys.stdout.buffer.write(
             orjson.dumps(render_explanation_json(explanation), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)

@@ -27,6 +27,8 @@ from slurm_drf.config.settings import (
     Mode,
     PoolConfig,
     Weighting,
+    WeightSource,
+    WithinAccount,
 )
 from slurm_drf.config.validate import describe
 from slurm_drf.config.yaml_tree import KeyPath, Problem, node_at
@@ -34,6 +36,9 @@ from slurm_drf.config.yaml_tree import KeyPath, Problem, node_at
 MIN_INTERVAL: Final = 1.0
 # history.half_life: shorter than an hour forgets within a few cycles.
 MIN_HISTORY_HALF_LIFE: Final = 3600.0
+# history_days should keep this many half-lives of history.sqlite: after 3, a
+# record weighs 1/8; pruning earlier cuts the past short (a warning, not an error).
+HISTORY_KEPT_HALF_LIVES: Final = 3
 # Weights that give every account a finite share, compared exactly: the
 # numerator and denominator of such a decimal stay far inside a float.
 MIN_WEIGHT: Final = Fraction(1, 10**6)
@@ -80,6 +85,29 @@ def _history_problems(data: dict[str, Any]) -> Iterator[Problem]:
         yield Problem(("history", "half_life"), f"{describe(value)} is not a finite duration")
     elif seconds < MIN_HISTORY_HALF_LIFE:
         yield Problem(("history", "half_life"), f"{describe(value)} is shorter than 1 hour")
+
+
+def history_warnings(config: Config) -> list[str]:
+    """`check-config`'s warning when `history_days` prunes history.sqlite before the decayed past has faded.
+
+    The past is integrated from that file (docs/rule.md §6): what is pruned
+    is forgotten early, so the past is cut short. Not an error: the plan
+    still works, with a shorter memory.
+    """
+    history = config.history
+    if history is None or not history.active or config.history_days is None:
+        return []
+    wanted = HISTORY_KEPT_HALF_LIVES * history.half_life / 86400.0
+    if config.history_days >= wanted:
+        return []
+    where = config.source_path or "config"
+    line = config.lines.get("history_days") or config.lines.get("history.half_life")
+    prefix = f"{where}:{line}" if line else where
+    return [
+        f"{prefix}: history_days: {config.history_days} day(s) is shorter than {HISTORY_KEPT_HALF_LIVES} "
+        f"half-lives of history.half_life ({wanted:g} days): the history is pruned before the past fades, "
+        f"so the past is cut short; keep history_days at {math.ceil(wanted)} or more"
+    ]
 
 
 def _history_config(history: dict[str, Any] | None) -> HistoryConfig | None:
@@ -171,6 +199,21 @@ def _is_int(value: Any) -> bool:
     return (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float) and value.is_integer())
 
 
+def _weight_paths(data: dict[str, Any]) -> list[KeyPath]:
+    """Where weights are written: default_weight, accounts.KEY.weight, accounts.KEY.users.USER."""
+    paths: list[KeyPath] = [("default_weight",)] if "default_weight" in data else []
+    accounts = data.get("accounts")
+    if isinstance(accounts, dict):
+        for name, settings in accounts.items():
+            if not isinstance(settings, dict):
+                continue
+            if "weight" in settings:
+                paths.append(("accounts", name, "weight"))
+            if isinstance(settings.get("users"), dict):
+                paths += [("accounts", name, "users", user) for user in settings["users"]]
+    return paths
+
+
 def weight_problems(data: Any, root: Node) -> list[Problem]:
     """Weights the schema takes (> 0) but no share can use: 1e-320, 1e400, 0.0000000001.
 
@@ -178,17 +221,11 @@ def weight_problems(data: Any, root: Node) -> list[Problem]:
     """
     if not isinstance(data, dict):
         return []
-    paths: list[KeyPath] = [("default_weight",)] if "default_weight" in data else []
-    accounts = data.get("accounts")
-    if isinstance(accounts, dict):
-        paths += [
-            ("accounts", name, "weight")
-            for name, settings in accounts.items()
-            if isinstance(settings, dict) and "weight" in settings
-        ]
     problems = []
-    for path in paths:
-        value = data[path[0]] if len(path) == 1 else data["accounts"][path[1]]["weight"]
+    for path in _weight_paths(data):
+        value: Any = data
+        for key in path:
+            value = value[key]
         if isinstance(value, bool) or not isinstance(value, int | float) or not (0 < value < math.inf):
             continue  # the schema reports it
         node = node_at(root, path)
@@ -229,12 +266,20 @@ def build_config(data: dict[str, Any], root: Node, lines: Mapping[str, int], sou
     """Convert data that passed every check; no check may be left to this point."""
     defaults = Config()
     weights: dict[str, Fraction] = {}
+    user_weights: dict[str, Mapping[str, Fraction]] = {}
     excluded = set(data.get("exclude_accounts", ()))
     for account, settings in data.get("accounts", {}).items():
         if "weight" in settings:
             weights[account] = _exact(settings["weight"], node_at(root, ("accounts", account, "weight")))
         if settings.get("exclude", False):
             excluded.add(account)
+        if "users" in settings:
+            user_weights[account] = MappingProxyType(
+                {
+                    user: _exact(weight, node_at(root, ("accounts", account, "users", user)))
+                    for user, weight in settings["users"].items()
+                }
+            )
     default_weight = (
         _exact(data["default_weight"], node_at(root, ("default_weight",)))
         if "default_weight" in data
@@ -246,6 +291,11 @@ def build_config(data: dict[str, Any], root: Node, lines: Mapping[str, int], sou
         interval=parse_duration(data["interval"]) if "interval" in data else defaults.interval,
         mode=cast(Mode, data.get("mode", defaults.mode)),
         weights=MappingProxyType(weights),
+        user_weights=MappingProxyType(user_weights),
+        weight_source=cast(WeightSource, data.get("weights", defaults.weight_source)),
+        fairness_within_account=cast(
+            WithinAccount, data.get("fairness_within_account", defaults.fairness_within_account)
+        ),
         default_weight=default_weight,
         resources=tuple(data.get("resources", defaults.resources)),
         partitions=None if partitions is None else tuple(partitions),

@@ -19,7 +19,7 @@ and none of that machinery is imported.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Final
 
 from slurm_drf.config.settings import Config, default_config
@@ -148,12 +148,17 @@ def parse_config_text(text: str, source: str) -> Config:
     return build_config(data, root, document.lines, source)
 
 
-def warn_unknown_accounts(config: Config, known_accounts: Iterable[str]) -> list[str]:
+def warn_unknown_accounts(
+    config: Config, known_accounts: Iterable[str], resolve: Callable[[str], str | None] | None = None
+) -> list[str]:
     """Messages for configured accounts Slurm does not know (a warning, not an error).
 
     The file may be written before an account is created in Slurm, so this
     never refuses the config; but a typo in an account name silently gives
     that account the default weight, which an administrator wants to hear.
+    `resolve` (the tree's `AccountTree.find`, when Slurm's tree was read)
+    names the account a key means, a tree path such as `physics/theory`
+    included; a key it resolves is known.
     """
     from slurm_drf.config.validate import closest  # noqa: PLC0415
     from slurm_drf.config.yaml_tree import format_path  # noqa: PLC0415
@@ -163,12 +168,16 @@ def warn_unknown_accounts(config: Config, known_accounts: Iterable[str]) -> list
     where = config.source_path or "config"
     messages = []
     for name in sorted((set(config.weights) | config.exclude_accounts) - known):
+        if resolve is not None and resolve(name) is not None:
+            continue
         key = format_path(("accounts", name))
         if name not in config.weights and key not in config.lines:
             key = "exclude_accounts"
         line = config.lines.get(key)
         prefix = f"{where}:{line}" if line else where
-        message = f"{prefix}: {key}: Slurm has no account {name!r}; the setting has no effect until it exists"
+        # "/": a tree path (model.tree.PATH_SEPARATOR).
+        what = f"Slurm's account tree has no path {name!r}" if "/" in name else f"Slurm has no account {name!r}"
+        message = f"{prefix}: {key}: {what}; the setting has no effect until it exists"
         guess = by_lower.get(name.lower()) or closest(name, sorted(known))
         if guess:
             message += f" (did you mean {guess!r}?)"

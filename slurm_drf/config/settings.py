@@ -41,6 +41,21 @@ HORIZON_MARGIN: Final = 2
 BACKENDS: Final = ("auto", "cli", "pyslurm")
 
 
+# Where the tree's weights come from (`weights:`): the YAML alone, or
+# Slurm's RawShares with the YAML winning where it says something.
+WeightSource = Literal["config", "slurm"]
+
+
+WEIGHT_SOURCES: Final = ("config", "slurm")
+
+
+# How an account's own jobs are ordered under a tree (`fairness_within_account:`).
+WithinAccount = Literal["user", "slurm"]
+
+
+WITHIN_ACCOUNT: Final = ("user", "slurm")
+
+
 # Slurm refuses |nice| > NICE_OFFSET - 3 (src/slurmctld/job_mgr.c).
 NICE_LIMIT: Final = 2**31 - 3
 
@@ -81,8 +96,15 @@ class Config:
 
     interval: float = 60.0
     mode: Mode = "nice"
-    # Per-account weights as exact fractions of the decimal written in YAML.
+    # Per-account weights as exact fractions of the decimal written in YAML,
+    # keyed as written: an account name or a tree path (`physics/theory`);
+    # `policy.tree.compute_tree_weights` resolves paths against the tree.
     weights: Mapping[str, Fraction] = field(default_factory=lambda: MappingProxyType({}))
+    # accounts.KEY.users: per user of an account, its weight among the account's users.
+    user_weights: Mapping[str, Mapping[str, Fraction]] = field(default_factory=lambda: MappingProxyType({}))
+    # `weights:` config | slurm (RawShares, YAML winning).
+    weight_source: WeightSource = "config"
+    fairness_within_account: WithinAccount = "user"
     default_weight: Fraction = Fraction(1)
     resources: tuple[str, ...] = ("cpu", "mem", "gres/gpu")
     # Managed partitions; None means every partition Slurm reports.

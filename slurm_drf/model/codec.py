@@ -17,6 +17,7 @@ from typing import Any, Final
 import numpy as np
 
 from slurm_drf.errors import SnapshotError
+from slurm_drf.model.tree import build_tree, describe_association
 from slurm_drf.model.types import (
     EMPTY_TRES,
     MAX_ARRAY_TASKS,
@@ -25,6 +26,7 @@ from slurm_drf.model.types import (
     MAX_TRES,
     NICE_RANGE,
     SNAPSHOT_FORMAT,
+    Association,
     FloatArray,
     IntArray,
     Job,
@@ -220,7 +222,59 @@ def parse_snapshot(data: object) -> Snapshot:
         priority_type=str(priority_type) if priority_type is not None else None,
         het_leaders=_job_ids(data.get("het_leaders", []), "het_leaders"),
         scheduler_parameters=_tres(_object(data, "scheduler_parameters"), "scheduler_parameters", MAX_PRIORITY),
+        associations=parse_associations(data.get("associations", [])),
     )
+
+
+# RawShares are 32-bit unsigned in Slurm.
+MAX_SHARES: Final = 2**32 - 1
+
+
+def _association_name(record: Mapping[str, Any], key: str, where: str, *, optional: bool) -> str | None:
+    value = record.get(key)
+    if value is None:
+        if optional:
+            return None
+        raise SnapshotError(f"{where}: missing key '{key}'")
+    if not isinstance(value, str) or not value:
+        null = " or null" if optional else ""
+        raise SnapshotError(f"{where}.{key}: expected a name{null}, got {show(value)}")
+    return value
+
+
+def parse_association(record: object, index: int) -> Association:
+    """One `associations` entry (docs/formats.md); the tree is checked by `parse_associations`."""
+    where = f"associations[{index}]"
+    if not isinstance(record, Mapping):
+        raise SnapshotError(f"{where}: expected an object, got {show(record)}")
+    account = _association_name(record, "account", where, optional=False)
+    assert account is not None
+    user = _association_name(record, "user", where, optional=True)
+    where = describe_association(Association(account, None, user), index)
+    parent = _association_name(record, "parent", where, optional=True)
+    shares = record.get("shares")
+    if shares is not None:
+        shares = _int(record, "shares", where, 0, MAX_SHARES, why=" (RawShares are 32-bit)")
+    # A user association's parent is its account, written or not.
+    return Association(account, account if user is not None and parent is None else parent, user, shares)
+
+
+def parse_associations(value: object) -> tuple[Association, ...]:
+    """The snapshot's association tree, checked (`model.tree.build_tree`); [] is no tree."""
+    if not isinstance(value, list):
+        raise SnapshotError(f"associations: expected a list, got {show(value)}")
+    associations = tuple(parse_association(record, index) for index, record in enumerate(value))
+    build_tree(associations)
+    return associations
+
+
+def render_association(association: Association) -> dict[str, Any]:
+    return {
+        "account": association.account,
+        "parent": association.parent,
+        "user": association.user,
+        "shares": association.shares,
+    }
 
 
 def _object(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
@@ -527,6 +581,8 @@ def render_snapshot(snapshot: Snapshot) -> dict[str, Any]:
         for n in snapshot.nodes
     ]
     out["jobs"] = [render_job(j) for j in snapshot.jobs]
+    if snapshot.associations:
+        out["associations"] = [render_association(a) for a in snapshot.associations]
     return out
 
 

@@ -342,6 +342,22 @@ class LazyRows(Sequence[RowT]):
 
 
 @dataclass(frozen=True, slots=True)
+class Association:
+    """One Slurm association: an account's own (`user` None) or a user's in an account.
+
+    `parent` is the parent account: None only for the root account; a user
+    association's parent is its own account. `shares` is Slurm's RawShares
+    (fairshare), None when it is "parent" (the association uses its
+    parent's). `model.tree.build_tree` checks a set of them is one tree.
+    """
+
+    account: str
+    parent: str | None
+    user: str | None = None
+    shares: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """What was read from Slurm at one moment.
 
@@ -350,6 +366,7 @@ class Snapshot:
     `het_leaders` are the ids of the pending jobs that are heterogeneous
     jobs' leaders (their components are summed into the leader's record):
     a write to one must reach every component (docs/rule.md §5).
+    `associations` is the account tree (`model.tree.build_tree`).
     """
 
     cluster: str
@@ -363,6 +380,9 @@ class Snapshot:
     # The integer SchedulerParameters (bf_max_job_test, default_queue_depth, ...);
     # what Slurm did not print takes Slurm's default where it is read.
     scheduler_parameters: Mapping[str, int] = field(default_factory=lambda: EMPTY_TRES)
+    # Slurm's association tree (docs/formats.md); empty when unknown, which
+    # means one flat level of accounts.
+    associations: tuple[Association, ...] = ()
     # Derived from `jobs`; init=False so dataclasses.replace(jobs=...) never
     # carries a stale table over.
     _table: JobTable | None = field(default=None, init=False, compare=False, repr=False)

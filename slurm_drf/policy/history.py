@@ -23,16 +23,22 @@ records after a restart gives the same totals.
 
 `DecayedUsage` keeps the two sums decayed to its last record's time, so
 adding a cycle costs one pass over the accounts; `past_at(now)` adds the
-open interval to now.
+open interval to now. A span known from Slurm's accounting
+(`build_usage_span`, filled in by trail.past where the records are
+unknown) adds in one step the exact integral of its step function of
+usage: the sum over its jobs of allocation x D over their part of the span.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
+
+from slurm_drf.config.settings import Config
+from slurm_drf.policy.pools import DEFAULT_POOL
 
 # pool -> account -> resource -> amount
 UsageByPool = Mapping[str, Mapping[str, Mapping[str, float]]]
@@ -46,6 +52,17 @@ class UsageRecord:
 
     time: float
     usage: UsageByPool
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """What one job held from `start` to `end` (None: still running), TRES by Slurm's name; absolute seconds."""
+
+    account: str
+    partition: str  # where it ran; of a comma list the first managed one decides, as for a live job
+    start: float
+    end: float | None
+    tres: Mapping[str, int]
 
 
 def decay_weight(start: float, stop: float, now: float, half_life: float) -> float:
@@ -87,6 +104,24 @@ class DecayedUsage:
             self.last_time = record.time
         self._last = record.usage
 
+    def add_span(self, span: UsageSpan) -> None:
+        """A known span from Slurm's accounting (not before the last record), then what ran at its end.
+
+        The interval from the last record to the span's start closes as
+        `add` would close it; the span adds its integrals and its whole
+        weight, and `span.running` then holds from its end like a record's
+        usage.
+        """
+        if span.half_life != self.half_life:
+            raise ValueError("the span was integrated with another half-life")
+        self.add(UsageRecord(span.start, EMPTY_PAST))
+        length = max(0.0, span.stop - span.start)
+        self._decay(2.0 ** (-length / self.half_life))
+        self._weight += decay_weight(0.0, length, length, self.half_life)
+        self._add_sums(span.integrals, 1.0)
+        self.last_time = span.start + length
+        self._last = span.running
+
     def extend(self, records: Iterable[UsageRecord]) -> None:
         for record in records:
             self.add(record)
@@ -125,12 +160,88 @@ class DecayedUsage:
 
     def _accumulate(self, usage: UsageByPool, weight: float) -> None:
         self._weight += weight
+        self._add_sums(usage, weight)
+
+    def _add_sums(self, usage: UsageByPool, weight: float) -> None:
         for pool, accounts in usage.items():
             pool_sums = self._sums.setdefault(pool, {})
             for account, resources in accounts.items():
                 sums = pool_sums.setdefault(account, {})
                 for resource, amount in resources.items():
                     sums[resource] = sums.get(resource, 0.0) + amount * weight
+
+
+def build_partition_pools(config: Config) -> Callable[[str], str | None]:
+    """The pool a job on `partitions` (a comma list) counts in, as compute_plan maps a live job.
+
+    Without `pools:` or `partitions:` every partition is in the default pool
+    (policy.pools.build_pools reads the snapshot's only to list them); None
+    for a partition no pool manages.
+    """
+    if not config.pools and config.partitions is None:
+        return lambda _partitions: DEFAULT_POOL
+    index: dict[str, str] = {}
+    pools = [(p.name, p.partitions) for p in config.pools] or [(DEFAULT_POOL, config.partitions or ())]
+    for name, partitions in pools:
+        for partition in partitions:
+            index.setdefault(partition, name)
+    return lambda partitions: next((index[p] for p in partitions.split(",") if p in index), None)
+
+
+@dataclass(frozen=True, slots=True)
+class UsageSpan:
+    """A span [start, stop) known from Slurm's accounting, integrated against the decay.
+
+    `integrals` is, per pool, account and resource, the sum over the
+    allocations of amount x D over their part of the span, decayed to
+    `stop` (with `half_life`): exactly what the span's step function of
+    usage adds, however many jobs started and ended in it. `running` is
+    what still ran at `stop`.
+    """
+
+    start: float
+    stop: float
+    half_life: float
+    integrals: UsageByPool
+    running: UsageByPool
+
+
+def build_usage_span(
+    allocations: Iterable[Allocation],
+    start: float,
+    stop: float,
+    half_life: float,
+    pool_of: Callable[[str], str | None],
+    resources: Sequence[str],
+    exclude: frozenset[str] = frozenset(),
+) -> UsageSpan:
+    """What `allocations` add over [start, stop): one pass over them, two exponentials each.
+
+    Allocations on unmanaged partitions and of excluded accounts count
+    nowhere, as in a cycle's record; an account that ran nothing in the
+    span is absent (it used nothing then).
+    """
+    integrals: dict[str, dict[str, dict[str, float]]] = {}
+    running: dict[str, dict[str, dict[str, float]]] = {}
+    for allocation in allocations:
+        pool = pool_of(allocation.partition)
+        if pool is None or allocation.account in exclude:
+            continue
+        begin = max(allocation.start, start)
+        still_running = allocation.end is None or allocation.end > stop
+        end = stop if allocation.end is None else min(allocation.end, stop)
+        if end <= begin:
+            continue
+        weight = decay_weight(begin, end, stop, half_life)
+        sums = integrals.setdefault(pool, {}).setdefault(allocation.account, dict.fromkeys(resources, 0.0))
+        held = running.setdefault(pool, {}).setdefault(allocation.account, dict.fromkeys(resources, 0.0))
+        for resource in resources:
+            amount = allocation.tres.get(resource, 0)
+            sums[resource] += amount * weight
+            if still_running:
+                held[resource] += amount
+    running = {p: {a: h for a, h in accounts.items() if any(h.values())} for p, accounts in running.items()}
+    return UsageSpan(start, stop, half_life, integrals, running)
 
 
 def decayed_past(records: Iterable[UsageRecord], now: float, half_life: float, max_gap: float) -> UsageByPool:

@@ -55,7 +55,7 @@ from typing import Any, Final
 import numpy as np
 
 from slurm_drf.config.settings import NICE_LIMIT, Config
-from slurm_drf.model.types import HOLDING_STATES, PENDING, BoolArray, IntArray, JobTable, LazyRows, Snapshot
+from slurm_drf.model.types import HOLDING_STATES, PENDING, BoolArray, FloatArray, IntArray, JobTable, LazyRows, Snapshot
 from slurm_drf.policy.history import UsageByPool, past_term
 from slurm_drf.policy.labels import LabelSpace, assign_labels
 from slurm_drf.policy.order import Ordering, TieRecord, compute_before, order_pending
@@ -95,6 +95,9 @@ class AccountShare:
     # share and rank are over usage + past; `usage` itself is the running
     # allocation alone (the history integrates that, never its own blend).
     past: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    # The weighted share over `usage` alone (what pure DRF would see) when the
+    # past adds something in the pool; None otherwise, where it is `weighted_share`.
+    present_share: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +199,11 @@ class Plan:
             if record.offset <= index < record.offset + record.size:
                 return record, index - record.offset
         return None
+
+    @property
+    def blends_past(self) -> bool:
+        """Whether the decayed past adds to some account's usage (docs/rule.md §6); else pure DRF, bit for bit."""
+        return any(a.past for a in self.accounts)
 
     @property
     def writes(self) -> tuple[JobPlan, ...]:
@@ -605,12 +613,8 @@ def _account_shares(
     shares = np.divide(usage, capacity, out=np.zeros(usage.shape, dtype=np.float64), where=usable)
     masked = np.where(usable, shares, -1.0)
     dominant = masked.argmax(axis=1) if len(resources) else np.zeros(len(account_names), dtype=np.int64)
-    # One correctly rounded division per share (u*q / (c*p)): equal shares compare equal.
-    weighted = np.zeros(len(account_names), dtype=np.float64)
-    if usable.any() and account_names:
-        p = np.array([f.numerator for f in fractions], dtype=np.float64)
-        q = np.array([f.denominator for f in fractions], dtype=np.float64)
-        weighted = ((usage[:, usable] * q[:, None]) / (capacity[usable][None, :] * p[:, None])).max(axis=1)
+    weighted = _weighted_shares(usage, capacity, fractions)
+    present = None if past is None or not past.any() else _weighted_shares(running, capacity, fractions)
     ranking = sorted(range(len(account_names)), key=lambda i: (weighted[i], account_names[i]))
     rows = []
     rank = 0
@@ -633,9 +637,22 @@ def _account_shares(
                 float(weighted[i]),
                 rank,
                 _past_row(resources, past, i),
+                None if present is None else float(present[i]),
             )
         )
     return rows
+
+
+def _weighted_shares(usage: IntArray, capacity: FloatArray, fractions: list[Fraction]) -> FloatArray:
+    """Each row's dominant share over the usable resources divided by its weight."""
+    usable = capacity > 0
+    weighted = np.zeros(len(fractions), dtype=np.float64)
+    if usable.any() and fractions:
+        # One correctly rounded division per share (u*q / (c*p)): equal shares compare equal.
+        p = np.array([f.numerator for f in fractions], dtype=np.float64)
+        q = np.array([f.denominator for f in fractions], dtype=np.float64)
+        weighted = ((usage[:, usable] * q[:, None]) / (capacity[usable][None, :] * p[:, None])).max(axis=1)
+    return weighted
 
 
 def _past_row(resources: Sequence[str], past: IntArray | None, row: int) -> Mapping[str, int]:

@@ -39,6 +39,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
+from slurm_drf.config.checks import history_warnings
 from slurm_drf.config.load import warn_unknown_accounts
 from slurm_drf.config.settings import Config
 from slurm_drf.cycle.backends import make_source, make_writer
@@ -46,6 +47,7 @@ from slurm_drf.cycle.run import CycleObserver, CycleReport, Writer, run_cycle
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import ConfigError, DrfError
 from slurm_drf.service.notify import Notifier, status_field
+from slurm_drf.slurm.sacct import fetch_allocations
 from slurm_drf.slurm.source import ClusterSource
 from slurm_drf.trail.observers import build_observers, close_observers
 from slurm_drf.trail.past import HistoryPast
@@ -124,7 +126,7 @@ class Service:
         self.config = config
         self.store = store
         # The decayed past from the history (docs/rule.md §6), read before each cycle.
-        self._past = past or HistoryPast(store.directory)
+        self._past = past or HistoryPast(store.directory, fetch=fetch_allocations)
         self._load = load
         self.notifier = notifier or Notifier()
         self._source_factory = source_factory
@@ -316,6 +318,7 @@ class Service:
             new = old  # nothing to rebuild
         self.config = new
         self.apply_log_level(new)
+        _log_config_warnings(new)
         if new.interval != old.interval:
             self._reschedule(new.interval)
         where = new.source_path or "built-in defaults"
@@ -374,6 +377,7 @@ class Service:
         """Run until SIGTERM/SIGINT (or `request_stop`); 0 when stopped that way."""
         previous = self._install_signal_handlers()
         self.apply_log_level(self.config)
+        _log_config_warnings(self.config)
         scheduler = BackgroundScheduler(timezone=UTC, executors={"default": ThreadPoolExecutor(1)})
         scheduler.add_job(
             self._scheduled_cycle,
@@ -456,6 +460,12 @@ class Service:
     def _restore_signal_handlers(self, previous: dict[int, Any]) -> None:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+def _log_config_warnings(config: Config) -> None:
+    """What `check-config` warns of in a config that loads (a history pruned before its past fades)."""
+    for warning in history_warnings(config):
+        logger.warning("%s", warning)
 
 
 def _trigger(interval: float) -> IntervalTrigger:

@@ -30,10 +30,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
-import orjson
-
+from slurm_drf.errors import SlurmReadError
 from slurm_drf.sim.workload import (
     NodeType,
     Workload,
@@ -43,6 +42,7 @@ from slurm_drf.sim.workload import (
     nodes_for_load,
     parse_mem,
 )
+from slurm_drf.slurm import sacct
 
 FORMATS: Final = ("sacct-json", "sacct", "swf")
 # An imported trace is played on as many nodes as give it this offered load,
@@ -227,120 +227,47 @@ def _job(
 
 
 # --------------------------------------------------------------------------
-# sacct --json (Slurm 22.05 to 24.x)
+# sacct --json (Slurm 22.05 to 24.x): records read by slurm.sacct
 
 
-def _unwrap(value: object) -> object:
-    """Slurm >= 23.02 writes numbers that may be unset as {"set", "infinite", "number"}."""
-    if isinstance(value, Mapping) and "number" in value:
-        if not value.get("set", True) or value.get("infinite", False):
-            return None
-        return value["number"]
-    return value
-
-
-def _number(value: object) -> float | None:
-    value = _unwrap(value)
-    if isinstance(value, bool) or not isinstance(value, int | float):
+def _tres_of(tres: Mapping[str, int]) -> _Tres | None:
+    """The simulator's TRES from Slurm's names; None without CPUs, memory or GPUs."""
+    if not any(name in ("cpu", "mem", "gres/gpu") or name.startswith("gres/gpu:") for name in tres):
         return None
-    return float(value)
+    return _Tres(tres.get("cpu", 0), tres.get("mem", 0), tres.get("gres/gpu", 0), tres.get("node", 1))
 
 
-def _json_tres(entries: object) -> _Tres | None:  # noqa: C901
-    """TRES from sacct's list of {"type", "name", "id", "count"} (mem count in MiB)."""
-    if not isinstance(entries, list):
-        return None
-    cpu = mem = typed = 0
-    untyped: int | None = None
-    nodes = 1
-    found = False
-    for entry in entries:
-        if not isinstance(entry, Mapping):
-            continue
-        kind = str(entry.get("type") or "").lower()
-        name = str(entry.get("name") or "").lower()
-        count = _number(entry.get("count"))
-        if count is None:
-            continue
-        amount = int(count)
-        if kind == "cpu":
-            cpu, found = amount, True
-        elif kind == "mem":
-            mem, found = amount, True
-        elif kind == "node":
-            nodes = amount
-        elif kind == "gres" and name == "gpu":
-            untyped, found = amount, True
-        elif kind == "gres" and name.startswith("gpu:"):
-            typed, found = typed + amount, True
-    if not found:
-        return None
-    return _Tres(cpu, mem, _gpu_count(untyped, typed), nodes)
-
-
-def _state(record: Mapping[str, Any]) -> str:
-    state = record.get("state")
-    current = state.get("current") if isinstance(state, Mapping) else state
-    if isinstance(current, list):
-        return str(current[0]) if current else ""
-    return str(current or "")
-
-
-def parse_sacct_json(text: str | bytes, source: str = "sacct --json") -> ParsedTrace:  # noqa: C901
+def parse_sacct_json(text: str | bytes, source: str = "sacct --json") -> ParsedTrace:
     """Jobs from `sacct --json` output (data_parser 22.05 to 24.x)."""
     try:
-        data = orjson.loads(text)
-    except orjson.JSONDecodeError as error:
-        raise WorkloadError(f"{source}: not JSON: {error}") from error
-    if not isinstance(data, Mapping) or not isinstance(data.get("jobs"), list):
-        raise WorkloadError(f"{source}: expected an object with a 'jobs' list (sacct --json)")
+        records = sacct.parse_sacct_json(text, source)
+    except SlurmReadError as error:
+        raise WorkloadError(str(error)) from error
     trace = ParsedTrace()
-    for index, record in enumerate(data["jobs"]):
-        if not isinstance(record, Mapping):
-            raise WorkloadError(f"{source}: jobs[{index}]: expected an object")
-        job_number = _number(record.get("job_id"))
-        if job_number is None:
-            raise WorkloadError(f"{source}: jobs[{index}]: missing job_id")
-        job_id = str(int(job_number))
-        array = record.get("array") if isinstance(record.get("array"), Mapping) else {}
-        assert isinstance(array, Mapping)
-        array_job = _number(array.get("job_id"))
-        array_task = _number(array.get("task_id"))
-        if array_job and array_task is not None:
-            job_id = f"{int(array_job)}_{int(array_task)}"
-        times = record.get("time") if isinstance(record.get("time"), Mapping) else {}
-        assert isinstance(times, Mapping)
-        submit = _number(times.get("submission"))
-        start = _number(times.get("start"))
-        elapsed = _number(times.get("elapsed"))
-        limit_minutes = _number(times.get("limit"))
-        tres_map = record.get("tres") if isinstance(record.get("tres"), Mapping) else {}
-        assert isinstance(tres_map, Mapping)
-        tres = _json_tres(tres_map.get("allocated")) or _json_tres(tres_map.get("requested"))
-        if not submit:
+    for record in records:
+        tres = _tres_of(record.allocated) or _tres_of(record.requested)
+        if not record.submit:
             trace.skip("no submit time")
             continue
-        if not start or _state(record) == "PENDING":
+        if not record.start or record.state == "PENDING":
             trace.skip("never started")
             continue
-        if elapsed is None or elapsed <= 0:
+        if record.elapsed is None or record.elapsed <= 0:
             trace.skip("no run time")
             continue
         if tres is None:
             trace.skip("no TRES")
             continue
-        nodes = _number(record.get("allocation_nodes"))
-        if nodes:
-            tres = _Tres(tres.cpu, tres.mem, tres.gpu, int(nodes))
-        limit = limit_minutes * 60 if limit_minutes is not None else None
+        if record.nodes:
+            tres = _Tres(tres.cpu, tres.mem, tres.gpu, record.nodes)
         trace.jobs.append(
             _job(
-                job_id,
-                str(record.get("account") or "(none)"),
-                str(record.get("user") or ""),
-                submit,
-                elapsed,
-                limit,
+                record.job_id,
+                record.account or "(none)",
+                record.user,
+                record.submit,
+                record.elapsed,
+                record.limit,
                 tres,
             )
         )

@@ -9,6 +9,10 @@ Sits between the daemon and Slurm: `fetch_snapshot` runs
   taken from squeue's meta, and the other command is tried when the first
   fails;
 - `scontrol show config` for the PriorityWeight* values and ClusterName;
+- `scontrol show assoc_mgr flags=assoc` for the association tree (accounts,
+  their parents and users, RawShares): slurmctld's own cache, the tree its
+  scheduler uses, read without a round trip to slurmdbd; at most every
+  `TREE_MAX_AGE` seconds (`AssociationReader`);
 
 and turns their output into a Snapshot with the pure parsers of parse.py.
 The argv lists and the environment are built by pure `build_*` functions;
@@ -21,16 +25,18 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import orjson
 
 from slurm_drf.errors import SlurmReadError
 from slurm_drf.model.codec import format_time
-from slurm_drf.model.types import Node, Snapshot
+from slurm_drf.model.types import Association, Node, Snapshot
 from slurm_drf.slurm.execute import run_command
 from slurm_drf.slurm.parse import (
     build_snapshot,
+    check_associations,
+    parse_assoc_mgr,
     parse_cluster_name,
     parse_het_leaders,
     parse_json_cluster,
@@ -72,6 +78,54 @@ def build_scontrol_nodes_argv() -> list[str]:
 
 def build_scontrol_config_argv() -> list[str]:
     return ["scontrol", "show", "config"]
+
+
+def build_assoc_mgr_argv() -> list[str]:
+    """slurmctld's cached associations: no slurmdbd round trip (22.05 sacctmgr has no --json)."""
+    return ["scontrol", "show", "assoc_mgr", "flags=assoc"]
+
+
+# How long a tree read from Slurm is used before it is read again. Accounts
+# and shares change by hand, rarely; jobs every cycle. The text is about 20
+# lines per association, so a large site's tree is worth not reading every cycle.
+TREE_MAX_AGE: Final = 300.0
+
+
+class AssociationReader:
+    """The association tree, re-read at most every `max_age` seconds.
+
+    A failed read (scontrol fails, or what it prints is not one tree) is a
+    one-line warning: the last tree read is kept, and before any was read
+    the tree is empty, which is today's flat behaviour. The next read is
+    tried at the next fetch after a failure, not `max_age` later.
+    """
+
+    def __init__(
+        self,
+        run: Callable[[Sequence[str]], str],
+        clock: Callable[[], float],
+        max_age: float = TREE_MAX_AGE,
+    ) -> None:
+        self._run = run
+        self._clock = clock
+        self.max_age = max_age
+        self._tree: tuple[Association, ...] = ()
+        self._read_at: float | None = None
+
+    def fetch(self, cluster: str | None) -> tuple[Association, ...]:
+        now = self._clock()
+        if self._read_at is not None and 0 <= now - self._read_at < self.max_age:
+            return self._tree
+        argv = build_assoc_mgr_argv()
+        try:
+            tree = check_associations(parse_assoc_mgr(self._run(argv), cluster or None))
+        except SlurmReadError as error:
+            kept = f"keeping the tree read {now - self._read_at:.0f}s ago" if self._read_at is not None else "flat"
+            logger.warning("association tree unknown (%s): %s", kept, error)
+            return self._tree
+        self._tree, self._read_at = tree, now
+        logger.debug("read %d associations", len(tree))
+        return tree
 
 
 def build_node_commands(version: str | None) -> list[list[str]]:
@@ -129,6 +183,7 @@ class CliSource:
         self._clock = clock
         #: PriorityType from the last fetch (also in the Snapshot it returned).
         self.priority_type: str | None = None
+        self.associations = AssociationReader(self._run, clock)
 
     def _run(self, argv: Sequence[str]) -> str:
         return self._runner(argv, self.timeout, env=self._env)
@@ -162,7 +217,9 @@ class CliSource:
         config = self._fetch_config()
         self.priority_type = parse_priority_type(config)
         cluster = parse_json_cluster(squeue_data) or parse_cluster_name(config) or ""
+        associations = self.associations.fetch(cluster)
         logger.debug("read %d nodes and %d jobs from Slurm %s", len(nodes), len(jobs), version or "?")
+        taken_at = format_time(self._clock())
         return build_snapshot(
-            cluster, format_time(self._clock()), nodes, jobs, self.partitions, version, config, het_leaders
+            cluster, taken_at, nodes, jobs, self.partitions, version, config, het_leaders, associations
         )

@@ -33,7 +33,10 @@ For jobs and for nodes separately, the dict API is used when the module has
 it (it is complete), the object API otherwise. The configuration
 (ClusterName, PriorityType, PriorityWeight*) is read with `scontrol show
 config`, as the CLI source does: pyslurm's config API differs in every
-release, scontrol's text does not.
+release, scontrol's text does not. So is the association tree (`scontrol
+show assoc_mgr flags=assoc`, `cli_source.AssociationReader`): pyslurm's
+`db.Associations.load()` (22.5 and 24.11) asks slurmdbd, while slurmctld's
+cache is what its scheduler uses and costs no database round trip.
 """
 
 from __future__ import annotations
@@ -47,14 +50,14 @@ import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from types import ModuleType
 from typing import Any, Final, Literal
 
 from slurm_drf.errors import SlurmReadError
 from slurm_drf.model.codec import format_time
 from slurm_drf.model.types import Job, Node, Snapshot
-from slurm_drf.slurm.cli_source import CommandRunner, build_command_env, build_scontrol_config_argv
+from slurm_drf.slurm.cli_source import AssociationReader, CommandRunner, build_command_env, build_scontrol_config_argv
 from slurm_drf.slurm.execute import run_command
 from slurm_drf.slurm.parse import (
     build_snapshot,
@@ -439,6 +442,12 @@ class PyslurmSource:
         self._user_name = user_name
         #: PriorityType from the last fetch.
         self.priority_type: str | None = None
+        # The tree through scontrol, as the CLI backend reads it: pyslurm's
+        # db.Associations asks slurmdbd, not slurmctld's cache (docs/pyslurm.md).
+        self.associations = AssociationReader(self._run_command, clock)
+
+    def _run_command(self, argv: Sequence[str]) -> str:
+        return self._runner(argv, self.timeout, env=build_command_env(self._environ))
 
     def _pyslurm(self) -> ModuleType:
         if self._module is None:
@@ -503,7 +512,7 @@ class PyslurmSource:
 
     def _fetch_config(self) -> str:
         try:
-            return self._runner(build_scontrol_config_argv(), self.timeout, env=build_command_env(self._environ))
+            return self._run_command(build_scontrol_config_argv())
         except SlurmReadError as error:
             # Weights only feed a warning; the cycle can go on without them.
             logger.warning("priority weights unknown: %s", error)
@@ -520,7 +529,9 @@ class PyslurmSource:
         version = parse_scontrol_config(config).get("SLURM_VERSION") or None
         cluster = next((r["cluster"] for r in job_records if r.get("cluster")), None)
         cluster = cluster or parse_cluster_name(config) or ""
+        associations = self.associations.fetch(cluster)
         logger.debug("read %d nodes and %d jobs through pyslurm", len(nodes), len(jobs))
+        taken_at = format_time(self._clock())
         return build_snapshot(
-            cluster, format_time(self._clock()), nodes, jobs, self.partitions, version, config, het_leaders
+            cluster, taken_at, nodes, jobs, self.partitions, version, config, het_leaders, associations
         )

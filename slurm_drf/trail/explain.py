@@ -17,6 +17,12 @@ and for every job ahead of it in the pool the rule that put it there:
 Nothing here recomputes the policy: the order, the levels and the ties
 are the engine's (`policy.order`). The snapshot only supplies what the
 plan does not hold: a job's demand, its state, and jobs the plan leaves out.
+
+With a decayed past in the plan (docs/rule.md §6), `explain_planned` also
+plans the snapshot once more without it (pure DRF, the same state), only
+then, and the explanation says how much of the job's place comes from
+history: what the past adds to its account, its share with and without,
+and the place it would have without.
 """
 
 from __future__ import annotations
@@ -27,10 +33,14 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, Final
 
+from slurm_drf.config.settings import Config
 from slurm_drf.errors import InputError
 from slurm_drf.model.types import PENDING, Snapshot, job_number
+from slurm_drf.policy.history import UsageByPool
 from slurm_drf.policy.order import TieRecord
-from slurm_drf.policy.plan import AccountShare, JobPlan, Plan
+from slurm_drf.policy.plan import AccountShare, JobPlan, Plan, compute_plan
+from slurm_drf.policy.state import EMPTY_STATE, PolicyState
+from slurm_drf.trail.plan_output import present_share
 from slurm_drf.trail.text import format_capacity, format_share, format_tres, format_weight, render_table, terminal_text
 
 REASONS: Final = ("own_queue", "lower_level", "share_vector", "tie_wins", "rotation")
@@ -56,6 +66,23 @@ class TieDetail:
     rotation_rank: Mapping[str, int]
     won_against: int
     lost_to: int
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEffect:
+    """How much of a job's place comes from the decayed past (docs/rule.md §6).
+
+    `added` is what the past adds to the account's usage; the shares are the
+    account's weighted share over its running usage alone and with the past.
+    `order_without` / `level_without`: the job's place and level when the
+    same snapshot is planned without the past (None when it is not ordered).
+    """
+
+    added: Mapping[str, int]
+    present_share: float
+    weighted_share: float
+    order_without: int | None = None
+    level_without: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +123,8 @@ class Explanation:
     # (it once replayed them); kept so that the JSON keeps its shape.
     tie_replayed: bool = True
     notes: tuple[str, ...] = ()
+    # Only when the plan blends a past: what history does to this job.
+    history: HistoryEffect | None = None
 
 
 def find_job_index(plan: Plan, snapshot: Snapshot, job_id: str) -> tuple[int | None, int | None]:
@@ -126,11 +155,47 @@ def find_job_index(plan: Plan, snapshot: Snapshot, job_id: str) -> tuple[int | N
     return plan_index, row
 
 
-def explain_job(plan: Plan, snapshot: Snapshot, job_id: str) -> Explanation:
+def explain_planned(
+    snapshot: Snapshot,
+    config: Config,
+    job_id: str,
+    state: PolicyState = EMPTY_STATE,
+    past: UsageByPool | None = None,
+) -> Explanation:
+    """Plan `snapshot` (with `past`) and explain `job_id`; when the plan blends a past,
+    plan it again without (and only then) to tell what history does to the job."""
+    plan = compute_plan(snapshot, config, state, past)
+    pure = compute_plan(snapshot, config, state) if plan.blends_past else None
+    return explain_job(plan, snapshot, job_id, pure)
+
+
+def explain_job(plan: Plan, snapshot: Snapshot, job_id: str, pure: Plan | None = None) -> Explanation:
     """Why `job_id` has its place and value in `plan` (computed from `snapshot`).
 
+    `pure`: the same snapshot planned without the past, when `plan` blends
+    one; then the explanation carries its `history` effect.
     InputError when the snapshot does not hold the job.
     """
+    explanation = _explain(plan, snapshot, job_id)
+    if not plan.blends_past or explanation.account_share is None:
+        return explanation
+    return replace(explanation, history=_history_effect(explanation, pure))
+
+
+def _history_effect(e: Explanation, pure: Plan | None) -> HistoryEffect:
+    share = e.account_share
+    assert share is not None
+    order = level = None
+    if pure is not None and e.status == "ordered":
+        ids = pure.column("job_id")
+        index = next((i for i, j in enumerate(ids) if j == e.job_id), None)
+        if index is not None:
+            job = pure.job(index)
+            order, level = job.order, job.level
+    return HistoryEffect(MappingProxyType(dict(share.past)), present_share(share), share.weighted_share, order, level)
+
+
+def _explain(plan: Plan, snapshot: Snapshot, job_id: str) -> Explanation:
     plan_index, row = find_job_index(plan, snapshot, job_id)
     table = snapshot.table
     if plan_index is None and row is None:
@@ -362,27 +427,33 @@ def render_explanation_text(e: Explanation) -> str:  # noqa: C901
             f"rank {share.rank} by weighted share, {share.running_jobs} running, "
             f"{share.pending_jobs} pending"
         )
+        past = e.history is not None
         rows: list[list[object]] = [
             [
                 r,
                 format_tres(r, e.capacity.get(r, "-")) if e.capacity else "-",
                 format_tres(r, share.usage.get(r, 0)),
+                *([format_tres(r, share.past.get(r, 0))] if past else []),
                 format_share(share.shares.get(r, 0.0)),
                 "dominant" if r == share.dominant_resource and share.dominant_share else "",
             ]
             for r in share.usage
         ]
-        out.append(_indent(render_table(["resource", "capacity", "used", "share", "note"], rows)))
+        headers = ["resource", "capacity", "used", *(["past"] if past else []), "share", "note"]
+        out.append(_indent(render_table(headers, rows)))
         out.append(
             f"  dominant share {format_share(share.dominant_share)} / weight {format_weight(share.weight)}"
-            f" = weighted share {format_share(share.weighted_share)}"
+            f" = weighted share {format_share(share.weighted_share)}" + (" (used + past)" if past else "")
         )
+        if e.history is not None:
+            out.extend(_history_lines(e, e.history))
     if e.status == "ordered":
         assert e.level_exact is not None
         out.append("")
         out.append(
             f"level {_fraction_text(e.level_exact)}: the account's weighted dominant share over its "
-            f"running usage plus its {e.earlier_own} earlier pending job(s) in this pool"
+            f"running usage{' and past' if e.history is not None else ''} plus its {e.earlier_own} "
+            "earlier pending job(s) in this pool"
         )
         rows = [
             [
@@ -435,6 +506,26 @@ def render_explanation_text(e: Explanation) -> str:  # noqa: C901
         )
     out.extend(f"note: {n}" for n in e.notes)
     return "\n".join(out) + "\n"
+
+
+def _history_lines(e: Explanation, h: HistoryEffect) -> list[str]:
+    """What history does to the job: what the past adds, the share with and without, the place without."""
+    added = format_capacity(h.added) if h.added else "nothing"
+    lines = [
+        f"history: the decayed past adds {added} to {e.account}'s usage (weighted share "
+        f"{format_share(h.present_share)} running alone, {format_share(h.weighted_share)} with the past)"
+    ]
+    if e.status == "ordered" and h.order_without is not None and h.level_without is not None:
+        level = (
+            f"level {h.level_without:.6g} either way"
+            if h.level_without == e.level
+            else f"level {h.level_without:.6g} instead of {e.level or 0.0:.6g}"
+        )
+        if h.order_without == e.order:
+            lines.append(f"  without it this job would keep its place {e.order} ({level})")
+        else:
+            lines.append(f"  without it this job would be at place {h.order_without} instead of {e.order} ({level})")
+    return lines
 
 
 def _band_text(e: Explanation) -> str:
@@ -513,4 +604,12 @@ def render_explanation_json(e: Explanation) -> dict[str, Any]:
         },
         "notes": list(e.notes),
     }
+    if e.history is not None:
+        data["history"] = {
+            "past": dict(e.history.added),
+            "present_share": e.history.present_share,
+            "weighted_share": e.history.weighted_share,
+            "order_without": e.history.order_without,
+            "level_without": e.history.level_without,
+        }
     return data

@@ -11,7 +11,9 @@ rendered by `generate_latest` (pure), written by `files.write_atomic`.
 Labels stay bounded: pool, account, resource (the configured ones),
 outcome and kind. Never a job or a user. An account that leaves a pool
 (no running or pending job any more) is removed from the per-account
-gauges, so dashboards do not show stale shares.
+gauges, so dashboards do not show stale shares. The history gauges (what
+the decayed past adds, the share without it; docs/rule.md §6) hold series
+only while the plan blends a past, for the same accounts.
 """
 
 from __future__ import annotations
@@ -29,10 +31,11 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from slurm_drf.errors import ConfigError
 from slurm_drf.files import write_atomic
 from slurm_drf.trail.history import OUTCOMES, error_kind
-from slurm_drf.trail.plan_output import ordered_job_count
+from slurm_drf.trail.plan_output import ordered_job_count, present_share
 
 if TYPE_CHECKING:
     from slurm_drf.cycle.run import CycleReport
+    from slurm_drf.policy.plan import Plan
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +81,8 @@ class MetricsRecorder:
         self._accounts: set[tuple[str, str]] = set()
         self._resource_labels: set[tuple[str, str, str]] = set()
         self._pool_labels: set[tuple[str, str]] = set()
+        self._past_accounts: set[tuple[str, str]] = set()
+        self._past_labels: set[tuple[str, str, str]] = set()
         labels = ("pool", "account")
         r = self.registry
         self.dominant_share = Gauge(
@@ -108,6 +113,18 @@ class MetricsRecorder:
             "slurm_drf_resource_share",
             "Share of one resource of the pool that the account holds",
             (*labels, "resource"),
+            registry=r,
+        )
+        self.past_usage = Gauge(
+            "slurm_drf_account_past_usage",
+            "What the decayed past adds to the account's usage of one resource (TRES units; only with history)",
+            (*labels, "resource"),
+            registry=r,
+        )
+        self.present_share = Gauge(
+            "slurm_drf_present_share",
+            "Weighted share over the running usage alone, without the past (only with history)",
+            labels,
             registry=r,
         )
         self.capacity = Gauge(
@@ -218,6 +235,7 @@ class MetricsRecorder:
         for labels in self._resource_labels - resource_labels:
             self.resource_share.remove(*labels)
         self._accounts, self._resource_labels = accounts, resource_labels
+        self._record_past(plan)
         pool_labels = {(pool.name, resource) for pool in plan.pools for resource in plan.resources}
         for pool in plan.pools:
             for resource in plan.resources:
@@ -238,6 +256,24 @@ class MetricsRecorder:
         self.cycles.inc()
         self.last_success.set(self.clock())
         self.write_textfile()
+
+    def _record_past(self, plan: Plan) -> None:
+        """The history gauges: series for the plan's accounts when it blends a past, none otherwise."""
+        accounts: set[tuple[str, str]] = set()
+        past_labels: set[tuple[str, str, str]] = set()
+        if plan.blends_past:
+            for share in plan.accounts:
+                key = (share.pool, share.account)
+                accounts.add(key)
+                self.present_share.labels(*key).set(present_share(share))
+                for resource in plan.resources:
+                    past_labels.add((*key, resource))
+                    self.past_usage.labels(*key, resource).set(share.past.get(resource, 0))
+        for key in self._past_accounts - accounts:
+            self.present_share.remove(*key)
+        for labels in self._past_labels - past_labels:
+            self.past_usage.remove(*labels)
+        self._past_accounts, self._past_labels = accounts, past_labels
 
     def on_error(self, error: Exception) -> None:
         self.errors.labels(error_kind(error)).inc()

@@ -8,30 +8,43 @@ LOOKBACK_HALF_LIVES half-lives when it starts (so the past survives
 restarts: it is on disk), then only the cycles recorded since.
 
 What the record cannot know: a time the daemon did not run (or cycles
-failed) longer than GAP_INTERVALS intervals is a gap, left out of the
-average rather than counted as zero use; jobs that ran only during such a
-gap are not seen (a later increment recovers them from Slurm's
-accounting). A cycle with no account rows is a known interval of no use.
-Dry runs record what they saw, so they count as well.
+failed) longer than GAP_INTERVALS intervals is a gap. Within the last
+SACCT_HALF_LIVES half-lives such spans (and the time before the first
+record, and since the last one at start) are filled from Slurm's
+accounting (slurm.sacct, one `sacct --json` per start and per pause seen
+later) as the exact step function of the jobs' allocations; the record
+wins where it exists. What neither knows is left out of the average rather
+than counted as zero use. A cycle with no account rows is a known interval
+of no use. Dry runs record what they saw, so they count as well.
 
-A history that cannot be read is logged and the cycle goes on with what
-was read before: the past never stops the daemon.
+A history that cannot be read, or a sacct that fails, is logged and the
+cycle goes on with what was read before: the past never stops the daemon.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 from slurm_drf.config.settings import Config
-from slurm_drf.errors import StateError
-from slurm_drf.policy.history import DecayedUsage, UsageByPool, UsageRecord
+from slurm_drf.errors import SlurmError, StateError
+from slurm_drf.policy.history import (
+    Allocation,
+    DecayedUsage,
+    UsageByPool,
+    UsageRecord,
+    UsageSpan,
+    build_partition_pools,
+    build_usage_span,
+)
 from slurm_drf.trail.history import history_path, open_history_readonly
 
 logger = logging.getLogger(__name__)
@@ -67,15 +80,44 @@ def read_usage_records(
     return records
 
 
-class HistoryPast:
-    """The decayed past for each cycle, read from `history.sqlite` in the state directory."""
+# Slurm's accounting fills unknown spans this many half-lives back: older use
+# weighs under 2^-5 (3 %) of the newest, and all of it together at most 1/32
+# of the average, while each further half-life lengthens the one slurmdbd
+# query at start.
+SACCT_HALF_LIVES: Final = 5.0
 
-    def __init__(self, state_dir: str | os.PathLike[str], *, clock: Callable[[], float] = time.time) -> None:
+# Fetches the allocations slurmdbd recorded from a time to now (slurm.sacct).
+AllocationFetch = Callable[[float], Sequence[Allocation]]
+
+
+class HistoryPast:
+    """The decayed past for each cycle, read from `history.sqlite` in the state directory.
+
+    Unknown spans of the record inside the last SACCT_HALF_LIVES half-lives
+    are filled from Slurm's accounting through `fetch` (the daemon and
+    `once` pass `slurm.sacct.fetch_allocations`, one `sacct`): at the first read (before
+    the first record, between records, after the last one until now) and
+    afterwards whenever a newly read record follows a gap. The record wins
+    where it exists. Without `fetch` the past is the record's alone.
+    """
+
+    def __init__(
+        self,
+        state_dir: str | os.PathLike[str],
+        *,
+        clock: Callable[[], float] = time.time,
+        fetch: AllocationFetch | None = None,
+    ) -> None:
         self.path: Path = history_path(state_dir)
         self.clock = clock
+        self.fetch = fetch
         self._usage: DecayedUsage | None = None
         self._since = 0.0
         self._last_id = 0
+        self._last_time: float | None = None  # of the last record of the file read
+        self._started = False
+        self._checked: float | None = None  # sacct was asked up to here at the first read
+        self._sacct_warned = False
 
     def past(self, config: Config) -> UsageByPool | None:
         """Each account's decayed average allocation now; None when `history` is off."""
@@ -90,21 +132,102 @@ class HistoryPast:
             usage = self._usage = DecayedUsage(history.half_life, max_gap)
             self._since = now - LOOKBACK_HALF_LIVES * history.half_life
             self._last_id = 0
-        self._read(usage)
+            self._last_time = None
+            self._started = False
+            self._checked = None
+        records = self._read()
+        spans = self._unknown_spans(records, now, max_gap)
+        fills = self._fill(spans, config, history.half_life, now)
+        for index, record in enumerate(records):
+            for span in fills.get(index, ()):
+                usage.add_span(span)
+            usage.add(record)
+            self._last_time = record.time
+        for span in fills.get(len(records), ()):
+            usage.add_span(span)
+        if not self._started:
+            self._started, self._checked = True, now
         return usage.past_at(now)
 
-    def _read(self, usage: DecayedUsage) -> None:
+    def _read(self) -> list[UsageRecord]:
         if not self.path.exists():
-            return  # a fresh install: no past yet
+            return []  # a fresh install: no record yet
         try:
             connection = open_history_readonly(self.path)
             try:
-                records = read_usage_records(connection, since=self._since, after_id=self._last_id)
+                rows = read_usage_records(connection, since=self._since, after_id=self._last_id)
             finally:
                 connection.close()
         except (sqlite3.Error, StateError, OSError, ValueError) as error:
             logger.warning("%s: cannot read past usage from the history: %s", self.path, error)
+            return []
+        if rows:
+            self._last_id = rows[-1][0]
+        return [record for _, record in rows]
+
+    def _unknown_spans(self, records: Sequence[UsageRecord], now: float, max_gap: float) -> list[_Span]:
+        """What the record leaves unknown, each span with the index of the record that ends it.
+
+        At the first read: before the first record, every pause longer than
+        `max_gap` between records, and from the last record to now. Later:
+        only pauses, found when the record after one is read (so a daemon
+        whose cycles fail does not ask sacct every cycle).
+        """
+        spans: list[_Span] = []
+        previous = self._last_time
+        if self._checked is not None:
+            previous = self._checked if previous is None else max(previous, self._checked)
+        if not self._started:
+            spans.append(_Span(None, records[0].time if records else now, 0))
+        for index, record in enumerate(records):
+            if previous is not None and record.time - previous > max_gap:
+                spans.append(_Span(previous, record.time, index))
+            previous = record.time if previous is None else max(previous, record.time)
+        if not self._started and previous is not None and now - previous > max_gap:
+            spans.append(_Span(previous, now, len(records)))
+        return spans
+
+    def _fill(self, spans: Sequence[_Span], config: Config, half_life: float, now: float) -> dict[int, list[UsageSpan]]:
+        """What sacct knows of each span inside the window, by the index of the record it goes before."""
+        earliest = now - SACCT_HALF_LIVES * half_life
+        wanted = [span for span in spans if span.stop > max(earliest, span.start or earliest)]
+        if not wanted or self.fetch is None:
+            return {}
+        query_start = min(max(earliest, span.start or earliest) for span in wanted)
+        try:
+            allocations = self.fetch(query_start)
+        except SlurmError as error:
+            self._warn(error)
+            return {}
+        # Before the record's first cycle sacct vouches from its first allocation on,
+        # not from the window's start (a cluster accounted only since then); between
+        # records and after the last, an empty answer is known idle time.
+        first_known = max(query_start, min((a.start for a in allocations), default=math.inf))
+        pool_of = build_partition_pools(config)
+        fills: dict[int, list[UsageSpan]] = {}
+        for span in wanted:
+            start = max(earliest, span.start) if span.start is not None else first_known
+            if span.stop <= start:
+                continue
+            fills.setdefault(span.before, []).append(
+                build_usage_span(
+                    allocations, start, span.stop, half_life, pool_of, config.resources, config.exclude_accounts
+                )
+            )
+        return fills
+
+    def _warn(self, error: SlurmError) -> None:
+        if self._sacct_warned:
+            logger.debug("past usage from sacct: %s", error)
             return
-        for cycle_id, record in records:
-            usage.add(record)
-            self._last_id = cycle_id
+        self._sacct_warned = True
+        logger.warning("past usage from the history only, sacct failed: %s", error)
+
+
+@dataclass(frozen=True, slots=True)
+class _Span:
+    """[start, stop) unknown to the record; start None: from the window's start. `before`: the record ending it."""
+
+    start: float | None
+    stop: float
+    before: int

@@ -18,7 +18,7 @@ import orjson
 from numpy.lib.stride_tricks import sliding_window_view
 
 from slurm_drf.model.types import PLAN_FORMAT
-from slurm_drf.policy.plan import JOB_COLUMNS, JobPlan, Plan, PlanJobs
+from slurm_drf.policy.plan import JOB_COLUMNS, AccountShare, JobPlan, Plan, PlanJobs
 from slurm_drf.trail.text import format_capacity, render_table, terminal_text
 
 # Plan job entries: every key always present, the value under the mode's name.
@@ -74,23 +74,36 @@ def _plan_head(plan: Plan) -> dict[str, Any]:
             }
             for p in plan.pools
         ],
-        "accounts": [
-            {
-                "account": a.account,
-                "pool": a.pool,
-                "weight": float(a.weight),
-                "running_jobs": a.running_jobs,
-                "pending_jobs": a.pending_jobs,
-                "usage": dict(a.usage),
-                "shares": dict(a.shares),
-                "dominant_resource": a.dominant_resource,
-                "dominant_share": a.dominant_share,
-                "weighted_share": a.weighted_share,
-                "rank": a.rank,
-            }
-            for a in plan.accounts
-        ],
+        "accounts": [_account_entry(a, plan.blends_past) for a in plan.accounts],
     }
+
+
+def _account_entry(a: AccountShare, with_past: bool) -> dict[str, Any]:
+    """One account of the plan JSON; `past` and `present_share` only when the plan blends a past (docs/rule.md §6)."""
+    entry: dict[str, Any] = {
+        "account": a.account,
+        "pool": a.pool,
+        "weight": float(a.weight),
+        "running_jobs": a.running_jobs,
+        "pending_jobs": a.pending_jobs,
+        "usage": dict(a.usage),
+    }
+    if with_past:
+        entry["past"] = dict(a.past)
+    entry |= {
+        "shares": dict(a.shares),
+        "dominant_resource": a.dominant_resource,
+        "dominant_share": a.dominant_share,
+    }
+    if with_past:
+        entry["present_share"] = present_share(a)
+    entry |= {"weighted_share": a.weighted_share, "rank": a.rank}
+    return entry
+
+
+def present_share(account: AccountShare) -> float:
+    """The account's weighted share over its running usage alone (without the past)."""
+    return account.weighted_share if account.present_share is None else account.present_share
 
 
 def render_plan_json_bytes(plan: Plan, *, indent: bool = True) -> bytes:

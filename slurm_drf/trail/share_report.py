@@ -20,6 +20,7 @@ from typing import Any, Final
 import orjson
 
 from slurm_drf.policy.plan import AccountShare, Plan, PoolPlan
+from slurm_drf.trail.plan_output import present_share
 from slurm_drf.trail.text import (
     csv_cell,
     format_capacity,
@@ -80,6 +81,9 @@ class ShareReport:
     resources: tuple[str, ...]
     pools: tuple[PoolReport, ...]
     warnings: tuple[str, ...]
+    # The plan blends a decayed past (docs/rule.md §6): every format shows it
+    # apart from the running usage; otherwise the report is pure DRF's.
+    with_past: bool = False
 
 
 def build_report(plan: Plan) -> ShareReport:
@@ -96,7 +100,9 @@ def build_report(plan: Plan) -> ShareReport:
         )
         for pool in plan.pools
     )
-    return ShareReport(plan.cluster, plan.taken_at, tuple(plan.resources), pools, tuple(plan.warnings))
+    return ShareReport(
+        plan.cluster, plan.taken_at, tuple(plan.resources), pools, tuple(plan.warnings), plan.blends_past
+    )
 
 
 def next_accounts(plan: Plan) -> dict[str, tuple[str, bool]]:
@@ -109,8 +115,8 @@ def next_accounts(plan: Plan) -> dict[str, tuple[str, bool]]:
     return found
 
 
-def report_columns(resources: Sequence[str]) -> list[str]:
-    """The CSV header: one column per field, usage and share per resource."""
+def report_columns(resources: Sequence[str], with_past: bool = False) -> list[str]:
+    """The CSV header: one column per field, usage and share per resource (and the past, with history)."""
     return [
         "pool",
         "rank",
@@ -119,9 +125,11 @@ def report_columns(resources: Sequence[str]) -> list[str]:
         "running_jobs",
         "pending_jobs",
         *(f"usage:{r}" for r in resources),
+        *(f"past:{r}" for r in resources if with_past),
         *(f"share:{r}" for r in resources),
         "dominant_resource",
         "dominant_share",
+        *(["present_share"] if with_past else []),
         "weighted_share",
     ]
 
@@ -140,21 +148,7 @@ def render_report_json(report: ShareReport) -> dict[str, Any]:
                 "nodes": p.pool.nodes,
                 "capacity": dict(p.pool.capacity),
                 "next_account": p.next_account,
-                "accounts": [
-                    {
-                        "rank": a.rank,
-                        "account": a.account,
-                        "weight": float(a.weight),
-                        "running_jobs": a.running_jobs,
-                        "pending_jobs": a.pending_jobs,
-                        "usage": {r: a.usage.get(r, 0) for r in report.resources},
-                        "shares": {r: a.shares.get(r, 0.0) for r in report.resources},
-                        "dominant_resource": a.dominant_resource,
-                        "dominant_share": a.dominant_share,
-                        "weighted_share": a.weighted_share,
-                    }
-                    for a in p.accounts
-                ],
+                "accounts": [_account_json(a, report) for a in p.accounts],
             }
             for p in report.pools
         ],
@@ -162,11 +156,36 @@ def render_report_json(report: ShareReport) -> dict[str, Any]:
     }
 
 
+def _account_json(a: AccountShare, report: ShareReport) -> dict[str, Any]:
+    """One account of the report JSON; `past` and `present_share` only when the plan blends a past."""
+    resources = report.resources
+    entry: dict[str, Any] = {
+        "rank": a.rank,
+        "account": a.account,
+        "weight": float(a.weight),
+        "running_jobs": a.running_jobs,
+        "pending_jobs": a.pending_jobs,
+        "usage": {r: a.usage.get(r, 0) for r in resources},
+    }
+    if report.with_past:
+        entry["past"] = {r: a.past.get(r, 0) for r in resources}
+    entry |= {
+        "shares": {r: a.shares.get(r, 0.0) for r in resources},
+        "dominant_resource": a.dominant_resource,
+        "dominant_share": a.dominant_share,
+    }
+    if report.with_past:
+        entry["present_share"] = present_share(a)
+    entry["weighted_share"] = a.weighted_share
+    return entry
+
+
 def render_report_csv(report: ShareReport) -> str:
     """One row per (pool, account); floats in full precision (repr), so they read back exactly."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(report_columns(report.resources))
+    with_past = report.with_past
+    writer.writerow(report_columns(report.resources, with_past))
     for pool in report.pools:
         for a in pool.accounts:
             writer.writerow(
@@ -178,9 +197,11 @@ def render_report_csv(report: ShareReport) -> str:
                     a.running_jobs,
                     a.pending_jobs,
                     *(a.usage.get(r, 0) for r in report.resources),
+                    *(a.past.get(r, 0) for r in report.resources if with_past),
                     *(repr(a.shares.get(r, 0.0)) for r in report.resources),
                     csv_cell(a.dominant_resource or ""),
                     repr(a.dominant_share),
+                    *([repr(present_share(a))] if with_past else []),
                     repr(a.weighted_share),
                 ]
             )
@@ -218,6 +239,29 @@ def _display_cells(account: AccountShare, resources: Sequence[str]) -> list[str]
     ]
 
 
+# The second table of each pool when the plan blends a past (docs/rule.md §6),
+# and what it means: the first table's `used` stays the running allocation.
+PAST_TITLE: Final = (
+    "history: used (above) is the running allocation; past is what the decayed past adds to it. "
+    "Shares, dominant and weighted share and rank (above) are over used + past; "
+    "present share is the weighted share over used alone"
+)
+
+
+def _past_headers(resources: Sequence[str]) -> list[str]:
+    return ["account", *(f"{r} past" for r in resources), "present share", "weighted share"]
+
+
+def _past_cells(account: AccountShare, resources: Sequence[str]) -> list[str]:
+    """One account's row of the history table: what the past adds, its share without and with it."""
+    return [
+        terminal_text(account.account),
+        *(format_tres(r, account.past.get(r, 0)) for r in resources),
+        format_share(present_share(account)),
+        format_share(account.weighted_share),
+    ]
+
+
 # Columns that hold text (left-aligned); every other column holds numbers.
 _TEXT_COLUMNS: Final = frozenset({"account", "dominant"})
 
@@ -243,16 +287,10 @@ def render_report_table(report: ShareReport, *, color: bool = False) -> str:
         title = f"pool {terminal_text(pool.pool.name)}: {_capacity_text(pool.pool)}"
         out.append(f"{_ANSI_BOLD}{title}{_ANSI_RESET}" if color else title)
         rows = [_display_cells(a, report.resources) for a in pool.accounts]
-        widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
-
-        def pad(index: int, text: str, widths: list[int] = widths) -> str:
-            return text.ljust(widths[index]) if headers[index] in _TEXT_COLUMNS else text.rjust(widths[index])
-
-        header_line = "  ".join(pad(i, h) for i, h in enumerate(headers)).rstrip()
+        header_line, rule, padded = _aligned(headers, rows)
         out.append(f"{_ANSI_BOLD}{header_line}{_ANSI_RESET}" if color else header_line)
-        out.append("  ".join("-" * w for w in widths))
-        for account, cells in zip(pool.accounts, rows, strict=True):
-            styled = [pad(i, c) for i, c in enumerate(cells)]
+        out.append(rule)
+        for account, styled in zip(pool.accounts, padded, strict=True):
             if color:
                 if account.dominant_resource in report.resources:
                     k = first_share + report.resources.index(account.dominant_resource)
@@ -263,8 +301,24 @@ def render_report_table(report: ShareReport, *, color: bool = False) -> str:
         if not rows:
             out.append("(no running or pending jobs)")
         out.append(_next_text(pool))
+        if report.with_past and rows:
+            past_line, past_rule, past_rows = _aligned(
+                _past_headers(report.resources), [_past_cells(a, report.resources) for a in pool.accounts]
+            )
+            out += ["", PAST_TITLE, past_line, past_rule, *("  ".join(r).rstrip() for r in past_rows)]
     out.extend(f"warning: {terminal_text(w)}" for w in report.warnings)
     return "\n".join(out) + "\n"
+
+
+def _aligned(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> tuple[str, str, list[list[str]]]:
+    """The header line, the rule under it, and each row's cells padded: text left, numbers right."""
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+
+    def pad(index: int, text: str) -> str:
+        return text.ljust(widths[index]) if headers[index] in _TEXT_COLUMNS else text.rjust(widths[index])
+
+    header_line = "  ".join(pad(i, h) for i, h in enumerate(headers)).rstrip()
+    return header_line, "  ".join("-" * w for w in widths), [[pad(i, c) for i, c in enumerate(r)] for r in rows]
 
 
 _markdown_cell = markdown_cell
@@ -288,14 +342,23 @@ def render_report_markdown(report: ShareReport) -> str:
     ]
     for pool in report.pools:
         out += ["", f"## Pool {_markdown_cell(pool.pool.name)}", "", _markdown_cell(_capacity_text(pool.pool)), ""]
-        out.append("| " + " | ".join(headers) + " |")
-        out.append("|" + "|".join(":---" if h in _TEXT_COLUMNS else "---:" for h in headers) + "|")
-        for account in pool.accounts:
-            out.append("| " + " | ".join(_markdown_cell(c) for c in _display_cells(account, report.resources)) + " |")
+        out += _markdown_table(headers, [_display_cells(a, report.resources) for a in pool.accounts])
         out += ["", _markdown_cell(_next_text(pool))]
+        if report.with_past and pool.accounts:
+            past_rows = [_past_cells(a, report.resources) for a in pool.accounts]
+            out += ["", _markdown_cell(PAST_TITLE), "", *_markdown_table(_past_headers(report.resources), past_rows)]
     if report.warnings:
         out += ["", *(f"- warning: {_markdown_cell(w)}" for w in report.warnings)]
     return "\n".join(out) + "\n"
+
+
+def _markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """The lines of a markdown table: text columns left-aligned, numbers right."""
+    return [
+        "| " + " | ".join(headers) + " |",
+        "|" + "|".join(":---" if h in _TEXT_COLUMNS else "---:" for h in headers) + "|",
+        *("| " + " | ".join(_markdown_cell(c) for c in cells) + " |" for cells in rows),
+    ]
 
 
 _CSS: Final = f"""
@@ -460,8 +523,7 @@ def render_report_html(report: ShareReport) -> str:
         out.append(f'<p class="meta">{esc(_capacity_text(pool.pool))}</p>')
         out.append(render_share_chart_svg(pool, report.resources))
         out.append('<table class="shares"><thead><tr>')
-        text_class = ' class="text"'
-        out.extend(f'<th{text_class if h in _TEXT_COLUMNS else ""} scope="col">{esc(h)}</th>' for h in headers)
+        out.extend(_html_headers(headers))
         out.append("</tr></thead><tbody>")
         for account in pool.accounts:
             cells = _display_cells(account, report.resources)
@@ -485,11 +547,35 @@ def render_report_html(report: ShareReport) -> str:
                 attribute = f' class="{" ".join(classes)}"' if classes else ""
                 out.append(f"<td{attribute}>{esc(cell)}</td>")
             out.append("</tr>")
-        out.append(f'</tbody></table><p class="meta">{esc(_next_text(pool))}</p></section>')
+        out.append(f'</tbody></table><p class="meta">{esc(_next_text(pool))}</p>')
+        if report.with_past and pool.accounts:
+            out.append(_html_past_table(pool, report.resources))
+        out.append("</section>")
     if report.warnings:
         out.append('<ul class="warnings">' + "".join(f"<li>{esc(w)}</li>" for w in report.warnings) + "</ul>")
     out.append("</body></html>")
     return "\n".join(out) + "\n"
+
+
+def _html_past_table(pool: PoolReport, resources: Sequence[str]) -> str:
+    """The history table of one pool: what the past adds to each account, its share without and with it."""
+    esc = html.escape
+    headers = _past_headers(resources)
+    out = [f'<p class="meta">{esc(PAST_TITLE)}</p>', '<table class="shares history"><thead><tr>']
+    out.extend(_html_headers(headers))
+    out.append("</tr></thead><tbody>")
+    account_class = ' class="text account"'
+    for account in pool.accounts:
+        cells = zip(headers, _past_cells(account, resources), strict=True)
+        out.append("<tr>" + "".join(f"<td{account_class if h == 'account' else ''}>{esc(c)}</td>" for h, c in cells))
+        out.append("</tr>")
+    out.append("</tbody></table>")
+    return "\n".join(out)
+
+
+def _html_headers(headers: Sequence[str]) -> list[str]:
+    text_class = ' class="text"'
+    return [f'<th{text_class if h in _TEXT_COLUMNS else ""} scope="col">{html.escape(h)}</th>' for h in headers]
 
 
 def render_report(plan: Plan, fmt: str, *, color: bool = False) -> str:

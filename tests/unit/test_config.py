@@ -46,6 +46,61 @@ def problems_of(text: str, source: str = "config.yaml") -> list[str]:
 
 # (id, YAML text, the exact problems reported)
 BAD_CONFIGS: list[tuple[str, str, list[str]]] = [
+    # --- the account tree (paths, users, weights, fairness_within_account)
+    (
+        "path with an empty name",
+        "accounts:\n  physics//theory: {weight: 2}\n",
+        [
+            "config.yaml:2: accounts.physics//theory: 'physics//theory' is not a name without spaces or commas, "
+            "or a path of such names joined by /"
+        ],
+    ),
+    (
+        "path with a leading slash",
+        "accounts:\n  /physics: {weight: 2}\n",
+        [
+            "config.yaml:2: accounts./physics: '/physics' is not a name without spaces or commas, "
+            "or a path of such names joined by /"
+        ],
+    ),
+    (
+        "user weight zero",
+        "accounts:\n  physics/theory:\n    users: {alice: 0}\n",
+        ["config.yaml:3: accounts.physics/theory.users.alice: 0 is not > 0"],
+    ),
+    (
+        "user weight too small",
+        "accounts:\n  theory:\n    users:\n      alice: 0.0000001\n",
+        ["config.yaml:4: accounts.theory.users.alice: 0.0000001 is not between 0.000001 and 1000000"],
+    ),
+    (
+        "user weight text",
+        "accounts:\n  theory: {users: {alice: two}}\n",
+        ["config.yaml:2: accounts.theory.users.alice: expected a number, got 'two'"],
+    ),
+    (
+        "users a list",
+        "accounts:\n  theory: {users: [alice]}\n",
+        [
+            "config.yaml:2: accounts.theory.users: expected a mapping of user name to weight, "
+            "such as {alice: 2}, got a list"
+        ],
+    ),
+    (
+        "user name with a space",
+        "accounts:\n  theory: {users: {'al ice': 1}}\n",
+        ["config.yaml:2: accounts.theory.users['al ice']: 'al ice' is not a name without spaces or commas"],
+    ),
+    (
+        "weights unknown",
+        "weights: yaml\n",
+        ["config.yaml:1: weights: 'yaml' is not one of config, slurm"],
+    ),
+    (
+        "fairness_within_account unknown",
+        "fairness_within_account: users\n",
+        ["config.yaml:1: fairness_within_account: 'users' is not one of user, slurm; did you mean 'user'?"],
+    ),
     # --- accounts and weights
     (
         "weight negative",
@@ -93,7 +148,7 @@ BAD_CONFIGS: list[tuple[str, str, list[str]]] = [
     (
         "account key unknown",
         "accounts:\n  physics: {share: 2}\n",
-        ["config.yaml:2: accounts.physics.share: unknown key; expected one of exclude, weight"],
+        ["config.yaml:2: accounts.physics.share: unknown key; expected one of exclude, users, weight"],
     ),
     (
         "account exclude not boolean",
@@ -103,7 +158,10 @@ BAD_CONFIGS: list[tuple[str, str, list[str]]] = [
     (
         "account name with a space",
         'accounts:\n  "high energy": {weight: 2}\n',
-        ["config.yaml:2: accounts['high energy']: 'high energy' is not a name without spaces or commas"],
+        [
+            "config.yaml:2: accounts['high energy']: 'high energy' is not a name without spaces or commas, "
+            "or a path of such names joined by /"
+        ],
     ),
     (
         "accounts not a mapping",
@@ -503,7 +561,8 @@ def _uncommented_examples(text: str) -> str:
 def test_example_files_commented_alternatives_are_valid() -> None:
     text = _uncommented_examples(EXAMPLE.read_text())
     config = parse_config_text(text, "example")
-    assert config.weights == {"physics": Fraction(2), "chemistry": Fraction(1, 2)}
+    assert config.weights == {"physics": Fraction(2), "chemistry": Fraction(1, 2), "physics/theory": Fraction(2)}
+    assert config.user_weights == {"physics/theory": {"alice": Fraction(2)}}
     assert config.exclude_accounts == {"admin"}
     assert config.partitions == ("gpu", "gpu-long", "cpu")
     assert config.pools == (PoolConfig("gpu", ("gpu", "gpu-long")), PoolConfig("cpu", ("cpu",)))
@@ -809,6 +868,33 @@ def test_unknown_accounts_warn() -> None:
         "the setting has no effect until it exists (did you mean 'physics'?)",
         "config.yaml:5: exclude_accounts: Slurm has no account 'zzz'; the setting has no effect until it exists",
     ]
+
+
+def test_tree_keys_convert_exactly() -> None:
+    config = parse_config_text(
+        "accounts:\n  physics/theory: {weight: 2, users: {alice: 2, bob: 0.3}}\n  lab: {users: {carol: 1}}\n"
+        "weights: slurm\nfairness_within_account: slurm\n",
+        "c",
+    )
+    assert config.weights == {"physics/theory": Fraction(2)}
+    assert config.user_weights == {
+        "physics/theory": {"alice": Fraction(2), "bob": Fraction(3, 10)},
+        "lab": {"carol": Fraction(1)},
+    }
+    assert (config.weight_source, config.fairness_within_account) == ("slurm", "slurm")
+    defaults = default_config()
+    assert (defaults.weight_source, defaults.fairness_within_account, defaults.user_weights) == ("config", "user", {})
+
+
+def test_a_path_the_tree_does_not_have_warns() -> None:
+    config = parse_config_text("accounts:\n  physics/theory: {weight: 2}\n  lab/theory: {weight: 3}\n", "c.yaml")
+    tree = {"physics/theory": "theory", "theory": "theory"}
+    assert warn_unknown_accounts(config, ["theory"], tree.get) == [
+        "c.yaml:3: accounts.lab/theory: Slurm's account tree has no path 'lab/theory'; "
+        "the setting has no effect until it exists (did you mean 'theory'?)"
+    ]
+    # Without a tree, a path is unknown too.
+    assert len(warn_unknown_accounts(config, ["theory"])) == 2
 
 
 def test_known_accounts_do_not_warn() -> None:

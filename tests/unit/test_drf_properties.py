@@ -50,7 +50,7 @@ from allocation import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slurm_drf.config.settings import DEFAULT_SCALE, NICE_LIMIT, Config, Mode, PoolConfig
+from slurm_drf.config.settings import DEFAULT_SCALE, NICE_LIMIT, Config, HistoryConfig, Mode, PoolConfig
 from slurm_drf.model.types import PENDING, RUNNING, Job, Node, Snapshot, freeze_tres
 from slurm_drf.policy.oracle import reference_order
 from slurm_drf.policy.plan import JobPlan, Plan, compute_plan, plan_order_pairs
@@ -1022,3 +1022,26 @@ def test_negative_user_nice_does_not_merge_distinct_levels() -> None:
     assert len(values) == 3
     strict = all(x < y for x, y in itertools.pairwise(values))
     assert strict or any("clipped" in w for w in plan.warnings), (values, plan.warnings)
+
+
+# --------------------------------------------------------------------------
+# Memory of past use (docs/rule.md §6): weight 0 is pure DRF, bit for bit
+
+
+@PROPERTY_SETTINGS
+@given(mixed_instances(), st.floats(0.0, 5.0), st.integers(0, 3))
+def test_history_with_weight_zero_is_todays_plan(instance: Instance, scale: float, skew: int) -> None:
+    """Whatever the past, `history` with w = 0 (or absent) plans exactly what pure DRF plans."""
+    built = build(instance)
+    base = compute_plan(built.snapshot, built.config)
+    past = {
+        DEFAULT_POOL: {
+            a: {r: scale * c * ((i + skew) % 4) for r, c in zip(instance.resources, instance.capacity, strict=True)}
+            for i, a in enumerate(instance.accounts)
+        }
+    }
+    off = dataclasses.replace(built.config, history=HistoryConfig(half_life=86400.0, weight=0.0))
+    for plan in (compute_plan(built.snapshot, off, past=past), compute_plan(built.snapshot, built.config, past=past)):
+        assert list(plan.jobs) == list(base.jobs)
+        assert plan.accounts == base.accounts
+        assert plan.state == base.state

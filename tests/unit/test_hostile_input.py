@@ -182,7 +182,114 @@ OUT_OF_RANGE: list[tuple[str, Mutation, str]] = [
     ("nan as a priority", _job(1, priority=float("nan")), "job 1240.priority: expected an integer, got nan"),
 ]
 
-CASES = INCONSISTENT + OUT_OF_RANGE
+TREE: list[dict[str, object]] = [
+    {"account": "root", "parent": None, "user": None, "shares": 1},
+    {"account": "physics", "parent": "root", "user": None, "shares": 2},
+    {"account": "theory", "parent": "physics", "user": None, "shares": 1},
+    {"account": "theory", "parent": "theory", "user": "alice", "shares": None},
+]
+
+
+def _tree(*changes: tuple[int, dict[str, object]], more: tuple[dict[str, object], ...] = ()) -> Mutation:
+    """The good tree with entries changed (index, fields) and more appended."""
+
+    def mutate(data: dict[str, Any]) -> None:
+        tree = copy.deepcopy(TREE) + [dict(entry) for entry in more]
+        for index, fields in changes:
+            tree[index].update(fields)
+        data["associations"] = tree
+
+    return mutate
+
+
+# The association tree (docs/formats.md): the association and the key are named.
+ASSOCIATION_CASES: list[tuple[str, Mutation, str]] = [
+    (
+        "associations not a list",
+        lambda d: d.update(associations={"root": None}),
+        "associations: expected a list, got {'root': None}",
+    ),
+    (
+        "association not an object",
+        lambda d: d.update(associations=[*TREE, "theory"]),
+        "associations[4]: expected an object, got 'theory'",
+    ),
+    (
+        "unknown parent",
+        _tree((2, {"parent": "chemistry"})),
+        "associations[2] (account theory): parent: no account association for 'chemistry'",
+    ),
+    (
+        "cycle",
+        _tree((1, {"parent": "theory"})),
+        "associations[1] (account physics): parent: a cycle (physics -> theory -> physics) never reaches the root",
+    ),
+    (
+        "account listed twice",
+        _tree(more=({"account": "physics", "parent": "root"},)),
+        "associations[4] (account physics): listed twice (associations[1] and [4])",
+    ),
+    (
+        "user listed twice",
+        _tree(more=({"account": "theory", "user": "alice", "shares": 3},)),
+        "associations[4] (account theory, user alice): listed twice (associations[3] and [4])",
+    ),
+    (
+        "two roots",
+        _tree((1, {"parent": None})),
+        "associations[1] (account physics): parent: a second root (account root has no parent either); "
+        "every account but the root needs one",
+    ),
+    (
+        "shares a string",
+        _tree((1, {"shares": "parent"})),
+        "associations[1] (account physics).shares: expected an integer, got 'parent'",
+    ),
+    (
+        "shares true",
+        _tree((1, {"shares": True})),
+        "associations[1] (account physics).shares: expected an integer, got True",
+    ),
+    (
+        "shares negative",
+        _tree((1, {"shares": -1})),
+        "associations[1] (account physics).shares: expected an integer >= 0, got -1",
+    ),
+    (
+        "shares past 32 bits",
+        _tree((1, {"shares": 2**32})),
+        "associations[1] (account physics).shares: expected an integer <= 4294967295 (RawShares are 32-bit), "
+        "got 4294967296",
+    ),
+    (
+        "account missing",
+        _tree(more=({"parent": "root"},)),
+        "associations[4]: missing key 'account'",
+    ),
+    (
+        "account empty",
+        _tree((2, {"account": ""})),
+        "associations[2].account: expected a name, got ''",
+    ),
+    (
+        "user a number",
+        _tree((3, {"user": 7})),
+        "associations[3].user: expected a name or null, got 7",
+    ),
+    (
+        "user under an account not in the tree",
+        _tree((3, {"account": "lab", "parent": None})),
+        "associations[3] (account lab, user alice): account: no account association for 'lab'",
+    ),
+    (
+        "user under another parent",
+        _tree((3, {"parent": "physics"})),
+        "associations[3] (account theory, user alice): parent: a user association hangs under its own "
+        "account 'theory', got 'physics'",
+    ),
+]
+
+CASES = INCONSISTENT + OUT_OF_RANGE + ASSOCIATION_CASES
 
 
 @pytest.mark.parametrize(("name", "mutate", "message"), CASES, ids=[c[0] for c in CASES])
@@ -206,10 +313,17 @@ def test_the_careful_parser_path_gives_the_same_answer(name: str, mutate: Mutati
         assert str(error) == message
     else:
         # What only the whole snapshot shows: top-level keys, nodes, repeats, totals.
-        assert message.startswith(("node ", "priority_weights", "het_leaders")) or (
+        assert message.startswith(("node ", "priority_weights", "het_leaders", "associations")) or (
             "listed twice" in message or "total" in message
         )
         assert len(JobTable.from_jobs(jobs)) == len(data["jobs"])
+
+
+def test_the_good_tree_is_taken_and_a_snapshot_without_one_is_flat() -> None:
+    data = good_snapshot()
+    assert parse_snapshot(data).associations == ()
+    _tree()(data)
+    assert [a.account for a in parse_snapshot(data).associations] == ["root", "physics", "theory", "theory"]
 
 
 def _write(tmp_path: Path, text: str) -> Path:

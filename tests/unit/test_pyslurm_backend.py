@@ -590,11 +590,12 @@ def fake_cluster(squeue: Mapping[str, Any], sinfo: Mapping[str, Any]) -> FakeClu
 
 
 def replay(squeue: Mapping[str, Any], sinfo: Mapping[str, Any]) -> Callable[..., str]:
-    """A command runner answering squeue, sinfo and scontrol show config."""
+    """A command runner answering squeue, sinfo, scontrol show config and the association tree."""
     outputs: dict[tuple[str, ...], str] = {
         ("squeue", "--json", "--all"): json.dumps(squeue),
         ("sinfo", "--json", "--all"): json.dumps(sinfo),
         ("scontrol", "show", "config"): CONFIG,
+        ("scontrol", "show", "assoc_mgr", "flags=assoc"): (FIXTURES / "scontrol-show-assoc-mgr.txt").read_text(),
     }
 
     def run(argv: Sequence[str], timeout: float, *, env: Mapping[str, str] | None = None) -> str:

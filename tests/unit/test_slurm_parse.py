@@ -25,6 +25,7 @@ from slurm_drf.model.types import Job, Node, Snapshot
 from slurm_drf.slurm import execute
 from slurm_drf.slurm.cli_source import (
     CliSource,
+    build_assoc_mgr_argv,
     build_command_env,
     build_node_commands,
     build_scontrol_nodes_argv,
@@ -831,7 +832,12 @@ def test_cli_source_2205() -> None:
     source = CliSource(timeout=7.0, runner=replay, environ={"SQUEUE_PARTITION": "x"}, clock=lambda: 1796004401.0)
     assert isinstance(source, ClusterSource)
     snapshot = source.fetch_snapshot()
-    assert [call[0] for call in replay.calls] == [build_squeue_argv(), build_sinfo_argv(), list(CONFIG)]
+    assert [call[0] for call in replay.calls] == [
+        build_squeue_argv(),
+        build_sinfo_argv(),
+        list(CONFIG),
+        build_assoc_mgr_argv(),
+    ]
     assert all(call[1] == 7.0 and call[2] == {"SLURM_BITSTR_LEN": "0"} for call in replay.calls)
     assert (snapshot.cluster, snapshot.taken_at, snapshot.slurm_version) == (
         "drftest",
@@ -855,6 +861,7 @@ def test_cli_source_2411_with_partitions() -> None:
     assert [call[0][0:2] for call in replay.calls] == [
         ["squeue", "--json"],
         ["scontrol", "--all"],
+        ["scontrol", "show"],
         ["scontrol", "show"],
     ]
     assert [n.name for n in snapshot.nodes] == ["gpu02"]

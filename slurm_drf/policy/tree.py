@@ -1,0 +1,109 @@
+"""The weight of every node of Slurm's account tree, from the config and from RawShares.
+
+Pure; sits between the config and the hierarchical order: it resolves the
+config's account keys (bare names or tree paths, `model.tree.AccountTree.find`)
+against the tree read from Slurm and gives each account its weight among
+its siblings and each user its weight among its account's users
+(docs/configuration.md, `accounts`, `weights`):
+
+- `weights: config`: an account listed under `accounts` has its `weight`,
+  every other account `default_weight`; users weigh 1 unless
+  `accounts.KEY.users` says otherwise (the users of an account are equal
+  by default).
+- `weights: slurm`: an account or user not given a weight in the YAML has
+  its RawShares. Only siblings are compared, so the raw number serves.
+  RawShares "parent" (None) and 0 fall back to the default (`default_weight`
+  for accounts, 1 for users): a weight is always > 0.
+
+A key naming nothing in the tree, and two keys naming one account (`theory`
+and `physics/theory`), are warnings; of two keys, the longer path wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+from types import MappingProxyType
+
+from slurm_drf.config.settings import Config
+from slurm_drf.config.yaml_tree import format_path
+from slurm_drf.model.tree import PATH_SEPARATOR, AccountTree
+
+
+@dataclass(frozen=True, slots=True)
+class TreeWeights:
+    """Weights of a tree's nodes (`compute_tree_weights`)."""
+
+    # Every account of the tree -> its weight among its siblings (the root's is 1).
+    accounts: Mapping[str, Fraction]
+    # Every user association (account, user) -> its weight among the account's users.
+    users: Mapping[tuple[str, str], Fraction]
+    # Accounts the config excludes, keys resolved against the tree.
+    excluded: frozenset[str]
+    # Config keys the tree does not resolve, or that name an account twice.
+    warnings: tuple[str, ...]
+
+
+def _slurm_weight(shares: int | None, default: Fraction) -> Fraction:
+    return Fraction(shares) if shares else default
+
+
+def _where(config: Config, *path: str) -> str:
+    """`config.yaml:12: accounts.physics/theory`, as the config's own warnings begin."""
+    key = format_path(("accounts", *path))
+    line = config.lines.get(format_path(("accounts", path[0])))
+    source = config.source_path or "config"
+    return f"{source}:{line}: {key}" if line else f"{source}: {key}"
+
+
+def _resolve(config: Config, tree: AccountTree, keys: list[str], warnings: list[str]) -> dict[str, str]:
+    """account -> the key that names it; the longer path wins when two keys name one account."""
+    named: dict[str, str] = {}
+    for key in sorted(keys, key=lambda k: (k.count(PATH_SEPARATOR), k)):
+        account = tree.find(key)
+        if account is None:
+            warnings.append(f"{_where(config, key)}: Slurm's account tree has no account or path {key!r}")
+            continue
+        if account in named:
+            warnings.append(
+                f"{_where(config, key)}: names account {account!r}, as accounts.{named[account]} does; "
+                f"the longer path {key!r} is used"
+            )
+        named[account] = key
+    return named
+
+
+def compute_tree_weights(config: Config, tree: AccountTree) -> TreeWeights:
+    """Each account's and each user's weight among its siblings, by the config's `weights:` rule."""
+    from_slurm = config.weight_source == "slurm"
+    warnings: list[str] = []
+    accounts: dict[str, Fraction] = {}
+    for account in tree.paths:
+        if account == tree.root:
+            accounts[account] = Fraction(1)  # the root has no siblings
+        elif from_slurm:
+            accounts[account] = _slurm_weight(tree.shares.get(account), config.default_weight)
+        else:
+            accounts[account] = config.default_weight
+    for account, key in _resolve(config, tree, list(config.weights), warnings).items():
+        accounts[account] = config.weights[key]
+    users: dict[tuple[str, str], Fraction] = {
+        pair: _slurm_weight(shares, Fraction(1)) if from_slurm else Fraction(1)
+        for pair, shares in tree.user_shares.items()
+    }
+    for account, key in _resolve(config, tree, list(config.user_weights), warnings).items():
+        for user, weight in config.user_weights[key].items():
+            if (account, user) not in users:
+                warnings.append(
+                    f"{_where(config, key, 'users', user)}: Slurm has no association of user {user!r} "
+                    f"in account {account!r}; the weight has no effect until it exists"
+                )
+            users[(account, user)] = weight
+    excluded = {tree.find(key) or key for key in config.exclude_accounts}
+    return TreeWeights(
+        accounts=MappingProxyType(accounts),
+        users=MappingProxyType(users),
+        excluded=frozenset(excluded),
+        warnings=tuple(dict.fromkeys(warnings)),
+    )

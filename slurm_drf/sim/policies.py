@@ -1,4 +1,4 @@
-"""The queue orders the simulator compares: fifo, multifactor, drf, drf-naive, and the daemon's loop.
+"""The queue orders the simulator compares: fifo, multifactor, drf, drf-history, drf-naive, and the daemon's loop.
 
 Sits beside `engine`: a policy only orders the pending queue. The engine
 binds it to itself, seen as a `view.SimulatorView` (so this module never

@@ -32,14 +32,14 @@ def day_two(workload: Workload) -> float:
     return max(j.submit for j in workload.jobs)
 
 
-def first_day_two_order(workload: Workload, policy: DrfPolicy) -> list[str]:
-    """Accounts of the records in the first plan that holds day 2's queue, in plan order."""
+def first_day_two_order(workload: Workload, policy: DrfPolicy) -> tuple[list[str], SimResult]:
+    """Accounts of the records in the first plan that holds day 2's queue, in plan order; and the run."""
     policy.history = []
-    simulate(workload, policy, SimOptions())
+    result = simulate(workload, policy, SimOptions())
     table = build_workload_table(validate_workload(workload))
     day = day_two(workload)
     first = next(order for order in policy.history if any(table.record_submit[n - 1] == day for n in order))
-    return [table.accounts[table.record_account[n - 1]] for n in first]
+    return [table.accounts[table.record_account[n - 1]] for n in first], result
 
 
 def test_history_scenarios_are_listed_and_build() -> None:
@@ -86,16 +86,15 @@ def test_fast_engine_blends_the_past_exactly_as_compute_plan(scenario: str) -> N
 
 def test_on_burst_history_starts_the_idle_account_first_and_drf_alternates() -> None:
     workload = small_burst()
-    drf = first_day_two_order(workload, DrfPolicy())
-    history = first_day_two_order(workload, HistoryDrfPolicy())
+    drf, drf_run = first_day_two_order(workload, DrfPolicy(engine="fast"))
+    history, history_run = first_day_two_order(workload, HistoryDrfPolicy(engine="fast"))
     assert drf[:6].count("chemistry") == 3
     assert history[:6] == ["chemistry"] * 6
     # Over the run: chemistry waits less on day 2, and the shares to date are more even.
     day = day_two(workload)
     metrics = {}
     waits = {}
-    for name in ("drf", "drf-history"):
-        result = simulate(workload, build_policy(name), SimOptions())
+    for name, result in (("drf", drf_run), ("drf-history", history_run)):
         metrics[name] = compute_metrics(result)
         chemistry = result.accounts.index("chemistry")
         mine = (result.job_account == chemistry) & (result.submit == day)

@@ -340,7 +340,7 @@ def compute_plan(
                 table,
                 running_rows,
                 pending_rows,
-                _past_usage(past, name, config, table.accounts),
+                past_usage(past, name, config, table.accounts),
                 weights,
                 config,
                 state,
@@ -497,7 +497,7 @@ def _plan_pool(
     )
 
 
-def _past_usage(past: UsageByPool | None, pool: str, config: Config, account_names: Sequence[str]) -> IntArray | None:
+def past_usage(past: UsageByPool | None, pool: str, config: Config, account_names: Sequence[str]) -> IntArray | None:
     """(A, R) what the decayed past adds to each account's usage in the pool; None for pure DRF."""
     history = config.history
     if past is None or history is None or not history.active:

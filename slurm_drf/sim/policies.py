@@ -64,8 +64,7 @@ from slurm_drf.model.types import PENDING, RUNNING, Job, Node, Snapshot, Tres, f
 from slurm_drf.policy.history import EMPTY_PAST, DecayedUsage, UsageByPool, UsageRecord
 from slurm_drf.policy.labels import fewest_writes
 from slurm_drf.policy.order import compute_before, order_pending
-from slurm_drf.policy.plan import _past_usage as past_usage
-from slurm_drf.policy.plan import compute_plan
+from slurm_drf.policy.plan import compute_plan, past_usage
 from slurm_drf.policy.pools import DEFAULT_POOL
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState, advance_state, running_fingerprint
 from slurm_drf.sim.loop import (

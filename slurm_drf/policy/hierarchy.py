@@ -201,49 +201,62 @@ def _amounts(values: Sequence[int], width: int, what: str) -> list[int]:
 
 @dataclass(frozen=True, slots=True)
 class NodeShare:
-    """A node's consumption over the usable resources, its weighted dominant share and sorted share vector."""
+    """A node's consumption, its weighted dominant share and its sorted share vector, exactly.
 
-    consumption: tuple[Fraction, ...]
+    `units` is the consumption of each usable resource in units of
+    1 / 2**UNIT_BITS of its capacity (so a share is units / 2**UNIT_BITS).
+    A leaf's `share` and `vector` are its exact flat ones; an internal
+    node's are its units over 2**UNIT_BITS, divided by its weight.
+    """
+
+    units: tuple[int, ...]
     share: Fraction
     vector: tuple[Fraction, ...]
 
 
+# Internal nodes keep consumption in fixed point: the exact rationals of
+# rescaling have denominators that grow with every level (thousands of
+# digits at depth 5), so each rescaled amount is rounded down to 2**-64 of
+# the capacity. Deterministic, exact to compare, far below one job.
+UNIT_BITS: Final = 64
+ONE: Final = 1 << UNIT_BITS
+
+
 def leaf_share(usage: Sequence[int], caps: Sequence[int], weight: Fraction) -> NodeShare:
     """A leaf: the flat rule over every usable resource (`usage` and `caps` over the usable ones)."""
-    return _share_of(tuple(Fraction(u) for u in usage), caps, range(len(caps)), weight)
+    shares = sorted((Fraction(u, c) / weight for u, c in zip(usage, caps, strict=True)), reverse=True)
+    units = tuple(u * ONE // c for u, c in zip(usage, caps, strict=True))
+    return NodeShare(units, shares[0] if shares else Fraction(0), tuple(shares))
 
 
 def inner_share(
-    children: Sequence[tuple[NodeShare, bool]],
-    caps: Sequence[int],
-    counted: Sequence[int],
-    weight: Fraction,
-    variant: Variant = "hdrf",
+    children: Sequence[tuple[NodeShare, bool]], counted: Sequence[int], weight: Fraction, variant: Variant = "hdrf"
 ) -> NodeShare:
-    """An internal node from its children's (share, blocked), over the `counted` positions of `caps`.
+    """An internal node from its children's (share, blocked); its share counts the `counted` resources.
 
     hdrf: M is the least weighted share of the non-blocked children; each of
-    them whose share is above M is scaled by M / share (its weighted share
-    becomes M), blocked children count as they are, and the sum is the
-    node's consumption. rescale: the same with no child blocked. rollup:
-    the plain sum. The share counts only the `counted` resources (hdrf
-    leaves the saturated ones out).
+    them whose share is above M has its units scaled by M / share, rounded
+    down (its weighted share becomes M), blocked children count as they
+    are, and the sum is the node's consumption. rescale: the same with no
+    child blocked. rollup: the plain sum. hdrf's caller leaves the
+    saturated resources out of `counted`; they count as shares of 0.
     """
+    width = len(children[0][0].units) if children else 0
     scaled = [s for s, blocked in children if variant == "rescale" or (variant == "hdrf" and not blocked)]
     floor = min((s.share for s in scaled), default=Fraction(0))
-    total = [Fraction(0)] * len(caps)
+    total = [0] * width
     for child, blocked in children:
         rescale = variant == "rescale" or (variant == "hdrf" and not blocked)
-        factor = floor / child.share if rescale and child.share > floor else Fraction(1)
-        total = [t + c * factor for t, c in zip(total, child.consumption, strict=True)]
-    return _share_of(tuple(total), caps, counted, weight)
-
-
-def _share_of(
-    consumption: tuple[Fraction, ...], caps: Sequence[int], counted: Sequence[int] | range, weight: Fraction
-) -> NodeShare:
-    shares = sorted((consumption[r] / caps[r] / weight for r in counted), reverse=True)
-    return NodeShare(consumption, shares[0] if shares else Fraction(0), tuple(shares))
+        if rescale and child.share > floor:
+            top = floor.numerator * child.share.denominator
+            bottom = floor.denominator * child.share.numerator
+            total = [t + u * top // bottom for t, u in zip(total, child.units, strict=True)]
+        else:
+            total = [t + u for t, u in zip(total, child.units, strict=True)]
+    scale = weight * ONE
+    # A left-out resource counts as a share of 0, so every vector has one entry per usable resource.
+    shares = sorted((total[k] / scale for k in counted), reverse=True) + [Fraction(0)] * (width - len(counted))
+    return NodeShare(tuple(total), shares[0] if shares else Fraction(0), tuple(shares))
 
 
 # --------------------------------------------------------------------------
@@ -476,7 +489,7 @@ class _Engine:
         else:
             counted = [k for k in range(self.width) if not self.saturated >> k & 1]
             kids = [(self._exact(c), self.blocked[c]) for c in self.tree.children[n]]
-            result = inner_share(kids, self.caps, counted, weight)
+            result = inner_share(kids, counted, weight)
         self.cache[n] = result
         return result
 
@@ -497,9 +510,15 @@ class _Engine:
             stack.extend((2 * i + 1, 2 * i + 2))
         if len(near) == 1:
             return near[0], False
-        exact = {c: self._exact(c) for c in near}
-        best = min((exact[c].share, exact[c].vector) for c in near)
-        tied = [c for c in near if (exact[c].share, exact[c].vector) == best]
+        if least == 0.0:
+            # A float share is 0 exactly when the exact one is (sums and products of
+            # non-negative terms, nowhere near underflow), and then every counted
+            # share is 0: siblings at 0 tie exactly, no fractions needed.
+            tied = near
+        else:
+            exact = {c: self._exact(c) for c in near}
+            best = min((exact[c].share, exact[c].vector) for c in near)
+            tied = [c for c in near if (exact[c].share, exact[c].vector) == best]
         if len(tied) == 1:
             return tied[0], False
         keys = self.tree.key

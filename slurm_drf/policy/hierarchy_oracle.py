@@ -105,7 +105,7 @@ def node_states(
         kids = tree.children[n]
         if kids:
             parts = [state[c] for c in kids]
-            share = inner_share(parts, caps, counted, tree.weight[n], variant)
+            share = inner_share(parts, counted, tree.weight[n], variant)
             state[n] = (share, all(blocked for _, blocked in parts))
         else:
             blocked = all(any(d[k] > 0 for k in saturated) for d in rest[n])

@@ -169,8 +169,7 @@ def test_accounts_of_one_user_are_flat(case: tuple[TreeNode, Vector], data: st.D
 @given(trees(max_depth=3), st.integers(1, 3), st.data())
 def test_chain_of_single_children_is_its_leaf(case: tuple[TreeNode, Vector], length: int, data: st.DataObject) -> None:
     root, capacity = case
-    keys = [k for k in all_keys(root, capacity) if not _is_internal(root, k)]
-    target = data.draw(st.sampled_from(keys))
+    target = data.draw(st.sampled_from(leaf_paths(root, "")))
 
     def chained(node: TreeNode, path: list[str]) -> TreeNode:
         if not path:
@@ -188,11 +187,11 @@ def test_chain_of_single_children_is_its_leaf(case: tuple[TreeNode, Vector], len
     assert engine_pairs(deep, capacity) == expected
 
 
-def _is_internal(root: TreeNode, key: str) -> bool:
-    node = root
-    for name in key.split("/"):
-        node = next(c for c in node.children if c.name == name)
-    return len(node.children) > 1
+def leaf_paths(node: TreeNode, path: str) -> list[str]:
+    """The paths of the tree's leaves (names joined by "/", the root's left out)."""
+    if not node.children:
+        return [path]
+    return [p for c in node.children for p in leaf_paths(c, f"{path}/{c.name}" if path else c.name)]
 
 
 def test_a_whole_tree_that_is_a_chain_is_its_leaf_in_slurms_order() -> None:
@@ -211,10 +210,10 @@ def test_rescaling_the_cpu_child_to_the_minimum() -> None:
     caps = [10, 10]
     cpu_child = leaf_share([10, 0], caps, Fraction(1))
     gpu_child = leaf_share([0, 5], caps, Fraction(1))
-    parent = inner_share([(cpu_child, False), (gpu_child, False)], caps, [0, 1], Fraction(1))
-    assert parent.consumption == (Fraction(5), Fraction(5))
+    parent = inner_share([(cpu_child, False), (gpu_child, False)], [0, 1], Fraction(1))
+    assert parent.vector == (Fraction(1, 2), Fraction(1, 2))  # (5, 5) of (10, 10)
     assert parent.share == Fraction(1, 2)
-    rolled = inner_share([(cpu_child, False), (gpu_child, False)], caps, [0, 1], Fraction(1), "rollup")
+    rolled = inner_share([(cpu_child, False), (gpu_child, False)], [0, 1], Fraction(1), "rollup")
     assert rolled.share == 1
 
 
@@ -463,4 +462,4 @@ def iter_leaves(node: TreeNode) -> Iterator[TreeNode]:
 def test_shares_are_exact_node_shares() -> None:
     """NodeShare of a leaf is the flat weighted share and vector."""
     share = leaf_share([3, 1], [6, 4], Fraction(1, 2))
-    assert share == NodeShare((Fraction(3), Fraction(1)), Fraction(1), (Fraction(1), Fraction(1, 2)))
+    assert share == NodeShare((2**63, 2**62), Fraction(1), (Fraction(1), Fraction(1, 2)))

@@ -14,6 +14,7 @@ contracted) is the flat rule, and goes to `policy.order.order_pending`.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -204,14 +205,16 @@ class NodeShare:
     """A node's consumption, its weighted dominant share and its sorted share vector, exactly.
 
     `units` is the consumption of each usable resource in units of
-    1 / 2**UNIT_BITS of its capacity (so a share is units / 2**UNIT_BITS).
-    A leaf's `share` and `vector` are its exact flat ones; an internal
-    node's are its units over 2**UNIT_BITS, divided by its weight.
+    1 / 2**UNIT_BITS of its capacity. `share` and `vector` (largest first,
+    one entry per usable resource) are integers in units of 1 / scale, the
+    tree's `share_scale`, which makes every leaf's and internal node's
+    share a whole number: a leaf's are exactly its flat ones (§2), an
+    internal node's its units over 2**UNIT_BITS, divided by its weight.
     """
 
     units: tuple[int, ...]
-    share: Fraction
-    vector: tuple[Fraction, ...]
+    share: int
+    vector: tuple[int, ...]
 
 
 # Internal nodes keep consumption in fixed point: the exact rationals of
@@ -222,15 +225,25 @@ UNIT_BITS: Final = 64
 ONE: Final = 1 << UNIT_BITS
 
 
-def leaf_share(usage: Sequence[int], caps: Sequence[int], weight: Fraction) -> NodeShare:
+def share_scale(caps: Sequence[int], weights: Sequence[Fraction]) -> int:
+    """2**UNIT_BITS x lcm(capacities) x lcm(weight numerators): every share of the tree is a whole number of 1/scale."""
+    return ONE * math.lcm(*caps) * math.lcm(*(w.numerator for w in weights))
+
+
+def leaf_share(usage: Sequence[int], caps: Sequence[int], weight: Fraction, scale: int) -> NodeShare:
     """A leaf: the flat rule over every usable resource (`usage` and `caps` over the usable ones)."""
-    shares = sorted((Fraction(u, c) / weight for u, c in zip(usage, caps, strict=True)), reverse=True)
+    p, q = weight.numerator, weight.denominator
+    shares = sorted((u * q * (scale // (c * p)) for u, c in zip(usage, caps, strict=True)), reverse=True)
     units = tuple(u * ONE // c for u, c in zip(usage, caps, strict=True))
-    return NodeShare(units, shares[0] if shares else Fraction(0), tuple(shares))
+    return NodeShare(units, shares[0] if shares else 0, tuple(shares))
 
 
 def inner_share(
-    children: Sequence[tuple[NodeShare, bool]], counted: Sequence[int], weight: Fraction, variant: Variant = "hdrf"
+    children: Sequence[tuple[NodeShare, bool]],
+    counted: Sequence[int],
+    weight: Fraction,
+    scale: int,
+    variant: Variant = "hdrf",
 ) -> NodeShare:
     """An internal node from its children's (share, blocked); its share counts the `counted` resources.
 
@@ -243,20 +256,18 @@ def inner_share(
     """
     width = len(children[0][0].units) if children else 0
     scaled = [s for s, blocked in children if variant == "rescale" or (variant == "hdrf" and not blocked)]
-    floor = min((s.share for s in scaled), default=Fraction(0))
+    floor = min((s.share for s in scaled), default=0)
     total = [0] * width
     for child, blocked in children:
         rescale = variant == "rescale" or (variant == "hdrf" and not blocked)
         if rescale and child.share > floor:
-            top = floor.numerator * child.share.denominator
-            bottom = floor.denominator * child.share.numerator
-            total = [t + u * top // bottom for t, u in zip(total, child.units, strict=True)]
+            total = [t + u * floor // child.share for t, u in zip(total, child.units, strict=True)]
         else:
             total = [t + u for t, u in zip(total, child.units, strict=True)]
-    scale = weight * ONE
+    factor = weight.denominator * (scale // (ONE * weight.numerator))
     # A left-out resource counts as a share of 0, so every vector has one entry per usable resource.
-    shares = sorted((total[k] / scale for k in counted), reverse=True) + [Fraction(0)] * (width - len(counted))
-    return NodeShare(tuple(total), shares[0] if shares else Fraction(0), tuple(shares))
+    shares = sorted((total[k] * factor for k in counted), reverse=True) + [0] * (width - len(counted))
+    return NodeShare(tuple(total), shares[0] if shares else 0, tuple(shares))
 
 
 # --------------------------------------------------------------------------
@@ -359,6 +370,7 @@ class _Engine:
         self.plan_wins = plan_wins
         usable = tree.usable
         self.caps = [tree.capacity[r] for r in usable]
+        self.scale = share_scale(self.caps, tree.weight)
         self.inverse = [1.0 / c for c in self.caps]
         self.width = len(usable)
         count = len(tree.parent)
@@ -444,6 +456,11 @@ class _Engine:
         self.part[child] = part
         if self.remaining[child]:
             heapq.heappush(self.select[n], (self.share[child], self.version[child], child))
+        limit = 2 * len(self.tree.children[n]) + 8
+        for heap, need_active in ((self.select[n], False), (self.active[n], True)):
+            if len(heap) > limit:  # drop what went stale, so the near-tie scan stays short
+                heap[:] = [e for e in heap if not self._stale(e, need_active)]
+                heapq.heapify(heap)
 
     def _detach(self, child: int) -> None:
         part = self.part[child]
@@ -485,11 +502,11 @@ class _Engine:
             return cached
         weight = self.tree.weight[n]
         if self.leaf[n]:
-            result = leaf_share(self.consumed[n], self.caps, weight)
+            result = leaf_share(self.consumed[n], self.caps, weight, self.scale)
         else:
             counted = [k for k in range(self.width) if not self.saturated >> k & 1]
             kids = [(self._exact(c), self.blocked[c]) for c in self.tree.children[n]]
-            result = inner_share(kids, counted, weight)
+            result = inner_share(kids, counted, weight, self.scale)
         self.cache[n] = result
         return result
 

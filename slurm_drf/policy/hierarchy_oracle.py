@@ -20,6 +20,7 @@ from slurm_drf.policy.hierarchy import (
     compile_tree,
     inner_share,
     leaf_share,
+    share_scale,
 )
 from slurm_drf.policy.state import rotation_key
 
@@ -100,14 +101,15 @@ def node_states(
     saturated resource.
     """
     counted = [k for k in range(len(caps)) if k not in saturated]
+    scale = share_scale(caps, tree.weight)
     state: dict[int, tuple[NodeShare, bool]] = {}
     for n in range(len(tree.parent) - 1, -1, -1):
         kids = tree.children[n]
         if kids:
             parts = [state[c] for c in kids]
-            share = inner_share(parts, counted, tree.weight[n], variant)
+            share = inner_share(parts, counted, tree.weight[n], scale, variant)
             state[n] = (share, all(blocked for _, blocked in parts))
         else:
             blocked = all(any(d[k] > 0 for k in saturated) for d in rest[n])
-            state[n] = (leaf_share(consumed[n], caps, tree.weight[n]), blocked)
+            state[n] = (leaf_share(consumed[n], caps, tree.weight[n], scale), blocked)
     return state

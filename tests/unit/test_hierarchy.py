@@ -33,6 +33,7 @@ from slurm_drf.policy.hierarchy import (
     inner_share,
     leaf_share,
     order_hierarchy,
+    share_scale,
 )
 from slurm_drf.policy.hierarchy_oracle import reference_hierarchy_order
 from slurm_drf.policy.oracle import reference_order
@@ -208,13 +209,14 @@ def test_a_whole_tree_that_is_a_chain_is_its_leaf_in_slurms_order() -> None:
 def test_rescaling_the_cpu_child_to_the_minimum() -> None:
     """Volcano's hdrf notes: n2,1 at (10 CPUs, 0) of 10 is scaled by 0.5/1 to (5, 0), n2 has share 0.5."""
     caps = [10, 10]
-    cpu_child = leaf_share([10, 0], caps, Fraction(1))
-    gpu_child = leaf_share([0, 5], caps, Fraction(1))
-    parent = inner_share([(cpu_child, False), (gpu_child, False)], [0, 1], Fraction(1))
-    assert parent.vector == (Fraction(1, 2), Fraction(1, 2))  # (5, 5) of (10, 10)
-    assert parent.share == Fraction(1, 2)
-    rolled = inner_share([(cpu_child, False), (gpu_child, False)], [0, 1], Fraction(1), "rollup")
-    assert rolled.share == 1
+    scale = share_scale(caps, [Fraction(1)])
+    cpu_child = leaf_share([10, 0], caps, Fraction(1), scale)
+    gpu_child = leaf_share([0, 5], caps, Fraction(1), scale)
+    parent = inner_share([(cpu_child, False), (gpu_child, False)], [0, 1], Fraction(1), scale)
+    assert parent.units == (2**63, 2**63)  # (5, 5) of (10, 10)
+    assert Fraction(parent.share, scale) == Fraction(1, 2)
+    rolled = inner_share([(cpu_child, False), (gpu_child, False)], [0, 1], Fraction(1), scale, "rollup")
+    assert Fraction(rolled.share, scale) == 1
 
 
 def _started(order: list[tuple[str, int]], demand: Mapping[str, Vector], free: Sequence[int]) -> Counter[str]:
@@ -461,5 +463,6 @@ def iter_leaves(node: TreeNode) -> Iterator[TreeNode]:
 
 def test_shares_are_exact_node_shares() -> None:
     """NodeShare of a leaf is the flat weighted share and vector."""
-    share = leaf_share([3, 1], [6, 4], Fraction(1, 2))
-    assert share == NodeShare((2**63, 2**62), Fraction(1), (Fraction(1), Fraction(1, 2)))
+    scale = share_scale([6, 4], [Fraction(1, 2), Fraction(3)])
+    share = leaf_share([3, 1], [6, 4], Fraction(1, 2), scale)
+    assert share == NodeShare((2**63, 2**62), scale, (scale, scale // 2))

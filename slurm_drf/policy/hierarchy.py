@@ -21,6 +21,7 @@ from fractions import Fraction
 from typing import Final, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from slurm_drf.errors import InputError
 from slurm_drf.model.types import FloatArray, IntArray
@@ -205,11 +206,10 @@ class NodeShare:
     """A node's consumption, its weighted dominant share and its sorted share vector, exactly.
 
     `units` is the consumption of each usable resource in units of
-    1 / 2**UNIT_BITS of its capacity. `share` and `vector` (largest first,
-    one entry per usable resource) are integers in units of 1 / scale, the
-    tree's `share_scale`, which makes every leaf's and internal node's
-    share a whole number: a leaf's are exactly its flat ones (§2), an
-    internal node's its units over 2**UNIT_BITS, divided by its weight.
+    1 / Scale.unit of its capacity. `share` and `vector` (largest first,
+    one entry per usable resource) are whole numbers of 1 / Scale.share:
+    a leaf's are exactly its flat ones (§2), an internal node's its units
+    over Scale.unit, divided by its weight.
     """
 
     units: tuple[int, ...]
@@ -219,22 +219,33 @@ class NodeShare:
 
 # Internal nodes keep consumption in fixed point: the exact rationals of
 # rescaling have denominators that grow with every level (thousands of
-# digits at depth 5), so each rescaled amount is rounded down to 2**-64 of
-# the capacity. Deterministic, exact to compare, far below one job.
+# digits at depth 5). A leaf's consumption is a whole number of units
+# exactly (1 / (2**64 x lcm of the capacities) of each capacity); each
+# rescaled amount is rounded down to a unit. Deterministic, exact to
+# compare, far below one job.
 UNIT_BITS: Final = 64
 ONE: Final = 1 << UNIT_BITS
 
 
-def share_scale(caps: Sequence[int], weights: Sequence[Fraction]) -> int:
-    """2**UNIT_BITS x lcm(capacities) x lcm(weight numerators): every share of the tree is a whole number of 1/scale."""
-    return ONE * math.lcm(*caps) * math.lcm(*(w.numerator for w in weights))
+@dataclass(frozen=True, slots=True)
+class Scale:
+    """`unit`: units per whole capacity (2**64 x lcm(capacities)); `share`: units of share per share 1
+    (unit x lcm(weight numerators)), so that every share of the tree is a whole number."""
+
+    unit: int
+    share: int
 
 
-def leaf_share(usage: Sequence[int], caps: Sequence[int], weight: Fraction, scale: int) -> NodeShare:
+def share_scale(caps: Sequence[int], weights: Sequence[Fraction]) -> Scale:
+    unit = ONE * math.lcm(*caps)
+    return Scale(unit, unit * math.lcm(*(w.numerator for w in weights)))
+
+
+def leaf_share(usage: Sequence[int], caps: Sequence[int], weight: Fraction, scale: Scale) -> NodeShare:
     """A leaf: the flat rule over every usable resource (`usage` and `caps` over the usable ones)."""
     p, q = weight.numerator, weight.denominator
-    shares = sorted((u * q * (scale // (c * p)) for u, c in zip(usage, caps, strict=True)), reverse=True)
-    units = tuple(u * ONE // c for u, c in zip(usage, caps, strict=True))
+    shares = sorted((u * q * (scale.share // (c * p)) for u, c in zip(usage, caps, strict=True)), reverse=True)
+    units = tuple(u * (scale.unit // c) for u, c in zip(usage, caps, strict=True))
     return NodeShare(units, shares[0] if shares else 0, tuple(shares))
 
 
@@ -242,7 +253,7 @@ def inner_share(
     children: Sequence[tuple[NodeShare, bool]],
     counted: Sequence[int],
     weight: Fraction,
-    scale: int,
+    scale: Scale,
     variant: Variant = "hdrf",
 ) -> NodeShare:
     """An internal node from its children's (share, blocked); its share counts the `counted` resources.
@@ -264,7 +275,7 @@ def inner_share(
             total = [t + u * floor // child.share for t, u in zip(total, child.units, strict=True)]
         else:
             total = [t + u for t, u in zip(total, child.units, strict=True)]
-    factor = weight.denominator * (scale // (ONE * weight.numerator))
+    factor = weight.denominator * (scale.share // (scale.unit * weight.numerator))
     # A left-out resource counts as a share of 0, so every vector has one entry per usable resource.
     shares = sorted((total[k] * factor for k in counted), reverse=True) + [0] * (width - len(counted))
     return NodeShare(tuple(total), shares[0] if shares else 0, tuple(shares))
@@ -290,7 +301,7 @@ class HierarchyOrdering:
     leaf: IntArray
     job: IntArray
     path_share: FloatArray
-    tied: np.ndarray
+    tied: npt.NDArray[np.bool_]
 
     def pairs(self) -> list[tuple[str, int]]:
         """(leaf key, job index) in order, as the oracle returns them."""
@@ -353,14 +364,15 @@ def _order_flat(
 class _Engine:
     """Nested heaps over a compiled tree; see `order_hierarchy`.
 
-    Per internal node n: `_y[n]` sums c's consumption / c's share over its
-    non-blocked children c of share > 0, `_b[n]` sums the blocked
+    Per internal node n: `y[n]` sums c's consumption / c's share over its
+    non-blocked children c of share > 0, `b[n]` sums the blocked
     children's consumption, so n's consumption is M·y + b with M the least
-    share of the non-blocked children (the `_active` heap); `_select` holds
-    the children with pending jobs by share. Heap entries carry the child's
-    version and are dropped when stale. Floats order everything; children
-    whose shares are within TIE_RTOL of the least are compared exactly
-    (`_exact`, cached per node until its subtree changes).
+    share of the non-blocked children (the `active[n]` heap); `select[n]`
+    holds the children with pending jobs by share. Heap entries carry the
+    child's version and are dropped when stale. Floats order everything;
+    children whose shares are within TIE_RTOL of the least are compared on
+    the exact fixed-point rule (`_exact`, cached per node until something
+    below it changes).
     """
 
     def __init__(self, tree: CompiledTree, epoch: int, wins: dict[str, float], plan_wins: dict[str, float]) -> None:

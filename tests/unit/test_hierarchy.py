@@ -213,10 +213,10 @@ def test_rescaling_the_cpu_child_to_the_minimum() -> None:
     cpu_child = leaf_share([10, 0], caps, Fraction(1), scale)
     gpu_child = leaf_share([0, 5], caps, Fraction(1), scale)
     parent = inner_share([(cpu_child, False), (gpu_child, False)], [0, 1], Fraction(1), scale)
-    assert parent.units == (2**63, 2**63)  # (5, 5) of (10, 10)
-    assert Fraction(parent.share, scale) == Fraction(1, 2)
+    assert parent.units == (scale.unit // 2, scale.unit // 2)  # (5, 5) of (10, 10)
+    assert Fraction(parent.share, scale.share) == Fraction(1, 2)
     rolled = inner_share([(cpu_child, False), (gpu_child, False)], [0, 1], Fraction(1), scale, "rollup")
-    assert Fraction(rolled.share, scale) == 1
+    assert Fraction(rolled.share, scale.share) == 1
 
 
 def _started(order: list[tuple[str, int]], demand: Mapping[str, Vector], free: Sequence[int]) -> Counter[str]:
@@ -465,4 +465,4 @@ def test_shares_are_exact_node_shares() -> None:
     """NodeShare of a leaf is the flat weighted share and vector."""
     scale = share_scale([6, 4], [Fraction(1, 2), Fraction(3)])
     share = leaf_share([3, 1], [6, 4], Fraction(1, 2), scale)
-    assert share == NodeShare((2**63, 2**62), scale, (scale, scale // 2))
+    assert share == NodeShare((scale.unit // 2, scale.unit // 4), scale.share, (scale.share, scale.share // 2))

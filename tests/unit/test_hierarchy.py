@@ -114,11 +114,18 @@ def test_engine_equals_oracle(case: tuple[TreeNode, Vector], epoch: int, data: s
 def test_engine_equals_oracle_on_seeded_deep_trees() -> None:
     """Deeper and wider than Hypothesis draws, with saturation reached mid-order."""
     rng = random.Random(12)
+    tied = saturated = 0
     for _ in range(60):
         width = rng.randint(1, 3)
         capacity = tuple(rng.choice([4, 6, 10, 20]) for _ in range(width))
         root = seeded_node(rng, "root", 0, width)
-        assert engine_pairs(root, capacity, epoch=3) == reference_hierarchy_order(root, capacity, 3)
+        ordering = order_hierarchy(root, capacity, 3, {}, {})
+        assert ordering.pairs() == reference_hierarchy_order(root, capacity, 3)
+        tree = ordering.tree
+        tied += bool(ordering.tied[np.array(tree.depth)[ordering.leaf] > 1].any())
+        wanted = np.array([d for n in tree.leaves for d in tree.jobs[n]], dtype=np.int64).reshape(-1, width).sum(axis=0)
+        saturated += bool((np.array(tree.occupied) + wanted >= np.array(capacity)).any())
+    assert tied > 10 and saturated > 30  # the tie rule decides for jobs of deep leaves; resources saturate
 
 
 def seeded_node(rng: random.Random, name: str, depth: int, width: int) -> TreeNode:

@@ -528,6 +528,9 @@ class _Engine:
             heapq.heappop(heap)
         least = heap[0][0]
         bound = least + TIE_RTOL * max(abs(least), 1e-300)
+        size = len(heap)
+        if (size < 2 or heap[1][0] > bound) and (size < 3 or heap[2][0] > bound):
+            return heap[0][2], False  # the most common case: nothing near the least
         near: list[int] = []
         stack = [0]
         while stack:

@@ -1,0 +1,602 @@
+"""Hierarchical DRF (H-DRF) over a tree of accounts and users: the input types, the rule at one node, the engine.
+
+Pure, in the policy layer, with its own input types (no snapshot, no config):
+the lead's `compute_plan` builds a `TreeNode` tree from Slurm's associations
+and calls `order_hierarchy`. The rule is docs/rule.md §7: dynamic H-DRF of
+Bhattacharya et al. (SoCC 2013), rescaling and blocked nodes, saturated
+resources ignored at internal nodes, the flat tie rule at every level. The
+textbook loop the tests compare the engine with is `policy.hierarchy_oracle`.
+
+A flat tree (every child of the root a leaf, after single-child chains are
+contracted) is the flat rule, and goes to `policy.order.order_pending`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Final, Literal
+
+import numpy as np
+import numpy.typing as npt
+
+from slurm_drf.errors import InputError
+from slurm_drf.model.types import FloatArray, IntArray
+from slurm_drf.policy.order import TIE_RTOL, compute_before, order_pending
+from slurm_drf.policy.state import rotation_key
+
+Variant = Literal["hdrf", "rescale", "rollup"]
+SEPARATOR: Final = "/"
+
+
+class HierarchyError(InputError):
+    """A tree that breaks docs/rule.md §7's input rules; the message names the node's path."""
+
+    category = "hierarchy"
+
+
+@dataclass(frozen=True, slots=True)
+class TreeNode:
+    """One node of the tree: the root, an account, or a leaf (a user of an account, or an account without users).
+
+    `weight` is relative to the node's siblings and must be > 0 (0 is refused,
+    never turned into an infinite share). Only leaves hold `usage` (running
+    allocation per resource of the pool) and `jobs` (each pending job's whole
+    demand vector, an array record's TRES times its tasks, in Slurm's order);
+    an empty `usage` means zeros. The root's name and weight are not used.
+    """
+
+    name: str
+    weight: Fraction = Fraction(1)
+    children: tuple[TreeNode, ...] = ()
+    usage: tuple[int, ...] = ()
+    jobs: tuple[tuple[int, ...], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledTree:
+    """A validated tree in preorder (the root is 0), single-child chains contracted.
+
+    A chain of single children is one node: the top's key and weight, the
+    bottom's children or jobs. `key` is the path of names from the root's
+    child down to the chain's top ("physics/theory"): the identity the tie
+    wins and the rotation use, never compared as a name. `names` is the
+    whole contracted chain. Vectors (`usage`, `jobs`) are over all the
+    pool's resources; `usable` lists the resources of capacity > 0.
+    """
+
+    capacity: tuple[int, ...]
+    usable: tuple[int, ...]
+    parent: tuple[int, ...]
+    children: tuple[tuple[int, ...], ...]
+    weight: tuple[Fraction, ...]
+    key: tuple[str, ...]
+    names: tuple[tuple[str, ...], ...]
+    depth: tuple[int, ...]
+    usage: tuple[tuple[int, ...], ...]
+    jobs: tuple[tuple[tuple[int, ...], ...], ...]
+    occupied: tuple[int, ...]
+
+    @property
+    def leaves(self) -> tuple[int, ...]:
+        return tuple(n for n, kids in enumerate(self.children) if not kids and n)
+
+    @property
+    def flat(self) -> bool:
+        """Every child of the root is a leaf: the flat rule of docs/rule.md §2."""
+        return all(not self.children[c] for c in self.children[0])
+
+
+def compile_tree(root: TreeNode, capacity: Sequence[int], occupied: Sequence[int] | None = None) -> CompiledTree:
+    """Validate the tree and lay it out; `occupied` (default: the leaves' usage summed) is the pool's allocation.
+
+    Raises HierarchyError naming the node for a weight that is not > 0, a
+    vector of the wrong length or with a negative or non-integer amount,
+    usage or jobs on an internal node, an empty name or one holding "/",
+    and two siblings of one name.
+    """
+    width = len(capacity)
+    caps = tuple(_amounts(capacity, width, "capacity"))
+    parent: list[int] = []
+    children: list[list[int]] = []
+    weight: list[Fraction] = []
+    key: list[str] = []
+    names: list[tuple[str, ...]] = []
+    depth: list[int] = []
+    usage: list[tuple[int, ...]] = []
+    jobs: list[tuple[tuple[int, ...], ...]] = []
+
+    def add(node: TreeNode, up: int, path: str) -> None:
+        index = len(parent)
+        chain = [node]
+        if up >= 0:
+            _check_node(node, path, width)
+            while len(chain[-1].children) == 1:
+                child = chain[-1].children[0]
+                _check_node(child, f"{path}{SEPARATOR}{child.name}", width)
+                chain.append(child)
+        bottom = chain[-1]
+        label = _label(path, chain)
+        parent.append(up)
+        children.append([])
+        weight.append(Fraction(node.weight) if up >= 0 else Fraction(1))
+        key.append(path)
+        names.append(tuple(n.name for n in chain))
+        depth.append(depth[up] + 1 if up >= 0 else 0)
+        own_usage, own_jobs = _leaf_data(bottom, label, width)
+        usage.append(own_usage)
+        jobs.append(own_jobs)
+        if up >= 0:
+            children[up].append(index)
+        seen: set[str] = set()
+        for child in bottom.children:
+            if child.name in seen:
+                raise HierarchyError(f"tree node {label}: two children named {child.name!r}")
+            seen.add(child.name)
+            add(child, index, f"{label}{SEPARATOR}{child.name}" if label else child.name)
+
+    if root.usage or root.jobs:
+        raise HierarchyError("tree root: the root holds no usage or jobs (give them to a leaf)")
+    add(root, -1, "")
+    if occupied is None:
+        total = [sum(col) for col in zip(*usage, strict=True)] if usage else [0] * width
+    else:
+        total = _amounts(occupied, width, "occupied")
+    return CompiledTree(
+        caps,
+        tuple(r for r, c in enumerate(caps) if c > 0),
+        tuple(parent),
+        tuple(tuple(kids) for kids in children),
+        tuple(weight),
+        tuple(key),
+        tuple(names),
+        tuple(depth),
+        tuple(usage),
+        tuple(jobs),
+        tuple(total),
+    )
+
+
+def _leaf_data(node: TreeNode, label: str, width: int) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
+    """A node's usage and jobs, checked; an internal node holds neither."""
+    if node.children:
+        if node.usage or node.jobs:
+            raise HierarchyError(f"tree node {label}: an internal node holds no usage or jobs")
+        return (0,) * width, ()
+    usage = tuple(_amounts(node.usage or (0,) * width, width, f"tree node {label} usage"))
+    jobs = tuple(tuple(_amounts(d, width, f"tree node {label} job {i}")) for i, d in enumerate(node.jobs))
+    return usage, jobs
+
+
+def _label(path: str, chain: Sequence[TreeNode]) -> str:
+    """The path of the bottom of a contracted chain (its children hang below it)."""
+    tail = SEPARATOR.join(n.name for n in chain[1:])
+    return f"{path}{SEPARATOR}{tail}" if path and tail else path or tail
+
+
+def _check_node(node: TreeNode, path: str, width: int) -> None:
+    if not isinstance(node.name, str) or not node.name or SEPARATOR in node.name:
+        raise HierarchyError(f"tree node {path!r}: a name is a non-empty string without {SEPARATOR!r}")
+    if isinstance(node.weight, bool) or not isinstance(node.weight, (Fraction, int)):
+        raise HierarchyError(f"tree node {path}: weight {node.weight!r} is not an exact number (int or Fraction)")
+    if node.weight <= 0:
+        raise HierarchyError(f"tree node {path}: weight {node.weight} is not > 0")
+
+
+def _amounts(values: Sequence[int], width: int, what: str) -> list[int]:
+    if len(values) != width:
+        raise HierarchyError(f"{what}: {len(values)} amounts for {width} resources")
+    out: list[int] = []
+    for value in values:
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+            raise HierarchyError(f"{what}: {value!r} is not a whole number >= 0")
+        out.append(int(value))
+    return out
+
+
+# --------------------------------------------------------------------------
+# The rule at one node (docs/rule.md §7), exact
+
+
+@dataclass(frozen=True, slots=True)
+class NodeShare:
+    """A node's consumption, its weighted dominant share and its sorted share vector, exactly.
+
+    `units` is the consumption of each usable resource in units of
+    1 / Scale.unit of its capacity. `share` and `vector` (largest first,
+    one entry per usable resource) are whole numbers of 1 / Scale.share:
+    a leaf's are exactly its flat ones (§2), an internal node's its units
+    over Scale.unit, divided by its weight.
+    """
+
+    units: tuple[int, ...]
+    share: int
+    vector: tuple[int, ...]
+
+
+# Internal nodes keep consumption in fixed point: the exact rationals of
+# rescaling have denominators that grow with every level (thousands of
+# digits at depth 5). A leaf's consumption is a whole number of units
+# exactly (1 / (2**64 x lcm of the capacities) of each capacity); each
+# rescaled amount is rounded down to a unit. Deterministic, exact to
+# compare, far below one job.
+UNIT_BITS: Final = 64
+ONE: Final = 1 << UNIT_BITS
+
+
+@dataclass(frozen=True, slots=True)
+class Scale:
+    """`unit`: units per whole capacity (2**64 x lcm(capacities)); `share`: units of share per share 1
+    (unit x lcm(weight numerators)), so that every share of the tree is a whole number."""
+
+    unit: int
+    share: int
+
+
+def share_scale(caps: Sequence[int], weights: Sequence[Fraction]) -> Scale:
+    unit = ONE * math.lcm(*caps)
+    return Scale(unit, unit * math.lcm(*(w.numerator for w in weights)))
+
+
+def leaf_share(usage: Sequence[int], caps: Sequence[int], weight: Fraction, scale: Scale) -> NodeShare:
+    """A leaf: the flat rule over every usable resource (`usage` and `caps` over the usable ones)."""
+    p, q = weight.numerator, weight.denominator
+    shares = sorted((u * q * (scale.share // (c * p)) for u, c in zip(usage, caps, strict=True)), reverse=True)
+    units = tuple(u * (scale.unit // c) for u, c in zip(usage, caps, strict=True))
+    return NodeShare(units, shares[0] if shares else 0, tuple(shares))
+
+
+def inner_share(
+    children: Sequence[tuple[NodeShare, bool]],
+    counted: Sequence[int],
+    weight: Fraction,
+    scale: Scale,
+    variant: Variant = "hdrf",
+) -> NodeShare:
+    """An internal node from its children's (share, blocked); its share counts the `counted` resources.
+
+    hdrf: M is the least weighted share of the non-blocked children; each of
+    them whose share is above M has its units scaled by M / share, rounded
+    down (its weighted share becomes M), blocked children count as they
+    are, and the sum is the node's consumption. rescale: the same with no
+    child blocked. rollup: the plain sum. hdrf's caller leaves the
+    saturated resources out of `counted`; they count as shares of 0.
+    """
+    width = len(children[0][0].units) if children else 0
+    scaled = [s for s, blocked in children if variant == "rescale" or (variant == "hdrf" and not blocked)]
+    floor = min((s.share for s in scaled), default=0)
+    total = [0] * width
+    for child, blocked in children:
+        rescale = variant == "rescale" or (variant == "hdrf" and not blocked)
+        if rescale and child.share > floor:
+            total = [t + u * floor // child.share for t, u in zip(total, child.units, strict=True)]
+        else:
+            total = [t + u for t, u in zip(total, child.units, strict=True)]
+    factor = weight.denominator * (scale.share // (scale.unit * weight.numerator))
+    # A left-out resource counts as a share of 0, so every vector has one entry per usable resource.
+    shares = sorted((total[k] * factor for k in counted), reverse=True) + [0] * (width - len(counted))
+    return NodeShare(tuple(total), shares[0] if shares else 0, tuple(shares))
+
+
+# --------------------------------------------------------------------------
+# The engine
+
+
+@dataclass(frozen=True, slots=True)
+class HierarchyOrdering:
+    """The H-DRF order of one pool's pending jobs, and what explain needs.
+
+    Position p places job `job[p]` (its index in the leaf's `jobs`) of leaf
+    `leaf[p]` (a node of `tree`). `path_share[p, k]` is the weighted
+    dominant share, when the job was placed, of the node at depth k + 1 on
+    the leaf's path (the root's child first, the leaf at its depth), 0
+    beyond the leaf's depth; `tied[p]` is True where the tie rule chose at
+    some level.
+    """
+
+    tree: CompiledTree
+    leaf: IntArray
+    job: IntArray
+    path_share: FloatArray
+    tied: npt.NDArray[np.bool_]
+
+    def pairs(self) -> list[tuple[str, int]]:
+        """(leaf key, job index) in order, as the oracle returns them."""
+        keys = self.tree.key
+        return [(keys[n], j) for n, j in zip(self.leaf.tolist(), self.job.tolist(), strict=True)]
+
+    def path(self, position: int) -> tuple[int, ...]:
+        """The nodes from the root's child down to the leaf of a position."""
+        node = int(self.leaf[position])
+        out: list[int] = []
+        while node > 0:
+            out.append(node)
+            node = self.tree.parent[node]
+        return tuple(reversed(out))
+
+
+def order_hierarchy(
+    root: TreeNode,
+    capacity: Sequence[int],
+    epoch: int,
+    wins: dict[str, float],
+    plan_wins: dict[str, float],
+    occupied: Sequence[int] | None = None,
+) -> HierarchyOrdering:
+    """Order every pending job of the tree by H-DRF (docs/rule.md §7).
+
+    `wins` (committed plus this plan's, keyed by node key) and `plan_wins`
+    are updated in place, as `order_pending` does. A flat tree is ordered
+    by `order_pending` itself; a deeper one by nested heaps, floats with an
+    exact re-check of near ties: O(J·d·(R + log b)) for J jobs, depth d,
+    fanout b and R resources, plus an O(N·R) rebuild each time a resource
+    saturates (at most R + 1 times).
+    """
+    tree = compile_tree(root, capacity, occupied)
+    if tree.flat:
+        return _order_flat(tree, epoch, wins, plan_wins)
+    return _Engine(tree, epoch, wins, plan_wins).run()
+
+
+def _order_flat(
+    tree: CompiledTree, epoch: int, wins: dict[str, float], plan_wins: dict[str, float]
+) -> HierarchyOrdering:
+    leaves = list(tree.children[0])
+    width = len(tree.capacity)
+    rows = [(a, j, d) for a, n in enumerate(leaves) for j, d in enumerate(tree.jobs[n])]
+    account_of = np.array([a for a, _, _ in rows], dtype=np.int64)
+    demand = np.array([d for *_, d in rows], dtype=np.int64).reshape(len(rows), width)
+    usage = np.array([tree.usage[n] for n in leaves], dtype=np.int64).reshape(len(leaves), width)
+    before = compute_before(demand, account_of, usage)
+    capacity = np.array(tree.capacity, dtype=np.int64)
+    weights = [tree.weight[n] for n in leaves]
+    names = [tree.key[n] for n in leaves]
+    ordering = order_pending(before, account_of, capacity, weights, names, epoch, wins, plan_wins)
+    order = ordering.order
+    leaf = np.array(leaves, dtype=np.int64)[account_of[order]] if rows else np.zeros(0, np.int64)
+    job = np.array([j for _, j, _ in rows], dtype=np.int64)[order] if rows else np.zeros(0, np.int64)
+    return HierarchyOrdering(tree, leaf, job, ordering.level[order].reshape(-1, 1), ordering.tied[order])
+
+
+class _Engine:
+    """Nested heaps over a compiled tree; see `order_hierarchy`.
+
+    Per internal node n: `y[n]` sums c's consumption / c's share over its
+    non-blocked children c of share > 0, `b[n]` sums the blocked
+    children's consumption, so n's consumption is M·y + b with M the least
+    share of the non-blocked children (the `active[n]` heap); `select[n]`
+    holds the children with pending jobs by share. Heap entries carry the
+    child's version and are dropped when stale. Floats order everything;
+    children whose shares are within TIE_RTOL of the least are compared on
+    the exact fixed-point rule (`_exact`, cached per node until something
+    below it changes).
+    """
+
+    def __init__(self, tree: CompiledTree, epoch: int, wins: dict[str, float], plan_wins: dict[str, float]) -> None:
+        self.tree = tree
+        self.epoch = epoch
+        self.wins = wins
+        self.plan_wins = plan_wins
+        usable = tree.usable
+        self.caps = [tree.capacity[r] for r in usable]
+        self.scale = share_scale(self.caps, tree.weight)
+        self.inverse = [1.0 / c for c in self.caps]
+        self.width = len(usable)
+        count = len(tree.parent)
+        self.leaf = [not kids and n > 0 for n, kids in enumerate(tree.children)]
+        self.weight = [float(w) for w in tree.weight]
+        self.consumed = [[tree.usage[n][r] for r in usable] for n in range(count)]
+        self.demand = [[[d[r] for r in usable] for d in tree.jobs[n]] for n in range(count)]
+        self.masks = [[sum(1 << k for k, v in enumerate(d) if v > 0) for d in jobs] for jobs in self.demand]
+        self.mask_count: list[dict[int, int]] = [{} for _ in range(count)]
+        for n, masks in enumerate(self.masks):
+            for m in masks:
+                self.mask_count[n][m] = self.mask_count[n].get(m, 0) + 1
+        self.taken = [0] * count
+        self.remaining = [len(j) for j in self.demand]
+        for n in range(count - 1, 0, -1):
+            self.remaining[tree.parent[n]] += self.remaining[n]
+        self.total = [tree.occupied[r] for r in usable]
+        self.full = (1 << self.width) - 1
+        self.raw_saturated = sum(1 << k for k in range(self.width) if self.total[k] >= self.caps[k])
+        self.saturated = 0
+        self.share = [0.0] * count
+        self.consumption = [[0.0] * self.width for _ in range(count)]
+        self.blocked = [False] * count
+        self.version = [0] * count
+        self.active_count = [0] * count
+        self.y = [[0.0] * self.width for _ in range(count)]
+        self.b = [[0.0] * self.width for _ in range(count)]
+        self.part: list[tuple[bool, list[float]] | None] = [None] * count  # (into y?, vector) per child
+        self.select: list[list[tuple[float, int, int]]] = [[] for _ in range(count)]
+        self.active: list[list[tuple[float, int, int]]] = [[] for _ in range(count)]
+        self.cache: dict[int, NodeShare] = {}
+        self.max_depth = max(tree.depth, default=0)
+
+    # ---- state of one node
+
+    def _effective(self) -> int:
+        return 0 if self.raw_saturated == self.full else self.raw_saturated
+
+    def _leaf_blocked(self, n: int) -> bool:
+        if not self.remaining[n]:
+            return True
+        saturated = self.saturated
+        return bool(saturated) and all(m & saturated for m, k in self.mask_count[n].items() if k)
+
+    def _refresh(self, n: int) -> None:
+        """Recompute n's consumption and share from its children's parts (leaf: from its integers)."""
+        if self.leaf[n]:
+            vector = [float(v) for v in self.consumed[n]]
+            counted = list(range(self.width))
+        else:
+            heap = self.active[n]
+            while heap and self._stale(heap[0], need_active=True):
+                heapq.heappop(heap)
+            floor = heap[0][0] if heap else 0.0
+            vector = [floor * y + b for y, b in zip(self.y[n], self.b[n], strict=True)]
+            counted = [k for k in range(self.width) if not self.saturated >> k & 1]
+        self.consumption[n] = vector
+        best = max((vector[k] * self.inverse[k] for k in counted), default=0.0)
+        self.share[n] = best / self.weight[n]
+        self.blocked[n] = self._leaf_blocked(n) if self.leaf[n] else self.active_count[n] == 0
+
+    def _stale(self, entry: tuple[float, int, int], need_active: bool) -> bool:
+        _, version, child = entry
+        if version != self.version[child]:
+            return True
+        return self.blocked[child] if need_active else not self.remaining[child]
+
+    def _attach(self, child: int) -> None:
+        """Put the child's current state into its parent's sums and heaps."""
+        n = self.tree.parent[child]
+        self._detach(child)
+        vector = self.consumption[child]
+        if self.blocked[child]:
+            part = (False, list(vector))
+            self.b[n] = [b + v for b, v in zip(self.b[n], vector, strict=True)]
+        else:
+            self.active_count[n] += 1
+            share = self.share[child]
+            scaled = [v / share for v in vector] if share > 0 else [0.0] * self.width
+            part = (True, scaled)
+            self.y[n] = [y + v for y, v in zip(self.y[n], scaled, strict=True)]
+            heapq.heappush(self.active[n], (share, self.version[child], child))
+        self.part[child] = part
+        if self.remaining[child]:
+            heapq.heappush(self.select[n], (self.share[child], self.version[child], child))
+        limit = 2 * len(self.tree.children[n]) + 8
+        for heap, need_active in ((self.select[n], False), (self.active[n], True)):
+            if len(heap) > limit:  # drop what went stale, so the near-tie scan stays short
+                heap[:] = [e for e in heap if not self._stale(e, need_active)]
+                heapq.heapify(heap)
+
+    def _detach(self, child: int) -> None:
+        part = self.part[child]
+        if part is None:
+            return
+        n = self.tree.parent[child]
+        into_y, vector = part
+        if into_y:
+            self.active_count[n] -= 1
+            self.y[n] = [y - v for y, v in zip(self.y[n], vector, strict=True)]
+            if not self.active_count[n]:
+                self.y[n] = [0.0] * self.width  # no drift left behind
+        else:
+            self.b[n] = [b - v for b, v in zip(self.b[n], vector, strict=True)]
+        self.part[child] = None
+        self.version[child] += 1
+
+    def _rebuild(self) -> None:
+        self.saturated = self._effective()
+        self.cache.clear()
+        count = len(self.tree.parent)
+        for n in range(count):
+            self.y[n] = [0.0] * self.width
+            self.b[n] = [0.0] * self.width
+            self.select[n] = []
+            self.active[n] = []
+            self.active_count[n] = 0
+            self.part[n] = None
+        for n in range(count - 1, -1, -1):
+            self._refresh(n)
+            if n:
+                self._attach(n)
+
+    # ---- exact comparison near ties
+
+    def _exact(self, n: int) -> NodeShare:
+        cached = self.cache.get(n)
+        if cached is not None:
+            return cached
+        weight = self.tree.weight[n]
+        if self.leaf[n]:
+            result = leaf_share(self.consumed[n], self.caps, weight, self.scale)
+        else:
+            counted = [k for k in range(self.width) if not self.saturated >> k & 1]
+            kids = [(self._exact(c), self.blocked[c]) for c in self.tree.children[n]]
+            result = inner_share(kids, counted, weight, self.scale)
+        self.cache[n] = result
+        return result
+
+    def _choose(self, n: int) -> tuple[int, bool]:
+        heap = self.select[n]
+        while self._stale(heap[0], need_active=False):
+            heapq.heappop(heap)
+        least = heap[0][0]
+        bound = least + TIE_RTOL * max(abs(least), 1e-300)
+        size = len(heap)
+        if (size < 2 or heap[1][0] > bound) and (size < 3 or heap[2][0] > bound):
+            return heap[0][2], False  # the most common case: nothing near the least
+        near: list[int] = []
+        stack = [0]
+        while stack:
+            i = stack.pop()
+            if i >= len(heap) or heap[i][0] > bound:
+                continue
+            if not self._stale(heap[i], need_active=False):
+                near.append(heap[i][2])
+            stack.extend((2 * i + 1, 2 * i + 2))
+        if len(near) == 1:
+            return near[0], False
+        if least == 0.0:
+            # A float share is 0 exactly when the exact one is (sums and products of
+            # non-negative terms, nowhere near underflow), and then every counted
+            # share is 0: siblings at 0 tie exactly, no fractions needed.
+            tied = near
+        else:
+            exact = {c: self._exact(c) for c in near}
+            best = min((exact[c].share, exact[c].vector) for c in near)
+            tied = [c for c in near if (exact[c].share, exact[c].vector) == best]
+        if len(tied) == 1:
+            return tied[0], False
+        keys = self.tree.key
+        chosen = min(tied, key=lambda c: (self.wins.get(keys[c], 0.0), rotation_key(self.epoch, keys[c]), keys[c]))
+        name = keys[chosen]
+        self.wins[name] = self.wins.get(name, 0.0) + 1.0
+        self.plan_wins[name] = self.plan_wins.get(name, 0.0) + 1.0
+        return chosen, True
+
+    # ---- the loop
+
+    def run(self) -> HierarchyOrdering:
+        self._rebuild()
+        jobs = self.remaining[0]
+        leaf_out = np.zeros(jobs, dtype=np.int64)
+        job_out = np.zeros(jobs, dtype=np.int64)
+        shares = np.zeros((jobs, max(self.max_depth, 1)), dtype=np.float64)
+        tied_out = np.zeros(jobs, dtype=np.bool_)
+        for position in range(jobs):
+            n = 0
+            path = [0]
+            while not self.leaf[n]:
+                n, tie = self._choose(n)
+                tied_out[position] |= tie
+                shares[position, len(path) - 1] = self.share[n]
+                path.append(n)
+            index = self.taken[n]
+            leaf_out[position], job_out[position] = n, index
+            demand = self.demand[n][index]
+            self.taken[n] = index + 1
+            self.consumed[n] = [c + d for c, d in zip(self.consumed[n], demand, strict=True)]
+            mask = self.masks[n][index]
+            self.mask_count[n][mask] -= 1
+            for node in path:
+                self.remaining[node] -= 1
+                self.cache.pop(node, None)
+            for k, d in enumerate(demand):
+                if d:
+                    self.total[k] += d
+                    if self.total[k] >= self.caps[k]:
+                        self.raw_saturated |= 1 << k
+            if self._effective() != self.saturated:
+                self._rebuild()
+                continue
+            for node in reversed(path):
+                self._refresh(node)
+                if node:
+                    self._attach(node)
+        return HierarchyOrdering(self.tree, leaf_out, job_out, shares, tied_out)

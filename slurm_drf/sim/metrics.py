@@ -141,8 +141,8 @@ def compute_metrics(result: SimResult) -> PolicyMetrics:
     at_end = to_date[last_fair[-1]] if len(last_fair) else np.full(len(result.accounts), np.nan)
     # Over the run: the ticks before the last job ended (the skipped idle ones among them).
     makespan = float(result.end.max())
-    ticks = max(1, math.ceil(makespan / result.interval))
-    run_share = shares[result.sample_time < makespan].sum(axis=0) / ticks
+    run_ticks = max(1, math.ceil(makespan / result.interval))
+    run_share = shares[result.sample_time < makespan].sum(axis=0) / run_ticks
 
     wait = result.start - result.submit
     rows = []
@@ -168,6 +168,7 @@ def compute_metrics(result: SimResult) -> PolicyMetrics:
     waiting = result.sample_pending.sum(axis=1) > 0
     utilisation = {r: float(used[waiting, i].mean()) if waiting.any() else math.nan for i, r in enumerate(RESOURCES)}
     # Skipped idle ticks sampled zero use: they count in the mean, not in the sum.
+    ticks = samples + result.idle_ticks
     overall = {r: float(used[:, i].sum() / ticks) if samples else math.nan for i, r in enumerate(RESOURCES)}
     finite = jain[fair]
     return PolicyMetrics(

@@ -3,11 +3,14 @@
 A short job runs to completion; once `sacct` reports it COMPLETED, a
 HistoryPast on a fresh state directory (no history.sqlite: a new install)
 with `history:` on asks the real sacct and sees that account's past, and
-no past for accounts that ran nothing in its window.
+no past for accounts that ran nothing in its window. The daemon's query
+(`sacct -P` with SLURM_TIME_FORMAT=%s) gives the job the times and TRES
+slurmdbd holds, as `sacct --json` shows them.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,8 +29,8 @@ ACCOUNT = "newteam"
 HALF_LIFE = 60.0
 
 
-def _state(slurm: SlurmSandbox, job_id: str) -> str:
-    out = slurm.run("sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State").stdout.split()
+def _state(slurm: SlurmSandbox, job_id: str, fields: str = "State") -> str:
+    out = slurm.run("sacct", "-X", "-n", "-P", "-j", job_id, "-o", fields).stdout.split()
     return out[0] if out else ""
 
 
@@ -36,6 +39,20 @@ def _accounts_that_ran(slurm: SlurmSandbox, start: float) -> set[str]:
     since = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(start))
     out = slurm.run("sacct", "-a", "-X", "-n", "-P", "-S", since, "-E", "now", "-s", "R", "-o", "Account").stdout
     return {line.strip() for line in out.splitlines() if line.strip()}
+
+
+def test_the_pipe_query_gives_the_times_sacct_json_shows(slurm: SlurmSandbox) -> None:
+    asked = time.time() - 600.0
+    job_id = slurm.sbatch("-A", ACCOUNT, "-p", "cpu", "-c", "2", "--mem=1000", wrap="sleep 2")
+    # slurmdbd can list a job that just ended as COMPLETED with no partition yet (22.05, measured): wait for both.
+    slurm.wait_for(lambda: _state(slurm, job_id, "State,Partition") == "COMPLETED|cpu", 120, f"job {job_id} in sacct")
+    record = json.loads(slurm.run("sacct", "--json", "-X", "-j", job_id).stdout)["jobs"][0]
+    start, end = float(record["time"]["start"]), float(record["time"]["end"])
+    assert 0 < start < end
+    found = [a for a in fetch_allocations(asked) if (a.account, a.start, a.end) == (ACCOUNT, start, end)]
+    assert len(found) == 1, (start, end)
+    assert found[0].partition == "cpu"
+    assert {r: found[0].tres.get(r) for r in ("cpu", "mem", "node")} == {"cpu": 2, "mem": 1000, "node": 1}
 
 
 def test_a_fresh_install_sees_the_past_from_sacct(slurm: SlurmSandbox, tmp_path: Path) -> None:

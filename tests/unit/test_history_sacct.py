@@ -1,11 +1,12 @@
-"""The past bootstrapped from Slurm's accounting (docs/rule.md §6): sacct --json, the fill, the record's precedence."""
+"""The past bootstrapped from Slurm's accounting (docs/rule.md §6): sacct -P and --json, the fill, the record first."""
 
 from __future__ import annotations
 
 import logging
 import math
 import re
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -25,23 +26,125 @@ from slurm_drf.policy.history import (
     decay_weight,
 )
 from slurm_drf.policy.plan import compute_plan
+from slurm_drf.slurm.cli_source import build_command_env
 from slurm_drf.slurm.sacct import (
+    SACCT_FIELDS,
     SACCT_TIMEOUT,
     build_allocations,
     build_sacct_argv,
+    build_sacct_env,
     fetch_allocations,
     parse_sacct_json,
+    parse_sacct_pipe,
 )
 from slurm_drf.trail.history import AuditRecorder
 from slurm_drf.trail.past import SACCT_HALF_LIVES, HistoryPast
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "slurm-22.05" / "sacct-allocations.json"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm-22.05"
+FIXTURE = FIXTURES / "sacct-allocations.json"
 HOUR = 3600.0
 # The captured jobs all started at this second (tests/fixtures/slurm-22.05/README.md).
 CAPTURED_START = 1796137579.0
+# The daemon's own query (sacct -P, epoch times), captured from another sandbox run.
+PIPE_FIXTURE = FIXTURES / "sacct-allocations.txt"
+PIPE_START = 1796140118.0
 
 
-# --- sacct --json ------------------------------------------------------------------
+# --- sacct --parsable2: the daemon's query ---------------------------------------------
+
+
+def test_captured_sacct_pipe_gives_each_allocation() -> None:
+    allocations = parse_sacct_pipe(PIPE_FIXTURE.read_text(), "sacct-allocations.txt")
+    s = PIPE_START
+    assert [(a.account, a.partition, a.start, a.end) for a in allocations] == [
+        ("gputeam", "gpu", s, s + 5),
+        ("cputeam", "cpu", s, s + 8),
+        ("memteam", "gpu", s, None),  # still running: End `Unknown`
+        ("memteam", "gpu", s, s + 6),  # submitted to gpu,cpu: the partition it ran in
+        ("gputeam", "gpu", s, s + 4),  # the three tasks of array 13 (JobIDRaw 15, 16, 13)
+        ("gputeam", "gpu", s, s + 4),
+        ("gputeam", "gpu", s, s + 4),
+        # job 18, cancelled while held: listed with Start = End and no AllocTRES, left out
+        ("newteam", "cpu", s + 44, s + 64),
+    ]
+    assert allocations[0].tres == {"billing": 2, "cpu": 2, "mem": 1000, "node": 1, "gres/gpu": 1}  # mem in MiB
+    assert allocations[2].tres == {"billing": 1, "cpu": 1, "mem": 4000, "node": 1}
+
+
+def test_sacct_pipe_and_json_of_the_same_query_give_the_same_allocations() -> None:
+    # Both captured in one moment from the same sandbox, -S and -E alike: one parser per format, one answer.
+    as_json = build_allocations(parse_sacct_json((FIXTURES / "sacct-allocations-as-json.json").read_bytes()))
+    as_pipe = parse_sacct_pipe(PIPE_FIXTURE.read_text())
+    assert len(as_pipe) == 8
+    assert sorted(as_json, key=repr) == sorted(as_pipe, key=repr)
+
+
+def test_jobs_that_never_started_are_left_out_of_the_pipe() -> None:
+    # Captured with --jobs: two held jobs (Start and End `Unknown`, one on gpu,cpu), one cancelled while held.
+    text = (FIXTURES / "sacct-unstarted.txt").read_text()
+    assert len(text.splitlines()) == 3
+    assert parse_sacct_pipe(text) == []
+    assert parse_sacct_pipe("") == []  # nothing ran in the window
+    # Typed GPUs give the total; an account-less line holds nothing.
+    assert parse_sacct_pipe("5|a|p|100|None|cpu=2,gres/gpu:a100=2\n7||p|100|160|cpu=1\n") == [
+        Allocation("a", "p", 100.0, None, {"cpu": 2, "gres/gpu": 2, "gres/gpu:a100": 2})
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("1|a|p|100|200|cpu=1\n2|a|p|100\n", "sacct -P: line 2: 4 fields, expected 6 (JobIDRaw|Account|"),
+        ("1|a|p|100|200|cpu=1|\n", "sacct -P: line 1: 7 fields, expected 6"),
+        (
+            "\n7|a|p|2026-12-01T15:48:38|Unknown|cpu=1\n",
+            "sacct -P: line 2: job 7: Start '2026-12-01T15:48:38' is not seconds since the epoch",
+        ),
+        ("8|a|p|100|soon|cpu=1\n", "sacct -P: line 1: job 8: End 'soon' is not seconds since the epoch"),
+    ],
+)
+def test_bad_sacct_pipe_lines_name_the_line(text: str, message: str) -> None:
+    # As a bad record of the JSON: the whole answer is refused, and the past comes from the record alone.
+    with pytest.raises(SlurmReadError, match="^" + re.escape(message)):
+        parse_sacct_pipe(text, "sacct -P")
+
+
+def test_one_sacct_run_with_an_argument_list_and_epoch_times() -> None:
+    seen: list[tuple[list[str], float, dict[str, str] | None]] = []
+
+    def runner(argv: Sequence[str], timeout: float, *, env: Mapping[str, str] | None = None) -> str:
+        seen.append((list(argv), timeout, dict(env) if env is not None else None))
+        return PIPE_FIXTURE.read_text()
+
+    environ = {"PATH": "/usr/bin", "SACCT_FORMAT": "JobID", "SQUEUE_STATES": "all", "SLURM_CONF": "x.conf"}
+    allocations = fetch_allocations(PIPE_START - 600, runner=runner, environ=environ)
+    assert len(allocations) == 8
+    assert len(seen) == 1
+    argv, timeout, env = seen[0]
+    assert timeout == SACCT_TIMEOUT
+    assert argv == build_sacct_argv(PIPE_START - 600)
+    assert argv[:5] == ["sacct", "--parsable2", "--noheader", "--allusers", "--allocations"]
+    assert argv[-5:] == ["--endtime", "now", "--state", "RUNNING", "--format=" + ",".join(SACCT_FIELDS)]
+    assert SACCT_FIELDS == ("JobIDRaw", "Account", "Partition", "Start", "End", "AllocTRES")
+    # -S in local time (22.05 refuses epoch seconds there); Start and End come back as epoch seconds.
+    assert argv[argv.index("--starttime") + 1] == time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(PIPE_START - 600))
+    assert env == {"PATH": "/usr/bin", "SLURM_CONF": "x.conf", "SLURM_BITSTR_LEN": "0", "SLURM_TIME_FORMAT": "%s"}
+    # For this command only: the other Slurm commands keep the daemon's time format, the caller's mapping is untouched.
+    assert "SLURM_TIME_FORMAT" not in build_command_env(environ)
+    assert "SLURM_TIME_FORMAT" not in environ
+    assert build_sacct_env(environ) == env
+    site = {"SLURM_TIME_FORMAT": "relative"}
+    assert build_sacct_env(site)["SLURM_TIME_FORMAT"] == "%s"
+    assert build_command_env(site)["SLURM_TIME_FORMAT"] == "relative"
+
+    def broken(argv: Sequence[str], timeout: float, *, env: object = None) -> str:
+        return "sacct: error: Problem talking to the database"
+
+    with pytest.raises(SlurmReadError, match=r"^sacct --parsable2 .*: line 1: 1 fields, expected 6"):
+        fetch_allocations(0.0, runner=broken, environ={})
+
+
+# --- sacct --json: the simulator's importer ------------------------------------------------------------------
 
 
 def test_captured_sacct_json_gives_each_allocation() -> None:
@@ -92,29 +195,6 @@ def test_allocations_leave_out_what_never_ran() -> None:
 def test_bad_sacct_json_names_what_is_wrong(text: bytes, message: str) -> None:
     with pytest.raises(SlurmReadError, match="^" + re.escape(message)):
         parse_sacct_json(text, "sacct --json -a")
-
-
-def test_one_sacct_run_with_an_argument_list() -> None:
-    seen: list[tuple[list[str], float]] = []
-
-    def runner(argv: Sequence[str], timeout: float, *, env: object = None) -> str:
-        seen.append((list(argv), timeout))
-        return FIXTURE.read_text()
-
-    allocations = fetch_allocations(CAPTURED_START - 600, runner=runner)
-    assert len(allocations) == 3
-    argv, timeout = seen[0]
-    assert timeout == SACCT_TIMEOUT
-    assert argv == build_sacct_argv(CAPTURED_START - 600)
-    assert argv[:4] == ["sacct", "--json", "--allusers", "--allocations"]
-    assert argv[-4:] == ["--endtime", "now", "--state", "RUNNING"]
-    assert len(seen) == 1
-
-    def broken(argv: Sequence[str], timeout: float, *, env: object = None) -> str:
-        return "sacct: error: Problem talking to the database"
-
-    with pytest.raises(SlurmReadError, match=r"^sacct --json .*: not JSON"):
-        fetch_allocations(0.0, runner=broken)
 
 
 # --- allocations -> usage records ------------------------------------------------------
@@ -183,34 +263,42 @@ class Clock:
         return self.now
 
 
-def _captured(start: float) -> list[Allocation]:
-    allocations = build_allocations(parse_sacct_json(FIXTURE.read_bytes()))
-    return [a for a in allocations if a.end is None or a.end > start]
-
-
 def test_a_fresh_install_starts_from_the_captured_sacct(tmp_path: Path) -> None:
-    # No history.sqlite at all; ten minutes after the three captured jobs started.
-    now = CAPTURED_START + 600.0
-    asked: list[float] = []
+    # No history.sqlite at all; ten minutes after the captured jobs started. The daemon's
+    # own fetch, its sacct replaced by the capture (what ran after -S: all of it).
+    now = PIPE_START + 600.0
+    asked: list[list[str]] = []
+
+    def replay(argv: Sequence[str], timeout: float, *, env: Mapping[str, str] | None = None) -> str:
+        asked.append(list(argv))
+        assert env is not None and env["SLURM_TIME_FORMAT"] == "%s"
+        return PIPE_FIXTURE.read_text()
 
     def fetch(start: float) -> list[Allocation]:
-        asked.append(start)
-        return _captured(start)
+        return fetch_allocations(start, runner=replay, environ={})
 
     config = Config(interval=60.0, history=HistoryConfig(half_life=HOUR, weight=1.0))
     past = HistoryPast(tmp_path, clock=Clock(now), fetch=fetch).past(config)
-    assert asked == [now - SACCT_HALF_LIVES * HOUR]
+    assert asked == [build_sacct_argv(now - SACCT_HALF_LIVES * HOUR)]
     assert past is not None
     accounts = past["default"]
-    s = CAPTURED_START
-    # Known from the first allocation on: [s, now). gputeam 2 CPUs and 1 GPU for 5 s,
-    # cputeam 4 CPUs for 8 s, memteam 1 CPU and 4000 MiB throughout (still running).
-    assert accounts["gputeam"]["cpu"] == pytest.approx(_hand_integral([(s, s + 5, 2), (s + 5, now, 0)], now, HOUR))
+    s = PIPE_START
+    # Known from the first allocation on: [s, now). gputeam 2 CPUs and 1 GPU for 5 s and an
+    # array of three 1-CPU tasks for 4 s; cputeam 4 CPUs for 8 s; memteam 1 CPU and 4000 MiB
+    # throughout (still running) and 2 CPUs, 800 MiB for 6 s; newteam 1 CPU, 100 MiB for 20 s from s + 44.
+    assert accounts["gputeam"]["cpu"] == pytest.approx(
+        _hand_integral([(s, s + 4, 5), (s + 4, s + 5, 2), (s + 5, now, 0)], now, HOUR)
+    )
     assert accounts["gputeam"]["gres/gpu"] == pytest.approx(_hand_integral([(s, s + 5, 1), (s + 5, now, 0)], now, HOUR))
     assert accounts["cputeam"]["cpu"] == pytest.approx(_hand_integral([(s, s + 8, 4), (s + 8, now, 0)], now, HOUR))
-    assert accounts["memteam"] == pytest.approx({"cpu": 1.0, "mem": 4000.0, "gres/gpu": 0.0})
-    # Numerically: 2 x (2^(-595/3600) - 2^(-600/3600)) / (1 - 2^(-600/3600)).
-    assert accounts["gputeam"]["cpu"] == pytest.approx(0.015730, abs=5e-7)
+    assert accounts["memteam"]["mem"] == pytest.approx(
+        _hand_integral([(s, s + 6, 4800), (s + 6, now, 4000)], now, HOUR)
+    )
+    assert accounts["newteam"]["cpu"] == pytest.approx(
+        _hand_integral([(s, s + 44, 0), (s + 44, s + 64, 1), (s + 64, now, 0)], now, HOUR)
+    )
+    # Numerically: (2^(-595/3600) - 2^(-600/3600)) / (1 - 2^(-600/3600)).
+    assert accounts["gputeam"]["gres/gpu"] == pytest.approx(0.0078650, abs=5e-7)
 
     # The same capture with one pool per partition: each job counts in its own.
     pools = parse_config_text(
@@ -221,7 +309,7 @@ def test_a_fresh_install_starts_from_the_captured_sacct(tmp_path: Path) -> None:
     split = HistoryPast(tmp_path, clock=Clock(now), fetch=fetch).past(pools)
     assert split is not None
     assert set(split["gpus"]) == {"gputeam", "memteam"}
-    assert set(split["cpus"]) == {"cputeam"}
+    assert set(split["cpus"]) == {"cputeam", "newteam"}
     assert split["cpus"]["cputeam"]["cpu"] == pytest.approx(accounts["cputeam"]["cpu"], rel=1e-12)
 
 

@@ -11,7 +11,7 @@ What the record cannot know: a time the daemon did not run (or cycles
 failed) longer than GAP_INTERVALS intervals is a gap. Within the last
 SACCT_HALF_LIVES half-lives such spans (and the time before the first
 record, and since the last one at start) are filled from Slurm's
-accounting (slurm.sacct, one `sacct --json` per start and per pause seen
+accounting (slurm.sacct, one `sacct --parsable2` per start and per pause seen
 later) as the exact step function of the jobs' allocations; the record
 wins where it exists. What neither knows is left out of the average rather
 than counted as zero use. A cycle with no account rows is a known interval

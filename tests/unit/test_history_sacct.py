@@ -450,7 +450,7 @@ def test_a_failing_sacct_leaves_the_record_alone_with_one_warning(
 
     def fetch(start: float) -> list[Allocation]:
         calls.append(start)
-        raise SlurmReadError("sacct --json --allusers: no answer within 60 s")
+        raise SlurmReadError("sacct --parsable2 --noheader --allusers: no answer within 60 s")
 
     with_sacct = HistoryPast(tmp_path, clock=clock, fetch=fetch)
     alone = HistoryPast(tmp_path, clock=clock, fetch=None)
@@ -464,5 +464,5 @@ def test_a_failing_sacct_leaves_the_record_alone_with_one_warning(
     assert len(calls) == 2
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert [r.getMessage() for r in warnings] == [
-        "past usage from the history only, sacct failed: sacct --json --allusers: no answer within 60 s"
+        "past usage from the history only, sacct failed: sacct --parsable2 --noheader --allusers: no answer within 60 s"
     ]

@@ -461,6 +461,7 @@ def _plan_pool(
             tree.weights,
             config.fairness_within_account,
             table.accounts,
+            weights,
             account_of,
             [table.user[row] for row in rows.tolist()],
             demand,

@@ -36,7 +36,7 @@ import numpy as np
 
 from slurm_drf.config.settings import WithinAccount
 from slurm_drf.model.tree import PATH_SEPARATOR, AccountTree
-from slurm_drf.model.types import IntArray
+from slurm_drf.model.types import FloatArray, IntArray
 from slurm_drf.policy.hierarchy import HierarchyOrdering, TreeNode, order_hierarchy
 from slurm_drf.policy.order import Ordering, compute_before
 from slurm_drf.policy.tree import TreeWeights
@@ -80,6 +80,7 @@ def order_tree(  # noqa: C901
     weights: TreeWeights,
     within: WithinAccount,
     account_names: Sequence[str],
+    account_weights: Sequence[Fraction],
     account_of: IntArray,
     user_of: Sequence[str],
     demand: IntArray,
@@ -165,20 +166,28 @@ def order_tree(  # noqa: C901
         dtype=np.int64,
     )
     count = len(order)
-    level = np.zeros(count, dtype=np.float64)
     tied = np.zeros(count, dtype=np.bool_)
     if count:
-        level[order] = hierarchy.path_share[:, 0]
         tied[order] = hierarchy.tied
+    before = _before_in_order(order, account_of, demand, len(account_names), width, past, running)
+    # A job's level is §2's: its account's weighted dominant share before it, in the plan's order.
+    level = _levels(before, account_of, capacity, account_weights)
     placed = level[order]
     new_level = np.r_[True, placed[1:] != placed[:-1]] if count else np.zeros(0, dtype=np.bool_)
     ordering = Ordering(order, level, tied, new_level, new_level.copy())
-    return TreeOrdering(
-        ordering,
-        _before_in_order(order, account_of, demand, len(account_names), width, past, running),
-        hierarchy,
-        tuple(leaf_path[n] for n in hierarchy.leaf.tolist()),
-    )
+    return TreeOrdering(ordering, before, hierarchy, tuple(leaf_path[n] for n in hierarchy.leaf.tolist()))
+
+
+def _levels(before: IntArray, account_of: IntArray, capacity: IntArray, weights: Sequence[Fraction]) -> FloatArray:
+    """max over the usable resources of before x q / (capacity x p), weight p/q: one rounding, as order.py has it."""
+    usable = np.flatnonzero(capacity > 0)
+    if not len(usable) or not len(account_of):
+        return np.zeros(len(account_of), dtype=np.float64)
+    p = np.array([w.numerator for w in weights], dtype=np.float64)[account_of]
+    q = np.array([w.denominator for w in weights], dtype=np.float64)[account_of]
+    shares = (before[:, usable] * q[:, None]) / (capacity[usable].astype(np.float64)[None, :] * p[:, None])
+    level: FloatArray = shares.max(axis=1)
+    return level
 
 
 def _before_in_order(

@@ -64,6 +64,21 @@ def _freeze(name: str, branch: _Branch, demand: Sequence[tuple[int, ...]], width
     return TreeNode(name, branch.weight, children)
 
 
+def order_online(
+    root: TreeNode, capacity: Sequence[int], epoch: int, wins: dict[str, float], plan_wins: dict[str, float]
+) -> HierarchyOrdering:
+    """H-DRF as the daemon (and the simulator) apply it to a queue: rescaling, no saturation (docs/rule.md §7).
+
+    The pool counts as full from the start (occupied = capacity): no
+    resource is saturated and a node is blocked only when nothing below it
+    waits. The paper's saturation is a one-shot fill; a queue is ordered
+    while the cluster is full in some resource most of the time, and
+    blocking every job that wants it would drop the contended resource
+    from every division's share.
+    """
+    return order_hierarchy(root, capacity, epoch, wins, plan_wins, occupied=capacity)
+
+
 @dataclass(frozen=True, slots=True)
 class TreeOrdering:
     """The flat engine's `Ordering` of the pool's jobs by H-DRF, with each job's usage before it."""
@@ -156,7 +171,7 @@ def order_tree(  # noqa: C901
 
     collect(root, "")
     frozen = TreeNode("", Fraction(1), tuple(_freeze(n, b, demand_rows, width) for n, b in root.children.items()))
-    hierarchy = order_hierarchy(frozen, capacity.tolist(), epoch, wins, plan_wins)
+    hierarchy = order_online(frozen, capacity.tolist(), epoch, wins, plan_wins)
     compiled = hierarchy.tree
     leaf_path = {
         n: PATH_SEPARATOR.join((compiled.key[n], *compiled.names[n][1:])) for n in set(hierarchy.leaf.tolist())

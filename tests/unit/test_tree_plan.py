@@ -133,9 +133,15 @@ def test_a_division_with_many_accounts_gets_its_share_not_one_per_account() -> N
 
 
 def test_a_cpu_only_sibling_does_not_starve_a_gpu_account_of_its_division() -> None:
-    """The paper's first lesson through compute_plan: rescaling keeps the GPU sibling's turn (docs/rule.md §7)."""
+    """The paper's first lesson through compute_plan: rescaling keeps the GPU sibling's turn (docs/rule.md §7).
+
+    cpuonly holds every CPU and wants more; rescaled to its GPU sibling's
+    share, it does not make its division look full, so gpuwork takes turns
+    with the other division's GPU account from the first job.
+    """
     jobs = (
         [job("cpuonly", "RUNNING", job_id="r1", user="u", cpu=10)]
+        + [job("cpuonly", job_id=f"c{n}", user="u", submit_time=float(n), cpu=2) for n in range(4)]
         + [job("gpuwork", job_id=f"g{n}", user="u", submit_time=float(n), gpu=1) for n in range(4)]
         + [job("other", job_id=f"o{n}", user="u", submit_time=float(n), gpu=1) for n in range(4)]
     )
@@ -151,6 +157,14 @@ def test_a_cpu_only_sibling_does_not_starve_a_gpu_account_of_its_division() -> N
     # Without rescaling div's share would be cpuonly's 100% of the CPUs, and other would take every GPU first.
     assert placed[:2].count("gpuwork") == 1
     assert placed[:8].count("gpuwork") == 4
+    assert "cpuonly" not in placed[:8]
+    # Without jobs waiting, cpuonly would count as it is (a blocked node): its division then holds every CPU.
+    idle = [j for j in jobs if not j.job_id.startswith("c")]
+    waiting = [
+        a.split(":")[0]
+        for a in accounts_in_order(compute_plan(dataclasses.replace(snap, jobs=tuple(idle)), config()), idle)
+    ]
+    assert waiting[:4] == ["other"] * 4
 
 
 # --- the join's edges -----------------------------------------------------------------

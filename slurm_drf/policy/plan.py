@@ -55,12 +55,15 @@ from typing import Any, Final
 import numpy as np
 
 from slurm_drf.config.settings import NICE_LIMIT, Config
+from slurm_drf.model.tree import AccountTree, build_tree
 from slurm_drf.model.types import HOLDING_STATES, PENDING, BoolArray, FloatArray, IntArray, JobTable, LazyRows, Snapshot
 from slurm_drf.policy.history import UsageByPool, past_term
 from slurm_drf.policy.labels import LabelSpace, assign_labels
 from slurm_drf.policy.order import Ordering, TieRecord, compute_before, order_pending
 from slurm_drf.policy.pools import build_pools, compute_capacity, weighted_share
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState, advance_state, running_fingerprint
+from slurm_drf.policy.tree import TreeWeights, compute_tree_weights
+from slurm_drf.policy.tree_order import order_tree
 from slurm_drf.policy.values import adjust_for_memory, label_space, labels_of, mode_values, value_offset
 
 
@@ -302,8 +305,10 @@ def compute_plan(
     job_pool = pool_of_code[table.partition] if len(table) else np.zeros(0, dtype=np.int64)
     holding = np.isin(table.state, [i for i, s in enumerate(table.states) if s in HOLDING_STATES])
     pending = np.isin(table.state, [i for i, s in enumerate(table.states) if s == PENDING])
+    tree = _tree_context(snapshot, config)
+    skipped_accounts = config.exclude_accounts | (tree.weights.excluded if tree else frozenset())
     excluded = (
-        np.array([a in config.exclude_accounts for a in table.accounts] or [False])[table.account]
+        np.array([a in skipped_accounts for a in table.accounts] or [False])[table.account]
         if len(table)
         else np.zeros(0, dtype=np.bool_)
     )
@@ -315,9 +320,13 @@ def compute_plan(
     plan_wins: dict[str, float] = {}
 
     weights = [config.weight(a) for a in table.accounts]
+    warnings: list[str] = []
+    if tree is not None:
+        # An account's weight among its siblings (docs/rule.md §7).
+        weights = [tree.weights.accounts.get(a, w) for a, w in zip(table.accounts, weights, strict=True)]
+        warnings.extend(tree.weights.warnings)
     space = label_space(config, snapshot.priority_weights, snapshot.scheduler_parameters)
     columns = LazyColumns()
-    warnings: list[str] = []
     pool_plans: list[PoolPlan] = []
     account_rows: list[AccountShare] = []
     orders: list[PoolOrder] = []
@@ -351,6 +360,7 @@ def compute_plan(
                 columns,
                 orders,
                 warnings,
+                tree,
             )
         )
         exact = orders[-1].exact if orders and orders[-1].pool == name else 0
@@ -408,6 +418,7 @@ def _plan_pool(
     columns: LazyColumns,
     orders: list[PoolOrder],
     warnings: list[str],
+    tree: _TreeContext | None = None,
 ) -> list[AccountShare]:
     resources = config.resources
     mode = config.mode
@@ -437,8 +448,31 @@ def _plan_pool(
         else np.zeros((len(rows), 0), dtype=np.int64)
     )
     demand = demand * table.array_tasks[rows][:, None]
-    before = compute_before(demand, account_of, usage if past is None else usage + past)
-    ordering = order_pending(before, account_of, capacity, weights, table.accounts, epoch, wins, plan_wins)
+    if tree is None:
+        before = compute_before(demand, account_of, usage if past is None else usage + past)
+        ordering = order_pending(before, account_of, capacity, weights, table.accounts, epoch, wins, plan_wins)
+    else:
+        running = [
+            (code, table.user[row], [int(values[row]) for values in tres])
+            for row, code in zip(running_rows.tolist(), running_account.tolist(), strict=True)
+        ]
+        by_tree = order_tree(
+            tree.tree,
+            tree.weights,
+            config.fairness_within_account,
+            table.accounts,
+            weights,
+            account_of,
+            [table.user[row] for row in rows.tolist()],
+            demand,
+            running,
+            past,
+            capacity,
+            epoch,
+            wins,
+            plan_wins,
+        )
+        before, ordering = by_tree.before, by_tree.ordering
     order = ordering.order
     level_sorted = ordering.level[order]
     taken = slurm_order[order]  # positions into the pool's pending_rows / ids / adjustments
@@ -495,6 +529,22 @@ def _plan_pool(
         pending_count[present].tolist(),
         None if past is None else past[present],
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _TreeContext:
+    """Slurm's account tree of the snapshot and its nodes' weights, when the snapshot has one."""
+
+    tree: AccountTree
+    weights: TreeWeights
+
+
+def _tree_context(snapshot: Snapshot, config: Config) -> _TreeContext | None:
+    """The tree the plan orders over (docs/rule.md §7); None for a snapshot without associations (flat, §2)."""
+    if not snapshot.associations:
+        return None
+    tree = build_tree(snapshot.associations)
+    return _TreeContext(tree, compute_tree_weights(config, tree))
 
 
 def past_usage(past: UsageByPool | None, pool: str, config: Config, account_names: Sequence[str]) -> IntArray | None:

@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from live_helpers import LIVE_BACKEND, Live, drf, write_config
+from live_helpers import LIVE_BACKEND, Live, drf, pending_priorities, plan_order, priority_order, queue, write_config
 
 from slurm_drf.model.codec import parse_snapshot
 from slurm_drf.model.tree import build_tree
+from tests.polling import wait_for
 
 if TYPE_CHECKING:
     from conftest import SlurmSandbox
@@ -67,11 +68,11 @@ def test_the_cli_snapshot_has_the_sandbox_tree(live: Live) -> None:
     _check_sandbox_tree(_snapshot(live, "cli"))
 
 
-def test_a_job_of_a_sandbox_user_is_read_with_its_user_and_account(live: Live) -> None:
-    # root submits as the user (22.05's sbatch has no --uid): runuser, from a directory the user can enter.
-    sbatch = ["sbatch", "--parsable", "-A", "theory", "-p", "cpu", "-c", "1", "--mem=100", "--output=/dev/null"]
+def submit_as(live: Live, user: str, account: str, *args: str) -> str:
+    """A job of a sandbox user: root submits as the user (22.05 sbatch has no --uid), from a directory it can enter."""
+    sbatch = ["sbatch", "--parsable", "-A", account, "-p", "cpu", "--output=/dev/null", "--chdir=/", *args]
     proc = subprocess.run(
-        ["runuser", "-u", "drfalice", "--", *sbatch, "--chdir=/", LATER, "--wrap", "sleep 600"],
+        ["runuser", "-u", user, "--", *sbatch, "--wrap", "sleep 600"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -81,10 +82,52 @@ def test_a_job_of_a_sandbox_user_is_read_with_its_user_and_account(live: Live) -
     )
     job_id = proc.stdout.strip().split(";", 1)[0]
     live.slurm.submitted.add(job_id)
+    return job_id
+
+
+def test_a_job_of_a_sandbox_user_is_read_with_its_user_and_account(live: Live) -> None:
+    job_id = submit_as(live, "drfalice", "theory", "-c", "1", "--mem=100", LATER)
     data = _snapshot(live, "cli")
     job = next(job for job in data["jobs"] if job["job_id"] == job_id)
     assert (job["account"], job["user"], job["state"]) == ("theory", "drfalice", "PENDING")
     assert build_tree(parse_snapshot(data).associations).user_parent("theory", "drfalice") == "theory"
+
+
+def test_slurm_follows_the_hierarchical_plan_between_accounts_and_users(live: Live) -> None:
+    """H-DRF on the sandbox's tree: theory and lab share physics' turns, alice and bob share theory's.
+
+    The node is full (research's teams); pending, 4 CPUs each and submitted
+    in this order: three jobs of drfalice (theory), two of drfcarol (lab),
+    one of drfbob (theory). Slurm alone starts bob's last. The plan gives
+    bob theory's first or second turn, so his job is ahead of alice's third;
+    Slurm's priorities follow the plan's order, and the job that starts when
+    4 CPUs free is the plan's head.
+    """
+    _, slot = live.fill_node("cputeam")
+    one = ("-c", "4", "--mem=1000")
+    alice = [submit_as(live, "drfalice", "theory", *one) for _ in range(3)]
+    carol = [submit_as(live, "drfcarol", "lab", *one) for _ in range(2)]
+    bob = submit_as(live, "drfbob", "theory", *one)
+    mine = [*alice, *carol, bob]
+    before = pending_priorities(live.slurm, mine)
+    assert all(before[bob] <= before[a] for a in alice), f"control: Slurm alone puts bob's job last: {before}"
+
+    plan = live.once().plan
+    placed = plan_order(plan)
+    assert sorted(placed) == sorted(mine)
+    assert placed.index(bob) < placed.index(alice[2])
+    assert placed.index(bob) <= 3
+    # Lab alternates with theory while it has jobs: both of carol's jobs within the first four.
+    assert max(placed.index(c) for c in carol) <= 3
+    assert priority_order(live.slurm, mine) == placed
+
+    live.cancel(slot)
+
+    def started() -> list[str]:
+        jobs = queue(live.slurm)
+        return [j for j in mine if jobs[j].state == "RUNNING"]
+
+    assert wait_for(started, 60, "a job of physics to start") == [placed[0]]
 
 
 @pytest.mark.pyslurm

@@ -1,0 +1,227 @@
+"""One pool's pending jobs ordered over Slurm's account tree (H-DRF, docs/rule.md §7): the join.
+
+Pure, under `policy.plan`: builds the `policy.hierarchy.TreeNode` tree of a
+pool from the snapshot's association tree (`model.tree.AccountTree`), the
+jobs and the tree's weights (`policy.tree.compute_tree_weights`), orders it
+with `order_hierarchy`, and hands `policy.plan` the same `Ordering` the
+flat engine gives, so that labels, the plan and explain read it alike.
+
+The pool's tree holds the accounts with a running or pending job in the
+pool and their ancestors. Under an account hang its child accounts and,
+as leaves:
+
+- `fairness_within_account: user`: one leaf per user with a job in the
+  account (`user=NAME`), weighted by `accounts.KEY.users` or RawShares;
+- `slurm`: one leaf (`jobs=`) holding all the account's jobs in Slurm's
+  order, so inside an account Slurm's order stands;
+- when the decayed past adds to the account (docs/rule.md §6), a leaf
+  `past=` holding it, with no jobs: it counts in the account's consumption
+  as it is and never takes a turn.
+
+Names with `=` cannot be Slurm account names, so these leaves never meet a
+child account's name. A chain of single children is its bottom node
+(`hierarchy.compile_tree`): an account with one leaf is that leaf, so a
+tree whose accounts hang under the root with one user each orders as §2.
+An account the tree does not know hangs under the root.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Final
+
+import numpy as np
+
+from slurm_drf.config.settings import WithinAccount
+from slurm_drf.model.tree import PATH_SEPARATOR, AccountTree
+from slurm_drf.model.types import FloatArray, IntArray
+from slurm_drf.policy.hierarchy import HierarchyOrdering, TreeNode, order_hierarchy
+from slurm_drf.policy.order import Ordering, compute_before
+from slurm_drf.policy.tree import TreeWeights
+
+USER_LEAF: Final = "user="
+JOBS_LEAF: Final = "jobs="
+PAST_LEAF: Final = "past="
+
+
+@dataclass(slots=True)
+class _Branch:
+    """A node being built: child accounts and leaves by name."""
+
+    weight: Fraction
+    children: dict[str, _Branch]
+    usage: list[int] | None = None  # a leaf's
+    rows: list[int] | None = None  # a leaf's jobs: positions into the pool's job list, in Slurm's order
+
+
+def _freeze(name: str, branch: _Branch, demand: Sequence[tuple[int, ...]], width: int) -> TreeNode:
+    if branch.rows is not None or branch.usage is not None:
+        jobs = tuple(demand[i] for i in branch.rows or ())
+        return TreeNode(name, branch.weight, usage=tuple(branch.usage or [0] * width), jobs=jobs)
+    children = tuple(_freeze(n, b, demand, width) for n, b in branch.children.items())
+    return TreeNode(name, branch.weight, children)
+
+
+def order_online(
+    root: TreeNode, capacity: Sequence[int], epoch: int, wins: dict[str, float], plan_wins: dict[str, float]
+) -> HierarchyOrdering:
+    """H-DRF as the daemon (and the simulator) apply it to a queue: rescaling, no saturation (docs/rule.md §7).
+
+    The pool counts as full from the start (occupied = capacity): no
+    resource is saturated and a node is blocked only when nothing below it
+    waits. The paper's saturation is a one-shot fill; a queue is ordered
+    while the cluster is full in some resource most of the time, and
+    blocking every job that wants it would drop the contended resource
+    from every division's share.
+    """
+    return order_hierarchy(root, capacity, epoch, wins, plan_wins, occupied=capacity)
+
+
+@dataclass(frozen=True, slots=True)
+class TreeOrdering:
+    """The flat engine's `Ordering` of the pool's jobs by H-DRF, with each job's usage before it."""
+
+    ordering: Ordering
+    before: IntArray
+    hierarchy: HierarchyOrdering
+    # Each position's leaf key (`physics/theory/user=alice`).
+    leaf_keys: tuple[str, ...]
+
+
+def order_tree(  # noqa: C901
+    tree: AccountTree,
+    weights: TreeWeights,
+    within: WithinAccount,
+    account_names: Sequence[str],
+    account_weights: Sequence[Fraction],
+    account_of: IntArray,
+    user_of: Sequence[str],
+    demand: IntArray,
+    running: Sequence[tuple[int, str, Sequence[int]]],
+    past: IntArray | None,
+    capacity: IntArray,
+    epoch: int,
+    wins: dict[str, float],
+    plan_wins: dict[str, float],
+) -> TreeOrdering:
+    """Order the pool's pending jobs (rows grouped by account, Slurm's order within) by H-DRF.
+
+    `running` lists (account code, user, allocation) of the pool's running
+    jobs; `past` is (A, R) what the decayed past adds to each account, or
+    None. Tie wins are keyed by tree key, as the flat engine keys them by
+    account name.
+    """
+    width = int(capacity.shape[0])
+    root = _Branch(Fraction(1), {})
+    branches: dict[int, _Branch] = {}
+
+    def account_branch(code: int) -> _Branch:
+        found = branches.get(code)
+        if found is not None:
+            return found
+        name = account_names[code]
+        node = root
+        # The root account's own jobs, and an account the tree lacks, hang under the root.
+        for step in tree.path(name) or (name,):
+            child = node.children.get(step)
+            if child is None:
+                child = node.children[step] = _Branch(weights.accounts.get(step, Fraction(1)), {})
+            node = child
+        branches[code] = node
+        return node
+
+    def leaf(code: int, user: str) -> _Branch:
+        account = account_branch(code)
+        if within == "user":
+            name = USER_LEAF + user
+            weight = weights.users.get((account_names[code], user), Fraction(1))
+        else:
+            name, weight = JOBS_LEAF, Fraction(1)
+        found = account.children.get(name)
+        if found is None:
+            found = account.children[name] = _Branch(weight, {}, [0] * width, [])
+        return found
+
+    for code, user, allocation in running:
+        held = leaf(code, user)
+        assert held.usage is not None
+        held.usage = [u + int(a) for u, a in zip(held.usage, allocation, strict=True)]
+    codes = account_of.tolist()
+    for position, (code, user) in enumerate(zip(codes, user_of, strict=True)):
+        rows = leaf(code, user).rows
+        assert rows is not None
+        rows.append(position)
+    if past is not None:
+        for code in np.flatnonzero(past.any(axis=1)).tolist():
+            if code in branches:
+                branches[code].children[PAST_LEAF] = _Branch(Fraction(1), {}, past[code].tolist(), [])
+
+    demand_rows = [tuple(row) for row in demand.tolist()]
+    # The bottom of every leaf by its whole path, to map the order back to rows.
+    by_path: dict[str, list[int]] = {}
+
+    def collect(branch: _Branch, path: str) -> None:
+        if branch.rows is not None:
+            by_path[path] = branch.rows
+            return
+        for name, child in branch.children.items():
+            collect(child, f"{path}{PATH_SEPARATOR}{name}" if path else name)
+
+    collect(root, "")
+    frozen = TreeNode("", Fraction(1), tuple(_freeze(n, b, demand_rows, width) for n, b in root.children.items()))
+    hierarchy = order_online(frozen, capacity.tolist(), epoch, wins, plan_wins)
+    compiled = hierarchy.tree
+    leaf_path = {
+        n: PATH_SEPARATOR.join((compiled.key[n], *compiled.names[n][1:])) for n in set(hierarchy.leaf.tolist())
+    }
+    order = np.array(
+        [by_path[leaf_path[n]][j] for n, j in zip(hierarchy.leaf.tolist(), hierarchy.job.tolist(), strict=True)],
+        dtype=np.int64,
+    )
+    count = len(order)
+    tied = np.zeros(count, dtype=np.bool_)
+    if count:
+        tied[order] = hierarchy.tied
+    before = _before_in_order(order, account_of, demand, len(account_names), width, past, running)
+    # A job's level is §2's: its account's weighted dominant share before it, in the plan's order.
+    level = _levels(before, account_of, capacity, account_weights)
+    placed = level[order]
+    new_level = np.r_[True, placed[1:] != placed[:-1]] if count else np.zeros(0, dtype=np.bool_)
+    ordering = Ordering(order, level, tied, new_level, new_level.copy())
+    return TreeOrdering(ordering, before, hierarchy, tuple(leaf_path[n] for n in hierarchy.leaf.tolist()))
+
+
+def _levels(before: IntArray, account_of: IntArray, capacity: IntArray, weights: Sequence[Fraction]) -> FloatArray:
+    """max over the usable resources of before x q / (capacity x p), weight p/q: one rounding, as order.py has it."""
+    usable = np.flatnonzero(capacity > 0)
+    if not len(usable) or not len(account_of):
+        return np.zeros(len(account_of), dtype=np.float64)
+    p = np.array([w.numerator for w in weights], dtype=np.float64)[account_of]
+    q = np.array([w.denominator for w in weights], dtype=np.float64)[account_of]
+    shares = (before[:, usable] * q[:, None]) / (capacity[usable].astype(np.float64)[None, :] * p[:, None])
+    level: FloatArray = shares.max(axis=1)
+    return level
+
+
+def _before_in_order(
+    order: IntArray,
+    account_of: IntArray,
+    demand: IntArray,
+    accounts: int,
+    width: int,
+    past: IntArray | None,
+    running: Sequence[tuple[int, str, Sequence[int]]],
+) -> IntArray:
+    """Each job's account usage (running, plus the past) before it, plus its account's jobs placed earlier."""
+    usage = np.zeros((accounts, width), dtype=np.int64)
+    for code, _user, allocation in running:
+        usage[code] += np.asarray(allocation, dtype=np.int64)
+    if past is not None:
+        usage += past
+    before = np.zeros_like(demand)
+    if len(order):
+        grouped = order[np.argsort(account_of[order], kind="stable")]
+        before[grouped] = compute_before(demand[grouped], account_of[grouped], usage)
+    return before

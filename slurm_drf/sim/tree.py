@@ -90,8 +90,8 @@ def build_layout(
             paths.setdefault(prefix, tree.weight(TREE_SEPARATOR.join(prefix)) if tree is not None else Fraction(1))
         paths[path] = own
     users: dict[tuple[str, ...], set[str]] = {}
-    for account, user in zip(table.job_account, table.job_user, strict=True):
-        users.setdefault(account_path[table.accounts[account]], set()).add(user)
+    for number, user in zip(table.job_account, table.job_user, strict=True):
+        users.setdefault(account_path[table.accounts[number]], set()).add(user)
     for path, names in users.items():
         for user in names:
             paths[(*path, user)] = Fraction(1)

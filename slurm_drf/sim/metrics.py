@@ -34,6 +34,16 @@ Sits after `engine` and before `render`. Definitions:
   the jobs written to Slurm at each plan; mean, median and maximum over
   the plans, and their total. Ticks skipped while nothing ran or waited
   wrote nothing and are not counted.
+- per-level Jain (workloads with an account tree, `sim.tree`): the tree's
+  nodes are the parent accounts, the accounts and, below each account, its
+  users. A node is *backlogged* at a sample when its subtree has a pending
+  job. A node's weighted dominant share is that of its subtree's running
+  allocation (the users' allocations summed) over its weight
+  (`tree.node_shares`). At each depth, Jain's index is taken over the
+  backlogged children of each node of the depth above that has at least
+  two (siblings, since weights and shares are relative to siblings), and
+  averaged over those parents; reported: the mean over the samples where
+  some parent qualifies.
 """
 
 from __future__ import annotations
@@ -46,6 +56,8 @@ import numpy as np
 import numpy.typing as npt
 
 from slurm_drf.sim.engine import SimResult
+from slurm_drf.sim.table import build_workload_table
+from slurm_drf.sim.tree import TreeLayout, build_layout, node_shares
 from slurm_drf.sim.workload import RESOURCES
 
 FloatArray = npt.NDArray[np.float64]
@@ -78,6 +90,16 @@ class AccountMetrics:
 
 
 @dataclass(frozen=True, slots=True)
+class LevelJain:
+    """Jain's index among backlogged siblings at one depth of the account tree."""
+
+    depth: int
+    nodes: str  # what sits at that depth: parents, accounts, users (or a mix, joined by "+")
+    jain: float  # mean over the samples where some parent has >= 2 backlogged children (nan if none)
+    samples: int
+
+
+@dataclass(frozen=True, slots=True)
 class PolicyMetrics:
     policy: str
     jain: float  # mean over fairness samples (nan if none)
@@ -96,6 +118,7 @@ class PolicyMetrics:
     jain_series: FloatArray  # per sample; nan where not a fairness sample
     writes: WriteMetrics | None = None  # for policies that model the daemon's writes
     jain_over_time: float = math.nan  # of the backlogged accounts' shares to date, mean over fairness samples
+    levels: tuple[LevelJain, ...] = ()  # per depth of the account tree; empty for a flat workload
 
 
 def compute_write_metrics(writes: IntArray) -> WriteMetrics:
@@ -189,7 +212,73 @@ def compute_metrics(result: SimResult) -> PolicyMetrics:
         jain_series=jain,
         writes=None if result.writes is None else compute_write_metrics(result.writes),
         jain_over_time=float(np.mean(over_time)) if over_time else math.nan,
+        levels=compute_level_jain(result),
     )
+
+
+def tree_samples(result: SimResult, layout: TreeLayout) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
+    """(S, N, 3) each node's running allocation at each sample (zeros but at leaves), and (S, N) backlogged.
+
+    A job runs at the samples from its start (inclusive) to its end
+    (exclusive) and waits from its submission to its start: the sample of
+    an instant is taken after that instant's events and scheduling pass.
+    """
+    times = result.sample_time
+    samples = len(times)
+    table = build_workload_table(result.workload)
+    total = np.array(table.shape_total, dtype=np.float64)[table.job_shape_array]
+    leaf = layout.leaf_of_job
+    submitted = np.searchsorted(times, result.submit, side="left")
+    started = np.searchsorted(times, result.start, side="left")
+    ended = np.searchsorted(times, result.end, side="left")
+    usage = np.zeros((samples + 1, layout.size, len(RESOURCES)), dtype=np.float64)
+    np.add.at(usage, (started, leaf), total)
+    np.add.at(usage, (ended, leaf), -total)
+    waiting = np.zeros((samples + 1, layout.size), dtype=np.int64)
+    np.add.at(waiting, (submitted, leaf), 1)
+    np.add.at(waiting, (started, leaf), -1)
+    usage = np.cumsum(usage, axis=0)[:samples]
+    pending = np.cumsum(waiting, axis=0)[:samples]
+    for node in range(layout.size - 1, 0, -1):
+        pending[:, layout.parent[node]] += pending[:, node]
+    return usage, pending > 0
+
+
+def compute_level_jain(result: SimResult) -> tuple[LevelJain, ...]:
+    """Per depth of the account tree, Jain's index among backlogged siblings (module docstring)."""
+    workload = result.workload
+    if workload.tree is None or not len(result.sample_time):
+        return ()
+    layout = build_layout(workload, build_workload_table(workload))
+    usage, backlogged = tree_samples(result, layout)
+    shares = node_shares(layout, usage, result.capacity)
+    samples = len(result.sample_time)
+    out = []
+    for depth in range(1, layout.max_depth + 1):
+        total = np.zeros(samples)
+        count = np.zeros(samples)
+        for parent in (n for n in range(layout.size) if layout.depth[n] == depth - 1 and layout.children[n]):
+            kids = list(layout.children[parent])
+            x = shares[:, kids]
+            mask = backlogged[:, kids]
+            n = mask.sum(axis=1)
+            square = (x * x * mask).sum(axis=1)
+            valid = (n >= 2) & (square > 0)
+            with np.errstate(invalid="ignore", divide="ignore"):
+                jain = np.where(valid, (x * mask).sum(axis=1) ** 2 / (n * square), 0.0)
+            total += jain
+            count += valid
+        judged = count > 0
+        kinds = sorted({_kind(layout, n) for n in range(layout.size) if layout.depth[n] == depth})
+        value = float((total[judged] / count[judged]).mean()) if judged.any() else math.nan
+        out.append(LevelJain(depth, "+".join(kinds), value, int(judged.sum())))
+    return tuple(out)
+
+
+def _kind(layout: TreeLayout, node: int) -> str:
+    if layout.is_user(node):
+        return "users"
+    return "accounts" if node in layout.account_node else "parents"
 
 
 def shares_to_date(result: SimResult) -> FloatArray:
@@ -230,6 +319,12 @@ def render_metrics(metrics: PolicyMetrics) -> dict[str, Any]:
         "makespan_s": _number(metrics.makespan, 1),
         "backfilled_fraction": _number(metrics.backfilled),
         "jain_over_time": _number(metrics.jain_over_time),
+        "jain_by_level": [
+            {"depth": level.depth, "nodes": level.nodes, "jain": _number(level.jain), "samples": level.samples}
+            for level in metrics.levels
+        ]
+        if metrics.levels
+        else None,
         "plans": metrics.plans,
         "writes_per_cycle": None
         if metrics.writes is None

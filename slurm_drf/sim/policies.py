@@ -1,4 +1,4 @@
-"""The queue orders the simulator compares: fifo, multifactor, drf, drf-history, drf-naive, and the daemon's loop.
+"""The queue orders the simulator compares: fifo, multifactor, drf, drf-history, drf-naive, hdrf, and the daemon's loop.
 
 Sits beside `engine`: a policy only orders the pending queue. The engine
 binds it to itself, seen as a `view.SimulatorView` (so this module never
@@ -42,6 +42,20 @@ submitted between ticks by `sort_key`; the queue is always sorted by
   in Slurm's priority order from those values plus age and QOS factors,
   the main pass limited to default_queue_depth. `drf` stays the idealised
   reference. They record the values written per tick (`Policy.writes`).
+- `hdrf`: H-DRF over the workload's account tree (docs/rule.md §7,
+  `policy.hierarchy.order_hierarchy`) with the users of each account as
+  its leaves: every tick, each leaf's running allocation and its pending
+  records in submit order (Slurm's order) become a `TreeNode` tree
+  (`sim.tree.build_tree`), ordered with the carried tie state as `drf`
+  carries it. A flat workload is the accounts under the root, each with
+  its users below it, so `hdrf` also shares an account between its users;
+  where every account has one user it is `drf` exactly. `drf` on a tree
+  workload is the flat rule over the accounts (the tree and the users
+  ignored).
+- `hdrf-rollup`: the same walk with the naive roll-up (a parent's
+  consumption is the plain sum of its children's, `sim.tree.rollup_order`,
+  equal to the oracle's variant "rollup"): the paper's counterexample,
+  where a child holding what no sibling wants starves its siblings.
 """
 
 from __future__ import annotations
@@ -61,6 +75,7 @@ import numpy.typing as npt
 from slurm_drf.config.settings import Config, HistoryConfig
 from slurm_drf.model.codec import format_time
 from slurm_drf.model.types import PENDING, RUNNING, Job, Node, Snapshot, Tres, freeze_tres
+from slurm_drf.policy.hierarchy import order_hierarchy
 from slurm_drf.policy.history import EMPTY_PAST, DecayedUsage, UsageByPool, UsageRecord
 from slurm_drf.policy.labels import fewest_writes
 from slurm_drf.policy.order import compute_before, order_pending
@@ -76,6 +91,7 @@ from slurm_drf.sim.loop import (
     slurm_priority,
     strict_gap,
 )
+from slurm_drf.sim.tree import build_layout, build_tree, rollup_order
 from slurm_drf.sim.workload import RESOURCES, SimulationError
 
 if TYPE_CHECKING:
@@ -92,7 +108,9 @@ POLICIES: Final = ("fifo", "multifactor", "drf", "drf-naive")
 HISTORY_POLICIES: Final = ("drf-history",)
 # The daemon's loop modelled (`sim.loop`): the labels of 0.3, and the spread values before them.
 LOOP_POLICIES: Final = tuple(f"drf-{mapping}" for mapping in MAPPINGS)
-ALL_POLICIES: Final = (*POLICIES, *HISTORY_POLICIES, *LOOP_POLICIES)
+# Over the account tree (docs/rule.md §7): H-DRF and the naive roll-up.
+TREE_POLICIES: Final = ("hdrf", "hdrf-rollup")
+ALL_POLICIES: Final = (*POLICIES, *HISTORY_POLICIES, *LOOP_POLICIES, *TREE_POLICIES)
 # `slurm-drf simulate` with no --policies: the queue orders and the daemon's loop as it is.
 DEFAULT_POLICIES: Final = (*POLICIES, "drf-labels")
 PARTITION: Final = "sim"
@@ -355,16 +373,11 @@ class DrfPolicy(Policy):
         """Records `index` (grouped by account, each account's in Slurm's order) in DRF order, and their levels."""
         sim = self.sim
         table = self.table
-        config = self.config
-        # running_fingerprint sorts the ids; they are kept sorted, so that is cheap.
-        fingerprint = running_fingerprint(self.running_labels)
-        epoch, wins = advance_state(self.state, fingerprint, config.tie_half_life)
+        fingerprint, epoch, wins = self._tie_state()
         committed = dict(wins)
         plan_wins: dict[str, float] = {}
         account_of = table.record_account_array[index]
-        tasks = sim.record_pending_array[index]
-        demand = table.record_total_array[index][:, self.columns] * tasks[:, None]
-        demand[:, self.missing] = 0
+        demand = self._demand(index)
         usage = sim.usage[:, self.columns]
         usage[:, self.missing] = 0
         added = self._past_added()
@@ -374,6 +387,23 @@ class DrfPolicy(Policy):
         ordering = order_pending(
             before, account_of, self.capacity, self.fractions, table.accounts, epoch, wins, plan_wins
         )
+        self._keep_state(epoch, fingerprint, committed, plan_wins)
+        order = ordering.order
+        ordered: IntArray = index[order]
+        levels: FloatArray = ordering.level[order]
+        return ordered, levels
+
+    def _tie_state(self) -> tuple[str, int, dict[str, float]]:
+        """The running jobs' fingerprint, and the epoch and tie wins this plan starts from (as compute_plan's)."""
+        # running_fingerprint sorts the ids; they are kept sorted, so that is cheap.
+        fingerprint = running_fingerprint(self.running_labels)
+        epoch, wins = advance_state(self.state, fingerprint, self.config.tie_half_life)
+        return fingerprint, epoch, wins
+
+    def _keep_state(
+        self, epoch: int, fingerprint: str, committed: dict[str, float], plan_wins: dict[str, float]
+    ) -> None:
+        """The state after a plan: the committed wins it started from, and the wins it counted."""
         self.state = PolicyState(
             epoch=epoch,
             fingerprint=fingerprint,
@@ -381,10 +411,13 @@ class DrfPolicy(Policy):
             plan_wins=MappingProxyType(plan_wins),
             jobs=self.state.jobs,
         )
-        order = ordering.order
-        ordered: IntArray = index[order]
-        levels: FloatArray = ordering.level[order]
-        return ordered, levels
+
+    def _demand(self, index: IntArray) -> IntArray:
+        """(records, config resources) the whole pending demand of records `index`: TRES x pending tasks."""
+        tasks = self.sim.record_pending_array[index]
+        demand: IntArray = self.table.record_total_array[index][:, self.columns] * tasks[:, None]
+        demand[:, self.missing] = 0
+        return demand
 
     def _past(self) -> UsageByPool | None:
         """The decayed past `compute_plan` blends in (docs/rule.md §6); None: pure DRF."""
@@ -526,6 +559,52 @@ class NaiveDrfPolicy(DrfPolicy):
         return self._planned(np.array(order, dtype=np.int64))
 
 
+class HdrfPolicy(DrfPolicy):
+    """H-DRF over the account tree, the users of each account its leaves; `rollup`: the naive roll-up."""
+
+    def __init__(self, config: Config | None = None, rollup: bool = False) -> None:
+        super().__init__(config, engine="fast")
+        self.rollup = rollup
+        self.name = "hdrf-rollup" if rollup else "hdrf"
+
+    def bind(self, sim: SimulatorView) -> None:
+        super().bind(sim)
+        self.layout = build_layout(sim.workload, sim.table, self.fractions)
+        # Running allocation of each leaf (user of an account), in the simulator's RESOURCES.
+        self.leaf_usage = np.zeros((self.layout.size, len(RESOURCES)), dtype=np.int64)
+
+    def on_start(self, job: int, now: float) -> None:
+        super().on_start(job, now)
+        table = self.table
+        self.leaf_usage[self.layout.leaf_of_job[job]] += table.shape_total[table.job_shape[job]]
+
+    def on_end(self, job: int, now: float) -> None:
+        super().on_end(job, now)
+        table = self.table
+        self.leaf_usage[self.layout.leaf_of_job[job]] -= table.shape_total[table.job_shape[job]]
+
+    def reorder(self, now: float) -> list[int] | None:
+        self.plans += 1
+        # Grouped by account, each account's records in submit order: each leaf's in Slurm's order.
+        index = self.sim.pending_record_index()
+        usage = self.leaf_usage[:, self.columns]
+        usage[:, self.missing] = 0
+        tree = build_tree(self.layout, usage.tolist(), index.tolist(), self._demand(index).tolist())
+        fingerprint, epoch, wins = self._tie_state()
+        committed = dict(wins)
+        plan_wins: dict[str, float] = {}
+        capacity = self.capacity.tolist()
+        if self.rollup:
+            pairs = rollup_order(tree.root, capacity, epoch, wins, plan_wins)
+        else:
+            pairs = order_hierarchy(tree.root, capacity, epoch, wins, plan_wins).pairs()
+        self._keep_state(epoch, fingerprint, committed, plan_wins)
+        order = np.array([tree.records[key][job] for key, job in pairs], dtype=np.int64)
+        if self.history is not None:
+            self.history.append([self.table.record_number[r] for r in order.tolist()])
+        return self._planned(order)
+
+
 class LoopDrfPolicy(DrfPolicy):
     """The daemon's loop as Slurm sees it (`sim.loop`): the DRF order, written as nice values by
     `mapping` under the write cap, and the queue in Slurm's priority order from them plus age and QOS."""
@@ -658,6 +737,8 @@ def build_policy(
         return HistoryDrfPolicy(config, engine)
     if name == "drf-naive":
         return NaiveDrfPolicy(config)
+    if name in TREE_POLICIES:
+        return HdrfPolicy(config, rollup=name == "hdrf-rollup")
     if name in LOOP_POLICIES:
         return LoopDrfPolicy(name.removeprefix("drf-"), config, slurm, track_minimum)
     raise SimulationError(f"unknown policy {name!r}")

@@ -146,6 +146,23 @@ def _history_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]] |
     return header, rows
 
 
+def _level_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]] | None:
+    """Jain per depth of the account tree beside Jain, when the workload has a tree; None otherwise."""
+    levels = comparison.metrics[0].levels if comparison.metrics else ()
+    if not levels:
+        return None
+    header = ["policy", "Jain", *(f"Jain depth {level.depth} ({level.nodes})" for level in levels)]
+    rows = [[m.policy, _fmt(m.jain), *(_fmt(level.jain) for level in m.levels)] for m in comparison.metrics]
+    return header, rows
+
+
+LEVEL_NOTE: Final = (
+    "Jain depth k: mean Jain's index of the weighted dominant shares of backlogged siblings at depth k of "
+    "the account tree (a node's share: its subtree's running allocation), averaged over the parents with "
+    ">= 2 backlogged children."
+)
+
+
 HISTORY_NOTE: Final = (
     "Jain over time: mean Jain's index of the waiting accounts' shares to date (weighted dominant share "
     "averaged from the start of the run); to date: each account's share to date at the end of contention "
@@ -238,6 +255,11 @@ def render_table(comparison: Comparison, timings: bool = True) -> str:
         lines.extend(textwrap.wrap(HISTORY_NOTE, width=118))
         lines.extend(_align(*history))
         lines.append("")
+    levels = _level_rows(comparison)
+    if levels is not None:
+        lines.extend(textwrap.wrap(LEVEL_NOTE, width=118))
+        lines.extend(_align(*levels))
+        lines.append("")
     lines.append("Per account: mean weighted dominant share while backlogged, wait p50 / p95")
     header, rows = _account_rows(comparison)
     lines.extend(_align(header, rows))
@@ -250,7 +272,7 @@ def render_markdown(comparison: Comparison) -> str:
     writes = _writes_rows(comparison)
     history = _history_rows(comparison)
     tables = [_summary_rows(comparison), _account_rows(comparison)]
-    tables.extend(t for t in (writes, history) if t is not None)
+    tables.extend(t for t in (writes, history, _level_rows(comparison)) if t is not None)
     for header, rows in tables:
         out.append("| " + " | ".join(header) + " |")
         out.append("|" + "|".join(" --- " for _ in header) + "|")
@@ -324,6 +346,12 @@ def render_workload(workload: Workload) -> dict[str, Any]:
         "nodes": workload.node_count,
         "node_tres": workload.node_type.tres(),
         "accounts": [{"account": a, "weight": float(workload.weight(a)), "jobs": counts[a]} for a in workload.accounts],
+        "tree": None
+        if workload.tree is None
+        else {
+            "paths": {a: workload.tree.path(a) for a in workload.accounts},
+            "weights": {p: float(w) for p, w in workload.tree.weights.items()},
+        },
         "notes": list(workload.notes),
     }
 

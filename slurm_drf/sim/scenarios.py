@@ -30,7 +30,15 @@ from typing import Final
 import numpy as np
 import numpy.typing as npt
 
-from slurm_drf.sim.workload import NodeType, Workload, WorkloadError, WorkloadJob, check_sizes, format_duration
+from slurm_drf.sim.workload import (
+    AccountTree,
+    NodeType,
+    Workload,
+    WorkloadError,
+    WorkloadJob,
+    check_sizes,
+    format_duration,
+)
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
@@ -50,11 +58,16 @@ _MEM: Final[Profile] = tuple(
     for pm, mem in ((0.4, 96_000), (0.4, 128_000), (0.2, 192_000))
 )
 _GPU: Final[Profile] = ((0.4, 4, 32_000, 1), (0.3, 8, 64_000, 2), (0.2, 16, 128_000, 4), (0.1, 32, 256_000, 8))
+# GPU jobs light on CPUs (2 CPUs and 16,000 MiB per GPU): GPU work that leaves most CPUs free.
+_GPU_LEAN: Final[Profile] = ((0.4, 2, 16_000, 1), (0.3, 4, 32_000, 2), (0.2, 8, 64_000, 4), (0.1, 16, 128_000, 8))
 PROFILES: Final[dict[str, Profile]] = {
     "cpu": _CPU,
     "mem": _MEM,
     "gpu": _GPU,
     "small": ((1.0, 4, 16_000, 0),),
+    "gpu-lean": _GPU_LEAN,
+    # CPU jobs small enough to fill the CPUs GPU jobs leave on each node.
+    "cpu-small": ((0.5, 4, 8_000, 0), (0.5, 8, 16_000, 0)),
     "any": tuple((p / 3, c, m, g) for p, c, m, g in (*_CPU, *_MEM, *_GPU)),
 }
 
@@ -286,6 +299,45 @@ def _steady(rng: np.random.Generator, nodes: int, jobs: int, window: float | Non
     )
 
 
+# The tree scenario: (user, account, profile, load, flood) per user; the accounts' parents below.
+TREE_USERS: Final = (
+    ("sys-a", "systems", "cpu-small", 0.55, 0.0),
+    ("sys-b", "systems", "cpu-small", 0.55, 0.0),
+    ("ml-alice", "ml", "gpu-lean", 0.45, 0.6),
+    ("ml-bob", "ml", "gpu-lean", 0.25, 0.0),
+    ("lab-carol", "lab", "gpu-lean", 0.35, 0.0),
+    ("lab-dan", "lab", "gpu-lean", 0.35, 0.0),
+    ("astro-erin", "astro", "gpu-lean", 0.6, 0.0),
+)
+TREE_PARENTS: Final = MappingProxyType({"systems": "cs", "ml": "cs", "lab": "physics", "astro": "physics"})
+
+
+def _tree(rng: np.random.Generator, nodes: int, jobs: int, window: float | None) -> Workload:
+    """Two divisions: cs = {systems (CPU only), ml (GPU)}, physics = {lab, astro} (both GPU).
+
+    The GPU jobs take 2 CPUs per GPU, so a full cluster of GPU work leaves
+    three quarters of the CPUs to systems, which no one else wants: the
+    naive roll-up counts them in cs's share and hands the GPUs to physics,
+    so ml, cs's GPU account, starves. Flat DRF splits the GPUs between the
+    three GPU accounts, two of them physics'. In ml, alice floods the queue
+    with 60% of her jobs at the start; bob submits steadily.
+    """
+    users = [_Account(user, profile, load, flood=flood) for user, _, profile, load, flood in TREE_USERS]
+    account_of = {user: account for user, account, *_ in TREE_USERS}
+    out = [
+        replace(job, account=account_of[job.account], user=job.account)
+        for job in _generate(rng, users, nodes, jobs, window)
+    ]
+    return Workload(
+        "tree",
+        "two divisions: cs (systems: CPU only; ml: GPU) and physics (lab, astro: GPU); in ml, alice floods the queue",
+        tuple(out),
+        nodes,
+        NODE,
+        tree=AccountTree(parents=TREE_PARENTS),
+    )
+
+
 TIE_ACCOUNTS: Final = 200
 
 
@@ -319,10 +371,13 @@ SCENARIOS: Final = {
         Scenario("tie", "many identical small accounts (where drf-naive starves the last by name)", 24, 6000, _tie),
         Scenario("burst", "an account that ran a burst yesterday meets one that did not (history)", 8, 900, _burst),
         Scenario("steady", "two identical accounts, steady load (history changes little)", 8, 1200, _steady),
+        Scenario("tree", "an account tree: naive roll-up vs H-DRF vs flat DRF (hdrf, hdrf-rollup)", 8, 1200, _tree),
     )
 }
 # The scenarios of memory of past use (docs/evaluation.md, *Fair share over time*).
 HISTORY_SCENARIOS: Final = ("burst", "steady")
+# The scenarios of the account tree (docs/evaluation.md, *Hierarchy (tree)*).
+TREE_SCENARIOS: Final = ("tree",)
 DEFAULT_SCENARIO: Final = "mixed"
 
 

@@ -10,6 +10,11 @@ TRES, the amount the DRF engine sees, is the per-node demand times
 `nodes`. Times are seconds from the start of the workload. `limit` is the
 time limit the scheduler plans its backfill reservations with; `duration`
 is how long the job really runs (never more than `limit`).
+
+Accounts are flat unless the workload has an `AccountTree`: then each
+account hangs under a path of parent accounts (`physics/theory` is the
+account theory under physics), internal nodes carry weights against
+their siblings, and the users of an account are its leaves (equal).
 """
 
 from __future__ import annotations
@@ -91,6 +96,33 @@ class WorkloadJob:
 
 
 @dataclass(frozen=True, slots=True)
+class AccountTree:
+    """Where the accounts of a workload sit in a tree of accounts (docs/rule.md §7).
+
+    `parents` maps an account to the path of its parent account
+    (`"physics"`, `"research/physics"`); an account not listed hangs from the
+    root. The parents are internal nodes only: they hold no jobs.
+    `weights` weighs an internal node (by its path) against its siblings
+    (default 1); an account's own weight is the workload's `weights`, and
+    the users of an account weigh 1 each.
+    """
+
+    parents: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    weights: Mapping[str, Fraction] = field(default_factory=lambda: MappingProxyType({}))
+
+    def path(self, account: str) -> str:
+        """The account's path from the root's child down: `physics/theory`."""
+        parent = self.parents.get(account, "")
+        return f"{parent}{TREE_SEPARATOR}{account}" if parent else account
+
+    def weight(self, path: str) -> Fraction:
+        return self.weights.get(path, Fraction(1))
+
+
+TREE_SEPARATOR: Final = "/"
+
+
+@dataclass(frozen=True, slots=True)
 class Workload:
     """A named set of jobs, the cluster to play them on, and account weights."""
 
@@ -103,6 +135,8 @@ class Workload:
     seed: int | None = None
     # What an importer left out and why, for the report.
     notes: tuple[str, ...] = ()
+    # None: flat accounts (every account a child of the root).
+    tree: AccountTree | None = None
 
     @property
     def accounts(self) -> tuple[str, ...]:
@@ -154,8 +188,33 @@ def validate_workload(workload: Workload) -> Workload:  # noqa: C901
     for account, weight in workload.weights.items():
         if weight <= 0:
             raise WorkloadError(f"account {account}: weight must be > 0, got {weight}")
+    if workload.tree is not None:
+        check_tree(workload.name, workload.tree, workload.accounts)
     ordered = tuple(sorted(workload.jobs, key=lambda j: (j.submit, j.array_id or j.job_id, j.array_index)))
     return replace(workload, jobs=ordered)
+
+
+def check_tree(name: str, tree: AccountTree, accounts: Sequence[str]) -> None:
+    """Refuse a tree whose paths cannot be walked: empty names, accounts that are also parents, bad weights."""
+    internal: set[str] = set()
+    for account, parent in tree.parents.items():
+        parts = parent.split(TREE_SEPARATOR)
+        if not account or TREE_SEPARATOR in account or not all(parts):
+            raise WorkloadError(
+                f"{name}: tree: account {account!r} under {parent!r}: expected a name without "
+                f"{TREE_SEPARATOR!r} under a path of non-empty names"
+            )
+        internal.update(TREE_SEPARATOR.join(parts[: i + 1]) for i in range(len(parts)))
+    # Slurm's account names are unique in the whole tree: a parent is no account with jobs.
+    parent_names = {path.rsplit(TREE_SEPARATOR, 1)[-1] for path in internal}
+    for account in accounts:
+        if account in parent_names:
+            raise WorkloadError(f"{name}: tree: account {account} has jobs and is also a parent account")
+    for path, weight in tree.weights.items():
+        if path not in internal:
+            raise WorkloadError(f"{name}: tree: weight of {path!r}, which is not a parent account")
+        if weight <= 0:
+            raise WorkloadError(f"{name}: tree: {path}: weight must be > 0, got {weight}")
 
 
 def check_sizes(name: str, nodes: int, jobs: int) -> None:

@@ -1,0 +1,306 @@
+"""The account tree of a simulated run: its layout, the per-tick H-DRF input, and the naive roll-up order.
+
+Sits between `workload`/`table` and the tree policies (`policies.HdrfPolicy`,
+`policies.RollupPolicy`) and `metrics`: `build_layout` numbers the nodes of
+a workload's tree once per run (the root, the accounts along their
+paths, and the users of each account as leaves); `build_tree` turns the
+leaves' running usage and pending records at one tick into the
+`policy.hierarchy.TreeNode` tree `order_hierarchy` orders; `rollup_order`
+is the naive roll-up of the paper (a parent's consumption is the plain sum
+of its children's), cheap enough to run every tick; `node_shares` gives
+every node's weighted dominant share at every sample for the per-level
+Jain of `metrics`. Pure.
+
+Keys follow docs/rule.md §7: a node's key is its path below the root, and
+a chain of single children is one node keyed by its top. The order comes
+back as (leaf key, index among the leaf's jobs) pairs, as
+`order_hierarchy(...).pairs()` gives them; `TreeInput.records` maps them
+back to the simulator's records.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+import numpy.typing as npt
+
+from slurm_drf.policy.hierarchy import TreeNode
+from slurm_drf.policy.state import rotation_key
+from slurm_drf.sim.table import WorkloadTable
+from slurm_drf.sim.workload import TREE_SEPARATOR, Workload
+
+IntArray = npt.NDArray[np.int64]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True, slots=True)
+class TreeLayout:
+    """The nodes of one run's tree in preorder (the root is 0, children after their parent).
+
+    Depth 0 is the root; accounts sit at the depth of their path; the
+    users of an account one below it (every user is a leaf, and only
+    leaves hold jobs). `account_node` is each account's node (by the
+    table's account index); `leaf_of_job` each job's leaf.
+    """
+
+    name: tuple[str, ...]
+    path: tuple[str, ...]
+    parent: tuple[int, ...]
+    depth: tuple[int, ...]
+    weight: tuple[Fraction, ...]
+    children: tuple[tuple[int, ...], ...]
+    account_node: tuple[int, ...]
+    leaf_of_job: IntArray
+    leaf_of_record: IntArray
+
+    @property
+    def size(self) -> int:
+        return len(self.parent)
+
+    @property
+    def max_depth(self) -> int:
+        return max(self.depth)
+
+    def is_user(self, node: int) -> bool:
+        return not self.children[node] and node > 0
+
+
+def build_layout(
+    workload: Workload, table: WorkloadTable, account_weights: Sequence[Fraction] | None = None
+) -> TreeLayout:
+    """Number the tree of `workload` (flat: every account under the root) with its users as leaves.
+
+    An account weighs `account_weights[i]` (by the table's account index;
+    default: the workload's weight) against its siblings.
+    """
+    tree = workload.tree
+    weights = account_weights or [workload.weight(a) for a in table.accounts]
+    # Each account's path of names (flat: the account alone); users hang below their account.
+    account_path = {a: tuple(tree.path(a).split(TREE_SEPARATOR)) if tree is not None else (a,) for a in table.accounts}
+    paths: dict[tuple[str, ...], Fraction] = {}
+    for account, own in zip(table.accounts, weights, strict=True):
+        path = account_path[account]
+        for end in range(1, len(path)):
+            prefix = path[:end]
+            paths.setdefault(prefix, tree.weight(TREE_SEPARATOR.join(prefix)) if tree is not None else Fraction(1))
+        paths[path] = own
+    users: dict[tuple[str, ...], set[str]] = {}
+    for number, user in zip(table.job_account, table.job_user, strict=True):
+        users.setdefault(account_path[table.accounts[number]], set()).add(user)
+    for path, names in users.items():
+        for user in names:
+            paths[(*path, user)] = Fraction(1)
+
+    name: list[str] = [""]
+    full: list[str] = [""]
+    parent: list[int] = [-1]
+    depth: list[int] = [0]
+    weight: list[Fraction] = [Fraction(1)]
+    children: list[list[int]] = [[]]
+    index: dict[tuple[str, ...], int] = {(): 0}
+    # Sorted, so a parent comes before its children (a prefix sorts first).
+    for path in sorted(paths):
+        node = len(parent)
+        index[path] = node
+        up = index[path[:-1]]
+        name.append(path[-1])
+        full.append(TREE_SEPARATOR.join(path))
+        parent.append(up)
+        depth.append(len(path))
+        weight.append(paths[path])
+        children.append([])
+        children[up].append(node)
+    account_node = tuple(index[account_path[a]] for a in table.accounts)
+    leaf_of_job = np.array(
+        [index[(*account_path[table.accounts[a]], u)] for a, u in zip(table.job_account, table.job_user, strict=True)],
+        dtype=np.int64,
+    )
+    first = [tasks[0] for tasks in table.record_tasks]
+    return TreeLayout(
+        name=tuple(name),
+        path=tuple(full),
+        parent=tuple(parent),
+        depth=tuple(depth),
+        weight=tuple(weight),
+        children=tuple(tuple(c) for c in children),
+        account_node=account_node,
+        leaf_of_job=leaf_of_job,
+        leaf_of_record=leaf_of_job[np.array(first, dtype=np.int64)] if first else np.zeros(0, np.int64),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class TreeInput:
+    """One tick's tree for the H-DRF engines, and how their pairs map back to records."""
+
+    root: TreeNode
+    records: Mapping[str, Sequence[int]]  # leaf key -> its pending records, in the leaf's job order
+
+
+def build_tree(
+    layout: TreeLayout,
+    leaf_usage: Sequence[Sequence[int]],
+    records: Sequence[int],
+    demand: Sequence[Sequence[int]],
+) -> TreeInput:
+    """The tree of the nodes with running usage or pending jobs below them.
+
+    `leaf_usage[n]` is node n's running allocation (zeros but at leaves);
+    `records` the pending records in Slurm's order within each account
+    (submit order), `demand[i]` record i's whole pending demand (its TRES
+    times its pending tasks). Nodes with nothing below them are left out:
+    they would neither hold a share nor take a job.
+    """
+    jobs: dict[int, list[tuple[int, ...]]] = {}
+    owned: dict[int, list[int]] = {}
+    for record, vector in zip(records, demand, strict=True):
+        leaf = int(layout.leaf_of_record[record])
+        jobs.setdefault(leaf, []).append(tuple(vector))
+        owned.setdefault(leaf, []).append(record)
+    live = [False] * layout.size
+    for node in range(layout.size - 1, 0, -1):
+        if node in jobs or any(leaf_usage[node]):
+            live[node] = True
+        if live[node]:
+            live[layout.parent[node]] = True
+    mapping: dict[str, Sequence[int]] = {}
+
+    def make(node: int, key: str) -> TreeNode:
+        kids = [c for c in layout.children[node] if live[c]]
+        if not kids and node > 0:
+            mapping[key] = owned.get(node, [])
+            return TreeNode(
+                layout.name[node], layout.weight[node], (), tuple(leaf_usage[node]), tuple(jobs.get(node, ()))
+            )
+        # A chain of single children is one node keyed by its top (docs/rule.md §7); the root is no chain.
+        chained = len(kids) == 1 and node > 0
+        built = tuple(make(c, key if chained else layout.path[c]) for c in kids)
+        return TreeNode(layout.name[node] or "root", layout.weight[node], built)
+
+    return TreeInput(make(0, ""), mapping)
+
+
+# --------------------------------------------------------------------------
+# The naive roll-up (the paper's first counterexample), exact and cheap
+
+
+def rollup_order(  # noqa: C901
+    root: TreeNode,
+    capacity: Sequence[int],
+    epoch: int,
+    wins: dict[str, float],
+    plan_wins: dict[str, float],
+) -> list[tuple[str, int]]:
+    """The naive roll-up H-DRF order: (leaf key, job index) pairs, as the oracle's variant "rollup" gives them.
+
+    A parent's consumption is the plain sum of its children's (no
+    rescaling, nothing blocked, no resource ignored): a child that took
+    much of a resource no sibling wants pushes its parent's share up. The
+    walk and the tie rule are docs/rule.md §7's. Consumption stays in whole
+    units, so shares compare exactly as integers (each scaled by one
+    positive constant per tree); placing a job updates its path:
+    O(J·d·(b + R log R)). `wins` and `plan_wins` are updated in place, as
+    `order_hierarchy` does.
+    """
+    usable = [r for r, c in enumerate(capacity) if c > 0]
+    caps = [capacity[r] for r in usable]
+    nodes: list[TreeNode] = []
+    parent: list[int] = []
+    key: list[str] = []
+    children: list[list[int]] = []
+
+    def add(node: TreeNode, up: int, path: str, chained: bool) -> None:
+        index = len(nodes)
+        nodes.append(node)
+        parent.append(up)
+        key.append(key[up] if chained else path)
+        children.append([])
+        if up >= 0:
+            children[up].append(index)
+        single = len(node.children) == 1 and up >= 0
+        for child in node.children:
+            add(child, index, f"{path}{TREE_SEPARATOR}{child.name}" if path else child.name, single)
+
+    add(root, -1, "", False)
+    count = len(nodes)
+    unit = math.lcm(*caps) if caps else 1
+    numerators = math.lcm(*(Fraction(n.weight).numerator for n in nodes))
+    # Per node and usable resource: what one unit of consumption adds to its weighted share.
+    factor = [
+        [unit // c * Fraction(n.weight).denominator * (numerators // Fraction(n.weight).numerator) for c in caps]
+        for n in nodes
+    ]
+    consumed = [[0] * len(caps) for _ in range(count)]
+    demand: list[list[list[int]]] = [[[d[r] for r in usable] for d in n.jobs] for n in nodes]
+    for n in range(count - 1, -1, -1):
+        if not children[n]:
+            usage = nodes[n].usage or (0,) * len(capacity)
+            consumed[n] = [usage[r] for r in usable]
+        if n:
+            consumed[parent[n]] = [a + b for a, b in zip(consumed[parent[n]], consumed[n], strict=True)]
+    remaining = [len(d) for d in demand]
+    for n in range(count - 1, 0, -1):
+        remaining[parent[n]] += remaining[n]
+
+    def vector(n: int) -> tuple[int, ...]:
+        return tuple(sorted((x * f for x, f in zip(consumed[n], factor[n], strict=True)), reverse=True))
+
+    shares = [vector(n) for n in range(count)]
+    taken = [0] * count
+    out: list[tuple[str, int]] = []
+    while remaining[0]:
+        n = 0
+        path = [0]
+        while children[n]:
+            ranked = sorted(
+                (
+                    (shares[c][:1], shares[c]),
+                    wins.get(key[c], 0.0),
+                    rotation_key(epoch, key[c]),
+                    key[c],
+                    c,
+                )
+                for c in children[n]
+                if remaining[c]
+            )
+            chosen = ranked[0]
+            if len(ranked) > 1 and ranked[1][0] == chosen[0]:
+                wins[chosen[3]] = wins.get(chosen[3], 0.0) + 1.0
+                plan_wins[chosen[3]] = plan_wins.get(chosen[3], 0.0) + 1.0
+            n = chosen[4]
+            path.append(n)
+        job = demand[n][taken[n]]
+        out.append((key[n], taken[n]))
+        taken[n] += 1
+        for node in path:
+            remaining[node] -= 1
+            consumed[node] = [a + b for a, b in zip(consumed[node], job, strict=True)]
+            shares[node] = vector(node)
+    return out
+
+
+# --------------------------------------------------------------------------
+# Shares of every node, for the per-level Jain
+
+
+def node_shares(layout: TreeLayout, leaf_usage: FloatArray, capacity: Sequence[int]) -> FloatArray:
+    """(S, N) every node's weighted dominant share at every sample: of its subtree's running allocation.
+
+    `leaf_usage` is (S, N, R) running allocation (zeros but at leaves). A
+    node's consumption is the sum of its leaves'; its share is the dominant
+    share of that over its own weight (§2's rule, one node at a time).
+    """
+    caps = np.array(capacity, dtype=np.float64)
+    counted = caps > 0
+    inverse = np.where(counted, 1.0 / np.where(counted, caps, 1.0), 0.0)
+    consumption = np.array(leaf_usage, dtype=np.float64)
+    for n in range(layout.size - 1, 0, -1):
+        consumption[:, layout.parent[n]] += consumption[:, n]
+    weight = np.array([float(w) for w in layout.weight], dtype=np.float64)
+    shares: FloatArray = (consumption * inverse).max(axis=2) / weight
+    return shares

@@ -43,7 +43,8 @@ submitted between ticks by `sort_key`; the queue is always sorted by
   the main pass limited to default_queue_depth. `drf` stays the idealised
   reference. They record the values written per tick (`Policy.writes`).
 - `hdrf`: H-DRF over the workload's account tree (docs/rule.md §7,
-  `policy.hierarchy.order_hierarchy`) with the users of each account as
+  `policy.tree_order.order_online`, the daemon's online rule: rescaling,
+  no saturation) with the users of each account as
   its leaves: every tick, each leaf's running allocation and its pending
   records in submit order (Slurm's order) become a `TreeNode` tree
   (`sim.tree.build_tree`), ordered with the carried tie state as `drf`
@@ -75,13 +76,13 @@ import numpy.typing as npt
 from slurm_drf.config.settings import Config, HistoryConfig
 from slurm_drf.model.codec import format_time
 from slurm_drf.model.types import PENDING, RUNNING, Job, Node, Snapshot, Tres, freeze_tres
-from slurm_drf.policy.hierarchy import order_hierarchy
 from slurm_drf.policy.history import EMPTY_PAST, DecayedUsage, UsageByPool, UsageRecord
 from slurm_drf.policy.labels import fewest_writes
 from slurm_drf.policy.order import compute_before, order_pending
 from slurm_drf.policy.plan import compute_plan, past_usage
 from slurm_drf.policy.pools import DEFAULT_POOL
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState, advance_state, running_fingerprint
+from slurm_drf.policy.tree_order import order_online
 from slurm_drf.sim.loop import (
     MAPPINGS,
     SlurmSide,
@@ -597,7 +598,7 @@ class HdrfPolicy(DrfPolicy):
         if self.rollup:
             pairs = rollup_order(tree.root, capacity, epoch, wins, plan_wins)
         else:
-            pairs = order_hierarchy(tree.root, capacity, epoch, wins, plan_wins).pairs()
+            pairs = order_online(tree.root, capacity, epoch, wins, plan_wins).pairs()
         self._keep_state(epoch, fingerprint, committed, plan_wins)
         order = np.array([tree.records[key][job] for key, job in pairs], dtype=np.int64)
         if self.history is not None:

@@ -34,6 +34,7 @@ from slurm_drf.trail.text import (
     format_tres,
     format_weight,
     markdown_cell,
+    node_label,
     terminal_text,
 )
 
@@ -274,15 +275,10 @@ def _tree_headers(resources: Sequence[str]) -> list[str]:
     ]
 
 
-def tree_label(row: TreeRow) -> str:
-    """A node as the tree table names it: an account by name, `alice (user)`, `(jobs)`, `(past)`."""
-    return f"{row.name} (user)" if row.kind == "user" else row.name
-
-
 def _tree_cells(row: TreeRow, resources: Sequence[str], indent: str = "  ") -> list[str]:
     """One node's row as text; `indent` once per level below the first."""
     return [
-        indent * (row.depth - 1) + terminal_text(tree_label(row)),
+        indent * (row.depth - 1) + terminal_text(node_label(row.name, row.kind)),
         format_weight(row.weight),
         *(format_tres(r, row.usage.get(r, 0)) for r in resources),
         format_share(row.dominant_share),

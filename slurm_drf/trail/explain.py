@@ -569,12 +569,7 @@ def render_explanation_text(e: Explanation) -> str:  # noqa: C901
                 f"= level {float(e.level_exact):.6g}"
             )
         out.append("")
-        out.append(f"ahead of it: {e.ahead_total} job(s); behind it: {e.behind}")
-        if e.ahead:
-            rows = [
-                [a.account, a.jobs, "; ".join(f"{n} {_REASON_TEXT[k]}" for k, n in a.reasons.items())] for a in e.ahead
-            ]
-            out.append(_indent(render_table(["account", "jobs", "why they go first"], rows)))
+        out.extend(_ahead_lines(e))
         out.append("")
         if e.tie and e.tie_detail is not None:
             d = e.tie_detail
@@ -604,6 +599,15 @@ def render_explanation_text(e: Explanation) -> str:  # noqa: C901
     return "\n".join(out) + "\n"
 
 
+def _ahead_lines(e: Explanation) -> list[str]:
+    """How many jobs are ahead and behind, and per account why those ahead go first."""
+    out = [f"ahead of it: {e.ahead_total} job(s); behind it: {e.behind}"]
+    if e.ahead:
+        rows = [[a.account, a.jobs, "; ".join(f"{n} {_REASON_TEXT[k]}" for k, n in a.reasons.items())] for a in e.ahead]
+        out.append(_indent(render_table(["account", "jobs", "why they go first"], rows)))
+    return out
+
+
 def _tree_lines(e: Explanation) -> list[str]:
     """An ordered job of a tree plan: its path, each node's share and rank, the jobs ahead, the tie rule's part."""
     leaf = e.tree[-1].path
@@ -627,10 +631,7 @@ def _tree_lines(e: Explanation) -> list[str]:
         "(a single child is one node with its chain)"
     )
     out.append("")
-    out.append(f"ahead of it: {e.ahead_total} job(s); behind it: {e.behind}")
-    if e.ahead:
-        rows = [[a.account, a.jobs, "; ".join(f"{n} {_REASON_TEXT[k]}" for k, n in a.reasons.items())] for a in e.ahead]
-        out.append(_indent(render_table(["account", "jobs", "why they go first"], rows)))
+    out.extend(_ahead_lines(e))
     out.append("")
     if e.tie:
         out.append(

@@ -30,7 +30,8 @@ pending jobs, its usage, its dominant share and its weighted share as
 H-DRF sees it at the start of the order (before any pending job is
 placed): a leaf's is §2's, an internal node's is `hierarchy.inner_share`
 over its children (rescaled to the least non-blocked one), blocked and
-saturated as docs/rule.md §7 says at that moment. The nodes of a chain of
+saturated as the engine was given them (docs/rule.md §7; the plan's
+online rule: nothing saturated, a node blocked when nothing below it waits). The nodes of a chain of
 single children are one node (§7): each shows the chain's share.
 """
 
@@ -91,7 +92,7 @@ class TreeRow:
     `past=` row) where history counts. `dominant_share` is usage over the
     pool's capacity (resources of capacity 0 left out); `weighted_share`
     is H-DRF's share of the node at the start of the order; `blocked`: no
-    pending job in the subtree can take a turn then (§7).
+    pending job in the subtree can take a turn then (§7; online: none waits).
     """
 
     path: str

@@ -21,7 +21,9 @@ was placed (the plan's `path_shares`) and now (before any pending job,
 the plan's tree rows) and its rank among its siblings now; a job ahead is
 `own_queue` (an earlier job of the same leaf) or `tree_walk` (placed from
 another branch, which had the lower weighted share where the paths part).
-The flat reasons (levels, share vectors, tie groups) are not claimed.
+The flat reasons (levels, share vectors, tie groups) are not claimed; the
+job's level (§2's, its account's share before it in the plan's order) is
+shown for comparison only.
 
 Nothing here recomputes the policy: the order, the levels and the ties
 are the engine's (`policy.order`). The snapshot only supplies what the
@@ -383,6 +385,7 @@ def _explain_over_tree(
         order=position,
         pool_jobs=record.size,
         level=job.level,
+        level_exact=record.level_exact(position),
         band=job.band,
         exact=record.exact,
         gap=pool.gap,
@@ -630,6 +633,11 @@ def _tree_lines(e: Explanation) -> list[str]:
         "  share now: before any pending job is placed; rank: 1 + the siblings with a lower share now "
         "(a single child is one node with its chain)"
     )
+    if e.level_exact is not None:
+        out.append(
+            f"  level {_fraction_text(e.level_exact)}: its account's weighted dominant share before it, "
+            "in this order (§2's measure, shown for comparison; the walk above placed it)"
+        )
     out.append("")
     out.extend(_ahead_lines(e))
     out.append("")

@@ -129,20 +129,23 @@ def test_the_past_is_a_row_of_its_account() -> None:
     assert rows["chem"].weighted_share == 0.25  # dave's 0 leaves the past (blocked) as it is
 
 
-def test_a_saturated_resource_does_not_count_at_an_internal_node() -> None:
-    """GPUs all taken by running jobs: at physics only CPUs count (docs/rule.md §7), at the leaves both."""
+def test_a_full_resource_still_counts_at_an_internal_node() -> None:
+    """The plan's online rule (docs/rule.md §7): nothing saturates, so lab's GPUs, all of them and
+    nothing more waiting (blocked, counted as they are), hold physics at 1 beside theory's 0."""
     jobs = [
         job("lab", "RUNNING", job_id="r1", user="carol", gpu=4),
-        job("lab", job_id="p1", user="carol", cpu=1),
         job("theory", job_id="p2", user="alice", cpu=2),
+        job("chem", job_id="p3", user="dave", cpu=1),
     ]
     tree = assoc("root", None) + assoc("physics", "root") + assoc("theory", "physics", "alice")
-    tree += assoc("lab", "physics", "carol")
+    tree += assoc("lab", "physics", "carol") + assoc("chem", "root", "dave")
     snap = dataclasses.replace(snapshot([node(cpu=16, gpu=4)], jobs), associations=tuple(tree))
-    rows = {row.path: row for row in compute_plan(snap, config()).pools[0].tree}
-    assert rows["physics/lab"].weighted_share == 1.0  # its leaf: 4 of 4 GPUs
-    assert rows["physics"].weighted_share == 0.0  # theory at 0 scales lab to 0; GPUs do not count
-    assert rows["physics"].dominant_share == 1.0
+    plan = compute_plan(snap, config())
+    rows = {row.path: row for row in plan.pools[0].tree}
+    assert rows["physics/lab"].blocked and rows["physics/lab"].weighted_share == 1.0
+    assert rows["physics"].weighted_share == 1.0 and not rows["physics"].blocked
+    assert rows["chem"].weighted_share == 0.0
+    assert [j.job_id for j in plan.jobs] == ["p3", "p2"]  # chem at 0 before physics at 1
 
 
 def test_a_plan_without_a_tree_is_unchanged() -> None:
@@ -270,10 +273,12 @@ def test_explain_gives_the_path_with_each_level() -> None:
     # The flat rule's claims do not apply over a tree.
     for flat in ("\nlevel ", "share vector differ", "lower level", "earlier pending job"):
         assert flat not in text
+    # The level, §2's: theory's 4 running CPUs and bob's job (theory's too, placed before) of 16.
+    assert "  level 0.375" in text
     assert "2 another branch of the tree" not in text and "1 another branch of the tree" in text
     data = render_explanation_json(explanation)
     assert [step["path"] for step in data["tree"]][-1] == "physics/theory/user=alice"
-    assert data["ahead_total"] == 2 and data["level_exact"] is None
+    assert data["ahead_total"] == 2 and data["level_exact"] == "3/8"
 
 
 def test_explain_counts_an_earlier_job_of_the_same_leaf_as_its_own_queue() -> None:

@@ -317,6 +317,8 @@ def build_config(data: dict[str, Any], root: Node, lines: Mapping[str, int], sou
         include_unavailable_nodes=data.get("include_unavailable_nodes", defaults.include_unavailable_nodes),
         metrics_address=data.get("metrics_address", defaults.metrics_address),
         metrics_textfile=data.get("metrics_textfile", defaults.metrics_textfile),
+        metrics_tree_users=data.get("metrics_tree_users", defaults.metrics_tree_users),
+        metrics_tree_max_paths=int(data.get("metrics_tree_max_paths", defaults.metrics_tree_max_paths)),
         log_level=data.get("log_level", defaults.log_level),
         source_path=source,
         lines=MappingProxyType(dict(lines)),

@@ -63,7 +63,7 @@ from slurm_drf.policy.order import Ordering, TieRecord, compute_before, order_pe
 from slurm_drf.policy.pools import build_pools, compute_capacity, weighted_share
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState, advance_state, running_fingerprint
 from slurm_drf.policy.tree import TreeWeights, compute_tree_weights
-from slurm_drf.policy.tree_order import order_tree
+from slurm_drf.policy.tree_order import TreeOrdering, TreeRow, order_tree
 from slurm_drf.policy.values import adjust_for_memory, label_space, labels_of, mode_values, value_offset
 
 
@@ -79,6 +79,8 @@ class PoolPlan:
     exact: int = 0
     gap: int = 1
     separable: int = 0
+    # The pool's account tree as H-DRF sees it (docs/rule.md §7), in preorder; empty for a flat plan.
+    tree: tuple[TreeRow, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +123,10 @@ class JobPlan:
     user_nice: int = 0
     array_tasks: int = 1
     band: str | None = None  # "exact" or "coarse" for ordered jobs
+    # Over a tree (docs/rule.md §7) only: the job's leaf key and the weighted
+    # share of each node of it when the job was placed (root's child first).
+    path: str | None = None
+    path_shares: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -141,6 +147,8 @@ class PoolOrder:
     account_of: IntArray  # account code by row
     ordering: Ordering
     exact: int = 0  # positions [0, exact) are the exact band
+    # The H-DRF record when the pool was ordered over a tree (docs/rule.md §7); None for §2's order.
+    tree: TreeOrdering | None = None
 
     @property
     def size(self) -> int:
@@ -202,6 +210,11 @@ class Plan:
             if record.offset <= index < record.offset + record.size:
                 return record, index - record.offset
         return None
+
+    @property
+    def has_tree(self) -> bool:
+        """Whether some pool was ordered over Slurm's account tree (docs/rule.md §7)."""
+        return any(p.tree for p in self.pools)
 
     @property
     def blends_past(self) -> bool:
@@ -280,7 +293,11 @@ JOB_COLUMNS: Final = (
     "user_nice",
     "array_tasks",
     "band",
+    "path",
+    "path_shares",
 )
+# The job columns only a plan over a tree fills (None elsewhere); the plan JSON has them only then.
+TREE_JOB_COLUMNS: Final = ("path", "path_shares")
 
 
 def compute_plan(
@@ -363,7 +380,8 @@ def compute_plan(
                 tree,
             )
         )
-        exact = orders[-1].exact if orders and orders[-1].pool == name else 0
+        record = orders[-1] if orders and orders[-1].pool == name else None
+        exact = record.exact if record is not None else 0
         pool_plans.append(
             PoolPlan(
                 name,
@@ -374,6 +392,7 @@ def compute_plan(
                 exact,
                 space.gap,
                 space.separable,
+                record.tree.rows if record is not None and record.tree is not None else (),
             )
         )
 
@@ -448,6 +467,7 @@ def _plan_pool(
         else np.zeros((len(rows), 0), dtype=np.int64)
     )
     demand = demand * table.array_tasks[rows][:, None]
+    by_tree: TreeOrdering | None = None
     if tree is None:
         before = compute_before(demand, account_of, usage if past is None else usage + past)
         ordering = order_pending(before, account_of, capacity, weights, table.accounts, epoch, wins, plan_wins)
@@ -471,6 +491,7 @@ def _plan_pool(
             epoch,
             wins,
             plan_wins,
+            resources,
         )
         before, ordering = by_tree.before, by_tree.ordering
     order = ordering.order
@@ -495,7 +516,9 @@ def _plan_pool(
     count = len(rows_sorted)
     job_ids, users, names = table.job_id, table.user, table.accounts
     exact = labelling.exact
-    orders.append(PoolOrder(pool, columns.size, tuple(capacity.tolist()), weights, before, account_of, ordering, exact))
+    orders.append(
+        PoolOrder(pool, columns.size, tuple(capacity.tolist()), weights, before, account_of, ordering, exact, by_tree)
+    )
     columns.add(
         count,
         {
@@ -513,6 +536,10 @@ def _plan_pool(
             "user_nice": own.tolist,
             "array_tasks": table.array_tasks[rows_sorted].tolist,
             "band": lambda: ["exact"] * exact + ["coarse"] * (count - exact),
+            "path": lambda: [None] * count if by_tree is None else list(by_tree.leaf_keys),
+            "path_shares": lambda: (
+                [None] * count if by_tree is None else [by_tree.path_shares(p) for p in range(count)]
+            ),
         },
     )
 
@@ -626,6 +653,8 @@ def _skipped_rows(
             False,
             int(own[0]),
             int(table.array_tasks[i]),
+            None,
+            None,
             None,
         )
         rows.append(row)

@@ -23,27 +23,50 @@ child account's name. A chain of single children is its bottom node
 (`hierarchy.compile_tree`): an account with one leaf is that leaf, so a
 tree whose accounts hang under the root with one user each orders as §2.
 An account the tree does not know hangs under the root.
+
+What the plan shows of the tree (`TreeRow`, `tree_rows`): every node of
+the pool's tree, chains not contracted, in preorder, with its running and
+pending jobs, its usage, its dominant share and its weighted share as
+H-DRF sees it at the start of the order (before any pending job is
+placed): a leaf's is §2's, an internal node's is `hierarchy.inner_share`
+over its children (rescaled to the least non-blocked one), blocked and
+saturated as the engine was given them (docs/rule.md §7; the plan's
+online rule: nothing saturated, a node blocked when nothing below it waits). The nodes of a chain of
+single children are one node (§7): each shows the chain's share.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Final
+from types import MappingProxyType
+from typing import Final, Literal
 
 import numpy as np
 
 from slurm_drf.config.settings import WithinAccount
 from slurm_drf.model.tree import PATH_SEPARATOR, AccountTree
 from slurm_drf.model.types import FloatArray, IntArray
-from slurm_drf.policy.hierarchy import HierarchyOrdering, TreeNode, order_hierarchy
+from slurm_drf.policy.hierarchy import (
+    CompiledTree,
+    HierarchyOrdering,
+    NodeShare,
+    TreeNode,
+    inner_share,
+    leaf_share,
+    order_hierarchy,
+    share_scale,
+)
 from slurm_drf.policy.order import Ordering, compute_before
 from slurm_drf.policy.tree import TreeWeights
 
 USER_LEAF: Final = "user="
 JOBS_LEAF: Final = "jobs="
 PAST_LEAF: Final = "past="
+
+
+NodeKind = Literal["account", "user", "jobs", "past"]
 
 
 @dataclass(slots=True)
@@ -54,6 +77,36 @@ class _Branch:
     children: dict[str, _Branch]
     usage: list[int] | None = None  # a leaf's
     rows: list[int] | None = None  # a leaf's jobs: positions into the pool's job list, in Slurm's order
+    running: int = 0  # a leaf's running jobs
+
+
+@dataclass(frozen=True, slots=True)
+class TreeRow:
+    """One node of a pool's tree as the plan shows it (module docstring: what each number is).
+
+    `path` is the node's key, names joined by "/" from the root's child
+    down (`physics/theory/user=alice`, `physics/jobs=`, `physics/past=`);
+    `name` is its last part as people read it (`alice` for a user). `depth`
+    is 1 for the root's children. `usage` is the subtree's leaves' usage
+    summed: the running allocation, and what the decayed past adds (the
+    `past=` row) where history counts. `dominant_share` is usage over the
+    pool's capacity (resources of capacity 0 left out); `weighted_share`
+    is H-DRF's share of the node at the start of the order; `blocked`: no
+    pending job in the subtree can take a turn then (§7; online: none waits).
+    """
+
+    path: str
+    name: str
+    depth: int
+    kind: NodeKind
+    weight: Fraction
+    usage: Mapping[str, int]
+    running_jobs: int
+    pending_jobs: int
+    dominant_resource: str | None
+    dominant_share: float
+    weighted_share: float
+    blocked: bool
 
 
 def _freeze(name: str, branch: _Branch, demand: Sequence[tuple[int, ...]], width: int) -> TreeNode:
@@ -88,6 +141,18 @@ class TreeOrdering:
     hierarchy: HierarchyOrdering
     # Each position's leaf key (`physics/theory/user=alice`).
     leaf_keys: tuple[str, ...]
+    # The pool's tree as the plan shows it, in preorder.
+    rows: tuple[TreeRow, ...] = ()
+
+    def path_shares(self, position: int) -> tuple[float, ...]:
+        """The weighted share, when the job at `position` was placed, of each node of its leaf key's path.
+
+        One share per name of `leaf_keys[position]`, root's child first; the
+        names of a chain of single children share its one share (§7).
+        """
+        tree = self.hierarchy.tree
+        shares = self.hierarchy.path_share[position]
+        return tuple(float(shares[k]) for k, n in enumerate(self.hierarchy.path(position)) for _ in tree.names[n])
 
 
 def order_tree(  # noqa: C901
@@ -105,13 +170,14 @@ def order_tree(  # noqa: C901
     epoch: int,
     wins: dict[str, float],
     plan_wins: dict[str, float],
+    resources: Sequence[str],
 ) -> TreeOrdering:
     """Order the pool's pending jobs (rows grouped by account, Slurm's order within) by H-DRF.
 
     `running` lists (account code, user, allocation) of the pool's running
     jobs; `past` is (A, R) what the decayed past adds to each account, or
     None. Tie wins are keyed by tree key, as the flat engine keys them by
-    account name.
+    account name. `resources` names the columns (the rows' usage keys).
     """
     width = int(capacity.shape[0])
     root = _Branch(Fraction(1), {})
@@ -148,6 +214,7 @@ def order_tree(  # noqa: C901
         held = leaf(code, user)
         assert held.usage is not None
         held.usage = [u + int(a) for u, a in zip(held.usage, allocation, strict=True)]
+        held.running += 1
     codes = account_of.tolist()
     for position, (code, user) in enumerate(zip(codes, user_of, strict=True)):
         rows = leaf(code, user).rows
@@ -190,7 +257,13 @@ def order_tree(  # noqa: C901
     placed = level[order]
     new_level = np.r_[True, placed[1:] != placed[:-1]] if count else np.zeros(0, dtype=np.bool_)
     ordering = Ordering(order, level, tied, new_level, new_level.copy())
-    return TreeOrdering(ordering, before, hierarchy, tuple(leaf_path[n] for n in hierarchy.leaf.tolist()))
+    return TreeOrdering(
+        ordering,
+        before,
+        hierarchy,
+        tuple(leaf_path[n] for n in hierarchy.leaf.tolist()),
+        tree_rows(root, compiled, resources),
+    )
 
 
 def _levels(before: IntArray, account_of: IntArray, capacity: IntArray, weights: Sequence[Fraction]) -> FloatArray:
@@ -203,6 +276,96 @@ def _levels(before: IntArray, account_of: IntArray, capacity: IntArray, weights:
     shares = (before[:, usable] * q[:, None]) / (capacity[usable].astype(np.float64)[None, :] * p[:, None])
     level: FloatArray = shares.max(axis=1)
     return level
+
+
+def _kind(name: str) -> tuple[NodeKind, str]:
+    """A node's kind and the name people read, from its name in the tree."""
+    if name.startswith(USER_LEAF):
+        return "user", name[len(USER_LEAF) :]
+    if name == JOBS_LEAF:
+        return "jobs", "(jobs)"
+    if name == PAST_LEAF:
+        return "past", "(past)"
+    return "account", name
+
+
+# Siblings in the rows: a node's own leaves (users or its jobs), then its child accounts, then its past.
+_KIND_PLACE: Final = {"user": 0, "jobs": 0, "account": 1, "past": 2}
+
+
+def start_shares(tree: CompiledTree) -> tuple[list[float], list[bool]]:
+    """Each compiled node's weighted share and blocked flag at the start of the order (docs/rule.md §7)."""
+    usable = tree.usable
+    caps = [tree.capacity[r] for r in usable]
+    scale = share_scale(caps, tree.weight)
+    saturated = {k for k, r in enumerate(usable) if tree.occupied[r] >= tree.capacity[r]}
+    if len(saturated) == len(usable):
+        saturated = set()  # the pool is full: no resource counts as saturated
+    counted = [k for k in range(len(usable)) if k not in saturated]
+    count = len(tree.parent)
+    exact = [NodeShare((), 0, ())] * count
+    blocked = [True] * count
+    for n in range(count - 1, 0, -1):  # preorder: every child after its parent
+        kids = tree.children[n]
+        if kids:
+            exact[n] = inner_share([(exact[c], blocked[c]) for c in kids], counted, tree.weight[n], scale)
+            blocked[n] = all(blocked[c] for c in kids)
+        else:
+            exact[n] = leaf_share([tree.usage[n][r] for r in usable], caps, tree.weight[n], scale)
+            wants = [{k for k, r in enumerate(usable) if d[r] > 0} for d in tree.jobs[n]]
+            blocked[n] = not wants or (bool(saturated) and all(w & saturated for w in wants))
+    return [s.share / scale.share for s in exact], blocked
+
+
+def _by_kind(children: Mapping[str, _Branch]) -> list[tuple[str, _Branch]]:
+    return sorted(children.items(), key=lambda item: (_KIND_PLACE[_kind(item[0])[0]], item[0]))
+
+
+def tree_rows(root: _Branch, tree: CompiledTree, resources: Sequence[str]) -> tuple[TreeRow, ...]:
+    """The pool's tree in preorder, one row per node (chains not contracted); see `TreeRow`."""
+    shares, blocked = start_shares(tree)
+    compiled: dict[str, int] = {}
+    for n in range(1, len(tree.parent)):
+        path = tree.key[n]
+        for k, name in enumerate(tree.names[n]):
+            path = path if k == 0 else f"{path}{PATH_SEPARATOR}{name}"
+            compiled[path] = n
+    usable = [c > 0 for c in tree.capacity]
+
+    def visit(name: str, branch: _Branch, path: str, depth: int) -> tuple[list[TreeRow], list[int], int, int]:
+        below: list[TreeRow] = []
+        if branch.rows is not None or branch.usage is not None:
+            usage = list(branch.usage or [0] * len(resources))
+            running, pending = branch.running, len(branch.rows or ())
+        else:
+            usage, running, pending = [0] * len(resources), 0, 0
+            for child_name, child in _by_kind(branch.children):
+                rows, sub, r, p = visit(child_name, child, f"{path}{PATH_SEPARATOR}{child_name}", depth + 1)
+                below += rows
+                usage = [u + s for u, s in zip(usage, sub, strict=True)]
+                running, pending = running + r, pending + p
+        node = compiled[path]
+        fractions = [u / c if ok else -1.0 for u, c, ok in zip(usage, tree.capacity, usable, strict=True)]
+        top = max(range(len(fractions)), key=lambda k: fractions[k], default=-1)
+        dominant = top >= 0 and fractions[top] > 0
+        kind, label = _kind(name)
+        row = TreeRow(
+            path,
+            label,
+            depth,
+            kind,
+            branch.weight,
+            MappingProxyType(dict(zip(resources, usage, strict=True))),
+            running,
+            pending,
+            resources[top] if dominant else None,
+            fractions[top] if dominant else 0.0,
+            shares[node],
+            blocked[node],
+        )
+        return [row, *below], usage, running, pending
+
+    return tuple(row for name, child in _by_kind(root.children) for row in visit(name, child, name, 1)[0])
 
 
 def _before_in_order(

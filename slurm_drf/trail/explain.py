@@ -14,6 +14,17 @@ and for every job ahead of it in the pool the rule that put it there:
   account won through fewer recent tie wins, or through the per-cycle
   rotation key when the wins were equal too.
 
+Over Slurm's account tree (docs/rule.md §7) a job's place comes from the
+H-DRF walk, not from one level per account: the explanation gives its
+leaf's path and, per node of it, the node's weighted share when the job
+was placed (the plan's `path_shares`) and now (before any pending job,
+the plan's tree rows) and its rank among its siblings now; a job ahead is
+`own_queue` (an earlier job of the same leaf) or `tree_walk` (placed from
+another branch, which had the lower weighted share where the paths part).
+The flat reasons (levels, share vectors, tie groups) are not claimed; the
+job's level (§2's, its account's share before it in the plan's order) is
+shown for comparison only.
+
 Nothing here recomputes the policy: the order, the levels and the ties
 are the engine's (`policy.order`). The snapshot only supplies what the
 plan does not hold: a job's demand, its state, and jobs the plan leaves out.
@@ -35,15 +46,25 @@ from typing import Any, Final
 
 from slurm_drf.config.settings import Config
 from slurm_drf.errors import InputError
+from slurm_drf.model.tree import PATH_SEPARATOR
 from slurm_drf.model.types import PENDING, Snapshot, job_number
 from slurm_drf.policy.history import UsageByPool
 from slurm_drf.policy.order import TieRecord
-from slurm_drf.policy.plan import AccountShare, JobPlan, Plan, compute_plan
+from slurm_drf.policy.plan import AccountShare, JobPlan, Plan, PoolOrder, compute_plan
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState
+from slurm_drf.policy.tree_order import TreeRow
 from slurm_drf.trail.plan_output import present_share
-from slurm_drf.trail.text import format_capacity, format_share, format_tres, format_weight, render_table, terminal_text
+from slurm_drf.trail.text import (
+    format_capacity,
+    format_share,
+    format_tres,
+    format_weight,
+    node_label,
+    render_table,
+    terminal_text,
+)
 
-REASONS: Final = ("own_queue", "lower_level", "share_vector", "tie_wins", "rotation")
+REASONS: Final = ("own_queue", "lower_level", "share_vector", "tie_wins", "rotation", "tree_walk")
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +87,19 @@ class TieDetail:
     rotation_rank: Mapping[str, int]
     won_against: int
     lost_to: int
+
+
+@dataclass(frozen=True, slots=True)
+class TreeStep:
+    """One node of an ordered job's path in the account tree (docs/rule.md §7), the root's child first."""
+
+    path: str
+    name: str
+    kind: str
+    share_at_placement: float
+    share_now: float
+    rank: int  # among its siblings by weighted share now: 1 + the siblings with a lower one
+    siblings: int  # the node's siblings, itself included
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +159,8 @@ class Explanation:
     notes: tuple[str, ...] = ()
     # Only when the plan blends a past: what history does to this job.
     history: HistoryEffect | None = None
+    # Only over a tree: the job's leaf path, node by node.
+    tree: tuple[TreeStep, ...] = ()
 
 
 def find_job_index(plan: Plan, snapshot: Snapshot, job_id: str) -> tuple[int | None, int | None]:
@@ -271,6 +307,8 @@ def _explain_ordered(plan: Plan, job: JobPlan, plan_index: int, common: dict[str
     if placement is None:
         raise InputError(f"job {common['job_id']}: the plan keeps no record of why it has its place")
     record, position = placement
+    if record.tree is not None:
+        return _explain_over_tree(plan, job, record, position, common)
     resources = tuple(plan.resources)
     accounts = plan.column("account")[record.offset : record.offset + record.size]
     our_account = accounts[position]
@@ -288,15 +326,7 @@ def _explain_ordered(plan: Plan, job: JobPlan, plan_index: int, common: dict[str
         else:  # the same (level, share vector), another account: the tie rule placed it first
             why = won_by[ahead]
         counts.setdefault(account, dict.fromkeys(REASONS, 0))[why] += 1
-    ahead_counts = tuple(
-        sorted(
-            (
-                AheadCount(a, sum(c.values()), MappingProxyType({k: v for k, v in c.items() if v}))
-                for a, c in counts.items()
-            ),
-            key=lambda x: (-x.jobs, x.account),
-        )
-    )
+    ahead_counts = _ahead_counts(counts)
     before = record.usage_before(position)
     level_exact = record.level_exact(position)
     shares_before = {r: (u / c if c else 0.0) for r, u, c in zip(resources, before, record.capacity, strict=True)}
@@ -319,6 +349,72 @@ def _explain_ordered(plan: Plan, job: JobPlan, plan_index: int, common: dict[str
         tie=job.tie,
         tie_detail=None if tie is None else _tie_detail(tie, accounts, position),
     )
+
+
+def _ahead_counts(counts: Mapping[str, Mapping[str, int]]) -> tuple[AheadCount, ...]:
+    """Per account, the jobs ahead and their reasons; the accounts with most jobs ahead first."""
+    return tuple(
+        sorted(
+            (
+                AheadCount(a, sum(c.values()), MappingProxyType({k: v for k, v in c.items() if v}))
+                for a, c in counts.items()
+            ),
+            key=lambda x: (-x.jobs, x.account),
+        )
+    )
+
+
+def _explain_over_tree(
+    plan: Plan, job: JobPlan, record: PoolOrder, position: int, common: dict[str, Any]
+) -> Explanation:
+    """An ordered job of a pool ordered over the tree: its path, and why each job ahead went first."""
+    window = slice(record.offset, record.offset + record.size)
+    accounts, paths = plan.column("account")[window], plan.column("path")[window]
+    ours = paths[position]
+    counts: dict[str, dict[str, int]] = {}
+    for account, path in zip(accounts[:position], paths[:position], strict=True):
+        why = "own_queue" if path == ours else "tree_walk"
+        counts.setdefault(account, dict.fromkeys(REASONS, 0))[why] += 1
+    before = record.usage_before(position)
+    capacity = record.capacity
+    resources = tuple(plan.resources)
+    pool = next(p for p in plan.pools if p.name == job.pool)
+    return Explanation(
+        status="ordered",
+        **common,
+        order=position,
+        pool_jobs=record.size,
+        level=job.level,
+        level_exact=record.level_exact(position),
+        band=job.band,
+        exact=record.exact,
+        gap=pool.gap,
+        usage_before=MappingProxyType(dict(zip(resources, before, strict=True))),
+        shares_before=MappingProxyType(
+            {r: (u / c if c else 0.0) for r, u, c in zip(resources, before, capacity, strict=True)}
+        ),
+        earlier_own=counts.get(job.account, {}).get("own_queue", 0),
+        ahead=_ahead_counts(counts),
+        ahead_total=position,
+        behind=record.size - position - 1,
+        tie=job.tie,
+        tree=_tree_steps(pool.tree, ours, job.path_shares or ()),
+    )
+
+
+def _tree_steps(rows: Sequence[TreeRow], leaf: str, shares: Sequence[float]) -> tuple[TreeStep, ...]:
+    """The nodes of `leaf`'s path with their shares at placement and now, and their rank among their siblings."""
+    by_path = {row.path: row for row in rows}
+    names = leaf.split(PATH_SEPARATOR)
+    out: list[TreeStep] = []
+    for depth, share in zip(range(1, len(names) + 1), shares, strict=True):
+        path = PATH_SEPARATOR.join(names[:depth])
+        parent = PATH_SEPARATOR.join(names[: depth - 1])
+        row = by_path[path]
+        siblings = [r for r in rows if r.depth == depth and r.path.rpartition(PATH_SEPARATOR)[0] == parent]
+        rank = 1 + sum(1 for r in siblings if r.weighted_share < row.weighted_share)
+        out.append(TreeStep(path, row.name, row.kind, share, row.weighted_share, rank, len(siblings)))
+    return tuple(out)
 
 
 def _tie_winners(tie: TieRecord, accounts: Sequence[str], position: int) -> dict[int, str]:
@@ -368,6 +464,7 @@ _REASON_TEXT: Final = {
     "share_vector": "equal level, smaller share vector (next-largest share)",
     "tie_wins": "full tie, fewer recent tie wins",
     "rotation": "full tie, equal tie wins, this cycle's rotation",
+    "tree_walk": "another branch of the tree, of lower weighted share where the paths part",
 }
 
 
@@ -447,7 +544,9 @@ def render_explanation_text(e: Explanation) -> str:  # noqa: C901
         )
         if e.history is not None:
             out.extend(_history_lines(e, e.history))
-    if e.status == "ordered":
+    if e.status == "ordered" and e.tree:
+        out.extend(_tree_lines(e))
+    elif e.status == "ordered":
         assert e.level_exact is not None
         out.append("")
         out.append(
@@ -473,12 +572,7 @@ def render_explanation_text(e: Explanation) -> str:  # noqa: C901
                 f"= level {float(e.level_exact):.6g}"
             )
         out.append("")
-        out.append(f"ahead of it: {e.ahead_total} job(s); behind it: {e.behind}")
-        if e.ahead:
-            rows = [
-                [a.account, a.jobs, "; ".join(f"{n} {_REASON_TEXT[k]}" for k, n in a.reasons.items())] for a in e.ahead
-            ]
-            out.append(_indent(render_table(["account", "jobs", "why they go first"], rows)))
+        out.extend(_ahead_lines(e))
         out.append("")
         if e.tie and e.tie_detail is not None:
             d = e.tie_detail
@@ -506,6 +600,55 @@ def render_explanation_text(e: Explanation) -> str:  # noqa: C901
         )
     out.extend(f"note: {n}" for n in e.notes)
     return "\n".join(out) + "\n"
+
+
+def _ahead_lines(e: Explanation) -> list[str]:
+    """How many jobs are ahead and behind, and per account why those ahead go first."""
+    out = [f"ahead of it: {e.ahead_total} job(s); behind it: {e.behind}"]
+    if e.ahead:
+        rows = [[a.account, a.jobs, "; ".join(f"{n} {_REASON_TEXT[k]}" for k, n in a.reasons.items())] for a in e.ahead]
+        out.append(_indent(render_table(["account", "jobs", "why they go first"], rows)))
+    return out
+
+
+def _tree_lines(e: Explanation) -> list[str]:
+    """An ordered job of a tree plan: its path, each node's share and rank, the jobs ahead, the tie rule's part."""
+    leaf = e.tree[-1].path
+    out = [
+        "",
+        f"path {terminal_text(leaf)} in the account tree (H-DRF, docs/rule.md §7): at every level the walk "
+        "takes the child of least weighted share among those with a job left",
+    ]
+    rows = [
+        [
+            "  " * (depth - 1) + terminal_text(node_label(s.name, s.kind)),
+            format_share(s.share_at_placement),
+            format_share(s.share_now),
+            f"{s.rank} of {s.siblings}",
+        ]
+        for depth, s in enumerate(e.tree, start=1)
+    ]
+    out.append(_indent(render_table(["node", "share at placement", "share now", "rank among siblings"], rows)))
+    out.append(
+        "  share now: before any pending job is placed; rank: 1 + the siblings with a lower share now "
+        "(a single child is one node with its chain)"
+    )
+    if e.level_exact is not None:
+        out.append(
+            f"  level {_fraction_text(e.level_exact)}: its account's weighted dominant share before it, "
+            "in this order (§2's measure, shown for comparison; the walk above placed it)"
+        )
+    out.append("")
+    out.extend(_ahead_lines(e))
+    out.append("")
+    if e.tie:
+        out.append(
+            "a tie decided at some level of its path: siblings with exactly this weighted share and share "
+            "vector, broken by fewer tie wins, then this cycle's rotation (per node)"
+        )
+    else:
+        out.append("no tie at any level of its path")
+    return out
 
 
 def _history_lines(e: Explanation, h: HistoryEffect) -> list[str]:
@@ -604,6 +747,19 @@ def render_explanation_json(e: Explanation) -> dict[str, Any]:
         },
         "notes": list(e.notes),
     }
+    if e.tree:
+        data["tree"] = [
+            {
+                "path": s.path,
+                "name": s.name,
+                "kind": s.kind,
+                "share_at_placement": s.share_at_placement,
+                "share_now": s.share_now,
+                "rank": s.rank,
+                "siblings": s.siblings,
+            }
+            for s in e.tree
+        ]
     if e.history is not None:
         data["history"] = {
             "past": dict(e.history.added),

@@ -9,11 +9,18 @@ rewrites a node_exporter textfile (`metrics_textfile`) after every cycle:
 rendered by `generate_latest` (pure), written by `files.write_atomic`.
 
 Labels stay bounded: pool, account, resource (the configured ones),
-outcome and kind. Never a job or a user. An account that leaves a pool
+outcome and kind, and a tree path (below). Never a job; a user only when opted in. An account that leaves a pool
 (no running or pending job any more) is removed from the per-account
 gauges, so dashboards do not show stale shares. The history gauges (what
 the decayed past adds, the share without it; docs/rule.md §6) hold series
 only while the plan blends a past, for the same accounts.
+
+Over Slurm's account tree (docs/rule.md §7) the tree gauges have a `path`
+label (`physics/theory`): account nodes only, users (`.../user=alice`)
+only when the site opts in (`metrics_tree_users`), and at most
+`metrics_tree_max_paths` nodes per pool, the shallowest first (by depth,
+then path); `slurm_drf_tree_series_dropped{pool}` counts the nodes left
+out. A node that leaves the tree loses its series.
 """
 
 from __future__ import annotations
@@ -71,8 +78,14 @@ class MetricsRecorder:
         textfile: str | None = None,
         registry: CollectorRegistry | None = None,
         clock: Callable[[], float] = time.time,
+        tree_users: bool = False,
+        tree_max_paths: int = 1000,
     ) -> None:
         self.address = address
+        self.tree_users = tree_users
+        self.tree_max_paths = tree_max_paths
+        self._tree_paths: set[tuple[str, str]] = set()
+        self._tree_pools: set[str] = set()
         self.textfile = Path(textfile) if textfile else None
         self.registry = registry if registry is not None else CollectorRegistry(auto_describe=True)
         self.clock = clock
@@ -125,6 +138,25 @@ class MetricsRecorder:
             "slurm_drf_present_share",
             "Weighted share over the running usage alone, without the past (only with history)",
             labels,
+            registry=r,
+        )
+        tree_labels = ("pool", "path")
+        self.tree_weighted_share = Gauge(
+            "slurm_drf_tree_weighted_share",
+            "H-DRF weighted share of a node of the account tree as the order starts (rescaled among its siblings)",
+            tree_labels,
+            registry=r,
+        )
+        self.tree_dominant_share = Gauge(
+            "slurm_drf_tree_dominant_share",
+            "Largest share of any resource the subtree of a node of the account tree holds in the pool",
+            tree_labels,
+            registry=r,
+        )
+        self.tree_dropped = Gauge(
+            "slurm_drf_tree_series_dropped",
+            "Nodes of the pool's account tree left out of the tree gauges by metrics_tree_max_paths",
+            ("pool",),
             registry=r,
         )
         self.capacity = Gauge(
@@ -236,6 +268,7 @@ class MetricsRecorder:
             self.resource_share.remove(*labels)
         self._accounts, self._resource_labels = accounts, resource_labels
         self._record_past(plan)
+        self._record_tree(plan)
         pool_labels = {(pool.name, resource) for pool in plan.pools for resource in plan.resources}
         for pool in plan.pools:
             for resource in plan.resources:
@@ -274,6 +307,30 @@ class MetricsRecorder:
         for labels in self._past_labels - past_labels:
             self.past_usage.remove(*labels)
         self._past_accounts, self._past_labels = accounts, past_labels
+
+    def _record_tree(self, plan: Plan) -> None:
+        """The tree gauges: account nodes (and users when opted in), capped per pool, the deepest left out."""
+        paths: set[tuple[str, str]] = set()
+        pools: set[str] = set()
+        kinds = ("account", "user") if self.tree_users else ("account",)
+        for pool in plan.pools:
+            if not pool.tree:
+                continue
+            pools.add(pool.name)
+            rows = sorted((row for row in pool.tree if row.kind in kinds), key=lambda row: (row.depth, row.path))
+            kept = rows[: max(self.tree_max_paths, 0)]
+            self.tree_dropped.labels(pool.name).set(len(rows) - len(kept))
+            for row in kept:
+                key = (pool.name, row.path)
+                paths.add(key)
+                self.tree_weighted_share.labels(*key).set(row.weighted_share)
+                self.tree_dominant_share.labels(*key).set(row.dominant_share)
+        for key in self._tree_paths - paths:
+            self.tree_weighted_share.remove(*key)
+            self.tree_dominant_share.remove(*key)
+        for name in self._tree_pools - pools:
+            self.tree_dropped.remove(name)
+        self._tree_paths, self._tree_pools = paths, pools
 
     def on_error(self, error: Exception) -> None:
         self.errors.labels(error_kind(error)).inc()

@@ -70,7 +70,12 @@ def build_observers(config: Config, *, start: bool = True) -> list[CycleObserver
     if config.report_dir:
         observers.append(ReportWriter(config.report_dir))
     if config.metrics_address or config.metrics_textfile:
-        metrics = MetricsRecorder(address=config.metrics_address, textfile=config.metrics_textfile)
+        metrics = MetricsRecorder(
+            address=config.metrics_address,
+            textfile=config.metrics_textfile,
+            tree_users=config.metrics_tree_users,
+            tree_max_paths=config.metrics_tree_max_paths,
+        )
         if start:
             metrics.start()
         observers.append(metrics)

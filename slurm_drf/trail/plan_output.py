@@ -18,20 +18,29 @@ import orjson
 from numpy.lib.stride_tricks import sliding_window_view
 
 from slurm_drf.model.types import PLAN_FORMAT
-from slurm_drf.policy.plan import JOB_COLUMNS, AccountShare, JobPlan, Plan, PlanJobs
+from slurm_drf.policy.plan import JOB_COLUMNS, TREE_JOB_COLUMNS, AccountShare, JobPlan, Plan, PlanJobs
+from slurm_drf.policy.tree_order import TreeRow
 from slurm_drf.trail.text import format_capacity, render_table, terminal_text
 
-# Plan job entries: every key always present, the value under the mode's name.
-_ENTRY_FIELDS = JOB_COLUMNS
+# Plan job entries: every key always present, the value under the mode's name;
+# `path` and `path_shares` only in a plan over a tree (docs/formats.md).
+_FLAT_FIELDS: Final = tuple(name for name in JOB_COLUMNS if name not in TREE_JOB_COLUMNS)
 
 
-def render_job_entries(jobs: Sequence[JobPlan], mode: str) -> list[dict[str, Any]]:
+def entry_fields(plan: Plan) -> tuple[str, ...]:
+    """The job columns the plan JSON's job entries hold, in order."""
+    return tuple(JOB_COLUMNS) if plan.has_tree else _FLAT_FIELDS
+
+
+def render_job_entries(
+    jobs: Sequence[JobPlan], mode: str, fields: Sequence[str] = _FLAT_FIELDS
+) -> list[dict[str, Any]]:
     """The plan's job entries; straight from the columns when the plan has them."""
-    keys = [mode if name == "value" else name for name in _ENTRY_FIELDS]
+    keys = [mode if name == "value" else name for name in fields]
     if isinstance(jobs, PlanJobs):
-        rows: Any = zip(*(jobs.columns[name] for name in _ENTRY_FIELDS), strict=True)
+        rows: Any = zip(*(jobs.columns[name] for name in fields), strict=True)
     else:
-        rows = ((getattr(job, name) for name in _ENTRY_FIELDS) for job in jobs)
+        rows = ((getattr(job, name) for name in fields) for job in jobs)
     return [dict(zip(keys, row, strict=True)) for row in rows]
 
 
@@ -46,7 +55,7 @@ def render_plan_json(plan: Plan) -> dict[str, Any]:
     """The plan as JSON-ready data, in the contract's shape."""
     return {
         **_plan_head(plan),
-        "jobs": render_job_entries(plan.jobs, plan.mode),
+        "jobs": render_job_entries(plan.jobs, plan.mode, entry_fields(plan)),
         "warnings": list(plan.warnings),
     }
 
@@ -71,6 +80,7 @@ def _plan_head(plan: Plan) -> dict[str, Any]:
                 "exact": p.exact,
                 "gap": p.gap,
                 "separable": p.separable,
+                **({"tree": [tree_row_entry(row) for row in p.tree]} if p.tree else {}),
             }
             for p in plan.pools
         ],
@@ -101,6 +111,24 @@ def _account_entry(a: AccountShare, with_past: bool) -> dict[str, Any]:
     return entry
 
 
+def tree_row_entry(row: TreeRow) -> dict[str, Any]:
+    """One node of a pool's tree in the plan and report JSON (docs/formats.md)."""
+    return {
+        "path": row.path,
+        "name": row.name,
+        "depth": row.depth,
+        "kind": row.kind,
+        "weight": float(row.weight),
+        "running_jobs": row.running_jobs,
+        "pending_jobs": row.pending_jobs,
+        "usage": dict(row.usage),
+        "dominant_resource": row.dominant_resource,
+        "dominant_share": row.dominant_share,
+        "weighted_share": row.weighted_share,
+        "blocked": row.blocked,
+    }
+
+
 def present_share(account: AccountShare) -> float:
     """The account's weighted share over its running usage alone (without the past)."""
     return account.weighted_share if account.present_share is None else account.present_share
@@ -115,7 +143,7 @@ def render_plan_json_bytes(plan: Plan, *, indent: bool = True) -> bytes:
     option = orjson.OPT_INDENT_2 if indent else 0
     head = orjson.dumps(_plan_head(plan), option=option)
     tail = orjson.dumps({"warnings": list(plan.warnings)}, option=option)
-    jobs = _render_job_list(plan.jobs, plan.mode, indent)
+    jobs = _render_job_list(plan.jobs, plan.mode, indent, entry_fields(plan))
     # head ends with the closing brace (after a newline when indented), tail
     # starts with the opening one (and a newline): the job list goes between.
     # One join: the 30 MB of job entries are copied once.
@@ -124,16 +152,18 @@ def render_plan_json_bytes(plan: Plan, *, indent: bool = True) -> bytes:
     return b"".join((head[:-1], b',"jobs":', *jobs, b",", tail[1:], b"\n"))
 
 
-def _render_job_list(jobs: Sequence[JobPlan], mode: str, indent: bool) -> tuple[bytes | memoryview, ...]:
+def _render_job_list(
+    jobs: Sequence[JobPlan], mode: str, indent: bool, fields: Sequence[str]
+) -> tuple[bytes | memoryview, ...]:
     """The value of `jobs` as orjson writes it one level deep, in pieces: from the columns when it can."""
     if not jobs:
         return (b"[]",)
     columns = (
-        [jobs.columns[name] for name in _ENTRY_FIELDS]
+        [jobs.columns[name] for name in fields]
         if isinstance(jobs, PlanJobs)
-        else [[getattr(job, name) for job in jobs] for name in _ENTRY_FIELDS]
+        else [[getattr(job, name) for job in jobs] for name in fields]
     )
-    keys = [orjson.dumps(mode if name == "value" else name) for name in _ENTRY_FIELDS]
+    keys = [orjson.dumps(mode if name == "value" else name) for name in fields]
     if indent:
         # Each entry: "    {\n      KEY: VALUE,\n      KEY: VALUE\n    }"; entries joined by ",\n".
         prefixes = [b"    {\n      " + keys[0] + b": "] + [b",\n      " + key + b": " for key in keys[1:]]
@@ -145,9 +175,11 @@ def _render_job_list(jobs: Sequence[JobPlan], mode: str, indent: bool) -> tuple[
         text = _interleave(columns, prefixes, b"}", b",")
         if text is not None:
             return b"[", text.data, b"]"
-    # The plain way, for values the columns cannot be cut into (none today):
+    # The plain way, for values the columns cannot be cut into (a tree plan's `path_shares` lists):
     # the list inside an object, so that orjson indents it one level deep.
-    wrapped = orjson.dumps({"jobs": render_job_entries(jobs, mode)}, option=orjson.OPT_INDENT_2 if indent else 0)
+    wrapped = orjson.dumps(
+        {"jobs": render_job_entries(jobs, mode, fields)}, option=orjson.OPT_INDENT_2 if indent else 0
+    )
     return (wrapped[len(b'{\n  "jobs": ') : -2] if indent else wrapped[len(b'{"jobs":') : -1],)
 
 

@@ -1,6 +1,11 @@
 """The share report in every format (table, JSON, CSV, markdown,
 self-contained HTML with an SVG chart). Pure.
 
+A plan over Slurm's account tree (docs/rule.md §7) adds, per pool, the
+tree: one row per node in preorder, indented two spaces per level like
+`sshare`, with its weight, usage, dominant share, H-DRF weighted share and
+jobs (`policy.tree_order.TreeRow`). The flat accounts table stays as it is.
+
 Sits under the CLI and the daemon's observers; takes a Plan, returns data
 or text. Writing files (atomically, `files.write_atomic`) is left to the
 callers, as prometheus_client's `generate_latest` leaves it to
@@ -20,7 +25,8 @@ from typing import Any, Final
 import orjson
 
 from slurm_drf.policy.plan import AccountShare, Plan, PoolPlan
-from slurm_drf.trail.plan_output import present_share
+from slurm_drf.policy.tree_order import TreeRow
+from slurm_drf.trail.plan_output import present_share, tree_row_entry
 from slurm_drf.trail.text import (
     csv_cell,
     format_capacity,
@@ -28,6 +34,7 @@ from slurm_drf.trail.text import (
     format_tres,
     format_weight,
     markdown_cell,
+    node_label,
     terminal_text,
 )
 
@@ -149,6 +156,7 @@ def render_report_json(report: ShareReport) -> dict[str, Any]:
                 "capacity": dict(p.pool.capacity),
                 "next_account": p.next_account,
                 "accounts": [_account_json(a, report) for a in p.accounts],
+                **({"tree": [tree_row_entry(row) for row in p.pool.tree]} if p.pool.tree else {}),
             }
             for p in report.pools
         ],
@@ -205,7 +213,79 @@ def render_report_csv(report: ShareReport) -> str:
                     repr(a.weighted_share),
                 ]
             )
+    if any(pool.pool.tree for pool in report.pools):
+        # A second table, after an empty line: the account tree (docs/formats.md).
+        writer.writerow([])
+        writer.writerow(tree_columns(report.resources))
+        for pool in report.pools:
+            for row in pool.pool.tree:
+                writer.writerow(
+                    [
+                        csv_cell(pool.pool.name),
+                        csv_cell(row.path),
+                        row.depth,
+                        row.kind,
+                        format_weight(row.weight),
+                        row.running_jobs,
+                        row.pending_jobs,
+                        *(row.usage.get(r, 0) for r in report.resources),
+                        csv_cell(row.dominant_resource or ""),
+                        repr(row.dominant_share),
+                        repr(row.weighted_share),
+                        int(row.blocked),
+                    ]
+                )
     return out.getvalue()
+
+
+def tree_columns(resources: Sequence[str]) -> list[str]:
+    """The header of the CSV's tree table (a plan over a tree only)."""
+    return [
+        "pool",
+        "path",
+        "depth",
+        "kind",
+        "weight",
+        "running_jobs",
+        "pending_jobs",
+        *(f"usage:{r}" for r in resources),
+        "dominant_resource",
+        "dominant_share",
+        "weighted_share",
+        "blocked",
+    ]
+
+
+# The tree table of the human formats: each node indented under its parent.
+TREE_TITLE: Final = (
+    "account tree (H-DRF, docs/rule.md §7): used is the subtree's running allocation (and its past); "
+    "weighted share is the node's share as the order starts, rescaled among its siblings"
+)
+
+
+def _tree_headers(resources: Sequence[str]) -> list[str]:
+    return [
+        "node",
+        "weight",
+        *(f"{r} used" for r in resources),
+        "dominant share",
+        "weighted share",
+        "running",
+        "pending",
+    ]
+
+
+def _tree_cells(row: TreeRow, resources: Sequence[str], indent: str = "  ") -> list[str]:
+    """One node's row as text; `indent` once per level below the first."""
+    return [
+        indent * (row.depth - 1) + terminal_text(node_label(row.name, row.kind)),
+        format_weight(row.weight),
+        *(format_tres(r, row.usage.get(r, 0)) for r in resources),
+        format_share(row.dominant_share),
+        format_share(row.weighted_share),
+        str(row.running_jobs),
+        str(row.pending_jobs),
+    ]
 
 
 def _display_headers(resources: Sequence[str]) -> list[str]:
@@ -263,7 +343,7 @@ def _past_cells(account: AccountShare, resources: Sequence[str]) -> list[str]:
 
 
 # Columns that hold text (left-aligned); every other column holds numbers.
-_TEXT_COLUMNS: Final = frozenset({"account", "dominant"})
+_TEXT_COLUMNS: Final = frozenset({"account", "dominant", "node"})
 
 
 def _capacity_text(pool: PoolPlan) -> str:
@@ -306,6 +386,11 @@ def render_report_table(report: ShareReport, *, color: bool = False) -> str:
                 _past_headers(report.resources), [_past_cells(a, report.resources) for a in pool.accounts]
             )
             out += ["", PAST_TITLE, past_line, past_rule, *("  ".join(r).rstrip() for r in past_rows)]
+        if pool.pool.tree:
+            tree_line, tree_rule, tree_rows = _aligned(
+                _tree_headers(report.resources), [_tree_cells(row, report.resources) for row in pool.pool.tree]
+            )
+            out += ["", TREE_TITLE, tree_line, tree_rule, *("  ".join(r).rstrip() for r in tree_rows)]
     out.extend(f"warning: {terminal_text(w)}" for w in report.warnings)
     return "\n".join(out) + "\n"
 
@@ -347,6 +432,10 @@ def render_report_markdown(report: ShareReport) -> str:
         if report.with_past and pool.accounts:
             past_rows = [_past_cells(a, report.resources) for a in pool.accounts]
             out += ["", _markdown_cell(PAST_TITLE), "", *_markdown_table(_past_headers(report.resources), past_rows)]
+        if pool.pool.tree:
+            # Markdown drops leading spaces: no-break spaces keep the indentation.
+            tree_rows = [_tree_cells(row, report.resources, "\u00a0\u00a0") for row in pool.pool.tree]
+            out += ["", _markdown_cell(TREE_TITLE), "", *_markdown_table(_tree_headers(report.resources), tree_rows)]
     if report.warnings:
         out += ["", *(f"- warning: {_markdown_cell(w)}" for w in report.warnings)]
     return "\n".join(out) + "\n"
@@ -550,6 +639,8 @@ def render_report_html(report: ShareReport) -> str:
         out.append(f'</tbody></table><p class="meta">{esc(_next_text(pool))}</p>')
         if report.with_past and pool.accounts:
             out.append(_html_past_table(pool, report.resources))
+        if pool.pool.tree:
+            out.append(_html_tree_table(pool.pool.tree, report.resources))
         out.append("</section>")
     if report.warnings:
         out.append('<ul class="warnings">' + "".join(f"<li>{esc(w)}</li>" for w in report.warnings) + "</ul>")
@@ -569,6 +660,24 @@ def _html_past_table(pool: PoolReport, resources: Sequence[str]) -> str:
         cells = zip(headers, _past_cells(account, resources), strict=True)
         out.append("<tr>" + "".join(f"<td{account_class if h == 'account' else ''}>{esc(c)}</td>" for h, c in cells))
         out.append("</tr>")
+    out.append("</tbody></table>")
+    return "\n".join(out)
+
+
+def _html_tree_table(rows: Sequence[TreeRow], resources: Sequence[str]) -> str:
+    """The account tree of one pool: the node's name indented by its depth (CSS padding), then its numbers."""
+    esc = html.escape
+    out = [f'<p class="meta">{esc(TREE_TITLE)}</p>', '<table class="shares tree"><thead><tr>']
+    out.extend(_html_headers(_tree_headers(resources)))
+    out.append("</tr></thead><tbody>")
+    for row in rows:
+        name, *numbers = _tree_cells(row, resources, "")
+        indent = 10 + 16 * (row.depth - 1)
+        out.append(
+            f'<tr class="{esc(row.kind)}"><td class="text node" style="padding-left: {indent}px">{esc(name)}</td>'
+            + "".join(f"<td>{esc(c)}</td>" for c in numbers)
+            + "</tr>"
+        )
     out.append("</tbody></table>")
     return "\n".join(out)
 

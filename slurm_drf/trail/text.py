@@ -125,3 +125,8 @@ def format_capacity(capacity: Mapping[str, int]) -> str:
     return ", ".join(
         f"{terminal_text(resource)}={format_tres(resource, amount)}" for resource, amount in capacity.items()
     )
+
+
+def node_label(name: str, kind: str) -> str:
+    """A node of the account tree as tables name it: an account by name, a user as `alice (user)`."""
+    return f"{name} (user)" if kind == "user" else name

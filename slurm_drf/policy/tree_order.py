@@ -109,6 +109,11 @@ class TreeRow:
     blocked: bool
 
 
+def node_name(name: str) -> str:
+    """A Slurm name as a tree node's name: `/` separates a path, so it (and `%`) is %-escaped; never empty."""
+    return name.replace("%", "%25").replace(PATH_SEPARATOR, "%2F") or "%00"
+
+
 def _freeze(name: str, branch: _Branch, demand: Sequence[tuple[int, ...]], width: int) -> TreeNode:
     if branch.rows is not None or branch.usage is not None:
         jobs = tuple(demand[i] for i in branch.rows or ())
@@ -191,9 +196,10 @@ def order_tree(  # noqa: C901
         node = root
         # The root account's own jobs, and an account the tree lacks, hang under the root.
         for step in tree.path(name) or (name,):
-            child = node.children.get(step)
+            key = node_name(step)
+            child = node.children.get(key)
             if child is None:
-                child = node.children[step] = _Branch(weights.accounts.get(step, Fraction(1)), {})
+                child = node.children[key] = _Branch(weights.accounts.get(step, Fraction(1)), {})
             node = child
         branches[code] = node
         return node
@@ -201,7 +207,7 @@ def order_tree(  # noqa: C901
     def leaf(code: int, user: str) -> _Branch:
         account = account_branch(code)
         if within == "user":
-            name = USER_LEAF + user
+            name = USER_LEAF + node_name(user)
             weight = weights.users.get((account_names[code], user), Fraction(1))
         else:
             name, weight = JOBS_LEAF, Fraction(1)

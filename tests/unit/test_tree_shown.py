@@ -224,7 +224,7 @@ def test_report_json_and_csv_carry_the_tree() -> None:
     assert rows[2].split(",")[:9] == ["default", "physics", "1", "account", "1", "2", "2", "6", "1"]
 
 
-NAMES = [name for name in HOSTILE if "/" not in name]  # "/" cannot be in a tree node's name
+NAMES = HOSTILE  # "/" and "%" in a name are %-escaped in its node's name (policy.tree_order.node_name)
 
 
 def test_report_html_and_markdown_escape_node_names() -> None:
@@ -235,6 +235,8 @@ def test_report_html_and_markdown_escape_node_names() -> None:
         jobs.append(job(name, job_id=str(100 + index), user="u" + name, cpu=1))
     snap = dataclasses.replace(snapshot([node(cpu=64)], jobs), associations=tuple(tree))
     plan = compute_plan(snap, config())
+    assert sorted(j.order for j in plan.jobs if j.order is not None) == list(range(len(NAMES)))
+    assert any("%2F" in row.path for pool in plan.pools for row in pool.tree)
     page = render_report(plan, "html")
     table = page[page.index('<table class="shares tree">') :]
     assert "<img" not in table and "<script" not in page

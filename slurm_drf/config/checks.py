@@ -23,6 +23,7 @@ from slurm_drf.config.settings import (
     DEFAULT_HISTORY_WEIGHT,
     NICE_LIMIT,
     Config,
+    Hierarchy,
     HistoryConfig,
     Mode,
     PoolConfig,
@@ -296,6 +297,7 @@ def build_config(data: dict[str, Any], root: Node, lines: Mapping[str, int], sou
         fairness_within_account=cast(
             WithinAccount, data.get("fairness_within_account", defaults.fairness_within_account)
         ),
+        hierarchy=cast(Hierarchy, data.get("hierarchy", defaults.hierarchy)),
         default_weight=default_weight,
         resources=tuple(data.get("resources", defaults.resources)),
         partitions=None if partitions is None else tuple(partitions),

@@ -56,6 +56,10 @@ WithinAccount = Literal["user", "slurm"]
 WITHIN_ACCOUNT: Final = ("user", "slurm")
 
 
+# Whether the order follows Slurm's account tree (`hierarchy:`, docs/rule.md §7).
+Hierarchy = Literal["tree", "flat"]
+
+
 # Slurm refuses |nice| > NICE_OFFSET - 3 (src/slurmctld/job_mgr.c).
 NICE_LIMIT: Final = 2**31 - 3
 
@@ -105,6 +109,8 @@ class Config:
     # `weights:` config | slurm (RawShares, YAML winning).
     weight_source: WeightSource = "config"
     fairness_within_account: WithinAccount = "user"
+    # `flat`: ignore the tree, one level of accounts as before it was read.
+    hierarchy: Hierarchy = "tree"
     default_weight: Fraction = Fraction(1)
     resources: tuple[str, ...] = ("cpu", "mem", "gres/gpu")
     # Managed partitions; None means every partition Slurm reports.

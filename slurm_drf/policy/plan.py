@@ -568,7 +568,7 @@ class _TreeContext:
 
 def _tree_context(snapshot: Snapshot, config: Config) -> _TreeContext | None:
     """The tree the plan orders over (docs/rule.md §7); None for a snapshot without associations (flat, §2)."""
-    if not snapshot.associations:
+    if not snapshot.associations or config.hierarchy == "flat":
         return None
     tree = build_tree(snapshot.associations)
     return _TreeContext(tree, compute_tree_weights(config, tree))

@@ -14,7 +14,9 @@ from builders import job, node, snapshot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from slurm_drf.config.load import parse_config_text
 from slurm_drf.config.settings import Config, HistoryConfig, WithinAccount
+from slurm_drf.errors import ConfigError
 from slurm_drf.model.types import Association, Job, Snapshot
 from slurm_drf.policy.plan import Plan, compute_plan
 from slurm_drf.policy.pools import DEFAULT_POOL
@@ -233,3 +235,17 @@ def test_every_pending_job_is_ordered_once(within: WithinAccount) -> None:
     plan = compute_plan(with_tree(snapshot([node(cpu=4)], jobs), tree), config(within))
     assert sorted(order(plan)) == sorted(j.job_id for j in jobs)
     assert sorted(j.order for j in plan.jobs if j.order is not None) == list(range(len(jobs)))
+
+
+def test_hierarchy_flat_ignores_the_tree() -> None:
+    snap, _ = _one_account_two_users()
+    flat = compute_plan(dataclasses.replace(snap, associations=()), config())
+    assert order(compute_plan(snap, config(hierarchy="flat"))) == order(flat)
+    assert order(compute_plan(snap, config())) != order(flat)
+
+
+def test_hierarchy_is_read_from_the_config() -> None:
+    assert parse_config_text("hierarchy: flat\n", "c.yaml").hierarchy == "flat"
+    assert parse_config_text("interval: 60s\n", "c.yaml").hierarchy == "tree"
+    with pytest.raises(ConfigError, match=r"c\.yaml:1: hierarchy: "):
+        parse_config_text("hierarchy: deep\n", "c.yaml")

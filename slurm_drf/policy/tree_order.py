@@ -199,7 +199,8 @@ def order_tree(  # noqa: C901
             key = node_name(step)
             child = node.children.get(key)
             if child is None:
-                child = node.children[key] = _Branch(weights.accounts.get(step, Fraction(1)), {})
+                # An account the tree lacks weighs what the config gives it, as without a tree.
+                child = node.children[key] = _Branch(weights.accounts.get(step, account_weights[code]), {})
             node = child
         branches[code] = node
         return node

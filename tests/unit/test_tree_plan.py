@@ -181,6 +181,15 @@ def test_an_account_the_tree_lacks_hangs_under_the_root() -> None:
     assert Counter(placed[:2]) == Counter(placed[2:]) == Counter({"physics": 1, "stray": 1})
 
 
+def test_an_account_the_tree_lacks_keeps_its_weight_from_the_config() -> None:
+    jobs = cpus("physics", 6) + cpus("stray", 6)
+    tree = assoc("root", None) + assoc("physics", "root", "u")
+    cfg = config(weights=MappingProxyType({"stray": Fraction(2)}))
+    plan = compute_plan(with_tree(snapshot([node(cpu=6)], jobs), tree), cfg)
+    head = Counter(a.split(":")[0] for a in accounts_in_order(plan, jobs)[:6])
+    assert head == Counter({"stray": 4, "physics": 2})
+
+
 def test_a_path_key_excludes_an_account_of_the_tree() -> None:
     jobs = cpus("theory", 2) + cpus("lab", 2)
     tree = (

@@ -56,11 +56,11 @@ import numpy as np
 
 from slurm_drf.config.settings import NICE_LIMIT, Config
 from slurm_drf.model.tree import AccountTree, build_tree
-from slurm_drf.model.types import HOLDING_STATES, PENDING, BoolArray, FloatArray, IntArray, JobTable, LazyRows, Snapshot
+from slurm_drf.model.types import HOLDING_STATES, PENDING, BoolArray, IntArray, JobTable, LazyRows, Snapshot
 from slurm_drf.policy.history import UsageByPool, past_term
 from slurm_drf.policy.labels import LabelSpace, assign_labels
 from slurm_drf.policy.order import Ordering, TieRecord, compute_before, order_pending
-from slurm_drf.policy.pools import build_pools, compute_capacity, weighted_share
+from slurm_drf.policy.pools import build_pools, compute_capacity, weighted_share, weighted_shares
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState, advance_state, running_fingerprint
 from slurm_drf.policy.tree import TreeWeights, compute_tree_weights
 from slurm_drf.policy.tree_order import TreeOrdering, TreeRow, order_tree
@@ -486,6 +486,7 @@ def _plan_pool(
             [table.user[row] for row in rows.tolist()],
             demand,
             running,
+            usage,
             past,
             capacity,
             epoch,
@@ -692,8 +693,8 @@ def _account_shares(
     shares = np.divide(usage, capacity, out=np.zeros(usage.shape, dtype=np.float64), where=usable)
     masked = np.where(usable, shares, -1.0)
     dominant = masked.argmax(axis=1) if len(resources) else np.zeros(len(account_names), dtype=np.int64)
-    weighted = _weighted_shares(usage, capacity, fractions)
-    present = None if past is None or not past.any() else _weighted_shares(running, capacity, fractions)
+    weighted = weighted_shares(usage, capacity, fractions)
+    present = None if past is None or not past.any() else weighted_shares(running, capacity, fractions)
     ranking = sorted(range(len(account_names)), key=lambda i: (weighted[i], account_names[i]))
     rows = []
     rank = 0
@@ -720,18 +721,6 @@ def _account_shares(
             )
         )
     return rows
-
-
-def _weighted_shares(usage: IntArray, capacity: FloatArray, fractions: list[Fraction]) -> FloatArray:
-    """Each row's dominant share over the usable resources divided by its weight."""
-    usable = capacity > 0
-    weighted = np.zeros(len(fractions), dtype=np.float64)
-    if usable.any() and fractions:
-        # One correctly rounded division per share (u*q / (c*p)): equal shares compare equal.
-        p = np.array([f.numerator for f in fractions], dtype=np.float64)
-        q = np.array([f.denominator for f in fractions], dtype=np.float64)
-        weighted = ((usage[:, usable] * q[:, None]) / (capacity[usable][None, :] * p[:, None])).max(axis=1)
-    return weighted
 
 
 def _past_row(resources: Sequence[str], past: IntArray | None, row: int) -> Mapping[str, int]:

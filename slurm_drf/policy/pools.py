@@ -6,8 +6,10 @@ from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from typing import Final
 
+import numpy as np
+
 from slurm_drf.config.settings import Config
-from slurm_drf.model.types import Snapshot
+from slurm_drf.model.types import FloatArray, IntArray, Snapshot
 
 DEFAULT_POOL: Final = "default"
 
@@ -57,3 +59,18 @@ def weighted_share(usage: Sequence[int], capacity: Sequence[int], weight: Fracti
 def share_vector(usage: Sequence[int], capacity: Sequence[int], weight: Fraction) -> tuple[Fraction, ...]:
     """Weighted shares, largest first: the tie rule's lexicographic key."""
     return tuple(sorted((Fraction(u, c) / weight for u, c in zip(usage, capacity, strict=True) if c > 0), reverse=True))
+
+
+def weighted_shares(usage: IntArray, capacity: IntArray | FloatArray, fractions: Sequence[Fraction]) -> FloatArray:
+    """Each row's dominant share over the usable resources divided by its weight (`fractions[row]`), as floats.
+
+    One correctly rounded division per share (u*q / (c*p)): equal shares
+    compare equal, as `policy.order` sorts them.
+    """
+    usable = capacity > 0
+    weighted = np.zeros(len(fractions), dtype=np.float64)
+    if usable.any() and len(fractions):
+        p = np.array([f.numerator for f in fractions], dtype=np.float64)
+        q = np.array([f.denominator for f in fractions], dtype=np.float64)
+        weighted = ((usage[:, usable] * q[:, None]) / (capacity[usable][None, :] * p[:, None])).max(axis=1)
+    return weighted

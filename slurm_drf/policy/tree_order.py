@@ -47,7 +47,7 @@ import numpy as np
 
 from slurm_drf.config.settings import WithinAccount
 from slurm_drf.model.tree import PATH_SEPARATOR, AccountTree
-from slurm_drf.model.types import FloatArray, IntArray
+from slurm_drf.model.types import IntArray
 from slurm_drf.policy.hierarchy import (
     CompiledTree,
     HierarchyOrdering,
@@ -59,6 +59,7 @@ from slurm_drf.policy.hierarchy import (
     share_scale,
 )
 from slurm_drf.policy.order import Ordering, compute_before
+from slurm_drf.policy.pools import weighted_shares
 from slurm_drf.policy.tree import TreeWeights
 
 USER_LEAF: Final = "user="
@@ -170,6 +171,7 @@ def order_tree(  # noqa: C901
     user_of: Sequence[str],
     demand: IntArray,
     running: Sequence[tuple[int, str, Sequence[int]]],
+    usage: IntArray,
     past: IntArray | None,
     capacity: IntArray,
     epoch: int,
@@ -180,7 +182,7 @@ def order_tree(  # noqa: C901
     """Order the pool's pending jobs (rows grouped by account, Slurm's order within) by H-DRF.
 
     `running` lists (account code, user, allocation) of the pool's running
-    jobs; `past` is (A, R) what the decayed past adds to each account, or
+    jobs, `usage` (A, R) their sum per account; `past` is (A, R) what the decayed past adds to each account, or
     None. Tie wins are keyed by tree key, as the flat engine keys them by
     account name. `resources` names the columns (the rows' usage keys).
     """
@@ -258,9 +260,9 @@ def order_tree(  # noqa: C901
     tied = np.zeros(count, dtype=np.bool_)
     if count:
         tied[order] = hierarchy.tied
-    before = _before_in_order(order, account_of, demand, len(account_names), width, past, running)
+    before = _before_in_order(order, account_of, demand, usage if past is None else usage + past)
     # A job's level is §2's: its account's weighted dominant share before it, in the plan's order.
-    level = _levels(before, account_of, capacity, account_weights)
+    level = weighted_shares(before, capacity, [account_weights[a] for a in account_of.tolist()])
     placed = level[order]
     new_level = np.r_[True, placed[1:] != placed[:-1]] if count else np.zeros(0, dtype=np.bool_)
     ordering = Ordering(order, level, tied, new_level, new_level.copy())
@@ -271,18 +273,6 @@ def order_tree(  # noqa: C901
         tuple(leaf_path[n] for n in hierarchy.leaf.tolist()),
         tree_rows(root, compiled, resources),
     )
-
-
-def _levels(before: IntArray, account_of: IntArray, capacity: IntArray, weights: Sequence[Fraction]) -> FloatArray:
-    """max over the usable resources of before x q / (capacity x p), weight p/q: one rounding, as order.py has it."""
-    usable = np.flatnonzero(capacity > 0)
-    if not len(usable) or not len(account_of):
-        return np.zeros(len(account_of), dtype=np.float64)
-    p = np.array([w.numerator for w in weights], dtype=np.float64)[account_of]
-    q = np.array([w.denominator for w in weights], dtype=np.float64)[account_of]
-    shares = (before[:, usable] * q[:, None]) / (capacity[usable].astype(np.float64)[None, :] * p[:, None])
-    level: FloatArray = shares.max(axis=1)
-    return level
 
 
 def _kind(name: str) -> tuple[NodeKind, str]:
@@ -375,21 +365,8 @@ def tree_rows(root: _Branch, tree: CompiledTree, resources: Sequence[str]) -> tu
     return tuple(row for name, child in _by_kind(root.children) for row in visit(name, child, name, 1)[0])
 
 
-def _before_in_order(
-    order: IntArray,
-    account_of: IntArray,
-    demand: IntArray,
-    accounts: int,
-    width: int,
-    past: IntArray | None,
-    running: Sequence[tuple[int, str, Sequence[int]]],
-) -> IntArray:
-    """Each job's account usage (running, plus the past) before it, plus its account's jobs placed earlier."""
-    usage = np.zeros((accounts, width), dtype=np.int64)
-    for code, _user, allocation in running:
-        usage[code] += np.asarray(allocation, dtype=np.int64)
-    if past is not None:
-        usage += past
+def _before_in_order(order: IntArray, account_of: IntArray, demand: IntArray, usage: IntArray) -> IntArray:
+    """Each job's account usage (`usage`: running plus the past) plus its account's jobs placed earlier."""
     before = np.zeros_like(demand)
     if len(order):
         grouped = order[np.argsort(account_of[order], kind="stable")]

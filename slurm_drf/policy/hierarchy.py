@@ -14,10 +14,10 @@ contracted) is the flat rule, and goes to `policy.order.order_pending`.
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from itertools import chain
 from typing import Final, Literal
 
 import numpy as np
@@ -25,7 +25,7 @@ import numpy.typing as npt
 
 from slurm_drf.errors import InputError
 from slurm_drf.model.types import FloatArray, IntArray
-from slurm_drf.policy.order import TIE_RTOL, compute_before, order_pending
+from slurm_drf.policy.order import compute_before, order_pending
 from slurm_drf.policy.state import rotation_key
 
 Variant = Literal["hdrf", "rescale", "rollup"]
@@ -167,8 +167,16 @@ def _leaf_data(node: TreeNode, label: str, width: int) -> tuple[tuple[int, ...],
             raise HierarchyError(f"tree node {label}: an internal node holds no usage or jobs")
         return (0,) * width, ()
     usage = tuple(_amounts(node.usage or (0,) * width, width, f"tree node {label} usage"))
+    if _plain(node.jobs, width):
+        return usage, tuple(map(tuple, node.jobs))
     jobs = tuple(tuple(_amounts(d, width, f"tree node {label} job {i}")) for i, d in enumerate(node.jobs))
     return usage, jobs
+
+
+def _plain(jobs: Sequence[Sequence[int]], width: int) -> bool:
+    """Whether every job is `width` Python ints >= 0 (checked in C loops; anything else goes through `_amounts`)."""
+    values = list(chain.from_iterable(jobs))
+    return set(map(len, jobs)) <= {width} and set(map(type, values)) <= {int} and (not values or min(values) >= 0)
 
 
 def _label(path: str, chain: Sequence[TreeNode]) -> str:
@@ -203,13 +211,13 @@ def _amounts(values: Sequence[int], width: int, what: str) -> list[int]:
 
 @dataclass(frozen=True, slots=True)
 class NodeShare:
-    """A node's consumption, its weighted dominant share and its sorted share vector, exactly.
+    """A node's consumption, its weighted dominant share and its sorted share vector, in fixed point.
 
     `units` is the consumption of each usable resource in units of
-    1 / Scale.unit of its capacity. `share` and `vector` (largest first,
-    one entry per usable resource) are whole numbers of 1 / Scale.share:
-    a leaf's are exactly its flat ones (§2), an internal node's its units
-    over Scale.unit, divided by its weight.
+    2**-SHARE_BITS of its capacity; `share` and `vector` (largest first,
+    one entry per usable resource) are whole numbers of 2**-SHARE_BITS of
+    share, rounded down: a leaf's from its exact flat shares (§2), an
+    internal node's from its units over its weight.
     """
 
     units: tuple[int, ...]
@@ -217,35 +225,25 @@ class NodeShare:
     vector: tuple[int, ...]
 
 
-# Internal nodes keep consumption in fixed point: the exact rationals of
-# rescaling have denominators that grow with every level (thousands of
-# digits at depth 5). A leaf's consumption is a whole number of units
-# exactly (1 / (2**64 x lcm of the capacities) of each capacity); each
-# rescaled amount is rounded down to a unit. Deterministic, exact to
-# compare, far below one job.
-UNIT_BITS: Final = 64
-ONE: Final = 1 << UNIT_BITS
+# The rule's fixed point (docs/rule.md §7). Consumption and shares are whole
+# numbers of 2**-SHARE_BITS of the pool (a leaf's usage rounded down once);
+# a child's direction (its consumption over its share, what rescaling
+# multiplies by the least share) is a whole number of 2**-DIRECTION_BITS.
+# Every amount is rounded down where it is made and exact after, so equal
+# states give equal shares and the tie rule sees every tie; the rounding is
+# a billionth of the pool. The sizes keep a busy pool's numbers below 2**52,
+# where the merge engine computes them in int64 (policy.hierarchy_online).
+SHARE_BITS: Final = 30
+DIRECTION_BITS: Final = 36
+SHARE_ONE: Final = 1 << SHARE_BITS
 
 
-@dataclass(frozen=True, slots=True)
-class Scale:
-    """`unit`: units per whole capacity (2**64 x lcm(capacities)); `share`: units of share per share 1
-    (unit x lcm(weight numerators)), so that every share of the tree is a whole number."""
-
-    unit: int
-    share: int
-
-
-def share_scale(caps: Sequence[int], weights: Sequence[Fraction]) -> Scale:
-    unit = ONE * math.lcm(*caps)
-    return Scale(unit, unit * math.lcm(*(w.numerator for w in weights)))
-
-
-def leaf_share(usage: Sequence[int], caps: Sequence[int], weight: Fraction, scale: Scale) -> NodeShare:
-    """A leaf: the flat rule over every usable resource (`usage` and `caps` over the usable ones)."""
+def leaf_share(usage: Sequence[int], caps: Sequence[int], weight: Fraction) -> NodeShare:
+    """A leaf: §2's rule over every usable resource (`usage` and `caps` over the usable ones), in fixed point."""
     p, q = weight.numerator, weight.denominator
-    shares = sorted((u * q * (scale.share // (c * p)) for u, c in zip(usage, caps, strict=True)), reverse=True)
-    units = tuple(u * (scale.unit // c) for u, c in zip(usage, caps, strict=True))
+    units = tuple((u << SHARE_BITS) // c for u, c in zip(usage, caps, strict=True))
+    # Each share rounded once from the exact u·q / (c·p): equal flat shares stay equal.
+    shares = sorted(((u * q << SHARE_BITS) // (c * p) for u, c in zip(usage, caps, strict=True)), reverse=True)
     return NodeShare(units, shares[0] if shares else 0, tuple(shares))
 
 
@@ -253,31 +251,32 @@ def inner_share(
     children: Sequence[tuple[NodeShare, bool]],
     counted: Sequence[int],
     weight: Fraction,
-    scale: Scale,
     variant: Variant = "hdrf",
 ) -> NodeShare:
     """An internal node from its children's (share, blocked); its share counts the `counted` resources.
 
-    hdrf: M is the least weighted share of the non-blocked children; each of
-    them whose share is above M has its units scaled by M / share, rounded
-    down (its weighted share becomes M), blocked children count as they
-    are, and the sum is the node's consumption. rescale: the same with no
-    child blocked. rollup: the plain sum. hdrf's caller leaves the
-    saturated resources out of `counted`; they count as shares of 0.
+    hdrf: M is the least weighted share of the non-blocked children; each
+    of them of share S > 0 counts as its consumption x M / S (its weighted
+    share becomes M): M times the sum of their directions, x · 2**DIRECTION_BITS / S
+    rounded down, shifted back down. Blocked children, and children of
+    share 0, count as they are. rescale: the same with no child blocked.
+    rollup: the plain sum. hdrf's caller leaves the saturated resources out
+    of `counted`; they count as shares of 0.
     """
     width = len(children[0][0].units) if children else 0
-    scaled = [s for s, blocked in children if variant == "rescale" or (variant == "hdrf" and not blocked)]
-    floor = min((s.share for s in scaled), default=0)
-    total = [0] * width
-    for child, blocked in children:
-        rescale = variant == "rescale" or (variant == "hdrf" and not blocked)
-        if rescale and child.share > floor:
-            total = [t + u * floor // child.share for t, u in zip(total, child.units, strict=True)]
+    rescaled = [variant == "rescale" or (variant == "hdrf" and not blocked) for _, blocked in children]
+    least = min((s.share for (s, _), on in zip(children, rescaled, strict=True) if on), default=0)
+    direction = [0] * width
+    rest = [0] * width
+    for (child, _), on in zip(children, rescaled, strict=True):
+        if on and child.share > 0:
+            direction = [y + (u << DIRECTION_BITS) // child.share for y, u in zip(direction, child.units, strict=True)]
         else:
-            total = [t + u for t, u in zip(total, child.units, strict=True)]
-    factor = weight.denominator * (scale.share // (scale.unit * weight.numerator))
+            rest = [b + u for b, u in zip(rest, child.units, strict=True)]
+    total = [(least * y >> DIRECTION_BITS) + b for y, b in zip(direction, rest, strict=True)]
+    p, q = weight.numerator, weight.denominator
     # A left-out resource counts as a share of 0, so every vector has one entry per usable resource.
-    shares = sorted((total[k] * factor for k in counted), reverse=True) + [0] * (width - len(counted))
+    shares = sorted((total[k] * q // p for k in counted), reverse=True) + [0] * (width - len(counted))
     return NodeShare(tuple(total), shares[0] if shares else 0, tuple(shares))
 
 
@@ -330,18 +329,18 @@ def order_hierarchy(
 
     `wins` (committed plus this plan's, keyed by node key) and `plan_wins`
     are updated in place, as `order_pending` does. A flat tree is ordered
-    by `order_pending` itself; a deeper one by nested heaps, floats with an
-    exact re-check of near ties: O(J·d·(R + log b)) for J jobs, depth d,
+    by `order_pending` itself; a deeper one by nested heaps on the rule's
+    fixed point: O(J·d·(R + log b)) for J jobs, depth d,
     fanout b and R resources, plus an O(N·R) rebuild each time a resource
     saturates (at most R + 1 times).
     """
     tree = compile_tree(root, capacity, occupied)
     if tree.flat:
-        return _order_flat(tree, epoch, wins, plan_wins)
+        return order_flat(tree, epoch, wins, plan_wins)
     return _Engine(tree, epoch, wins, plan_wins).run()
 
 
-def _order_flat(
+def order_flat(
     tree: CompiledTree, epoch: int, wins: dict[str, float], plan_wins: dict[str, float]
 ) -> HierarchyOrdering:
     leaves = list(tree.children[0])
@@ -362,17 +361,15 @@ def _order_flat(
 
 
 class _Engine:
-    """Nested heaps over a compiled tree; see `order_hierarchy`.
+    """Nested heaps over a compiled tree, on the rule's exact fixed point; see `order_hierarchy`.
 
-    Per internal node n: `y[n]` sums c's consumption / c's share over its
-    non-blocked children c of share > 0, `b[n]` sums the blocked
-    children's consumption, so n's consumption is M·y + b with M the least
-    share of the non-blocked children (the `active[n]` heap); `select[n]`
-    holds the children with pending jobs by share. Heap entries carry the
-    child's version and are dropped when stale. Floats order everything;
-    children whose shares are within TIE_RTOL of the least are compared on
-    the exact fixed-point rule (`_exact`, cached per node until something
-    below it changes).
+    Per internal node n: `direction[n]` sums the directions of its
+    non-blocked children of share > 0, `rest[n]` the consumption of the
+    others, so n's consumption is (M · direction >> DIRECTION_BITS) + rest
+    with M the least share of the non-blocked children (the `active[n]`
+    heap); `select[n]` holds the children with pending jobs by (share,
+    vector). Heap entries carry the child's version and are dropped when
+    stale. Everything is a whole number: equal keys are ties, no re-check.
     """
 
     def __init__(self, tree: CompiledTree, epoch: int, wins: dict[str, float], plan_wins: dict[str, float]) -> None:
@@ -382,12 +379,9 @@ class _Engine:
         self.plan_wins = plan_wins
         usable = tree.usable
         self.caps = [tree.capacity[r] for r in usable]
-        self.scale = share_scale(self.caps, tree.weight)
-        self.inverse = [1.0 / c for c in self.caps]
         self.width = len(usable)
         count = len(tree.parent)
         self.leaf = [not kids and n > 0 for n, kids in enumerate(tree.children)]
-        self.weight = [float(w) for w in tree.weight]
         self.consumed = [[tree.usage[n][r] for r in usable] for n in range(count)]
         self.demand = [[[d[r] for r in usable] for d in tree.jobs[n]] for n in range(count)]
         self.masks = [[sum(1 << k for k, v in enumerate(d) if v > 0) for d in jobs] for jobs in self.demand]
@@ -403,17 +397,15 @@ class _Engine:
         self.full = (1 << self.width) - 1
         self.raw_saturated = sum(1 << k for k in range(self.width) if self.total[k] >= self.caps[k])
         self.saturated = 0
-        self.share = [0.0] * count
-        self.consumption = [[0.0] * self.width for _ in range(count)]
+        self.state = [NodeShare((0,) * self.width, 0, (0,) * self.width)] * count
         self.blocked = [False] * count
         self.version = [0] * count
         self.active_count = [0] * count
-        self.y = [[0.0] * self.width for _ in range(count)]
-        self.b = [[0.0] * self.width for _ in range(count)]
-        self.part: list[tuple[bool, list[float]] | None] = [None] * count  # (into y?, vector) per child
-        self.select: list[list[tuple[float, int, int]]] = [[] for _ in range(count)]
-        self.active: list[list[tuple[float, int, int]]] = [[] for _ in range(count)]
-        self.cache: dict[int, NodeShare] = {}
+        self.direction = [[0] * self.width for _ in range(count)]
+        self.rest = [[0] * self.width for _ in range(count)]
+        self.part: list[tuple[bool, list[int], bool] | None] = [None] * count  # (a direction?, vector, active?)
+        self.select: list[list[tuple[int, tuple[int, ...], int, int]]] = [[] for _ in range(count)]
+        self.active: list[list[tuple[int, int, int]]] = [[] for _ in range(count)]
         self.max_depth = max(tree.depth, default=0)
 
     # ---- state of one node
@@ -428,75 +420,70 @@ class _Engine:
         return bool(saturated) and all(m & saturated for m, k in self.mask_count[n].items() if k)
 
     def _refresh(self, n: int) -> None:
-        """Recompute n's consumption and share from its children's parts (leaf: from its integers)."""
+        """Recompute n's state from its children's parts (a leaf's from its usage)."""
+        weight = self.tree.weight[n]
         if self.leaf[n]:
-            vector = [float(v) for v in self.consumed[n]]
-            counted = list(range(self.width))
-        else:
-            heap = self.active[n]
-            while heap and self._stale(heap[0], need_active=True):
-                heapq.heappop(heap)
-            floor = heap[0][0] if heap else 0.0
-            vector = [floor * y + b for y, b in zip(self.y[n], self.b[n], strict=True)]
-            counted = [k for k in range(self.width) if not self.saturated >> k & 1]
-        self.consumption[n] = vector
-        best = max((vector[k] * self.inverse[k] for k in counted), default=0.0)
-        self.share[n] = best / self.weight[n]
-        self.blocked[n] = self._leaf_blocked(n) if self.leaf[n] else self.active_count[n] == 0
-
-    def _stale(self, entry: tuple[float, int, int], need_active: bool) -> bool:
-        _, version, child = entry
-        if version != self.version[child]:
-            return True
-        return self.blocked[child] if need_active else not self.remaining[child]
+            self.state[n] = leaf_share(self.consumed[n], self.caps, weight)
+            self.blocked[n] = self._leaf_blocked(n)
+            return
+        heap = self.active[n]
+        while heap and (heap[0][1] != self.version[heap[0][2]] or self.blocked[heap[0][2]]):
+            heapq.heappop(heap)
+        least = heap[0][0] if heap else 0
+        total = [(least * y >> DIRECTION_BITS) + b for y, b in zip(self.direction[n], self.rest[n], strict=True)]
+        p, q = weight.numerator, weight.denominator
+        counted = [total[k] * q // p for k in range(self.width) if not self.saturated >> k & 1]
+        shares = sorted(counted, reverse=True) + [0] * (self.width - len(counted))
+        self.state[n] = NodeShare(tuple(total), shares[0] if shares else 0, tuple(shares))
+        self.blocked[n] = self.active_count[n] == 0
 
     def _attach(self, child: int) -> None:
         """Put the child's current state into its parent's sums and heaps."""
         n = self.tree.parent[child]
         self._detach(child)
-        vector = self.consumption[child]
-        if self.blocked[child]:
-            part = (False, list(vector))
-            self.b[n] = [b + v for b, v in zip(self.b[n], vector, strict=True)]
+        state = self.state[child]
+        active = not self.blocked[child]
+        if active and state.share:
+            vector = [(u << DIRECTION_BITS) // state.share for u in state.units]
+            self.direction[n] = [y + v for y, v in zip(self.direction[n], vector, strict=True)]
         else:
+            vector = list(state.units)
+            self.rest[n] = [b + v for b, v in zip(self.rest[n], vector, strict=True)]
+        if active:
             self.active_count[n] += 1
-            share = self.share[child]
-            scaled = [v / share for v in vector] if share > 0 else [0.0] * self.width
-            part = (True, scaled)
-            self.y[n] = [y + v for y, v in zip(self.y[n], scaled, strict=True)]
-            heapq.heappush(self.active[n], (share, self.version[child], child))
-        self.part[child] = part
+            heapq.heappush(self.active[n], (state.share, self.version[child], child))
+        self.part[child] = (active and bool(state.share), vector, active)
         if self.remaining[child]:
-            heapq.heappush(self.select[n], (self.share[child], self.version[child], child))
+            heapq.heappush(self.select[n], (state.share, state.vector, self.version[child], child))
         limit = 2 * len(self.tree.children[n]) + 8
-        for heap, need_active in ((self.select[n], False), (self.active[n], True)):
-            if len(heap) > limit:  # drop what went stale, so the near-tie scan stays short
-                heap[:] = [e for e in heap if not self._stale(e, need_active)]
-                heapq.heapify(heap)
+        if len(self.select[n]) > limit:  # drop what went stale, so the tie scan stays short
+            self.select[n] = [e for e in self.select[n] if e[2] == self.version[e[3]] and self.remaining[e[3]]]
+            heapq.heapify(self.select[n])
+        if len(self.active[n]) > limit:
+            self.active[n] = [e for e in self.active[n] if e[1] == self.version[e[2]] and not self.blocked[e[2]]]
+            heapq.heapify(self.active[n])
 
     def _detach(self, child: int) -> None:
         part = self.part[child]
         if part is None:
             return
         n = self.tree.parent[child]
-        into_y, vector = part
-        if into_y:
-            self.active_count[n] -= 1
-            self.y[n] = [y - v for y, v in zip(self.y[n], vector, strict=True)]
-            if not self.active_count[n]:
-                self.y[n] = [0.0] * self.width  # no drift left behind
+        into_direction, vector, active = part
+        if into_direction:
+            self.direction[n] = [y - v for y, v in zip(self.direction[n], vector, strict=True)]
         else:
-            self.b[n] = [b - v for b, v in zip(self.b[n], vector, strict=True)]
+            self.rest[n] = [b - v for b, v in zip(self.rest[n], vector, strict=True)]
+        if active:
+            self.active_count[n] -= 1
         self.part[child] = None
         self.version[child] += 1
 
     def _rebuild(self) -> None:
         self.saturated = self._effective()
-        self.cache.clear()
         count = len(self.tree.parent)
         for n in range(count):
-            self.y[n] = [0.0] * self.width
-            self.b[n] = [0.0] * self.width
+            self.direction[n] = [0] * self.width
+            self.rest[n] = [0] * self.width
             self.select[n] = []
             self.active[n] = []
             self.active_count[n] = 0
@@ -506,51 +493,24 @@ class _Engine:
             if n:
                 self._attach(n)
 
-    # ---- exact comparison near ties
-
-    def _exact(self, n: int) -> NodeShare:
-        cached = self.cache.get(n)
-        if cached is not None:
-            return cached
-        weight = self.tree.weight[n]
-        if self.leaf[n]:
-            result = leaf_share(self.consumed[n], self.caps, weight, self.scale)
-        else:
-            counted = [k for k in range(self.width) if not self.saturated >> k & 1]
-            kids = [(self._exact(c), self.blocked[c]) for c in self.tree.children[n]]
-            result = inner_share(kids, counted, weight, self.scale)
-        self.cache[n] = result
-        return result
-
     def _choose(self, n: int) -> tuple[int, bool]:
         heap = self.select[n]
-        while self._stale(heap[0], need_active=False):
+        while heap[0][2] != self.version[heap[0][3]] or not self.remaining[heap[0][3]]:
             heapq.heappop(heap)
-        least = heap[0][0]
-        bound = least + TIE_RTOL * max(abs(least), 1e-300)
+        key = heap[0][:2]
         size = len(heap)
-        if (size < 2 or heap[1][0] > bound) and (size < 3 or heap[2][0] > bound):
-            return heap[0][2], False  # the most common case: nothing near the least
-        near: list[int] = []
+        if (size < 2 or heap[1][:2] != key) and (size < 3 or heap[2][:2] != key):
+            return heap[0][3], False  # the most common case: no sibling of the very same key
+        tied: list[int] = []
         stack = [0]
-        while stack:
+        while stack:  # the entries of the least key are a subtree at the heap's top
             i = stack.pop()
-            if i >= len(heap) or heap[i][0] > bound:
+            if i >= size or heap[i][:2] != key:
                 continue
-            if not self._stale(heap[i], need_active=False):
-                near.append(heap[i][2])
+            entry = heap[i]
+            if entry[2] == self.version[entry[3]] and self.remaining[entry[3]]:
+                tied.append(entry[3])
             stack.extend((2 * i + 1, 2 * i + 2))
-        if len(near) == 1:
-            return near[0], False
-        if least == 0.0:
-            # A float share is 0 exactly when the exact one is (sums and products of
-            # non-negative terms, nowhere near underflow), and then every counted
-            # share is 0: siblings at 0 tie exactly, no fractions needed.
-            tied = near
-        else:
-            exact = {c: self._exact(c) for c in near}
-            best = min((exact[c].share, exact[c].vector) for c in near)
-            tied = [c for c in near if (exact[c].share, exact[c].vector) == best]
         if len(tied) == 1:
             return tied[0], False
         keys = self.tree.key
@@ -575,7 +535,7 @@ class _Engine:
             while not self.leaf[n]:
                 n, tie = self._choose(n)
                 tied_out[position] |= tie
-                shares[position, len(path) - 1] = self.share[n]
+                shares[position, len(path) - 1] = self.state[n].share / SHARE_ONE
                 path.append(n)
             index = self.taken[n]
             leaf_out[position], job_out[position] = n, index
@@ -586,7 +546,6 @@ class _Engine:
             self.mask_count[n][mask] -= 1
             for node in path:
                 self.remaining[node] -= 1
-                self.cache.pop(node, None)
             for k, d in enumerate(demand):
                 if d:
                     self.total[k] += d

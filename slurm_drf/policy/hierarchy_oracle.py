@@ -1,9 +1,9 @@
-"""The textbook hierarchical progressive-filling loop on exact fractions: the oracle of `policy.hierarchy`.
+"""The textbook hierarchical progressive-filling loop on the rule's exact fixed point: the oracle of `policy.hierarchy`.
 
 Every step recomputes every node from the leaves (docs/rule.md §7), walks
 from the root to a leaf taking at each internal node the child of least
 weighted share (the flat tie rule at every level), and gives that leaf its
-next job. Slow on purpose: O(J·N·R) fraction arithmetic. The `rescale` and
+next job. Slow on purpose: O(J·N·R) integer arithmetic. The `rescale` and
 `rollup` variants are the naive H-DRFs of the paper, kept for the
 counterexamples in tests/unit/test_hierarchy.py.
 """
@@ -20,7 +20,6 @@ from slurm_drf.policy.hierarchy import (
     compile_tree,
     inner_share,
     leaf_share,
-    share_scale,
 )
 from slurm_drf.policy.state import rotation_key
 
@@ -101,15 +100,14 @@ def node_states(
     saturated resource.
     """
     counted = [k for k in range(len(caps)) if k not in saturated]
-    scale = share_scale(caps, tree.weight)
     state: dict[int, tuple[NodeShare, bool]] = {}
     for n in range(len(tree.parent) - 1, -1, -1):
         kids = tree.children[n]
         if kids:
             parts = [state[c] for c in kids]
-            share = inner_share(parts, counted, tree.weight[n], scale, variant)
+            share = inner_share(parts, counted, tree.weight[n], variant)
             state[n] = (share, all(blocked for _, blocked in parts))
         else:
             blocked = all(any(d[k] > 0 for k in saturated) for d in rest[n])
-            state[n] = (leaf_share(consumed[n], caps, tree.weight[n], scale), blocked)
+            state[n] = (leaf_share(consumed[n], caps, tree.weight[n]), blocked)
     return state

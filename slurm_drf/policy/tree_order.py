@@ -3,7 +3,7 @@
 Pure, under `policy.plan`: builds the `policy.hierarchy.TreeNode` tree of a
 pool from the snapshot's association tree (`model.tree.AccountTree`), the
 jobs and the tree's weights (`policy.tree.compute_tree_weights`), orders it
-with `order_hierarchy`, and hands `policy.plan` the same `Ordering` the
+with `hierarchy_online.order_online`, and hands `policy.plan` the same `Ordering` the
 flat engine gives, so that labels, the plan and explain read it alike.
 
 The pool's tree holds the accounts with a running or pending job in the
@@ -49,15 +49,15 @@ from slurm_drf.config.settings import WithinAccount
 from slurm_drf.model.tree import PATH_SEPARATOR, AccountTree
 from slurm_drf.model.types import IntArray
 from slurm_drf.policy.hierarchy import (
+    SHARE_ONE,
     CompiledTree,
     HierarchyOrdering,
     NodeShare,
     TreeNode,
     inner_share,
     leaf_share,
-    order_hierarchy,
-    share_scale,
 )
+from slurm_drf.policy.hierarchy_online import order_online
 from slurm_drf.policy.order import Ordering, compute_before
 from slurm_drf.policy.pools import weighted_shares
 from slurm_drf.policy.tree import TreeWeights
@@ -121,21 +121,6 @@ def _freeze(name: str, branch: _Branch, demand: Sequence[tuple[int, ...]], width
         return TreeNode(name, branch.weight, usage=tuple(branch.usage or [0] * width), jobs=jobs)
     children = tuple(_freeze(n, b, demand, width) for n, b in branch.children.items())
     return TreeNode(name, branch.weight, children)
-
-
-def order_online(
-    root: TreeNode, capacity: Sequence[int], epoch: int, wins: dict[str, float], plan_wins: dict[str, float]
-) -> HierarchyOrdering:
-    """H-DRF as the daemon (and the simulator) apply it to a queue: rescaling, no saturation (docs/rule.md §7).
-
-    The pool counts as full from the start (occupied = capacity): no
-    resource is saturated and a node is blocked only when nothing below it
-    waits. The paper's saturation is a one-shot fill; a queue is ordered
-    while the cluster is full in some resource most of the time, and
-    blocking every job that wants it would drop the contended resource
-    from every division's share.
-    """
-    return order_hierarchy(root, capacity, epoch, wins, plan_wins, occupied=capacity)
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,7 +279,6 @@ def start_shares(tree: CompiledTree) -> tuple[list[float], list[bool]]:
     """Each compiled node's weighted share and blocked flag at the start of the order (docs/rule.md §7)."""
     usable = tree.usable
     caps = [tree.capacity[r] for r in usable]
-    scale = share_scale(caps, tree.weight)
     saturated = {k for k, r in enumerate(usable) if tree.occupied[r] >= tree.capacity[r]}
     if len(saturated) == len(usable):
         saturated = set()  # the pool is full: no resource counts as saturated
@@ -305,13 +289,13 @@ def start_shares(tree: CompiledTree) -> tuple[list[float], list[bool]]:
     for n in range(count - 1, 0, -1):  # preorder: every child after its parent
         kids = tree.children[n]
         if kids:
-            exact[n] = inner_share([(exact[c], blocked[c]) for c in kids], counted, tree.weight[n], scale)
+            exact[n] = inner_share([(exact[c], blocked[c]) for c in kids], counted, tree.weight[n])
             blocked[n] = all(blocked[c] for c in kids)
         else:
-            exact[n] = leaf_share([tree.usage[n][r] for r in usable], caps, tree.weight[n], scale)
+            exact[n] = leaf_share([tree.usage[n][r] for r in usable], caps, tree.weight[n])
             wants = [{k for k, r in enumerate(usable) if d[r] > 0} for d in tree.jobs[n]]
             blocked[n] = not wants or (bool(saturated) and all(w & saturated for w in wants))
-    return [s.share / scale.share for s in exact], blocked
+    return [s.share / SHARE_ONE for s in exact], blocked
 
 
 def _by_kind(children: Mapping[str, _Branch]) -> list[tuple[str, _Branch]]:

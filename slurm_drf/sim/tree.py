@@ -20,7 +20,6 @@ back to the simulator's records.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -28,7 +27,7 @@ from fractions import Fraction
 import numpy as np
 import numpy.typing as npt
 
-from slurm_drf.policy.hierarchy import TreeNode
+from slurm_drf.policy.hierarchy import SHARE_BITS, TreeNode
 from slurm_drf.policy.state import rotation_key
 from slurm_drf.sim.table import WorkloadTable
 from slurm_drf.sim.workload import TREE_SEPARATOR, Workload
@@ -201,9 +200,10 @@ def rollup_order(  # noqa: C901
     A parent's consumption is the plain sum of its children's (no
     rescaling, nothing blocked, no resource ignored): a child that took
     much of a resource no sibling wants pushes its parent's share up. The
-    walk and the tie rule are docs/rule.md §7's. Consumption stays in whole
-    units, so shares compare exactly as integers (each scaled by one
-    positive constant per tree); placing a job updates its path:
+    walk and the tie rule are docs/rule.md §7's. Consumption is the rule's
+    fixed point (`policy.hierarchy`: a leaf's usage in 2**-30 of each
+    capacity, rounded down once, summed up the tree), so shares compare
+    exactly as integers; placing a job updates its path:
     O(J·d·(b + R log R)). `wins` and `plan_wins` are updated in place, as
     `order_hierarchy` does.
     """
@@ -228,27 +228,32 @@ def rollup_order(  # noqa: C901
 
     add(root, -1, "", False)
     count = len(nodes)
-    unit = math.lcm(*caps) if caps else 1
-    numerators = math.lcm(*(Fraction(n.weight).numerator for n in nodes))
-    # Per node and usable resource: what one unit of consumption adds to its weighted share.
-    factor = [
-        [unit // c * Fraction(n.weight).denominator * (numerators // Fraction(n.weight).numerator) for c in caps]
-        for n in nodes
-    ]
-    consumed = [[0] * len(caps) for _ in range(count)]
+    weights = [Fraction(n.weight) for n in nodes]
+    consumed = [[0] * len(caps) for _ in range(count)]  # a leaf's usage
+    units = [[0] * len(caps) for _ in range(count)]  # the rule's fixed point (policy.hierarchy): a leaf's, or the sum
     demand: list[list[list[int]]] = [[[d[r] for r in usable] for d in n.jobs] for n in nodes]
+
+    def leaf_units(n: int) -> list[int]:
+        return [(u << SHARE_BITS) // c for u, c in zip(consumed[n], caps, strict=True)]
+
     for n in range(count - 1, -1, -1):
         if not children[n]:
             usage = nodes[n].usage or (0,) * len(capacity)
             consumed[n] = [usage[r] for r in usable]
+            units[n] = leaf_units(n)
         if n:
-            consumed[parent[n]] = [a + b for a, b in zip(consumed[parent[n]], consumed[n], strict=True)]
+            units[parent[n]] = [a + b for a, b in zip(units[parent[n]], units[n], strict=True)]
     remaining = [len(d) for d in demand]
     for n in range(count - 1, 0, -1):
         remaining[parent[n]] += remaining[n]
 
     def vector(n: int) -> tuple[int, ...]:
-        return tuple(sorted((x * f for x, f in zip(consumed[n], factor[n], strict=True)), reverse=True))
+        p, q = weights[n].numerator, weights[n].denominator
+        if children[n]:
+            return tuple(sorted((x * q // p for x in units[n]), reverse=True))
+        return tuple(
+            sorted(((u * q << SHARE_BITS) // (c * p) for u, c in zip(consumed[n], caps, strict=True)), reverse=True)
+        )
 
     shares = [vector(n) for n in range(count)]
     taken = [0] * count
@@ -277,9 +282,12 @@ def rollup_order(  # noqa: C901
         job = demand[n][taken[n]]
         out.append((key[n], taken[n]))
         taken[n] += 1
+        before = units[n]
+        consumed[n] = [a + b for a, b in zip(consumed[n], job, strict=True)]
+        added = [a - b for a, b in zip(leaf_units(n), before, strict=True)]
         for node in path:
             remaining[node] -= 1
-            consumed[node] = [a + b for a, b in zip(consumed[node], job, strict=True)]
+            units[node] = [a + b for a, b in zip(units[node], added, strict=True)]
             shares[node] = vector(node)
     return out
 

@@ -1,7 +1,7 @@
 """Property tests of the H-DRF order (docs/rule.md §7, docs/properties.md).
 
 The engine (`policy.hierarchy.order_hierarchy`) is compared with the
-textbook walk on exact fractions (`policy.hierarchy_oracle`) on random trees
+textbook walk on the rule's exact fixed point (`policy.hierarchy_oracle`) on random trees
 heavy on exact ties (cloned siblings, equal weights, zero demands,
 capacity-0 resources, remembered tie wins); a flat tree is today's flat
 order; a chain of single children is its leaf; the SoCC 2013 / Volcano
@@ -26,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slurm_drf.policy.hierarchy import (
+    SHARE_ONE,
     HierarchyError,
     NodeShare,
     TreeNode,
@@ -33,7 +34,6 @@ from slurm_drf.policy.hierarchy import (
     inner_share,
     leaf_share,
     order_hierarchy,
-    share_scale,
 )
 from slurm_drf.policy.hierarchy_oracle import reference_hierarchy_order
 from slurm_drf.policy.oracle import reference_order
@@ -216,14 +216,13 @@ def test_a_whole_tree_that_is_a_chain_is_its_leaf_in_slurms_order() -> None:
 def test_rescaling_the_cpu_child_to_the_minimum() -> None:
     """Volcano's hdrf notes: n2,1 at (10 CPUs, 0) of 10 is scaled by 0.5/1 to (5, 0), n2 has share 0.5."""
     caps = [10, 10]
-    scale = share_scale(caps, [Fraction(1)])
-    cpu_child = leaf_share([10, 0], caps, Fraction(1), scale)
-    gpu_child = leaf_share([0, 5], caps, Fraction(1), scale)
-    parent = inner_share([(cpu_child, False), (gpu_child, False)], [0, 1], Fraction(1), scale)
-    assert parent.units == (scale.unit // 2, scale.unit // 2)  # (5, 5) of (10, 10)
-    assert Fraction(parent.share, scale.share) == Fraction(1, 2)
-    rolled = inner_share([(cpu_child, False), (gpu_child, False)], [0, 1], Fraction(1), scale, "rollup")
-    assert Fraction(rolled.share, scale.share) == 1
+    cpu_child = leaf_share([10, 0], caps, Fraction(1))
+    gpu_child = leaf_share([0, 5], caps, Fraction(1))
+    parent = inner_share([(cpu_child, False), (gpu_child, False)], [0, 1], Fraction(1))
+    assert parent.units == (SHARE_ONE // 2, SHARE_ONE // 2)  # (5, 5) of (10, 10)
+    assert Fraction(parent.share, SHARE_ONE) == Fraction(1, 2)
+    rolled = inner_share([(cpu_child, False), (gpu_child, False)], [0, 1], Fraction(1), "rollup")
+    assert Fraction(rolled.share, SHARE_ONE) == 1
 
 
 def _started(order: list[tuple[str, int]], demand: Mapping[str, Vector], free: Sequence[int]) -> Counter[str]:
@@ -469,7 +468,8 @@ def iter_leaves(node: TreeNode) -> Iterator[TreeNode]:
 
 
 def test_shares_are_exact_node_shares() -> None:
-    """NodeShare of a leaf is the flat weighted share and vector."""
-    scale = share_scale([6, 4], [Fraction(1, 2), Fraction(3)])
-    share = leaf_share([3, 1], [6, 4], Fraction(1, 2), scale)
-    assert share == NodeShare((scale.unit // 2, scale.unit // 4), scale.share, (scale.share, scale.share // 2))
+    """NodeShare of a leaf is the flat weighted share and vector, in units of 2**-30, rounded down."""
+    share = leaf_share([3, 1], [6, 4], Fraction(1, 2))
+    assert share == NodeShare((SHARE_ONE // 2, SHARE_ONE // 4), SHARE_ONE, (SHARE_ONE, SHARE_ONE // 2))
+    third = leaf_share([1], [3], Fraction(3, 2))
+    assert third.units == (SHARE_ONE // 3,) and third.share == SHARE_ONE * 2 // 9

@@ -1,0 +1,331 @@
+"""H-DRF as the plan applies it (docs/rule.md §7, "In the plan"): the merge engine, level by level in numpy.
+
+Pure, under `policy.tree_order` and the simulator. The online rule counts
+the pool as full from the start (occupied = capacity): no resource is
+saturated, and a node is blocked only when nothing below it waits (the
+paper's saturation is a one-shot fill; a queue is ordered while the
+cluster is full in some resource most of the time, and blocking every job
+that wants it would drop the contended resource from every division's
+share). Then a node's order depends on its subtree alone, and it is its children's orders
+merged: the walk at a node serves the child of least (share, vector); a
+child whose key falls after its turn is served again at once, so the node
+takes its children's jobs in the order of each child's running maximum of
+its key, one stable sort. Where two children's running maxima are the very
+same key, the tie rule decides between the turns (runs of one child's jobs
+that begin at the maximum), in Python. M, the least share of the waiting
+children, is the share of the child served next, so the node's state after
+each of its jobs is M times a cumulative sum of its children's directions
+plus the cumulative sum of the rest: whole numbers, exactly the rule's
+fixed point (`hierarchy.inner_share`), in int64 where the pool's numbers stay
+below 2**52 (checked before; otherwise the same code on Python integers).
+
+Cost: per internal node a sort of its subtree's jobs; O(J·d·(R + log J))
+for J jobs and depth d, in numpy, plus a Python step per turn that a tie
+decides.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from slurm_drf.model.types import IntArray
+from slurm_drf.policy.hierarchy import (
+    DIRECTION_BITS,
+    SHARE_BITS,
+    SHARE_ONE,
+    CompiledTree,
+    HierarchyOrdering,
+    TreeNode,
+    compile_tree,
+    order_flat,
+)
+from slurm_drf.policy.state import rotation_key
+
+# Below this, products of two amounts split in 26-bit halves stay in int64.
+_SAFE: Final = 1 << 52
+_HALF: Final = 26
+
+# Whole numbers: int64, or Python integers (dtype object) where a pool's amounts do not fit.
+Amounts = npt.NDArray[Any]
+
+
+def order_online(
+    root: TreeNode, capacity: Sequence[int], epoch: int, wins: dict[str, float], plan_wins: dict[str, float]
+) -> HierarchyOrdering:
+    """Order every pending job of the tree by the online H-DRF rule; `wins` and `plan_wins` are updated in place.
+
+    The same order, shares and tie wins as `hierarchy.order_hierarchy(...,
+    occupied=capacity)`, faster. A flat tree is `order_pending`'s order.
+    """
+    tree = compile_tree(root, capacity, occupied=capacity)
+    if tree.flat:
+        return order_flat(tree, epoch, wins, plan_wins)
+    engine = _Merge(tree, epoch, wins, plan_wins)
+    return engine.run()
+
+
+@dataclass(slots=True)
+class _Sequence:
+    """A node's order, `jobs` (K job ids), and its states 0..K: `units` and `vector` (largest first), (K+1, W) each."""
+
+    jobs: IntArray
+    units: Amounts
+    vector: Amounts
+
+
+def _shift_div(a: Amounts, shift: int, b: Amounts) -> Amounts:
+    """floor(a · 2**shift / b), exactly, for 0 <= a and 0 < b below 2**52 (int64: long division by 10 bits)."""
+    if a.dtype == object:
+        return (a << shift) // b
+    quotient, rest = np.divmod(a, b)
+    done = 0
+    while done < shift:
+        step = min(10, shift - done)
+        more, rest = np.divmod(rest << step, b)
+        quotient = (quotient << step) + more
+        done += step
+    return quotient
+
+
+def _mul_shift(m: Amounts, y: Amounts, shift: int) -> Amounts:
+    """floor(m · y / 2**shift), exactly, for 0 <= m, y below 2**52, 26 <= shift <= 52 and a result below 2**52."""
+    if m.dtype == object:
+        return (m * y) >> shift
+    mask = (1 << _HALF) - 1
+    m1, m0 = m >> _HALF, m & mask
+    y1, y0 = y >> _HALF, y & mask
+    mid = m1 * y0 + m0 * y1
+    low_bits = shift - _HALF
+    product: Amounts = (
+        ((m1 * y1) << (2 * _HALF - shift))
+        + (mid >> low_bits)
+        + ((((mid & ((1 << low_bits) - 1)) << _HALF) + m0 * y0) >> shift)
+    )
+    return product
+
+
+def _descending(values: Amounts) -> Amounts:
+    ordered: Amounts = np.sort(values, axis=1)[:, ::-1]
+    return ordered
+
+
+class _Merge:
+    """The merge engine over one compiled tree (module docstring)."""
+
+    def __init__(self, tree: CompiledTree, epoch: int, wins: dict[str, float], plan_wins: dict[str, float]) -> None:
+        self.tree = tree
+        self.epoch = epoch
+        self.wins = wins
+        self.plan_wins = plan_wins
+        self.usable = list(tree.usable)
+        count = len(tree.parent)
+        self.leaves = [n for n, kids in enumerate(tree.children) if not kids and n]
+        # One row per leaf state: its usage, then its jobs' demands (summed per leaf below).
+        rows: list[tuple[int, ...]] = []
+        self.first = [0] * count
+        jobs = 0
+        for n in self.leaves:
+            self.first[n] = jobs
+            jobs += len(tree.jobs[n])
+            rows.append(tree.usage[n])
+            rows.extend(tree.jobs[n])
+        self.jobs = jobs
+        try:
+            self.raw: Amounts = np.array(rows, dtype=np.int64).reshape(len(rows), len(tree.capacity))
+            fits = self._fits()
+        except OverflowError:  # an amount beyond int64
+            self.raw, fits = np.array(rows, dtype=object).reshape(len(rows), len(tree.capacity)), False
+        if not fits:
+            self.raw = self.raw.astype(object)
+        self.dtype: type = self.raw.dtype.type
+        self.path_share = np.zeros((jobs, max(max(tree.depth, default=0), 1)), dtype=np.float64)
+        self.tied = np.zeros(jobs, dtype=np.bool_)
+
+    def _fits(self) -> bool:
+        """Whether every amount of the rule stays below 2**52 (module docstring), from bounds in Python integers."""
+        tree = self.tree
+        caps = [tree.capacity[r] for r in self.usable]
+        if not caps or not len(self.raw):
+            return True
+        sums = self.raw[:, self.usable].sum(axis=0, dtype=np.float64)
+        most = [int(v) * 2 + 1 for v in sums.tolist()]  # a float sum, with room for its rounding
+        p = max(w.numerator for w in tree.weight)
+        q = max(w.denominator for w in tree.weight)
+        units = max((m << SHARE_BITS) // c + 1 for m, c in zip(most, caps, strict=True))
+        siblings = max((sum(tree.weight[c] for c in kids) for kids in tree.children if kids), default=Fraction(1))
+        directions = (2 << DIRECTION_BITS) * (int(siblings * q) + 1)
+        return max(most) * q < _SAFE and max(caps) * p < _SAFE and units * q < _SAFE and directions < _SAFE
+
+    # ---- the leaves, all at once
+
+    def _leaves(self) -> dict[int, _Sequence]:
+        tree = self.tree
+        leaves = self.leaves
+        raw = self.raw
+        steps = raw[:, self.usable] if self.usable else np.zeros((len(raw), 1), dtype=self.dtype)
+        lengths = np.array([len(tree.jobs[n]) + 1 for n in leaves], dtype=np.int64)
+        segment = np.repeat(np.arange(len(leaves), dtype=np.int64), lengths)
+        starts = np.cumsum(lengths) - lengths
+        sums = np.cumsum(steps, axis=0)
+        amounts = sums - np.repeat(sums[starts] - steps[starts], lengths, axis=0)
+        caps: Amounts = np.array([tree.capacity[r] for r in self.usable] or [1], dtype=self.dtype)
+        units = _shift_div(amounts, SHARE_BITS, np.broadcast_to(caps, amounts.shape))
+        p: Amounts = np.array([tree.weight[n].numerator for n in leaves], dtype=self.dtype)[segment][:, None]
+        q: Amounts = np.array([tree.weight[n].denominator for n in leaves], dtype=self.dtype)[segment][:, None]
+        vector = _descending(_shift_div(amounts * q, SHARE_BITS, caps[None, :] * p))
+        if not self.usable:
+            units, vector = units * 0, vector * 0
+        out: dict[int, _Sequence] = {}
+        bounds = np.r_[starts, len(segment)].tolist()
+        for i, n in enumerate(leaves):
+            lo, hi = bounds[i], bounds[i + 1]
+            jobs = np.arange(self.first[n], self.first[n] + hi - lo - 1, dtype=np.int64)
+            out[n] = _Sequence(jobs, units[lo:hi], vector[lo:hi])
+        return out
+
+    # ---- one internal node
+
+    def _merge(self, n: int, parts: list[_Sequence]) -> tuple[IntArray, IntArray, IntArray]:
+        """The node's order of its children's jobs: (child, index in the child, job id) per turn."""
+        lengths = np.array([len(s.jobs) for s in parts], dtype=np.int64)
+        size = int(lengths.sum())
+        local = np.repeat(np.arange(len(parts), dtype=np.int64), lengths)
+        index = np.arange(size, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+        jobs = np.concatenate([s.jobs for s in parts]) if parts else np.zeros(0, np.int64)
+        if not size:
+            return local, index, jobs
+        keys = np.concatenate([s.vector[:-1] for s in parts])
+        rank = self._rank(keys)
+        top = int(rank.max()) + 1
+        running = np.maximum.accumulate(rank + local * top) - local * top
+        order = np.argsort(running, kind="stable")
+        ordered = running[order]
+        same = ordered[1:] == ordered[:-1]
+        mixed = same & (local[order][1:] != local[order][:-1])
+        if mixed.any():
+            starts = np.r_[0, np.flatnonzero(~same) + 1]
+            stops = np.r_[starts[1:], size]
+            groups = np.unique(np.searchsorted(starts, np.flatnonzero(mixed), side="right") - 1)
+            kids = self.tree.children[n]
+            for g in groups.tolist():
+                start, stop = int(starts[g]), int(stops[g])
+                order[start:stop] = self._turns(order[start:stop], local, rank, running, kids, jobs)
+        return local[order], index[order], jobs[order]
+
+    def _rank(self, keys: Amounts) -> IntArray:
+        """Each key's place among the distinct keys (lexicographic, largest share first in each)."""
+        count = len(keys)
+        if keys.dtype == object:
+            by_key = np.array(sorted(range(count), key=lambda i: tuple(keys[i])), dtype=np.int64)
+        else:
+            by_key = np.lexsort(keys.T[::-1])
+        ordered = keys[by_key]
+        new = np.r_[False, (ordered[1:] != ordered[:-1]).any(axis=1)]
+        rank = np.empty(count, dtype=np.int64)
+        rank[by_key] = np.cumsum(new)
+        return rank
+
+    def _turns(
+        self, rows: IntArray, local: IntArray, rank: IntArray, running: IntArray, kids: tuple[int, ...], jobs: IntArray
+    ) -> IntArray:
+        """One run of equal running maxima of several children, turn by turn with the tie rule.
+
+        Each child's rows are runs that begin at the maximum (its key equals
+        it) and go on below it; every waiting child's next run begins at the
+        maximum, so the turns tie, and the tie rule picks each one.
+        """
+        queues: dict[int, list[list[int]]] = {}
+        for r in rows.tolist():
+            turns = queues.setdefault(int(local[r]), [])
+            if not turns or rank[r] == running[r]:
+                turns.append([r])
+            else:
+                turns[-1].append(r)
+        for turns in queues.values():
+            turns.reverse()  # pop() takes the next turn
+        names = {c: self.tree.key[kids[c]] for c in queues}
+        rotation = {c: rotation_key(self.epoch, name) for c, name in names.items()}
+        out: list[int] = []
+        while len(queues) > 1:
+            chosen = min(queues, key=lambda c: (self.wins.get(names[c], 0.0), rotation[c], names[c]))
+            name = names[chosen]
+            self.wins[name] = self.wins.get(name, 0.0) + 1.0
+            self.plan_wins[name] = self.plan_wins.get(name, 0.0) + 1.0
+            turn = queues[chosen].pop()
+            self.tied[jobs[turn[0]]] = True
+            out.extend(turn)
+            if not queues[chosen]:
+                del queues[chosen]
+        for turns in queues.values():
+            for turn in reversed(turns):
+                out.extend(turn)
+        return np.array(out, dtype=np.int64)
+
+    def _states(self, n: int, parts: list[_Sequence], child: IntArray, index: IntArray) -> _Sequence | None:
+        """The node's states after each of its turns (None for the root, whose states nobody reads)."""
+        if n == 0:
+            return None
+        lengths = np.array([len(s.jobs) for s in parts], dtype=np.int64)
+        size = int(lengths.sum())
+        units = np.concatenate([s.units for s in parts])
+        share = np.concatenate([s.vector[:, 0] for s in parts])
+        state_start = np.cumsum(lengths + 1) - (lengths + 1)
+        offset = np.arange(len(units), dtype=np.int64) - np.repeat(state_start, lengths + 1)
+        waiting = (offset < np.repeat(lengths, lengths + 1)) & (share > 0)
+        safe = np.where(waiting, share, 1)
+        direction = _shift_div(units, DIRECTION_BITS, np.broadcast_to(safe[:, None], units.shape))
+        zero = np.zeros_like(units)
+        direction = np.where(waiting[:, None], direction, zero)
+        rest = np.where(waiting[:, None], zero, units)
+        row = state_start[child] + index  # each turn's child state before it
+        y = np.empty((size + 1, units.shape[1]), dtype=units.dtype)
+        b = np.empty_like(y)
+        y[0] = direction[state_start].sum(axis=0)
+        b[0] = rest[state_start].sum(axis=0)
+        np.cumsum(direction[row + 1] - direction[row], axis=0, out=y[1:])
+        np.cumsum(rest[row + 1] - rest[row], axis=0, out=b[1:])
+        y[1:] += y[0]
+        b[1:] += b[0]
+        least = np.zeros(size + 1, dtype=units.dtype)
+        least[:size] = share[row]
+        total = _mul_shift(np.broadcast_to(least[:, None], y.shape), y, DIRECTION_BITS) + b
+        weight = self.tree.weight[n]
+        vector = _descending(total * weight.denominator // weight.numerator)
+        return _Sequence(np.zeros(0, np.int64), total, vector)
+
+    # ---- the tree, from the leaves up
+
+    def run(self) -> HierarchyOrdering:
+        tree = self.tree
+        sequences = self._leaves()
+        order = np.zeros(0, dtype=np.int64)
+        for n in range(len(tree.parent) - 1, -1, -1):  # preorder: every child after its parent
+            kids = tree.children[n]
+            if not kids:
+                continue
+            parts = [sequences.pop(c) for c in kids]
+            child, index, jobs = self._merge(n, parts)
+            if len(jobs):
+                depth = tree.depth[kids[0]] - 1
+                shares = np.concatenate([s.vector[:-1, 0] for s in parts])
+                starts = np.cumsum([len(s.jobs) for s in parts]) - [len(s.jobs) for s in parts]
+                self.path_share[jobs, depth] = shares[starts[child] + index].astype(np.float64) / SHARE_ONE
+            state = self._states(n, parts, child, index)
+            if state is not None:
+                state.jobs = jobs
+                sequences[n] = state
+            else:
+                order = jobs
+        owner = np.zeros(self.jobs, dtype=np.int64)
+        position = np.zeros(self.jobs, dtype=np.int64)
+        for n in self.leaves:
+            count = len(tree.jobs[n])
+            owner[self.first[n] : self.first[n] + count] = n
+            position[self.first[n] : self.first[n] + count] = np.arange(count)
+        return HierarchyOrdering(tree, owner[order], position[order], self.path_share[order], self.tied[order])

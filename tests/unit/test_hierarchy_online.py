@@ -1,0 +1,121 @@
+"""The merge engine (`policy.hierarchy_online.order_online`), the plan's H-DRF, against the oracle and the nested heaps.
+
+The online rule is the paper's with the pool full from the start
+(occupied = capacity): the oracle and the nested heaps run it with
+`occupied=capacity`. The merge engine must give the very same order, tie
+wins, tied flags and path shares, in int64 and on Python integers (the
+path for amounts beyond 2**52), and its exact int64 arithmetic must equal
+Python's.
+"""
+
+from __future__ import annotations
+
+import random
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_hierarchy import SETTINGS, Vector, all_keys, seeded_node, trees
+
+from slurm_drf.policy import hierarchy_online
+from slurm_drf.policy.hierarchy import TreeNode, compile_tree, order_hierarchy
+from slurm_drf.policy.hierarchy_online import _mul_shift, _shift_div, order_online
+from slurm_drf.policy.hierarchy_oracle import reference_hierarchy_order
+
+
+def _same(root: TreeNode, capacity: Vector, epoch: int, wins: dict[str, float]) -> tuple[int, int]:
+    """Asserts the merge engine equals the nested heaps and the oracle; returns (jobs, tied jobs)."""
+    nested_wins, merged_wins = dict(wins), dict(wins)
+    nested_plan: dict[str, float] = {}
+    merged_plan: dict[str, float] = {}
+    nested = order_hierarchy(root, capacity, epoch, nested_wins, nested_plan, occupied=capacity)
+    merged = order_online(root, capacity, epoch, merged_wins, merged_plan)
+    assert merged.pairs() == nested.pairs() == reference_hierarchy_order(root, capacity, epoch, wins, occupied=capacity)
+    assert merged_wins == nested_wins and merged_plan == nested_plan
+    assert merged.tied.tolist() == nested.tied.tolist()
+    assert merged.path_share.tolist() == nested.path_share.tolist()
+    return len(merged.leaf), int(merged.tied.sum())
+
+
+@pytest.fixture(params=["int64", "python"])
+def numbers(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Runs a test on both of the merge engine's number paths."""
+    if request.param == "python":
+        monkeypatch.setattr(hierarchy_online._Merge, "_fits", lambda self: False)
+    return str(request.param)
+
+
+@SETTINGS
+@given(trees(), st.integers(0, 40), st.data())
+def test_merge_engine_equals_nested_heaps_and_oracle(
+    case: tuple[TreeNode, Vector], epoch: int, data: st.DataObject
+) -> None:
+    root, capacity = case
+    wins = {k: float(data.draw(st.sampled_from([0, 0, 1, 2]))) for k in all_keys(root, capacity)}
+    _same(root, capacity, epoch, wins)
+
+
+@pytest.mark.usefixtures("numbers")
+def test_merge_engine_on_seeded_deep_trees_on_both_number_paths() -> None:
+    """Deeper and wider trees than Hypothesis draws; the tie rule decides at deep levels."""
+    rng = random.Random(7)
+    jobs = tied = 0
+    for _ in range(80):
+        width = rng.randint(1, 3)
+        capacity = tuple(rng.choice([0, 4, 6, 10, 20]) for _ in range(width))
+        root = seeded_node(rng, "root", 0, width)
+        placed, ties = _same(root, capacity, rng.randint(0, 9), {})
+        jobs, tied = jobs + placed, tied + ties
+    assert jobs > 500 and tied > 50
+
+
+def test_amounts_beyond_int64_take_the_python_path() -> None:
+    """A pool of 2**70 of a resource: no int64 overflow, the order is the nested heaps'."""
+    big = 1 << 70
+    leaf = TreeNode("u", usage=(big // 3,), jobs=((big // 5,), (1,)))
+    other = TreeNode("v", usage=(big // 4,), jobs=((big // 7,),))
+    root = TreeNode("root", children=(TreeNode("a", children=(leaf, other)), TreeNode("b", usage=(5,), jobs=((3,),))))
+    engine = hierarchy_online._Merge(compile_tree(root, (big,), occupied=(big,)), 1, {}, {})
+    assert engine.dtype is np.object_
+    _same(root, (big,), 1, {})
+
+
+def test_a_queue_far_beyond_capacity_stays_exact() -> None:
+    """2,400 GPUs asked of 24, a hundred times the pool: still int64, still the nested heaps' order."""
+    rng = random.Random(3)
+    users = [
+        TreeNode(f"u{i}", Fraction(rng.choice([1, 3])), usage=(0, i), jobs=tuple((1, 8) for _ in range(60)))
+        for i in range(5)
+    ]
+    root = TreeNode(
+        "root", children=(TreeNode("a", children=tuple(users[:3])), TreeNode("b", children=tuple(users[3:])))
+    )
+    engine = hierarchy_online._Merge(compile_tree(root, (64, 24), occupied=(64, 24)), 1, {}, {})
+    assert engine.dtype is np.int64
+    _same(root, (64, 24), 1, {})
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, (1 << 52) - 1), st.integers(1, (1 << 52) - 1)), min_size=1, max_size=20),
+    st.integers(0, 40),
+)
+def test_shift_div_is_exact_in_int64(pairs: list[tuple[int, int]], shift: int) -> None:
+    pairs = [(a, b) for a, b in pairs if (a << shift) // b < 1 << 62] or [(0, 1)]
+    a = np.array([x for x, _ in pairs], dtype=np.int64)
+    b = np.array([y for _, y in pairs], dtype=np.int64)
+    assert _shift_div(a, shift, b).tolist() == [(x << shift) // y for x, y in pairs]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, (1 << 52) - 1), st.integers(0, (1 << 52) - 1)), min_size=1, max_size=20),
+    st.integers(26, 52),
+)
+def test_mul_shift_is_exact_in_int64(pairs: list[tuple[int, int]], shift: int) -> None:
+    pairs = [(m, y) for m, y in pairs if (m * y) >> shift < 1 << 52] or [(0, 0)]
+    m = np.array([x for x, _ in pairs], dtype=np.int64)
+    y = np.array([v for _, v in pairs], dtype=np.int64)
+    assert _mul_shift(m, y, shift).tolist() == [(x * v) >> shift for x, v in pairs]

@@ -1,30 +1,53 @@
 """Benchmark of the H-DRF order (issue 12): run by hand, not a test.
 
     python benchmarks/bench_hierarchy.py [--pending 100000] [--running 50000]
-        [--fanout 4,5,10,10] [--nodes 500] [--seed 1] [--rounds 3] [--profile]
+        [--fanout 4,5,10,10] [--nodes 500] [--seed 1] [--rounds 5] [--paper | --plan] [--profile]
 
 Builds a synthetic tree (root, then one level per --fanout entry: 4 x 5 x
 10 x 10 = 2,000 leaves on 5 levels), spreads running and pending jobs over
 the leaves (Zipf-like popularity, GPU, memory-heavy and CPU jobs like
-bench_engine.py; running jobs start while they fit), and times in one process, alternating, `order_hierarchy`
-on the tree and on the flat tree of the same leaves as accounts (which is
-today's engine, `order_pending`). Prints each side's median and the median
-of the per-round ratios (the figure the issue's target, <= 2x, is about).
---profile prints where the hierarchical engine spends its time.
+bench_engine.py; running jobs start while they fit), and times in one
+process, alternating, each from the same Python tuples to the order:
+
+- tree: `order_online` on the tree, the plan's H-DRF (the merge engine);
+- flat: `order_online` on the flat tree of the same leaves as accounts,
+  which is today's flat engine (`order_pending`) behind the same checks;
+- arrays: today's flat engine alone, `compute_before` and `order_pending`
+  on numpy arrays as the plan calls it (the arrays built outside the timing);
+- with --paper, `order_hierarchy` (the nested heaps, the paper's rule with
+  saturation) on the tree.
+
+With --plan it times whole plans instead: `compute_plan` on bench_engine.py's
+synthetic snapshot (--pending, --running, 2,000 accounts, --nodes; two
+pools) with an association tree laid over its accounts by --fanout, with
+`hierarchy: tree` (the default) against `hierarchy: flat`, alternating.
+
+Prints each side's median and the medians of the per-round ratios (the
+figure the issue's target, <= 2x, is about). --profile prints where the
+merge engine spends its time.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import dataclasses
 import pstats
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from fractions import Fraction
 
 import numpy as np
+from bench_engine import build_snapshot
 
+from slurm_drf.config.settings import Config
+from slurm_drf.model.codec import parse_snapshot
+from slurm_drf.model.types import Association
 from slurm_drf.policy.hierarchy import TreeNode, order_hierarchy
+from slurm_drf.policy.hierarchy_online import order_online
+from slurm_drf.policy.order import compute_before, order_pending
+from slurm_drf.policy.plan import compute_plan
 
 
 def build_leaves(
@@ -78,10 +101,60 @@ def flat_tree(data: list[tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]]) -
     )
 
 
-def run(tree: TreeNode, capacity: Sequence[int]) -> float:
+def timed(call: Callable[[], object]) -> float:
     start = time.perf_counter()
-    order_hierarchy(tree, capacity, 1, {}, {})
+    call()
     return time.perf_counter() - start
+
+
+def flat_arrays(
+    data: list[tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]], capacity: Sequence[int]
+) -> Callable[[], object]:
+    """Today's flat engine as the plan calls it, on arrays built here (outside the timing)."""
+    account_of = np.array([a for a, (_, jobs) in enumerate(data) for _ in jobs], dtype=np.int64)
+    demand = np.array([d for _, jobs in data for d in jobs], dtype=np.int64).reshape(-1, len(capacity))
+    usage = np.array([u for u, _ in data], dtype=np.int64)
+    caps = np.array(capacity, dtype=np.int64)
+    weights = [Fraction(1)] * len(data)
+    names = [f"leaf{i}" for i in range(len(data))]
+
+    def call() -> object:
+        before = compute_before(demand, account_of, usage)
+        return order_pending(before, account_of, caps, weights, names, 1, {}, {})
+
+    return call
+
+
+def associations(fanout: Sequence[int], accounts: int) -> tuple[Association, ...]:
+    """bench_engine.py's accounts (acct0000...) as the leaves of a tree of `fanout`, in order, with their users."""
+    out = [Association("root", None, None, 1)]
+    parents = ["root"]
+    for level, count in enumerate(fanout[:-1]):
+        below = [f"l{level}_{i}" for i in range(len(parents) * count)]
+        out += [Association(name, parents[i // count], None, 1) for i, name in enumerate(below)]
+        parents = below
+    for i in range(accounts):
+        name = f"acct{i:04d}"
+        out += [Association(name, parents[i * len(parents) // accounts], None, 1)]
+        out += [Association(name, name, f"user{i % 500}", 1)]
+    return tuple(out)
+
+
+def plans(args: argparse.Namespace, fanout: Sequence[int]) -> None:
+    accounts = int(np.prod(fanout))
+    snap = parse_snapshot(build_snapshot(args.pending, args.running, accounts, args.nodes, args.seed))
+    snap = dataclasses.replace(snap, associations=associations(fanout, accounts))
+    tree = Config(resources=("cpu", "mem", "gres/gpu"), partitions=("gpu", "cpu"))
+    flat = dataclasses.replace(tree, hierarchy="flat")
+    times: dict[str, list[float]] = {"tree": [], "flat": []}
+    for _ in range(max(args.rounds, 1)):
+        times["tree"].append(timed(lambda: compute_plan(snap, tree)))
+        times["flat"].append(timed(lambda: compute_plan(snap, flat)))
+    print(f"{args.pending} pending, {args.running} running, {accounts} accounts on {len(fanout) + 1} levels, two pools")
+    for name, values in times.items():
+        print(f"compute_plan, hierarchy: {name:5s} median {statistics.median(values):8.3f} s over {len(values)} rounds")
+    ratios = [t / f for t, f in zip(times["tree"], times["flat"], strict=True)]
+    print(f"ratio tree / flat: median of rounds {statistics.median(ratios):.2f}x")
 
 
 def main() -> None:
@@ -91,11 +164,16 @@ def main() -> None:
     parser.add_argument("--fanout", default="4,5,10,10")
     parser.add_argument("--nodes", type=int, default=500)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--paper", action="store_true")
+    parser.add_argument("--plan", action="store_true")
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
 
     fanout = [int(x) for x in args.fanout.split(",")]
+    if args.plan:
+        plans(args, fanout)
+        return
     leaves = int(np.prod(fanout))
     capacity = (128 * args.nodes, 1_024_000 * args.nodes, 8 * (args.nodes // 4))
     data = build_leaves(leaves, args.pending, args.running, capacity, args.seed)
@@ -105,18 +183,31 @@ def main() -> None:
     print(f"{pending} pending, running jobs on {running} leaves, {leaves} leaves on {len(fanout) + 1} levels")
     if args.profile:
         profile = cProfile.Profile()
-        profile.runcall(order_hierarchy, tree, capacity, 1, {}, {})
+        profile.runcall(order_online, tree, capacity, 1, {}, {})
         pstats.Stats(profile).sort_stats("tottime").print_stats(12)
         return
-    flat_s: list[float] = []
-    tree_s: list[float] = []
+    sides: dict[str, Callable[[], object]] = {
+        "tree": lambda: order_online(tree, capacity, 1, {}, {}),
+        "flat": lambda: order_online(flat, capacity, 1, {}, {}),
+        "arrays": flat_arrays(data, capacity),
+    }
+    if args.paper:
+        sides["paper"] = lambda: order_hierarchy(tree, capacity, 1, {}, {})
+    times: dict[str, list[float]] = {name: [] for name in sides}
     for _ in range(max(args.rounds, 1)):
-        flat_s.append(run(flat, capacity))
-        tree_s.append(run(tree, capacity))
-    ratios = [t / f for t, f in zip(tree_s, flat_s, strict=True)]
-    print(f"flat engine (order_pending):  median {statistics.median(flat_s):8.3f} s over {len(flat_s)} runs")
-    print(f"H-DRF engine (nested heaps):  median {statistics.median(tree_s):8.3f} s")
-    print(f"ratio H-DRF / flat: median of rounds {statistics.median(ratios):.1f}x (target <= 2x)")
+        for name, call in sides.items():
+            times[name].append(timed(call))
+    labels = {
+        "tree": "H-DRF, order_online (merge engine)",
+        "flat": "flat, order_online on the flat tree",
+        "arrays": "flat, order_pending on arrays",
+        "paper": "paper's rule, nested heaps",
+    }
+    for name, values in times.items():
+        print(f"{labels[name]:38s} median {statistics.median(values):8.3f} s over {len(values)} rounds")
+    for base in ("flat", "arrays"):
+        ratios = [t / f for t, f in zip(times["tree"], times[base], strict=True)]
+        print(f"ratio H-DRF / {base}: median of rounds {statistics.median(ratios):.2f}x (target <= 2x)")
 
 
 if __name__ == "__main__":

@@ -29,6 +29,8 @@ from slurm_drf.policy.order import compute_before, order_pending
 from slurm_drf.policy.state import rotation_key
 
 Variant = Literal["hdrf", "rescale", "rollup"]
+# A leaf's pending jobs: demand vectors as tuples of ints, or one (jobs, resources) integer array.
+Jobs = tuple[tuple[int, ...], ...] | IntArray
 SEPARATOR: Final = "/"
 
 
@@ -45,15 +47,17 @@ class TreeNode:
     `weight` is relative to the node's siblings and must be > 0 (0 is refused,
     never turned into an infinite share). Only leaves hold `usage` (running
     allocation per resource of the pool) and `jobs` (each pending job's whole
-    demand vector, an array record's TRES times its tasks, in Slurm's order);
-    an empty `usage` means zeros. The root's name and weight are not used.
+    demand vector, an array record's TRES times its tasks, in Slurm's order:
+    tuples of ints, or one (jobs, resources) integer array, which the plan
+    passes as it is); an empty `usage` means zeros. The root's name and
+    weight are not used.
     """
 
     name: str
     weight: Fraction = Fraction(1)
     children: tuple[TreeNode, ...] = ()
     usage: tuple[int, ...] = ()
-    jobs: tuple[tuple[int, ...], ...] = ()
+    jobs: Jobs = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +81,7 @@ class CompiledTree:
     names: tuple[tuple[str, ...], ...]
     depth: tuple[int, ...]
     usage: tuple[tuple[int, ...], ...]
-    jobs: tuple[tuple[tuple[int, ...], ...], ...]
+    jobs: tuple[Jobs, ...]
     occupied: tuple[int, ...]
 
     @property
@@ -107,7 +111,7 @@ def compile_tree(root: TreeNode, capacity: Sequence[int], occupied: Sequence[int
     names: list[tuple[str, ...]] = []
     depth: list[int] = []
     usage: list[tuple[int, ...]] = []
-    jobs: list[tuple[tuple[int, ...], ...]] = []
+    jobs: list[Jobs] = []
 
     def add(node: TreeNode, up: int, path: str) -> None:
         index = len(parent)
@@ -138,7 +142,7 @@ def compile_tree(root: TreeNode, capacity: Sequence[int], occupied: Sequence[int
             seen.add(child.name)
             add(child, index, f"{label}{SEPARATOR}{child.name}" if label else child.name)
 
-    if root.usage or root.jobs:
+    if root.usage or len(root.jobs):
         raise HierarchyError("tree root: the root holds no usage or jobs (give them to a leaf)")
     add(root, -1, "")
     if occupied is None:
@@ -160,17 +164,30 @@ def compile_tree(root: TreeNode, capacity: Sequence[int], occupied: Sequence[int
     )
 
 
-def _leaf_data(node: TreeNode, label: str, width: int) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:
+def _leaf_data(node: TreeNode, label: str, width: int) -> tuple[tuple[int, ...], Jobs]:
     """A node's usage and jobs, checked; an internal node holds neither."""
     if node.children:
-        if node.usage or node.jobs:
+        if node.usage or len(node.jobs):
             raise HierarchyError(f"tree node {label}: an internal node holds no usage or jobs")
         return (0,) * width, ()
     usage = tuple(_amounts(node.usage or (0,) * width, width, f"tree node {label} usage"))
-    if _plain(node.jobs, width):
+    if isinstance(node.jobs, np.ndarray):
+        if _plain_array(node.jobs, width):
+            return usage, node.jobs.astype(np.int64, copy=False)
+    elif _plain(node.jobs, width):
         return usage, tuple(map(tuple, node.jobs))
     jobs = tuple(tuple(_amounts(d, width, f"tree node {label} job {i}")) for i, d in enumerate(node.jobs))
     return usage, jobs
+
+
+def _plain_array(jobs: npt.NDArray[np.generic], width: int) -> bool:
+    """Whether an array of jobs is (jobs, `width`) whole numbers >= 0 that int64 holds."""
+    return (
+        jobs.ndim == 2
+        and jobs.shape[1] == width
+        and jobs.dtype.kind in "iu"
+        and (not jobs.size or (int(jobs.min()) >= 0 and int(jobs.max()) < 1 << 63))
+    )
 
 
 def _plain(jobs: Sequence[Sequence[int]], width: int) -> bool:
@@ -345,9 +362,11 @@ def order_flat(
 ) -> HierarchyOrdering:
     leaves = list(tree.children[0])
     width = len(tree.capacity)
-    rows = [(a, j, d) for a, n in enumerate(leaves) for j, d in enumerate(tree.jobs[n])]
-    account_of = np.array([a for a, _, _ in rows], dtype=np.int64)
-    demand = np.array([d for *_, d in rows], dtype=np.int64).reshape(len(rows), width)
+    counts = np.array([len(tree.jobs[n]) for n in leaves], dtype=np.int64)
+    account_of = np.repeat(np.arange(len(leaves), dtype=np.int64), counts)
+    pieces = [np.asarray(tree.jobs[n], dtype=np.int64).reshape(len(tree.jobs[n]), width) for n in leaves]
+    demand = np.concatenate(pieces) if pieces else np.zeros((0, width), dtype=np.int64)
+    rows = len(account_of)
     usage = np.array([tree.usage[n] for n in leaves], dtype=np.int64).reshape(len(leaves), width)
     before = compute_before(demand, account_of, usage)
     capacity = np.array(tree.capacity, dtype=np.int64)
@@ -356,7 +375,7 @@ def order_flat(
     ordering = order_pending(before, account_of, capacity, weights, names, epoch, wins, plan_wins)
     order = ordering.order
     leaf = np.array(leaves, dtype=np.int64)[account_of[order]] if rows else np.zeros(0, np.int64)
-    job = np.array([j for _, j, _ in rows], dtype=np.int64)[order] if rows else np.zeros(0, np.int64)
+    job = (np.arange(rows, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts))[order]
     return HierarchyOrdering(tree, leaf, job, ordering.level[order].reshape(-1, 1), ordering.tied[order])
 
 
@@ -383,7 +402,7 @@ class _Engine:
         count = len(tree.parent)
         self.leaf = [not kids and n > 0 for n, kids in enumerate(tree.children)]
         self.consumed = [[tree.usage[n][r] for r in usable] for n in range(count)]
-        self.demand = [[[d[r] for r in usable] for d in tree.jobs[n]] for n in range(count)]
+        self.demand = [[[int(d[r]) for r in usable] for d in tree.jobs[n]] for n in range(count)]
         self.masks = [[sum(1 << k for k, v in enumerate(d) if v > 0) for d in jobs] for jobs in self.demand]
         self.mask_count: list[dict[int, int]] = [{} for _ in range(count)]
         for n, masks in enumerate(self.masks):

@@ -110,6 +110,13 @@ def _mul_shift(m: Amounts, y: Amounts, shift: int) -> Amounts:
     return product
 
 
+def _interleave(pieces: list[Amounts], leaves: int, width: int, dtype: type) -> Amounts:
+    """Each leaf's usage row (the first `leaves` pieces) followed by its jobs' rows (the rest), leaf after leaf."""
+    ordered = [piece for pair in zip(pieces[:leaves], pieces[leaves:], strict=True) for piece in pair]
+    joined: Amounts = np.concatenate(ordered) if ordered else np.zeros((0, width), dtype=dtype)
+    return joined
+
+
 def _descending(values: Amounts) -> Amounts:
     ordered: Amounts = np.sort(values, axis=1)[:, ::-1]
     return ordered
@@ -127,20 +134,23 @@ class _Merge:
         count = len(tree.parent)
         self.leaves = [n for n, kids in enumerate(tree.children) if not kids and n]
         # One row per leaf state: its usage, then its jobs' demands (summed per leaf below).
-        rows: list[tuple[int, ...]] = []
         self.first = [0] * count
         jobs = 0
         for n in self.leaves:
             self.first[n] = jobs
             jobs += len(tree.jobs[n])
-            rows.append(tree.usage[n])
-            rows.extend(tree.jobs[n])
         self.jobs = jobs
+        width = len(tree.capacity)
         try:
-            self.raw: Amounts = np.array(rows, dtype=np.int64).reshape(len(rows), len(tree.capacity))
+            # Per leaf its usage row, then its jobs' rows (usage rows first here, interleaved below).
+            pieces = [np.asarray(tree.usage[n], dtype=np.int64).reshape(1, width) for n in self.leaves]
+            pieces += [np.asarray(tree.jobs[n], dtype=np.int64).reshape(len(tree.jobs[n]), width) for n in self.leaves]
+            self.raw: Amounts = _interleave(pieces, len(self.leaves), width, np.int64)
             fits = self._fits()
         except OverflowError:  # an amount beyond int64
-            self.raw, fits = np.array(rows, dtype=object).reshape(len(rows), len(tree.capacity)), False
+            pieces = [np.array([tree.usage[n]], dtype=object).reshape(1, width) for n in self.leaves]
+            pieces += [np.array(tree.jobs[n], dtype=object).reshape(len(tree.jobs[n]), width) for n in self.leaves]
+            self.raw, fits = _interleave(pieces, len(self.leaves), width, object), False
         if not fits:
             self.raw = self.raw.astype(object)
         self.dtype: type = self.raw.dtype.type

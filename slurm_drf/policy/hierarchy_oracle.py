@@ -42,7 +42,7 @@ def reference_hierarchy_order(
     caps = [tree.capacity[r] for r in tree.usable]
     width = len(caps)
     consumed = [[u[r] for r in tree.usable] for u in tree.usage]
-    demand = [[[d[r] for r in tree.usable] for d in jobs] for jobs in tree.jobs]
+    demand = [[[int(d[r]) for r in tree.usable] for d in jobs] for jobs in tree.jobs]
     taken = [0] * len(consumed)
     total = [tree.occupied[r] for r in tree.usable]
     out: list[tuple[str, int]] = []

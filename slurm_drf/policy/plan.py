@@ -63,7 +63,7 @@ from slurm_drf.policy.order import Ordering, TieRecord, compute_before, order_pe
 from slurm_drf.policy.pools import build_pools, compute_capacity, weighted_share, weighted_shares
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState, advance_state, running_fingerprint
 from slurm_drf.policy.tree import TreeWeights, compute_tree_weights
-from slurm_drf.policy.tree_order import TreeOrdering, TreeRow, order_tree
+from slurm_drf.policy.tree_order import RunningJobs, TreeOrdering, TreeRow, order_tree
 from slurm_drf.policy.values import adjust_for_memory, label_space, labels_of, mode_values, value_offset
 
 
@@ -472,10 +472,12 @@ def _plan_pool(
         before = compute_before(demand, account_of, usage if past is None else usage + past)
         ordering = order_pending(before, account_of, capacity, weights, table.accounts, epoch, wins, plan_wins)
     else:
-        running = [
-            (code, table.user[row], [int(values[row]) for values in tres])
-            for row, code in zip(running_rows.tolist(), running_account.tolist(), strict=True)
-        ]
+        allocation = (
+            np.stack([values[running_rows] for values in tres], axis=1)
+            if len(resources)
+            else np.zeros((len(running_rows), 0), dtype=np.int64)
+        )
+        running = RunningJobs(running_account, [table.user[row] for row in running_rows.tolist()], allocation)
         by_tree = order_tree(
             tree.tree,
             tree.weights,
@@ -538,9 +540,7 @@ def _plan_pool(
             "array_tasks": table.array_tasks[rows_sorted].tolist,
             "band": lambda: ["exact"] * exact + ["coarse"] * (count - exact),
             "path": lambda: [None] * count if by_tree is None else list(by_tree.leaf_keys),
-            "path_shares": lambda: (
-                [None] * count if by_tree is None else [by_tree.path_shares(p) for p in range(count)]
-            ),
+            "path_shares": lambda: [None] * count if by_tree is None else by_tree.all_path_shares(),
         },
     )
 

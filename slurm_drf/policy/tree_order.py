@@ -115,12 +115,21 @@ def node_name(name: str) -> str:
     return name.replace("%", "%25").replace(PATH_SEPARATOR, "%2F") or "%00"
 
 
-def _freeze(name: str, branch: _Branch, demand: Sequence[tuple[int, ...]], width: int) -> TreeNode:
+def _freeze(name: str, branch: _Branch, demand: IntArray, width: int) -> TreeNode:
     if branch.rows is not None or branch.usage is not None:
-        jobs = tuple(demand[i] for i in branch.rows or ())
+        jobs = demand[np.array(branch.rows or (), dtype=np.int64)]
         return TreeNode(name, branch.weight, usage=tuple(branch.usage or [0] * width), jobs=jobs)
     children = tuple(_freeze(n, b, demand, width) for n, b in branch.children.items())
     return TreeNode(name, branch.weight, children)
+
+
+@dataclass(frozen=True, slots=True)
+class RunningJobs:
+    """The pool's running jobs: each one's account code, user and allocation (a row of the pool's resources)."""
+
+    account: IntArray
+    user: Sequence[str]
+    allocation: IntArray
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +154,22 @@ class TreeOrdering:
         shares = self.hierarchy.path_share[position]
         return tuple(float(shares[k]) for k, n in enumerate(self.hierarchy.path(position)) for _ in tree.names[n])
 
+    def all_path_shares(self) -> list[tuple[float, ...]]:
+        """`path_shares` of every position, one leaf at a time."""
+        hierarchy = self.hierarchy
+        out: list[tuple[float, ...]] = [()] * len(hierarchy.leaf)
+        by_leaf = np.argsort(hierarchy.leaf, kind="stable")
+        starts = np.flatnonzero(np.r_[True, hierarchy.leaf[by_leaf][1:] != hierarchy.leaf[by_leaf][:-1]])
+        for start, stop in zip(starts.tolist(), [*starts[1:].tolist(), len(by_leaf)], strict=True):
+            positions = by_leaf[start:stop]
+            path = hierarchy.path(int(positions[0]))
+            columns = [k for k, n in enumerate(path) for _ in hierarchy.tree.names[n]]
+            for position, row in zip(
+                positions.tolist(), hierarchy.path_share[positions][:, columns].tolist(), strict=True
+            ):
+                out[position] = tuple(row)
+        return out
+
 
 def order_tree(  # noqa: C901
     tree: AccountTree,
@@ -155,7 +180,7 @@ def order_tree(  # noqa: C901
     account_of: IntArray,
     user_of: Sequence[str],
     demand: IntArray,
-    running: Sequence[tuple[int, str, Sequence[int]]],
+    running: RunningJobs,
     usage: IntArray,
     past: IntArray | None,
     capacity: IntArray,
@@ -166,8 +191,8 @@ def order_tree(  # noqa: C901
 ) -> TreeOrdering:
     """Order the pool's pending jobs (rows grouped by account, Slurm's order within) by H-DRF.
 
-    `running` lists (account code, user, allocation) of the pool's running
-    jobs, `usage` (A, R) their sum per account; `past` is (A, R) what the decayed past adds to each account, or
+    `running` holds the pool's running jobs, `usage` (A, R) their sum per
+    account; `past` is (A, R) what the decayed past adds to each account, or
     None. Tie wins are keyed by tree key, as the flat engine keys them by
     account name. `resources` names the columns (the rows' usage keys).
     """
@@ -192,34 +217,59 @@ def order_tree(  # noqa: C901
         branches[code] = node
         return node
 
-    def leaf(code: int, user: str) -> _Branch:
+    found: dict[tuple[int, str], int] = {}
+    leaves: list[_Branch] = []
+    place: dict[int, int] = {}  # a leaf's index in `leaves` by identity
+
+    def leaf(code: int, user: str) -> int:
+        """The index in `leaves` of the leaf a job of (account, user) belongs to, made the first time."""
+        key = (code, user if within == "user" else "")
+        index = found.get(key)
+        if index is not None:
+            return index
         account = account_branch(code)
         if within == "user":
             name = USER_LEAF + node_name(user)
             weight = weights.users.get((account_names[code], user), Fraction(1))
         else:
             name, weight = JOBS_LEAF, Fraction(1)
-        found = account.children.get(name)
-        if found is None:
-            found = account.children[name] = _Branch(weight, {}, [0] * width, [])
-        return found
+        branch = account.children.get(name)
+        if branch is None:
+            branch = account.children[name] = _Branch(weight, {}, [0] * width, [])
+            place[id(branch)] = len(leaves)
+            leaves.append(branch)
+        found[key] = index = place[id(branch)]
+        return index
 
-    for code, user, allocation in running:
-        held = leaf(code, user)
-        assert held.usage is not None
-        held.usage = [u + int(a) for u, a in zip(held.usage, allocation, strict=True)]
-        held.running += 1
-    codes = account_of.tolist()
-    for position, (code, user) in enumerate(zip(codes, user_of, strict=True)):
-        rows = leaf(code, user).rows
-        assert rows is not None
-        rows.append(position)
+    # Each job's (account, user) as one number, so that `leaf` runs once per leaf, not per job.
+    codes = np.r_[running.account, account_of].astype(np.int64)
+    people = [*running.user, *user_of]
+    if within == "user":
+        user_code = {u: i for i, u in enumerate(dict.fromkeys(people))}
+        names = list(user_code)
+        pairs = codes * len(names) + np.array(list(map(user_code.__getitem__, people)), dtype=np.int64)
+    else:
+        names, pairs = [""], codes
+    distinct, inverse = np.unique(pairs, return_inverse=True)
+    span = max(len(names), 1)
+    made = np.array([leaf(int(k) // span, names[int(k) % span]) for k in distinct.tolist()], dtype=np.int64)
+    per_job = made[inverse.reshape(-1)] if len(pairs) else np.zeros(0, dtype=np.int64)
+    held, waiting = per_job[: len(running.account)], per_job[len(running.account) :]
+    allocation = np.zeros((len(leaves), width), dtype=np.int64)
+    np.add.at(allocation, held, running.allocation.reshape(len(held), width))
+    counts = np.bincount(held, minlength=len(leaves)).tolist()
+    by_leaf = np.argsort(waiting, kind="stable")  # positions of each leaf's jobs, in Slurm's order
+    bounds = np.r_[0, np.cumsum(np.bincount(waiting, minlength=len(leaves)))].tolist()
+    grouped = by_leaf.tolist()
+    for index, (branch, usage_row) in enumerate(zip(leaves, allocation.tolist(), strict=True)):
+        branch.usage, branch.running = usage_row, counts[index]
+        branch.rows = grouped[bounds[index] : bounds[index + 1]]
+
     if past is not None:
         for code in np.flatnonzero(past.any(axis=1)).tolist():
             if code in branches:
                 branches[code].children[PAST_LEAF] = _Branch(Fraction(1), {}, past[code].tolist(), [])
 
-    demand_rows = [tuple(row) for row in demand.tolist()]
     # The bottom of every leaf by its whole path, to map the order back to rows.
     by_path: dict[str, list[int]] = {}
 
@@ -231,7 +281,11 @@ def order_tree(  # noqa: C901
             collect(child, f"{path}{PATH_SEPARATOR}{name}" if path else name)
 
     collect(root, "")
-    frozen = TreeNode("", Fraction(1), tuple(_freeze(n, b, demand_rows, width) for n, b in root.children.items()))
+    frozen = TreeNode(
+        "",
+        Fraction(1),
+        tuple(_freeze(n, b, demand.astype(np.int64, copy=False), width) for n, b in root.children.items()),
+    )
     hierarchy = order_online(frozen, capacity.tolist(), epoch, wins, plan_wins)
     compiled = hierarchy.tree
     leaf_path = {
@@ -293,8 +347,10 @@ def start_shares(tree: CompiledTree) -> tuple[list[float], list[bool]]:
             blocked[n] = all(blocked[c] for c in kids)
         else:
             exact[n] = leaf_share([tree.usage[n][r] for r in usable], caps, tree.weight[n])
-            wants = [{k for k, r in enumerate(usable) if d[r] > 0} for d in tree.jobs[n]]
-            blocked[n] = not wants or (bool(saturated) and all(w & saturated for w in wants))
+            jobs = tree.jobs[n]
+            blocked[n] = not len(jobs) or (
+                bool(saturated) and all(any(d[usable[k]] > 0 for k in saturated) for d in jobs)
+            )
     return [s.share / SHARE_ONE for s in exact], blocked
 
 

@@ -43,17 +43,17 @@ from bench_engine import build_snapshot
 
 from slurm_drf.config.settings import Config
 from slurm_drf.model.codec import parse_snapshot
-from slurm_drf.model.types import Association
+from slurm_drf.model.types import Association, IntArray
 from slurm_drf.policy.hierarchy import TreeNode, order_hierarchy
 from slurm_drf.policy.hierarchy_online import order_online
 from slurm_drf.policy.order import compute_before, order_pending
 from slurm_drf.policy.plan import compute_plan
 
+Leaf = tuple[tuple[int, ...], IntArray]
 
-def build_leaves(
-    leaves: int, pending: int, running: int, capacity: Sequence[int], seed: int
-) -> list[tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]]:
-    """(usage, jobs) per leaf over (cpu, mem, gres/gpu).
+
+def build_leaves(leaves: int, pending: int, running: int, capacity: Sequence[int], seed: int) -> list[Leaf]:
+    """(usage, jobs) per leaf over (cpu, mem, gres/gpu), the jobs as one integer array as the plan passes them.
 
     Up to `running` jobs start while they fit in `capacity` (so the pool is
     nearly full, as on a busy cluster, and saturation is reached early in the
@@ -80,10 +80,10 @@ def build_leaves(
             started += 1
         elif sum(map(len, jobs)) < pending:
             jobs[leaf].append(tuple(row))
-    return [(tuple(usage[i]), tuple(jobs[i])) for i in range(leaves)]
+    return [(tuple(usage[i]), np.array(jobs[i], dtype=np.int64).reshape(len(jobs[i]), 3)) for i in range(leaves)]
 
 
-def build_tree(fanout: Sequence[int], data: list[tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]]) -> TreeNode:
+def build_tree(fanout: Sequence[int], data: list[Leaf]) -> TreeNode:
     feed = iter(data)
 
     def node(name: str, level: int) -> TreeNode:
@@ -95,7 +95,7 @@ def build_tree(fanout: Sequence[int], data: list[tuple[tuple[int, ...], tuple[tu
     return TreeNode("root", children=tuple(node(f"d{i}", 1) for i in range(fanout[0])))
 
 
-def flat_tree(data: list[tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]]) -> TreeNode:
+def flat_tree(data: list[Leaf]) -> TreeNode:
     return TreeNode(
         "root", children=tuple(TreeNode(f"leaf{i}", usage=usage, jobs=jobs) for i, (usage, jobs) in enumerate(data))
     )
@@ -107,12 +107,10 @@ def timed(call: Callable[[], object]) -> float:
     return time.perf_counter() - start
 
 
-def flat_arrays(
-    data: list[tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]], capacity: Sequence[int]
-) -> Callable[[], object]:
+def flat_arrays(data: list[Leaf], capacity: Sequence[int]) -> Callable[[], object]:
     """Today's flat engine as the plan calls it, on arrays built here (outside the timing)."""
-    account_of = np.array([a for a, (_, jobs) in enumerate(data) for _ in jobs], dtype=np.int64)
-    demand = np.array([d for _, jobs in data for d in jobs], dtype=np.int64).reshape(-1, len(capacity))
+    account_of = np.repeat(np.arange(len(data), dtype=np.int64), [len(jobs) for _, jobs in data])
+    demand = np.concatenate([jobs for _, jobs in data])
     usage = np.array([u for u, _ in data], dtype=np.int64)
     caps = np.array(capacity, dtype=np.int64)
     weights = [Fraction(1)] * len(data)

@@ -26,6 +26,7 @@ decides.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -47,9 +48,8 @@ from slurm_drf.policy.hierarchy import (
 )
 from slurm_drf.policy.state import rotation_key
 
-# Below this, products of two amounts split in 26-bit halves stay in int64.
+# Every amount stays below this in int64 (checked before), where floats hold it exactly.
 _SAFE: Final = 1 << 52
-_HALF: Final = 26
 
 # Whole numbers: int64, or Python integers (dtype object) where a pool's amounts do not fit.
 Amounts = npt.NDArray[Any]
@@ -80,33 +80,27 @@ class _Sequence:
 
 
 def _shift_div(a: Amounts, shift: int, b: Amounts) -> Amounts:
-    """floor(a · 2**shift / b), exactly, for 0 <= a and 0 < b below 2**52 (int64: long division by 10 bits)."""
+    """floor(a · 2**shift / b), exactly, for 0 <= a, 0 < b and a result below 2**52.
+
+    int64: the float quotient is within 1/2 of the exact one, so its floor
+    is at most 1 off; the remainder a · 2**shift - q · b, computed modulo
+    2**64 (numpy's int64 wraps), is then small and exact, and says which.
+    """
     if a.dtype == object:
         return (a << shift) // b
-    quotient, rest = np.divmod(a, b)
-    done = 0
-    while done < shift:
-        step = min(10, shift - done)
-        more, rest = np.divmod(rest << step, b)
-        quotient = (quotient << step) + more
-        done += step
+    quotient = np.floor(a / b * float(1 << shift)).astype(np.int64)
+    rest = (a << shift) - quotient * b
+    quotient += (rest >= b).astype(np.int64) - (rest < 0)
     return quotient
 
 
 def _mul_shift(m: Amounts, y: Amounts, shift: int) -> Amounts:
-    """floor(m · y / 2**shift), exactly, for 0 <= m, y below 2**52, 26 <= shift <= 52 and a result below 2**52."""
+    """floor(m · y / 2**shift), exactly, for 0 <= m, y below 2**53 and a result below 2**52 (as `_shift_div`)."""
     if m.dtype == object:
         return (m * y) >> shift
-    mask = (1 << _HALF) - 1
-    m1, m0 = m >> _HALF, m & mask
-    y1, y0 = y >> _HALF, y & mask
-    mid = m1 * y0 + m0 * y1
-    low_bits = shift - _HALF
-    product: Amounts = (
-        ((m1 * y1) << (2 * _HALF - shift))
-        + (mid >> low_bits)
-        + ((((mid & ((1 << low_bits) - 1)) << _HALF) + m0 * y0) >> shift)
-    )
+    product = np.floor(m.astype(np.float64) * y.astype(np.float64) * (1.0 / (1 << shift))).astype(np.int64)
+    rest = m * y - (product << shift)
+    product += (rest >= 1 << shift).astype(np.int64) - (rest < 0)
     return product
 
 
@@ -118,8 +112,15 @@ def _interleave(pieces: list[Amounts], leaves: int, width: int, dtype: type) -> 
 
 
 def _descending(values: Amounts) -> Amounts:
-    ordered: Amounts = np.sort(values, axis=1)[:, ::-1]
-    return ordered
+    """Each row sorted largest first (three columns, the usual cpu, mem, gpu, by a sorting network)."""
+    if values.shape[1] != 3:
+        ordered: Amounts = np.sort(values, axis=1)[:, ::-1]
+        return ordered
+    a, b, c = values[:, 0], values[:, 1], values[:, 2]
+    high, low = np.maximum(a, b), np.minimum(a, b)
+    top, rest = np.maximum(high, c), np.minimum(high, c)
+    network: Amounts = np.stack([top, np.maximum(low, rest), np.minimum(low, rest)], axis=1)
+    return network
 
 
 class _Merge:
@@ -221,9 +222,10 @@ class _Merge:
         if mixed.any():
             starts = np.r_[0, np.flatnonzero(~same) + 1]
             stops = np.r_[starts[1:], size]
-            groups = np.unique(np.searchsorted(starts, np.flatnonzero(mixed), side="right") - 1)
+            group = np.cumsum(np.r_[False, ~same])  # each position's run of equal maxima
+            hit = group[np.flatnonzero(mixed) + 1]
             kids = self.tree.children[n]
-            for g in groups.tolist():
+            for g in hit[np.r_[True, hit[1:] != hit[:-1]]].tolist():
                 start, stop = int(starts[g]), int(stops[g])
                 order[start:stop] = self._turns(order[start:stop], local, rank, running, kids, jobs)
         return local[order], index[order], jobs[order]
@@ -251,29 +253,31 @@ class _Merge:
         maximum, so the turns tie, and the tie rule picks each one.
         """
         queues: dict[int, list[list[int]]] = {}
-        for r in rows.tolist():
-            turns = queues.setdefault(int(local[r]), [])
-            if not turns or rank[r] == running[r]:
+        begins = (rank[rows] == running[rows]).tolist()
+        for r, c, begin in zip(rows.tolist(), local[rows].tolist(), begins, strict=True):
+            turns = queues.setdefault(c, [])
+            if not turns or begin:
                 turns.append([r])
             else:
                 turns[-1].append(r)
         for turns in queues.values():
             turns.reverse()  # pop() takes the next turn
         names = {c: self.tree.key[kids[c]] for c in queues}
-        rotation = {c: rotation_key(self.epoch, name) for c, name in names.items()}
+        # The tie rule's heap: fewer tie wins, then the rotation (the key only makes entries unique).
+        heap = [(self.wins.get(name, 0.0), rotation_key(self.epoch, name), name, c) for c, name in names.items()]
+        heapq.heapify(heap)
         out: list[int] = []
-        while len(queues) > 1:
-            chosen = min(queues, key=lambda c: (self.wins.get(names[c], 0.0), rotation[c], names[c]))
-            name = names[chosen]
-            self.wins[name] = self.wins.get(name, 0.0) + 1.0
+        while len(heap) > 1:
+            _, rotation, name, c = heapq.heappop(heap)
+            wins = self.wins[name] = self.wins.get(name, 0.0) + 1.0
             self.plan_wins[name] = self.plan_wins.get(name, 0.0) + 1.0
-            turn = queues[chosen].pop()
+            turn = queues[c].pop()
             self.tied[jobs[turn[0]]] = True
             out.extend(turn)
-            if not queues[chosen]:
-                del queues[chosen]
-        for turns in queues.values():
-            for turn in reversed(turns):
+            if queues[c]:
+                heapq.heappush(heap, (wins, rotation, name, c))
+        for *_, c in heap:
+            for turn in reversed(queues[c]):
                 out.extend(turn)
         return np.array(out, dtype=np.int64)
 
@@ -285,28 +289,27 @@ class _Merge:
         size = int(lengths.sum())
         units = np.concatenate([s.units for s in parts])
         share = np.concatenate([s.vector[:, 0] for s in parts])
+        width = units.shape[1]
         state_start = np.cumsum(lengths + 1) - (lengths + 1)
         offset = np.arange(len(units), dtype=np.int64) - np.repeat(state_start, lengths + 1)
         waiting = (offset < np.repeat(lengths, lengths + 1)) & (share > 0)
-        safe = np.where(waiting, share, 1)
-        direction = _shift_div(units, DIRECTION_BITS, np.broadcast_to(safe[:, None], units.shape))
-        zero = np.zeros_like(units)
-        direction = np.where(waiting[:, None], direction, zero)
-        rest = np.where(waiting[:, None], zero, units)
+        # Per child state: its direction where it waits with a share > 0, else its consumption as it is.
+        # (Where it does not wait, a divisor of 2**52 keeps the unused quotient small.)
+        parts_of = np.empty((len(units), 2 * width), dtype=units.dtype)
+        quotient = _shift_div(units, DIRECTION_BITS, np.where(waiting, share, _SAFE)[:, None])
+        parts_of[:, :width] = np.where(waiting[:, None], quotient, 0)
+        parts_of[:, width:] = np.where(waiting[:, None], 0, units)
         row = state_start[child] + index  # each turn's child state before it
-        y = np.empty((size + 1, units.shape[1]), dtype=units.dtype)
-        b = np.empty_like(y)
-        y[0] = direction[state_start].sum(axis=0)
-        b[0] = rest[state_start].sum(axis=0)
-        np.cumsum(direction[row + 1] - direction[row], axis=0, out=y[1:])
-        np.cumsum(rest[row + 1] - rest[row], axis=0, out=b[1:])
-        y[1:] += y[0]
-        b[1:] += b[0]
-        least = np.zeros(size + 1, dtype=units.dtype)
-        least[:size] = share[row]
-        total = _mul_shift(np.broadcast_to(least[:, None], y.shape), y, DIRECTION_BITS) + b
+        sums = np.empty((size + 1, 2 * width), dtype=units.dtype)
+        sums[0] = parts_of[state_start].sum(axis=0)
+        np.cumsum(np.diff(parts_of, axis=0)[row], axis=0, out=sums[1:])
+        sums[1:] += sums[0]
+        least = np.zeros((size + 1, 1), dtype=units.dtype)
+        least[:size, 0] = share[row]
+        total = _mul_shift(least, sums[:, :width], DIRECTION_BITS) + sums[:, width:]
         weight = self.tree.weight[n]
-        vector = _descending(total * weight.denominator // weight.numerator)
+        scaled = total * weight.denominator if weight.denominator != 1 else total
+        vector = _descending(scaled // weight.numerator if weight.numerator != 1 else scaled)
         return _Sequence(np.zeros(0, np.int64), total, vector)
 
     # ---- the tree, from the leaves up

@@ -187,9 +187,12 @@ class _Merge:
         amounts = sums - np.repeat(sums[starts] - steps[starts], lengths, axis=0)
         caps: Amounts = np.array([tree.capacity[r] for r in self.usable] or [1], dtype=self.dtype)
         units = _shift_div(amounts, SHARE_BITS, np.broadcast_to(caps, amounts.shape))
-        p: Amounts = np.array([tree.weight[n].numerator for n in leaves], dtype=self.dtype)[segment][:, None]
-        q: Amounts = np.array([tree.weight[n].denominator for n in leaves], dtype=self.dtype)[segment][:, None]
-        vector = _descending(_shift_div(amounts * q, SHARE_BITS, caps[None, :] * p))
+        if all(tree.weight[n] == 1 for n in leaves):
+            vector = _descending(units)  # weight 1: the shares are the units
+        else:
+            p: Amounts = np.array([tree.weight[n].numerator for n in leaves], dtype=self.dtype)[segment][:, None]
+            q: Amounts = np.array([tree.weight[n].denominator for n in leaves], dtype=self.dtype)[segment][:, None]
+            vector = _descending(_shift_div(amounts * q, SHARE_BITS, caps[None, :] * p))
         if not self.usable:
             units, vector = units * 0, vector * 0
         out: dict[int, _Sequence] = {}
@@ -200,35 +203,52 @@ class _Merge:
             out[n] = _Sequence(jobs, units[lo:hi], vector[lo:hi])
         return out
 
-    # ---- one internal node
+    # ---- the internal nodes of one height, all at once
 
-    def _merge(self, n: int, parts: list[_Sequence]) -> tuple[IntArray, IntArray, IntArray]:
-        """The node's order of its children's jobs: (child, index in the child, job id) per turn."""
+    def _batch(self, nodes: list[int], sequences: dict[int, _Sequence]) -> IntArray:
+        """Merge the children of `nodes` (no node below another) and put the nodes' sequences in `sequences`.
+
+        Returns the merged job ids, node after node (the root's order when
+        `nodes` is the root alone, whose states nobody reads).
+        """
+        tree = self.tree
+        pairs = [(g, c) for g, n in enumerate(nodes) for c in tree.children[n]]
+        parts = [sequences.pop(c) for _, c in pairs]
+        node_of = np.array([g for g, _ in pairs], dtype=np.int64)  # per child: its parent, as an index of `nodes`
+        local_of = np.array([i for n in nodes for i in range(len(tree.children[n]))], dtype=np.int64)
         lengths = np.array([len(s.jobs) for s in parts], dtype=np.int64)
         size = int(lengths.sum())
-        local = np.repeat(np.arange(len(parts), dtype=np.int64), lengths)
+        segment = np.repeat(np.arange(len(parts), dtype=np.int64), lengths)  # each job's child
         index = np.arange(size, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        jobs = np.concatenate([s.jobs for s in parts]) if parts else np.zeros(0, np.int64)
-        if not size:
-            return local, index, jobs
+        jobs = np.concatenate([s.jobs for s in parts])
         keys = np.concatenate([s.vector[:-1] for s in parts])
-        rank = self._rank(keys)
-        top = int(rank.max()) + 1
-        running = np.maximum.accumulate(rank + local * top) - local * top
-        order = np.argsort(running, kind="stable")
-        ordered = running[order]
-        same = ordered[1:] == ordered[:-1]
-        mixed = same & (local[order][1:] != local[order][:-1])
-        if mixed.any():
-            starts = np.r_[0, np.flatnonzero(~same) + 1]
-            stops = np.r_[starts[1:], size]
-            group = np.cumsum(np.r_[False, ~same])  # each position's run of equal maxima
-            hit = group[np.flatnonzero(mixed) + 1]
-            kids = self.tree.children[n]
-            for g in hit[np.r_[True, hit[1:] != hit[:-1]]].tolist():
-                start, stop = int(starts[g]), int(stops[g])
-                order[start:stop] = self._turns(order[start:stop], local, rank, running, kids, jobs)
-        return local[order], index[order], jobs[order]
+        order = np.zeros(0, dtype=np.int64)
+        if size:
+            rank = self._rank(keys)
+            top = int(rank.max()) + 1
+            running = np.maximum.accumulate(rank + segment * top) - segment * top
+            combined = node_of[segment] * top + running  # by node, then by the child's running maximum
+            order = np.argsort(combined, kind="stable")
+            ordered = combined[order]
+            same = ordered[1:] == ordered[:-1]
+            mixed = same & (segment[order][1:] != segment[order][:-1])
+            if mixed.any():
+                starts = np.r_[0, np.flatnonzero(~same) + 1]
+                stops = np.r_[starts[1:], size]
+                group = np.cumsum(np.r_[False, ~same])  # each position's run of equal maxima
+                hit = group[np.flatnonzero(mixed) + 1]
+                local = local_of[segment]
+                for g in hit[np.r_[True, hit[1:] != hit[:-1]]].tolist():
+                    start, stop = int(starts[g]), int(stops[g])
+                    kids = tree.children[nodes[int(node_of[segment[order[start]]])]]
+                    order[start:stop] = self._turns(order[start:stop], local, rank, running, kids, jobs)
+            depth = np.array([tree.depth[c] - 1 for _, c in pairs], dtype=np.int64)
+            self.path_share[jobs[order], depth[segment[order]]] = keys[order, 0].astype(np.float64) / SHARE_ONE
+        merged = jobs[order]
+        if nodes == [0]:
+            return merged
+        self._states(nodes, parts, node_of, lengths, segment[order], index[order], merged, sequences)
+        return merged
 
     def _rank(self, keys: Amounts) -> IntArray:
         """Each key's place among the distinct keys (lexicographic, largest share first in each)."""
@@ -281,64 +301,79 @@ class _Merge:
                 out.extend(turn)
         return np.array(out, dtype=np.int64)
 
-    def _states(self, n: int, parts: list[_Sequence], child: IntArray, index: IntArray) -> _Sequence | None:
-        """The node's states after each of its turns (None for the root, whose states nobody reads)."""
-        if n == 0:
-            return None
-        lengths = np.array([len(s.jobs) for s in parts], dtype=np.int64)
-        size = int(lengths.sum())
+    def _states(
+        self,
+        nodes: list[int],
+        parts: list[_Sequence],
+        node_of: IntArray,
+        lengths: IntArray,
+        turn_child: IntArray,
+        turn_index: IntArray,
+        merged: IntArray,
+        sequences: dict[int, _Sequence],
+    ) -> None:
+        """Each node's states after each of its turns (turns node after node, in each node's order)."""
+        tree = self.tree
         units = np.concatenate([s.units for s in parts])
         share = np.concatenate([s.vector[:, 0] for s in parts])
         width = units.shape[1]
-        state_start = np.cumsum(lengths + 1) - (lengths + 1)
+        state_start = np.cumsum(lengths + 1) - (lengths + 1)  # per child: its first state
         offset = np.arange(len(units), dtype=np.int64) - np.repeat(state_start, lengths + 1)
         waiting = (offset < np.repeat(lengths, lengths + 1)) & (share > 0)
         # Per child state: its direction where it waits with a share > 0, else its consumption as it is.
         # (Where it does not wait, a divisor of 2**52 keeps the unused quotient small.)
-        parts_of = np.empty((len(units), 2 * width), dtype=units.dtype)
-        quotient = _shift_div(units, DIRECTION_BITS, np.where(waiting, share, _SAFE)[:, None])
-        parts_of[:, :width] = np.where(waiting[:, None], quotient, 0)
-        parts_of[:, width:] = np.where(waiting[:, None], 0, units)
-        row = state_start[child] + index  # each turn's child state before it
-        sums = np.empty((size + 1, 2 * width), dtype=units.dtype)
-        sums[0] = parts_of[state_start].sum(axis=0)
-        np.cumsum(np.diff(parts_of, axis=0)[row], axis=0, out=sums[1:])
-        sums[1:] += sums[0]
-        least = np.zeros((size + 1, 1), dtype=units.dtype)
-        least[:size, 0] = share[row]
+        parts_of = np.zeros((len(units), 2 * width), dtype=units.dtype)
+        parts_of[:, :width] = _shift_div(units, DIRECTION_BITS, np.where(waiting, share, _SAFE)[:, None])
+        idle = np.flatnonzero(~waiting)  # few: each child's last state, and states of share 0
+        parts_of[idle, :width] = 0
+        parts_of[idle, width:] = units[idle]
+        # Per node its states 0..K: state 0 sums its children's first states, each turn adds what it changes.
+        turns = np.bincount(node_of, weights=lengths, minlength=len(nodes)).astype(np.int64)
+        node_start = np.cumsum(turns + 1) - (turns + 1)
+        first_child = np.cumsum([0, *(len(tree.children[n]) for n in nodes[:-1])])
+        steps = np.zeros((int(node_start[-1] + turns[-1] + 1), 2 * width), dtype=units.dtype)
+        steps[node_start] = np.add.reduceat(parts_of[state_start], first_child, axis=0)
+        row = state_start[turn_child] + turn_index  # each turn's child state before it
+        position = np.arange(len(row), dtype=np.int64) + node_of[turn_child] + 1  # its node's state after it
+        steps[position] = np.diff(parts_of, axis=0)[row]
+        sums = np.cumsum(steps, axis=0)
+        sums -= np.repeat(sums[node_start] - steps[node_start], turns + 1, axis=0)
+        least = np.zeros((len(steps), 1), dtype=units.dtype)  # M before each turn; 0 once nothing waits
+        least[position - 1, 0] = share[row]
         total = _mul_shift(least, sums[:, :width], DIRECTION_BITS) + sums[:, width:]
-        weight = self.tree.weight[n]
-        scaled = total * weight.denominator if weight.denominator != 1 else total
-        vector = _descending(scaled // weight.numerator if weight.numerator != 1 else scaled)
-        return _Sequence(np.zeros(0, np.int64), total, vector)
+        q = [tree.weight[n].denominator for n in nodes]
+        p = [tree.weight[n].numerator for n in nodes]
+        scaled = total if max(q) == 1 else total * np.repeat(np.array(q, dtype=units.dtype), turns + 1)[:, None]
+        if max(p) != 1:
+            scaled = scaled // np.repeat(np.array(p, dtype=units.dtype), turns + 1)[:, None]
+        vector = _descending(scaled)
+        bounds = np.r_[node_start, len(steps)].tolist()
+        done = np.r_[0, np.cumsum(turns)].tolist()
+        for g, n in enumerate(nodes):
+            lo, hi = bounds[g], bounds[g + 1]
+            sequences[n] = _Sequence(merged[done[g] : done[g + 1]], total[lo:hi], vector[lo:hi])
 
     # ---- the tree, from the leaves up
 
     def run(self) -> HierarchyOrdering:
         tree = self.tree
         sequences = self._leaves()
+        count = len(tree.parent)
+        height = [0] * count
+        for n in range(count - 1, -1, -1):  # preorder: every child after its parent
+            if tree.children[n]:
+                height[n] = 1 + max(height[c] for c in tree.children[n])
+        batches: dict[int, list[int]] = {}
+        for n in range(count):
+            if tree.children[n]:
+                batches.setdefault(height[n], []).append(n)
         order = np.zeros(0, dtype=np.int64)
-        for n in range(len(tree.parent) - 1, -1, -1):  # preorder: every child after its parent
-            kids = tree.children[n]
-            if not kids:
-                continue
-            parts = [sequences.pop(c) for c in kids]
-            child, index, jobs = self._merge(n, parts)
-            if len(jobs):
-                depth = tree.depth[kids[0]] - 1
-                shares = np.concatenate([s.vector[:-1, 0] for s in parts])
-                starts = np.cumsum([len(s.jobs) for s in parts]) - [len(s.jobs) for s in parts]
-                self.path_share[jobs, depth] = shares[starts[child] + index].astype(np.float64) / SHARE_ONE
-            state = self._states(n, parts, child, index)
-            if state is not None:
-                state.jobs = jobs
-                sequences[n] = state
-            else:
-                order = jobs
+        for h in sorted(batches):  # the root, the highest, comes alone and last
+            order = self._batch(batches[h], sequences)
         owner = np.zeros(self.jobs, dtype=np.int64)
         position = np.zeros(self.jobs, dtype=np.int64)
         for n in self.leaves:
-            count = len(tree.jobs[n])
-            owner[self.first[n] : self.first[n] + count] = n
-            position[self.first[n] : self.first[n] + count] = np.arange(count)
+            jobs = len(tree.jobs[n])
+            owner[self.first[n] : self.first[n] + jobs] = n
+            position[self.first[n] : self.first[n] + jobs] = np.arange(jobs)
         return HierarchyOrdering(tree, owner[order], position[order], self.path_share[order], self.tied[order])

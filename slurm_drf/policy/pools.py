@@ -61,16 +61,23 @@ def share_vector(usage: Sequence[int], capacity: Sequence[int], weight: Fraction
     return tuple(sorted((Fraction(u, c) / weight for u, c in zip(usage, capacity, strict=True) if c > 0), reverse=True))
 
 
-def weighted_shares(usage: IntArray, capacity: IntArray | FloatArray, fractions: Sequence[Fraction]) -> FloatArray:
-    """Each row's dominant share over the usable resources divided by its weight (`fractions[row]`), as floats.
+def weighted_shares(
+    usage: IntArray, capacity: IntArray | FloatArray, fractions: Sequence[Fraction], of: IntArray | None = None
+) -> FloatArray:
+    """Each row's dominant share over the usable resources divided by its weight, as floats.
 
-    One correctly rounded division per share (u*q / (c*p)): equal shares
-    compare equal, as `policy.order` sorts them.
+    The weight of row i is `fractions[i]`, or `fractions[of[i]]` when `of`
+    maps the rows to the weights (each account's, say). One correctly
+    rounded division per share (u*q / (c*p)): equal shares compare equal,
+    as `policy.order` sorts them.
     """
     usable = capacity > 0
-    weighted = np.zeros(len(fractions), dtype=np.float64)
-    if usable.any() and len(fractions):
+    rows = len(fractions) if of is None else len(of)
+    weighted = np.zeros(rows, dtype=np.float64)
+    if usable.any() and rows:
         p = np.array([f.numerator for f in fractions], dtype=np.float64)
         q = np.array([f.denominator for f in fractions], dtype=np.float64)
+        if of is not None:
+            p, q = p[of], q[of]
         weighted = ((usage[:, usable] * q[:, None]) / (capacity[usable][None, :] * p[:, None])).max(axis=1)
     return weighted

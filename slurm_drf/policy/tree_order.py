@@ -40,6 +40,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from itertools import chain
 from types import MappingProxyType
 from typing import Final, Literal
 
@@ -288,20 +289,20 @@ def order_tree(  # noqa: C901
     )
     hierarchy = order_online(frozen, capacity.tolist(), epoch, wins, plan_wins)
     compiled = hierarchy.tree
-    leaf_path = {
-        n: PATH_SEPARATOR.join((compiled.key[n], *compiled.names[n][1:])) for n in set(hierarchy.leaf.tolist())
-    }
-    order = np.array(
-        [by_path[leaf_path[n]][j] for n, j in zip(hierarchy.leaf.tolist(), hierarchy.job.tolist(), strict=True)],
-        dtype=np.int64,
-    )
+    leaf_path = {n: PATH_SEPARATOR.join((compiled.key[n], *compiled.names[n][1:])) for n in compiled.leaves}
+    # Each compiled leaf's jobs as rows of the pool's job list, one after the other.
+    own = [by_path[leaf_path[n]] for n in compiled.leaves]
+    first = np.zeros(len(compiled.parent), dtype=np.int64)
+    first[list(compiled.leaves)] = np.cumsum([len(r) for r in own]) - [len(r) for r in own]
+    rows_of = np.fromiter(chain.from_iterable(own), dtype=np.int64, count=sum(map(len, own)))
+    order = rows_of[first[hierarchy.leaf] + hierarchy.job]
     count = len(order)
     tied = np.zeros(count, dtype=np.bool_)
     if count:
         tied[order] = hierarchy.tied
     before = _before_in_order(order, account_of, demand, usage if past is None else usage + past)
     # A job's level is §2's: its account's weighted dominant share before it, in the plan's order.
-    level = weighted_shares(before, capacity, [account_weights[a] for a in account_of.tolist()])
+    level = weighted_shares(before, capacity, account_weights, account_of)
     placed = level[order]
     new_level = np.r_[True, placed[1:] != placed[:-1]] if count else np.zeros(0, dtype=np.bool_)
     ordering = Ordering(order, level, tied, new_level, new_level.copy())

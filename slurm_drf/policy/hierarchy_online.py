@@ -6,8 +6,8 @@ saturated, and a node is blocked only when nothing below it waits (the
 paper's saturation is a one-shot fill; a queue is ordered while the
 cluster is full in some resource most of the time, and blocking every job
 that wants it would drop the contended resource from every division's
-share). Then a node's order depends on its subtree alone, and it is its children's orders
-merged: the walk at a node serves the child of least (share, vector); a
+share). Then a node's order depends on its subtree alone, and it is its
+children's orders merged: the walk at a node serves the child of least (share, vector); a
 child whose key falls after its turn is served again at once, so the node
 takes its children's jobs in the order of each child's running maximum of
 its key, one stable sort. Where two children's running maxima are the very
@@ -19,8 +19,9 @@ plus the cumulative sum of the rest: whole numbers, exactly the rule's
 fixed point (`hierarchy.inner_share`), in int64 where the pool's numbers stay
 below 2**52 (checked before; otherwise the same code on Python integers).
 
-Cost: per internal node a sort of its subtree's jobs; O(J·d·(R + log J))
-for J jobs and depth d, in numpy, plus a Python step per turn that a tie
+The internal nodes of one height (no one below another) are merged in
+one pass. Cost: per height a sort of all the jobs; O(J·d·(R + log J)) for
+J jobs and depth d, in numpy, plus a Python step per turn that a tie
 decides.
 """
 
@@ -134,8 +135,7 @@ class _Merge:
         self.usable = list(tree.usable)
         count = len(tree.parent)
         self.leaves = [n for n, kids in enumerate(tree.children) if not kids and n]
-        # One row per leaf state: its usage, then its jobs' demands (summed per leaf below).
-        self.first = [0] * count
+        self.first = [0] * count  # each leaf's first job id
         jobs = 0
         for n in self.leaves:
             self.first[n] = jobs
@@ -143,7 +143,7 @@ class _Merge:
         self.jobs = jobs
         width = len(tree.capacity)
         try:
-            # Per leaf its usage row, then its jobs' rows (usage rows first here, interleaved below).
+            # Per leaf its usage row, then its jobs' demands (summed into its states by `_leaves`).
             pieces = [np.asarray(tree.usage[n], dtype=np.int64).reshape(1, width) for n in self.leaves]
             pieces += [np.asarray(tree.jobs[n], dtype=np.int64).reshape(len(tree.jobs[n]), width) for n in self.leaves]
             self.raw: Amounts = _interleave(pieces, len(self.leaves), width, np.int64)

@@ -43,7 +43,7 @@ submitted between ticks by `sort_key`; the queue is always sorted by
   the main pass limited to default_queue_depth. `drf` stays the idealised
   reference. They record the values written per tick (`Policy.writes`).
 - `hdrf`: H-DRF over the workload's account tree (docs/rule.md §7,
-  `policy.tree_order.order_online`, the daemon's online rule: rescaling,
+  `policy.hierarchy_online.order_online`, the daemon's online rule: rescaling,
   no saturation) with the users of each account as
   its leaves: every tick, each leaf's running allocation and its pending
   records in submit order (Slurm's order) become a `TreeNode` tree

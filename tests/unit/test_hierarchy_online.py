@@ -97,25 +97,40 @@ def test_a_queue_far_beyond_capacity_stays_exact() -> None:
     _same(root, (64, 24), 1, {})
 
 
-@settings(max_examples=300, deadline=None)
-@given(
-    st.lists(st.tuples(st.integers(0, (1 << 52) - 1), st.integers(1, (1 << 52) - 1)), min_size=1, max_size=20),
-    st.integers(0, 40),
-)
-def test_shift_div_is_exact_in_int64(pairs: list[tuple[int, int]], shift: int) -> None:
-    pairs = [(a, b) for a, b in pairs if (a << shift) // b < 1 << 62] or [(0, 1)]
-    a = np.array([x for x, _ in pairs], dtype=np.int64)
-    b = np.array([y for _, y in pairs], dtype=np.int64)
-    assert _shift_div(a, shift, b).tolist() == [(x << shift) // y for x, y in pairs]
+TOP = (1 << 52) - 1  # the engine keeps every amount below 2**52
 
 
-@settings(max_examples=300, deadline=None)
-@given(
-    st.lists(st.tuples(st.integers(0, (1 << 52) - 1), st.integers(0, (1 << 52) - 1)), min_size=1, max_size=20),
-    st.integers(26, 52),
-)
-def test_mul_shift_is_exact_in_int64(pairs: list[tuple[int, int]], shift: int) -> None:
-    pairs = [(m, y) for m, y in pairs if (m * y) >> shift < 1 << 52] or [(0, 0)]
-    m = np.array([x for x, _ in pairs], dtype=np.int64)
-    y = np.array([v for _, v in pairs], dtype=np.int64)
-    assert _mul_shift(m, y, shift).tolist() == [(x * v) >> shift for x, v in pairs]
+@st.composite
+def quotients(draw: st.DrawFn) -> tuple[int, int, int]:
+    """(a, shift, b) with floor(a · 2**shift / b) below 2**52, as the engine calls `_shift_div`."""
+    b = draw(st.integers(1, TOP))
+    shift = draw(st.integers(0, 40))
+    return draw(st.integers(0, min(TOP, (TOP * b) >> shift))), shift, b
+
+
+@st.composite
+def products(draw: st.DrawFn) -> tuple[int, int, int]:
+    """(m, y, shift) with floor(m · y / 2**shift) below 2**52, as the engine calls `_mul_shift`."""
+    m = draw(st.integers(0, TOP))
+    shift = draw(st.integers(0, 52))
+    return m, draw(st.integers(0, min(TOP, (TOP << shift) // max(m, 1)))), shift
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(quotients(), min_size=1, max_size=20))
+def test_shift_div_is_exact_in_int64(cases: list[tuple[int, int, int]]) -> None:
+    for shift in {s for _, s, _ in cases}:
+        rows = [(a, b) for a, s, b in cases if s == shift]
+        a = np.array([x for x, _ in rows], dtype=np.int64)
+        b = np.array([y for _, y in rows], dtype=np.int64)
+        assert _shift_div(a, shift, b).tolist() == [(x << shift) // y for x, y in rows]
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(products(), min_size=1, max_size=20))
+def test_mul_shift_is_exact_in_int64(cases: list[tuple[int, int, int]]) -> None:
+    for shift in {s for *_, s in cases}:
+        rows = [(m, y) for m, y, s in cases if s == shift]
+        m = np.array([x for x, _ in rows], dtype=np.int64)
+        y = np.array([v for _, v in rows], dtype=np.int64)
+        assert _mul_shift(m, y, shift).tolist() == [(x * v) >> shift for x, v in rows]

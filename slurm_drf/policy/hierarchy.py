@@ -172,6 +172,12 @@ def _leaf_data(node: TreeNode, label: str, width: int) -> tuple[tuple[int, ...],
         return (0,) * width, ()
     usage = tuple(_amounts(node.usage or (0,) * width, width, f"tree node {label} usage"))
     if isinstance(node.jobs, np.ndarray):
+        if (
+            node.jobs.dtype == np.int64
+            and node.jobs.shape[1:] == (width,)
+            and (not node.jobs.size or node.jobs.min() >= 0)
+        ):
+            return usage, node.jobs
         if _plain_array(node.jobs, width):
             return usage, node.jobs.astype(np.int64, copy=False)
     elif _plain(node.jobs, width):
@@ -310,7 +316,8 @@ class HierarchyOrdering:
     dominant share, when the job was placed, of the node at depth k + 1 on
     the leaf's path (the root's child first, the leaf at its depth), 0
     beyond the leaf's depth; `tied[p]` is True where the tie rule chose at
-    some level.
+    some level. `start[n]`, when the engine gives it, is node n's weighted
+    share before any pending job is placed (the merge engine's state 0).
     """
 
     tree: CompiledTree
@@ -318,6 +325,7 @@ class HierarchyOrdering:
     job: IntArray
     path_share: FloatArray
     tied: npt.NDArray[np.bool_]
+    start: FloatArray | None = None
 
     def pairs(self) -> list[tuple[str, int]]:
         """(leaf key, job index) in order, as the oracle returns them."""

@@ -156,6 +156,7 @@ class _Merge:
             self.raw = self.raw.astype(object)
         self.dtype: type = self.raw.dtype.type
         self.path_share = np.zeros((jobs, max(max(tree.depth, default=0), 1)), dtype=np.float64)
+        self.start = np.zeros(count, dtype=np.float64)  # each node's share at state 0
         self.tied = np.zeros(jobs, dtype=np.bool_)
 
     def _fits(self) -> bool:
@@ -196,6 +197,7 @@ class _Merge:
         if not self.usable:
             units, vector = units * 0, vector * 0
         out: dict[int, _Sequence] = {}
+        self.start[leaves] = vector[starts, 0].astype(np.float64) / SHARE_ONE
         bounds = np.r_[starts, len(segment)].tolist()
         for i, n in enumerate(leaves):
             lo, hi = bounds[i], bounds[i + 1]
@@ -347,6 +349,7 @@ class _Merge:
         if max(p) != 1:
             scaled = scaled // np.repeat(np.array(p, dtype=units.dtype), turns + 1)[:, None]
         vector = _descending(scaled)
+        self.start[nodes] = vector[node_start, 0].astype(np.float64) / SHARE_ONE
         bounds = np.r_[node_start, len(steps)].tolist()
         done = np.r_[0, np.cumsum(turns)].tolist()
         for g, n in enumerate(nodes):
@@ -376,4 +379,6 @@ class _Merge:
             jobs = len(tree.jobs[n])
             owner[self.first[n] : self.first[n] + jobs] = n
             position[self.first[n] : self.first[n] + jobs] = np.arange(jobs)
-        return HierarchyOrdering(tree, owner[order], position[order], self.path_share[order], self.tied[order])
+        return HierarchyOrdering(
+            tree, owner[order], position[order], self.path_share[order], self.tied[order], self.start
+        )

@@ -477,7 +477,7 @@ def _plan_pool(
             if len(resources)
             else np.zeros((len(running_rows), 0), dtype=np.int64)
         )
-        running = RunningJobs(running_account, [table.user[row] for row in running_rows.tolist()], allocation)
+        running = RunningJobs(running_account, list(map(table.user.__getitem__, running_rows.tolist())), allocation)
         by_tree = order_tree(
             tree.tree,
             tree.weights,
@@ -485,7 +485,7 @@ def _plan_pool(
             table.accounts,
             weights,
             account_of,
-            [table.user[row] for row in rows.tolist()],
+            list(map(table.user.__getitem__, rows.tolist())),
             demand,
             running,
             usage,

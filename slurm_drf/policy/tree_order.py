@@ -48,7 +48,7 @@ import numpy as np
 
 from slurm_drf.config.settings import WithinAccount
 from slurm_drf.model.tree import PATH_SEPARATOR, AccountTree
-from slurm_drf.model.types import IntArray
+from slurm_drf.model.types import FloatArray, IntArray
 from slurm_drf.policy.hierarchy import (
     SHARE_ONE,
     CompiledTree,
@@ -310,8 +310,8 @@ def order_tree(  # noqa: C901
         ordering,
         before,
         hierarchy,
-        tuple(leaf_path[n] for n in hierarchy.leaf.tolist()),
-        tree_rows(root, compiled, resources),
+        tuple(map(leaf_path.__getitem__, hierarchy.leaf.tolist())),
+        tree_rows(root, compiled, resources, hierarchy.start),
     )
 
 
@@ -330,8 +330,11 @@ def _kind(name: str) -> tuple[NodeKind, str]:
 _KIND_PLACE: Final = {"user": 0, "jobs": 0, "account": 1, "past": 2}
 
 
-def start_shares(tree: CompiledTree) -> tuple[list[float], list[bool]]:
-    """Each compiled node's weighted share and blocked flag at the start of the order (docs/rule.md §7)."""
+def start_shares(tree: CompiledTree, start: FloatArray | None = None) -> tuple[list[float], list[bool]]:
+    """Each compiled node's weighted share and blocked flag at the start of the order (docs/rule.md §7).
+
+    The shares are `start`'s where it is given (an engine's own, the same numbers).
+    """
     usable = tree.usable
     caps = [tree.capacity[r] for r in usable]
     saturated = {k for k, r in enumerate(usable) if tree.occupied[r] >= tree.capacity[r]}
@@ -344,14 +347,18 @@ def start_shares(tree: CompiledTree) -> tuple[list[float], list[bool]]:
     for n in range(count - 1, 0, -1):  # preorder: every child after its parent
         kids = tree.children[n]
         if kids:
-            exact[n] = inner_share([(exact[c], blocked[c]) for c in kids], counted, tree.weight[n])
             blocked[n] = all(blocked[c] for c in kids)
+            if start is None:
+                exact[n] = inner_share([(exact[c], blocked[c]) for c in kids], counted, tree.weight[n])
         else:
-            exact[n] = leaf_share([tree.usage[n][r] for r in usable], caps, tree.weight[n])
             jobs = tree.jobs[n]
             blocked[n] = not len(jobs) or (
                 bool(saturated) and all(any(d[usable[k]] > 0 for k in saturated) for d in jobs)
             )
+            if start is None:
+                exact[n] = leaf_share([tree.usage[n][r] for r in usable], caps, tree.weight[n])
+    if start is not None:
+        return start.tolist(), blocked
     return [s.share / SHARE_ONE for s in exact], blocked
 
 
@@ -359,9 +366,14 @@ def _by_kind(children: Mapping[str, _Branch]) -> list[tuple[str, _Branch]]:
     return sorted(children.items(), key=lambda item: (_KIND_PLACE[_kind(item[0])[0]], item[0]))
 
 
-def tree_rows(root: _Branch, tree: CompiledTree, resources: Sequence[str]) -> tuple[TreeRow, ...]:
-    """The pool's tree in preorder, one row per node (chains not contracted); see `TreeRow`."""
-    shares, blocked = start_shares(tree)
+def tree_rows(
+    root: _Branch, tree: CompiledTree, resources: Sequence[str], start: FloatArray | None = None
+) -> tuple[TreeRow, ...]:
+    """The pool's tree in preorder, one row per node (chains not contracted); see `TreeRow`.
+
+    `start` is each compiled node's share at the start of the order where the engine gave it.
+    """
+    shares, blocked = start_shares(tree, start)
     compiled: dict[str, int] = {}
     for n in range(1, len(tree.parent)):
         path = tree.key[n]

@@ -23,6 +23,7 @@ from slurm_drf.policy import hierarchy_online
 from slurm_drf.policy.hierarchy import TreeNode, compile_tree, order_hierarchy
 from slurm_drf.policy.hierarchy_online import _mul_shift, _shift_div, order_online
 from slurm_drf.policy.hierarchy_oracle import reference_hierarchy_order
+from slurm_drf.policy.tree_order import start_shares
 
 
 def _same(root: TreeNode, capacity: Vector, epoch: int, wins: dict[str, float]) -> tuple[int, int]:
@@ -36,6 +37,10 @@ def _same(root: TreeNode, capacity: Vector, epoch: int, wins: dict[str, float]) 
     assert merged_wins == nested_wins and merged_plan == nested_plan
     assert merged.tied.tolist() == nested.tied.tolist()
     assert merged.path_share.tolist() == nested.path_share.tolist()
+    # The shares the plan shows at the start of the order are the rule's, node for node.
+    if not merged.tree.flat:  # (a flat tree is §2's engine's, which gives no start)
+        assert merged.start is not None
+        assert merged.start.tolist()[1:] == start_shares(merged.tree)[0][1:]
     return len(merged.leaf), int(merged.tied.sum())
 
 

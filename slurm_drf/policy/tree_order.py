@@ -380,42 +380,57 @@ def tree_rows(
         for k, name in enumerate(tree.names[n]):
             path = path if k == 0 else f"{path}{PATH_SEPARATOR}{name}"
             compiled[path] = n
-    usable = [c > 0 for c in tree.capacity]
-
-    def visit(name: str, branch: _Branch, path: str, depth: int) -> tuple[list[TreeRow], list[int], int, int]:
-        below: list[TreeRow] = []
-        if branch.rows is not None or branch.usage is not None:
-            usage = list(branch.usage or [0] * len(resources))
-            running, pending = branch.running, len(branch.rows or ())
-        else:
-            usage, running, pending = [0] * len(resources), 0, 0
-            for child_name, child in _by_kind(branch.children):
-                rows, sub, r, p = visit(child_name, child, f"{path}{PATH_SEPARATOR}{child_name}", depth + 1)
-                below += rows
-                usage = [u + s for u, s in zip(usage, sub, strict=True)]
-                running, pending = running + r, pending + p
-        node = compiled[path]
-        fractions = [u / c if ok else -1.0 for u, c, ok in zip(usage, tree.capacity, usable, strict=True)]
-        top = max(range(len(fractions)), key=lambda k: fractions[k], default=-1)
-        dominant = top >= 0 and fractions[top] > 0
-        kind, label = _kind(name)
-        row = TreeRow(
-            path,
-            label,
-            depth,
-            kind,
-            branch.weight,
-            MappingProxyType(dict(zip(resources, usage, strict=True))),
-            running,
-            pending,
-            resources[top] if dominant else None,
-            fractions[top] if dominant else 0.0,
-            shares[node],
-            blocked[node],
+    # The nodes in preorder (a node's own leaves, then its child accounts, then its past), then sums bottom-up.
+    nodes: list[tuple[str, str, int, _Branch, int]] = []  # (path, name, depth, branch, parent's place)
+    stack = [(name, child, name, 1, -1) for name, child in reversed(_by_kind(root.children))]
+    while stack:
+        name, branch, path, depth, up = stack.pop()
+        nodes.append((path, name, depth, branch, up))
+        here = len(nodes) - 1
+        stack.extend(
+            (child_name, child, f"{path}{PATH_SEPARATOR}{child_name}", depth + 1, here)
+            for child_name, child in reversed(_by_kind(branch.children))
         )
-        return [row, *below], usage, running, pending
-
-    return tuple(row for name, child in _by_kind(root.children) for row in visit(name, child, name, 1)[0])
+    width = len(resources)
+    usage = np.zeros((len(nodes), width), dtype=np.int64)
+    counts = np.zeros((len(nodes), 2), dtype=np.int64)  # running, pending
+    for i, (_, _, _, branch, _) in enumerate(nodes):
+        if branch.rows is not None or branch.usage is not None:
+            usage[i] = branch.usage or [0] * width
+            counts[i] = branch.running, len(branch.rows or ())
+    for i in range(len(nodes) - 1, -1, -1):  # preorder: every node before its children
+        up = nodes[i][4]
+        if up >= 0:
+            usage[up] += usage[i]
+            counts[up] += counts[i]
+    capacity = np.array(tree.capacity, dtype=np.float64)
+    fractions = np.where(capacity > 0, usage / np.where(capacity > 0, capacity, 1.0), -1.0)
+    top = fractions.argmax(axis=1) if width else np.zeros(len(nodes), dtype=np.int64)
+    best = fractions[np.arange(len(nodes)), top] if width else np.zeros(len(nodes))
+    rows: list[TreeRow] = []
+    for (path, name, depth, branch, _), amounts, (running, pending), k, share in zip(
+        nodes, usage.tolist(), counts.tolist(), top.tolist(), best.tolist(), strict=True
+    ):
+        node = compiled[path]
+        kind, label = _kind(name)
+        dominant = share > 0
+        rows.append(
+            TreeRow(
+                path,
+                label,
+                depth,
+                kind,
+                branch.weight,
+                MappingProxyType(dict(zip(resources, amounts, strict=True))),
+                running,
+                pending,
+                resources[k] if dominant else None,
+                share if dominant else 0.0,
+                shares[node],
+                blocked[node],
+            )
+        )
+    return tuple(rows)
 
 
 def _before_in_order(order: IntArray, account_of: IntArray, demand: IntArray, usage: IntArray) -> IntArray:

@@ -274,9 +274,22 @@ class _Merge:
         it) and go on below it; every waiting child's next run begins at the
         maximum, so the turns tie, and the tie rule picks each one.
         """
+        children = local[rows].tolist()
+        if len(set(children)) == len(children):  # the usual run: one job of each child, turn after turn
+            keys = [self.tree.key[kids[c]] for c in children]
+            ranked = sorted(
+                range(len(children)),
+                key=lambda i: (self.wins.get(keys[i], 0.0), rotation_key(self.epoch, keys[i]), keys[i]),
+            )
+            for i in ranked[:-1]:  # each is taken while another waits: a tie won
+                self.wins[keys[i]] = self.wins.get(keys[i], 0.0) + 1.0
+                self.plan_wins[keys[i]] = self.plan_wins.get(keys[i], 0.0) + 1.0
+            self.tied[jobs[rows[ranked[:-1]]]] = True
+            placed: IntArray = rows[ranked]
+            return placed
         queues: dict[int, list[list[int]]] = {}
         begins = (rank[rows] == running[rows]).tolist()
-        for r, c, begin in zip(rows.tolist(), local[rows].tolist(), begins, strict=True):
+        for r, c, begin in zip(rows.tolist(), children, begins, strict=True):
             turns = queues.setdefault(c, [])
             if not turns or begin:
                 turns.append([r])

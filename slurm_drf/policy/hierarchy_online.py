@@ -105,8 +105,8 @@ def _mul_shift(m: Amounts, y: Amounts, shift: int) -> Amounts:
     return product
 
 
-def _lexicographic(keys: Amounts) -> IntArray:
-    """The stable lexicographic order of int64 rows of two or three columns below 2**53.
+def _lexicographic(keys: Amounts) -> tuple[IntArray, npt.NDArray[np.bool_]]:
+    """The stable lexicographic order of int64 rows of two or three columns below 2**53, and where a new key begins.
 
     numpy sorts complex numbers by their real part, then their imaginary
     part, and a float64 holds such a whole number exactly: one stable sort
@@ -115,18 +115,22 @@ def _lexicographic(keys: Amounts) -> IntArray:
     """
     pair = keys[:, 0].astype(np.float64) + 1j * keys[:, 1].astype(np.float64)
     order: IntArray = np.argsort(pair, kind="stable")
-    if keys.shape[1] == 3 and len(order) > 1:
-        first = pair[order]
-        equal = np.r_[False, first[1:] == first[:-1]]
+    first = pair[order]
+    equal = np.r_[False, first[1:] == first[:-1]]
+    if keys.shape[1] == 2:
+        return order, ~equal
+    third = keys[order, 2]
+    differ = np.flatnonzero(equal[1:] & (third[1:] != third[:-1])) + 1
+    if len(differ):
+        run = np.cumsum(~equal)  # each sorted row's run of equal first two columns
+        marked = np.zeros(int(run[-1]) + 1, dtype=np.bool_)
+        marked[run[differ]] = True
+        inside = marked[run]
+        order[inside] = order[inside][np.lexsort((third[inside], run[inside]))]
         third = keys[order, 2]
-        differ = np.flatnonzero(equal[1:] & (third[1:] != third[:-1])) + 1
-        if len(differ):
-            run = np.cumsum(~equal)  # each sorted row's run of equal first two columns
-            marked = np.zeros(int(run[-1]) + 1, dtype=np.bool_)
-            marked[run[differ]] = True
-            inside = marked[run]
-            order[inside] = order[inside][np.lexsort((third[inside], run[inside]))]
-    return order
+    new = ~equal | np.r_[False, third[1:] != third[:-1]]
+    new[:1] = False
+    return order, new
 
 
 def _interleave(pieces: list[Amounts], leaves: int, width: int, dtype: type) -> Amounts:
@@ -223,10 +227,10 @@ class _Merge:
         out: dict[int, _Sequence] = {}
         self.start[leaves] = vector[starts, 0].astype(np.float64) / SHARE_ONE
         bounds = np.r_[starts, len(segment)].tolist()
+        ids = np.arange(self.jobs, dtype=np.int64)  # leaf after leaf, each leaf's jobs in its order
         for i, n in enumerate(leaves):
             lo, hi = bounds[i], bounds[i + 1]
-            jobs = np.arange(self.first[n], self.first[n] + hi - lo - 1, dtype=np.int64)
-            out[n] = _Sequence(jobs, units[lo:hi], vector[lo:hi])
+            out[n] = _Sequence(ids[self.first[n] : self.first[n] + hi - lo - 1], units[lo:hi], vector[lo:hi])
         return out
 
     # ---- the internal nodes of one height, all at once
@@ -279,14 +283,15 @@ class _Merge:
     def _rank(self, keys: Amounts) -> IntArray:
         """Each key's place among the distinct keys (lexicographic, largest share first in each)."""
         count = len(keys)
-        if keys.dtype == object:
-            by_key = np.array(sorted(range(count), key=lambda i: tuple(keys[i])), dtype=np.int64)
-        elif keys.shape[1] in (2, 3):
-            by_key = _lexicographic(keys)
+        if keys.dtype != object and keys.shape[1] in (2, 3):
+            by_key, new = _lexicographic(keys)
         else:
-            by_key = np.lexsort(keys.T[::-1])
-        ordered = keys[by_key]
-        new = np.r_[False, (ordered[1:] != ordered[:-1]).any(axis=1)]
+            if keys.dtype == object:
+                by_key = np.array(sorted(range(count), key=lambda i: tuple(keys[i])), dtype=np.int64)
+            else:
+                by_key = np.lexsort(keys.T[::-1])
+            ordered = keys[by_key]
+            new = np.r_[False, (ordered[1:] != ordered[:-1]).any(axis=1)]
         rank = np.empty(count, dtype=np.int64)
         rank[by_key] = np.cumsum(new)
         return rank

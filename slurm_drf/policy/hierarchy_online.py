@@ -89,9 +89,13 @@ def _shift_div(a: Amounts, shift: int, b: Amounts) -> Amounts:
     """
     if a.dtype == object:
         return (a << shift) // b
-    quotient = np.floor(a / b * float(1 << shift)).astype(np.int64)
-    rest = (a << shift) - quotient * b
-    quotient += (rest >= b).astype(np.int64) - (rest < 0)
+    estimate = a / b
+    estimate *= float(1 << shift)
+    quotient = np.floor(estimate, out=estimate).astype(np.int64)
+    rest = a << shift
+    rest -= quotient * b
+    quotient += rest >= b
+    quotient -= rest < 0
     return quotient
 
 
@@ -99,9 +103,13 @@ def _mul_shift(m: Amounts, y: Amounts, shift: int) -> Amounts:
     """floor(m · y / 2**shift), exactly, for 0 <= m, y below 2**53 and a result below 2**52 (as `_shift_div`)."""
     if m.dtype == object:
         return (m * y) >> shift
-    product = np.floor(m.astype(np.float64) * y.astype(np.float64) * (1.0 / (1 << shift))).astype(np.int64)
-    rest = m * y - (product << shift)
-    product += (rest >= 1 << shift).astype(np.int64) - (rest < 0)
+    estimate = y.astype(np.float64)
+    estimate *= m.astype(np.float64) * (1.0 / (1 << shift))
+    product = np.floor(estimate, out=estimate).astype(np.int64)
+    rest = m * y
+    rest -= product << shift
+    product += rest >= 1 << shift
+    product -= rest < 0
     return product
 
 

@@ -374,27 +374,32 @@ class _Merge:
         state_start = np.cumsum(lengths + 1) - (lengths + 1)  # per child: its first state
         offset = np.arange(len(units), dtype=np.int64) - np.repeat(state_start, lengths + 1)
         waiting = (offset < np.repeat(lengths, lengths + 1)) & (share > 0)
-        # Per child state: its direction where it waits with a share > 0, else its consumption as it is.
-        # (Where it does not wait, a divisor of 2**52 keeps the unused quotient small.)
-        parts_of = np.zeros((len(units), 2 * width), dtype=units.dtype)
-        parts_of[:, :width] = _shift_div(units, DIRECTION_BITS, np.where(waiting, share, _SAFE)[:, None])
+        # Per child state: its direction where it waits with a share > 0, else its consumption as it is
+        # (`rest`). Where it does not wait, a divisor of 2**52 keeps the unused quotient small.
+        direction = _shift_div(units, DIRECTION_BITS, np.where(waiting, share, _SAFE)[:, None])
         idle = np.flatnonzero(~waiting)  # few: each child's last state, and states of share 0
-        parts_of[idle, :width] = 0
-        parts_of[idle, width:] = units[idle]
+        direction[idle] = 0
+        rest = np.zeros_like(units)
+        rest[idle] = units[idle]
         # Per node its states 0..K: state 0 sums its children's first states, each turn adds what it changes.
         turns = np.bincount(node_of, weights=lengths, minlength=len(nodes)).astype(np.int64)
         node_start = np.cumsum(turns + 1) - (turns + 1)
         first_child = np.cumsum([0, *(len(tree.children[n]) for n in nodes[:-1])])
-        steps = np.zeros((int(node_start[-1] + turns[-1] + 1), 2 * width), dtype=units.dtype)
-        steps[node_start] = np.add.reduceat(parts_of[state_start], first_child, axis=0)
         row = state_start[turn_child] + turn_index  # each turn's child state before it
         position = np.arange(len(row), dtype=np.int64) + node_of[turn_child] + 1  # its node's state after it
-        steps[position] = np.diff(parts_of, axis=0)[row]
-        sums = np.cumsum(steps, axis=0)
-        sums -= np.repeat(sums[node_start] - steps[node_start], turns + 1, axis=0)
-        least = np.zeros((len(steps), 1), dtype=units.dtype)  # M before each turn; 0 once nothing waits
+        count = int(node_start[-1] + turns[-1] + 1)
+        sums: list[Amounts] = []
+        for part, changing in ((direction, slice(None)), (rest, np.flatnonzero(~waiting[row] | ~waiting[row + 1]))):
+            steps = np.zeros((count, width), dtype=units.dtype)
+            steps[node_start] = np.add.reduceat(part[state_start], first_child, axis=0)
+            at = row[changing]
+            steps[position[changing]] = part[at + 1] - part[at]
+            total = np.cumsum(steps, axis=0)
+            total -= np.repeat(total[node_start] - steps[node_start], turns + 1, axis=0)
+            sums.append(total)
+        least = np.zeros((count, 1), dtype=units.dtype)  # M before each turn; 0 once nothing waits
         least[position - 1, 0] = share[row]
-        total = _mul_shift(least, sums[:, :width], DIRECTION_BITS) + sums[:, width:]
+        total = _mul_shift(least, sums[0], DIRECTION_BITS) + sums[1]
         q = [tree.weight[n].denominator for n in nodes]
         p = [tree.weight[n].numerator for n in nodes]
         scaled = total if max(q) == 1 else total * np.repeat(np.array(q, dtype=units.dtype), turns + 1)[:, None]
@@ -402,7 +407,7 @@ class _Merge:
             scaled = scaled // np.repeat(np.array(p, dtype=units.dtype), turns + 1)[:, None]
         vector = _descending(scaled)
         self.start[nodes] = vector[node_start, 0].astype(np.float64) / SHARE_ONE
-        bounds = np.r_[node_start, len(steps)].tolist()
+        bounds = np.r_[node_start, count].tolist()
         done = np.r_[0, np.cumsum(turns)].tolist()
         for g, n in enumerate(nodes):
             lo, hi = bounds[g], bounds[g + 1]

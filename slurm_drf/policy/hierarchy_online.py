@@ -126,7 +126,9 @@ def _lexicographic(keys: Amounts) -> tuple[IntArray, npt.NDArray[np.bool_]]:
     first = pair[order]
     equal = np.r_[False, first[1:] == first[:-1]]
     if keys.shape[1] == 2:
-        return order, ~equal
+        new = ~equal
+        new[:1] = False
+        return order, new
     third = keys[order, 2]
     differ = np.flatnonzero(equal[1:] & (third[1:] != third[:-1])) + 1
     if len(differ):

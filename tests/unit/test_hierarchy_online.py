@@ -21,7 +21,7 @@ from test_hierarchy import SETTINGS, Vector, all_keys, seeded_node, trees
 
 from slurm_drf.policy import hierarchy_online
 from slurm_drf.policy.hierarchy import TreeNode, compile_tree, order_hierarchy
-from slurm_drf.policy.hierarchy_online import _mul_shift, _shift_div, order_online
+from slurm_drf.policy.hierarchy_online import _lexicographic, _mul_shift, _shift_div, order_online
 from slurm_drf.policy.hierarchy_oracle import reference_hierarchy_order
 from slurm_drf.policy.tree_order import start_shares
 
@@ -139,3 +139,21 @@ def test_mul_shift_is_exact_in_int64(cases: list[tuple[int, int, int]]) -> None:
         m = np.array([x for x, _ in rows], dtype=np.int64)
         y = np.array([v for _, v in rows], dtype=np.int64)
         assert _mul_shift(m, y, shift).tolist() == [(x * v) >> shift for x, v in rows]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.integers(2, 3).flatmap(
+        lambda width: st.lists(
+            st.tuples(*[st.one_of(st.integers(0, 3), st.integers(0, TOP)) for _ in range(width)]), min_size=1
+        )
+    )
+)
+def test_lexicographic_order_is_lexsorts(rows: list[tuple[int, ...]]) -> None:
+    """The complex-number sort of the engine's keys is numpy's stable lexsort, and says where keys change."""
+    keys = np.array(rows, dtype=np.int64)
+    order, new = _lexicographic(keys)
+    expected = np.lexsort(keys.T[::-1])
+    assert order.tolist() == expected.tolist()
+    ordered = keys[expected]
+    assert new.tolist() == [False, *(ordered[1:] != ordered[:-1]).any(axis=1).tolist()]

@@ -180,6 +180,8 @@ def _leaf_data(node: TreeNode, label: str, width: int) -> tuple[tuple[int, ...],
             return usage, node.jobs
         if _plain_array(node.jobs, width):
             return usage, node.jobs.astype(np.int64, copy=False)
+        if node.jobs.size and node.jobs.ndim != 2:
+            raise HierarchyError(f"tree node {label} jobs: an array of shape {node.jobs.shape}, not (jobs, {width})")
     elif _plain(node.jobs, width):
         return usage, tuple(map(tuple, node.jobs))
     jobs = tuple(tuple(_amounts(d, width, f"tree node {label} job {i}")) for i, d in enumerate(node.jobs))
@@ -223,7 +225,8 @@ def _amounts(values: Sequence[int], width: int, what: str) -> list[int]:
     out: list[int] = []
     for value in values:
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
-            raise HierarchyError(f"{what}: {value!r} is not a whole number >= 0")
+            shown = int(value) if isinstance(value, np.integer) else repr(value)
+            raise HierarchyError(f"{what}: {shown} is not a whole number >= 0")
         out.append(int(value))
     return out
 

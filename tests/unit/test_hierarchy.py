@@ -358,6 +358,18 @@ def test_weight_zero_is_refused_naming_the_node(weight: Fraction) -> None:
             TreeNode("root", children=(TreeNode("a", jobs=((1, 1),), children=(TreeNode("x"), TreeNode("y"))),)),
             r"tree node a: an internal node holds no usage or jobs",
         ),
+        (
+            TreeNode("root", children=(TreeNode("a", jobs=np.array([[1, 2, 3]])),)),
+            r"tree node a job 0: 3 amounts for 2 resources",
+        ),
+        (
+            TreeNode("root", children=(TreeNode("a", jobs=np.array([[1, -2]])),)),
+            r"tree node a job 0: -2 is not a whole number",
+        ),
+        (
+            TreeNode("root", children=(TreeNode("a", jobs=np.array([1, 2])),)),
+            r"tree node a jobs: an array of shape \(2,\), not \(jobs, 2\)",
+        ),
     ],
 )
 def test_bad_trees_are_refused_in_one_line(tree: TreeNode, message: str) -> None:

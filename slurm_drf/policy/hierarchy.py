@@ -172,12 +172,6 @@ def _leaf_data(node: TreeNode, label: str, width: int) -> tuple[tuple[int, ...],
         return (0,) * width, ()
     usage = tuple(_amounts(node.usage or (0,) * width, width, f"tree node {label} usage"))
     if isinstance(node.jobs, np.ndarray):
-        if (
-            node.jobs.dtype == np.int64
-            and node.jobs.shape[1:] == (width,)
-            and (not node.jobs.size or node.jobs.min() >= 0)
-        ):
-            return usage, node.jobs
         if _plain_array(node.jobs, width):
             return usage, node.jobs.astype(np.int64, copy=False)
         if node.jobs.size and node.jobs.ndim != 2:
@@ -189,13 +183,11 @@ def _leaf_data(node: TreeNode, label: str, width: int) -> tuple[tuple[int, ...],
 
 
 def _plain_array(jobs: npt.NDArray[np.generic], width: int) -> bool:
-    """Whether an array of jobs is (jobs, `width`) whole numbers >= 0 that int64 holds."""
-    return (
-        jobs.ndim == 2
-        and jobs.shape[1] == width
-        and jobs.dtype.kind in "iu"
-        and (not jobs.size or (int(jobs.min()) >= 0 and int(jobs.max()) < 1 << 63))
-    )
+    """Whether an array of jobs is (jobs, `width`) whole numbers >= 0 that int64 holds (int64 itself: one reduction)."""
+    if jobs.ndim != 2 or jobs.shape[1] != width or jobs.dtype.kind not in "iu":
+        return False
+    fits = jobs.dtype == np.int64 or not jobs.size or int(jobs.max()) < 1 << 63
+    return fits and (not jobs.size or int(jobs.min()) >= 0)
 
 
 def _plain(jobs: Sequence[Sequence[int]], width: int) -> bool:

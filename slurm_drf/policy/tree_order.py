@@ -145,18 +145,13 @@ class TreeOrdering:
     # The pool's tree as the plan shows it, in preorder.
     rows: tuple[TreeRow, ...] = ()
 
-    def path_shares(self, position: int) -> tuple[float, ...]:
-        """The weighted share, when the job at `position` was placed, of each node of its leaf key's path.
+    def all_path_shares(self) -> list[tuple[float, ...]]:
+        """Per position, the weighted share, when its job was placed, of each node of its leaf key's path.
 
         One share per name of `leaf_keys[position]`, root's child first; the
-        names of a chain of single children share its one share (§7).
+        names of a chain of single children share its one share (§7). Built
+        one leaf at a time: the positions of a leaf share their path.
         """
-        tree = self.hierarchy.tree
-        shares = self.hierarchy.path_share[position]
-        return tuple(float(shares[k]) for k, n in enumerate(self.hierarchy.path(position)) for _ in tree.names[n])
-
-    def all_path_shares(self) -> list[tuple[float, ...]]:
-        """`path_shares` of every position, one leaf at a time."""
         hierarchy = self.hierarchy
         out: list[tuple[float, ...]] = [()] * len(hierarchy.leaf)
         by_leaf = np.argsort(hierarchy.leaf, kind="stable")

@@ -111,7 +111,11 @@ def cmd_once(args: argparse.Namespace) -> int:
         from slurm_drf.trail.past import HistoryPast
 
         past = HistoryPast(store.directory, fetch=fetch_allocations).past(config)
-        report = run_cycle(source, make_writer(source), config, store, dry_run=dry_run, past=past)
+        from slurm_drf.cycle.recall import Recall
+        from slurm_drf.trail.history import HistoryLedger
+
+        recall = Recall(HistoryLedger(store.directory))
+        report = run_cycle(source, make_writer(source), config, store, dry_run=dry_run, past=past, recall=recall)
     except DrfError as error:
         for observer in observers:
             observer.on_error(error)
@@ -137,12 +141,31 @@ def cmd_reset(args: argparse.Namespace) -> int:
     if not args.dry_run:
         store.lock()
     source = make_source(config)
-    report = reset_jobs(source, make_writer(source), store, dry_run=args.dry_run)
+    from slurm_drf.cycle.recall import Recall
+    from slurm_drf.trail.history import HistoryLedger
+
+    recall = Recall(HistoryLedger(store.directory))
+    report = reset_jobs(
+        source, make_writer(source), store, dry_run=args.dry_run, recall=recall, assume_own=args.assume_own
+    )
     verb = "would reset" if args.dry_run else "reset"
     print(f"{verb} {len(report.reset)} job(s)" + (f": {', '.join(report.reset)}" if report.reset else ""))
     for job_id, why in sorted(report.skipped.items()):
         print(f"job {job_id}: left alone ({why})")
     return 1 if any(why.startswith("failed") for why in report.skipped.values()) else 0
+
+
+def _own_nice(text: str) -> int:
+    """--assume-own: a nice a person could set (so never a label)."""
+    from slurm_drf.policy.state import LABEL_NICE_BELOW
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not LABEL_NICE_BELOW <= value <= -LABEL_NICE_BELOW:
+        raise argparse.ArgumentTypeError(f"expected a nice from {LABEL_NICE_BELOW} to {-LABEL_NICE_BELOW}, got {value}")
+    return value
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
@@ -207,6 +230,13 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     reset.add_argument("--config", metavar="FILE", help="config YAML")
     reset.add_argument("--dry-run", action="store_true", help="list what would be reset")
     reset.add_argument("--state-dir", metavar="DIR", help="state directory (default: the config's state_dir)")
+    reset.add_argument(
+        "--assume-own",
+        metavar="NICE",
+        type=_own_nice,
+        help="the nice to give jobs holding a label whose own nice no record holds (an earlier install's): "
+        "without it they are left alone",
+    )
     reset.set_defaults(func=cmd_reset)
 
     wanted = _requested_verb(sys.argv[1:] if argv is None else argv)

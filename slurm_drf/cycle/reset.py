@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 
+from slurm_drf.cycle.recall import Recall
 from slurm_drf.cycle.run import Writer
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.slurm.source import ClusterSource
@@ -21,10 +22,25 @@ class ResetReport:
     skipped: Mapping[str, str]
 
 
-def reset_jobs(source: ClusterSource, writer: Writer, store: StateStore, *, dry_run: bool = False) -> ResetReport:
-    """Give every pending job this daemon touched its own value back, then forget it."""
-    state = store.load()
+def reset_jobs(
+    source: ClusterSource,
+    writer: Writer,
+    store: StateStore,
+    *,
+    dry_run: bool = False,
+    recall: Recall | None = None,
+    assume_own: int | None = None,
+) -> ResetReport:
+    """Give every pending job that holds a value of ours its own value back, then forget it.
+
+    Whose value a job holds is decided as in a cycle (`cycle.recall`): the
+    state, the record of writes, labels. A job whose own nice no record
+    holds is left alone unless `assume_own` says what to give it.
+    """
     snapshot = source.fetch_snapshot()
+    state, found = (recall or Recall(None)).reconcile(snapshot, store.load())
+    if found:
+        logger.warning("%s", found.text(str(store.path)))
     jobs = {j.job_id: j for j in snapshot.jobs if j.pending}
     lines: list[str] = []
     done: list[str] = []
@@ -43,7 +59,15 @@ def reset_jobs(source: ClusterSource, writer: Writer, store: StateStore, *, dry_
         if memory.mode == "nice" and job.nice != memory.written:
             skipped[job_id] = f"nice changed to {job.nice} since we wrote it: left as it is"
             continue
-        lines.extend(build_reset_lines(job_id, memory.mode, memory.user_nice))
+        own = memory.user_nice if memory.own_known else assume_own
+        if own is None:
+            skipped[job_id] = (
+                "its own nice is unknown (a label no record explains: an earlier install's?); "
+                "reset --assume-own 0 gives it 0"
+            )
+            waiting.add(job_id)
+            continue
+        lines.extend(build_reset_lines(job_id, memory.mode, own))
         done.append(job_id)
     if dry_run:
         return ResetReport(tuple(done), MappingProxyType(skipped))

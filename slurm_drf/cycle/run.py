@@ -6,11 +6,13 @@ actions, and the StateStore to remember what it did. `run_cycle` is one
 cycle (`slurm-drf once`); `reset_jobs` gives jobs their own values back
 (`slurm-drf reset`).
 
-Order of side effects in a cycle: the new memory (each job's own nice and
-the value about to be written) is saved BEFORE the writes, so a crash
-between the two never loses a user's nice; a write that then fails is
-harmless, because the next cycle sees Slurm still holding the user's value
-and takes it as theirs.
+Order of side effects in a cycle: the memory is first made whole
+(`cycle.recall`: a job holding a value of ours that the state does not
+explain is never taken to hold its own); the new memory (each job's own
+nice and the value about to be written) is saved BEFORE the writes, so a
+crash between the two never loses a user's nice; a write that then fails
+is harmless, because the next cycle sees Slurm still holding the user's
+value and takes it as theirs.
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ from typing import Protocol
 import numpy as np
 
 from slurm_drf.config.settings import Config
+from slurm_drf.cycle.recall import Recall
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.model.types import Snapshot
 from slurm_drf.policy.history import UsageByPool
 from slurm_drf.policy.plan import JobPlan, Plan, compute_plan
-from slurm_drf.policy.state import JobMemory, PolicyState
+from slurm_drf.policy.state import JobMemory, PolicyState, is_label_nice
 from slurm_drf.slurm.source import ClusterSource
 from slurm_drf.slurm.write import Write, WriteResult, build_reset_lines, is_gone
 
@@ -60,6 +63,8 @@ class CycleReport:
     seconds: float
     deferred: int
     dry_run: bool
+    # Jobs whose own nice no record holds (docs/rule.md §5): the history records none for them.
+    unknown_own: frozenset[str] = frozenset()
 
     def summary(self) -> str:
         pending = sum(1 for order in self.plan.column("order") if order is not None)
@@ -102,8 +107,24 @@ def remember(
     }
     for job in chosen:
         assert job.value is not None
-        memory[job.job_id] = JobMemory(job.user_nice, job.value, plan.mode)
+        known = _own_known(job, previous.get(job.job_id), plan.mode)
+        memory[job.job_id] = JobMemory(job.user_nice, job.value, plan.mode, own_known=known)
     return memory
+
+
+def _own_known(job: JobPlan, previous: JobMemory | None, mode: str) -> bool:
+    """Whether the own nice kept in a job's new value is known: it stays unknown while the
+    job shows a value of ours; a nice of somebody's choosing is theirs, and known."""
+    if previous is None or previous.own_known:
+        return True
+    current = job.current
+    return (
+        mode == "nice"
+        and previous.mode == "nice"
+        and current is not None
+        and current != previous.written
+        and not is_label_nice(current)
+    )
 
 
 def run_cycle(
@@ -114,16 +135,22 @@ def run_cycle(
     *,
     dry_run: bool = False,
     past: UsageByPool | None = None,
+    recall: Recall | None = None,
 ) -> CycleReport:
     """One cycle; dry_run computes the plan and writes nothing, state included.
 
     `past` is each account's decayed average allocation (docs/rule.md §6),
     read by the layer above from the history; None plans pure DRF.
+    `recall` checks what the state does not explain against the record of
+    writes (`cycle.recall`); None recognises labels only.
     """
+    recall = recall or Recall(None)
     started = time.monotonic()
     snapshot = source.fetch_snapshot()
     read_seconds = time.monotonic() - started
-    state = store.load()
+    state, found = recall.reconcile(snapshot, store.load())
+    if found:
+        logger.warning("%s", found.text(str(store.path)))
     plan = compute_plan(snapshot, config, state, past)
     chosen, deferred = select_writes(plan, config.max_writes_per_cycle)
     writes = tuple(
@@ -138,6 +165,7 @@ def run_cycle(
     undone = _reset_other_modes(writer, state, plan, snapshot, pending_ids)
     memory = remember(state.jobs, plan, chosen, pending_ids, undone)
     store.save(replace(plan.state, jobs=MappingProxyType(memory)))
+    recall.forget([write.job_id for write in writes])
     result = writer.apply(writes)
     if result.failed or result.gone:
         # A failed write left the job as it was: forget only what we just added.
@@ -147,7 +175,9 @@ def run_cycle(
             else:
                 memory.pop(job_id, None)
         store.save(replace(plan.state, jobs=MappingProxyType(memory)))
-    return CycleReport(plan, snapshot, writes, result, read_seconds, time.monotonic() - started, deferred, False)
+    unknown = frozenset(job for job, m in memory.items() if not m.own_known)
+    seconds = time.monotonic() - started
+    return CycleReport(plan, snapshot, writes, result, read_seconds, seconds, deferred, False, unknown)
 
 
 def _reset_other_modes(

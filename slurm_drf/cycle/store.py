@@ -22,7 +22,7 @@ from slurm_drf.errors import StateError
 from slurm_drf.files import check_private, read_private, write_atomic
 from slurm_drf.model.codec import is_job_id, show
 from slurm_drf.model.types import MAX_PRIORITY, NICE_RANGE
-from slurm_drf.policy.state import EMPTY_STATE, JobMemory, PolicyState
+from slurm_drf.policy.state import EMPTY_STATE, JobMemory, PolicyState, is_label_nice
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +38,8 @@ def render_state(state: PolicyState) -> dict[str, Any]:
         "fingerprint": state.fingerprint,
         "tie_wins": dict(state.tie_wins),
         "plan_wins": dict(state.plan_wins),
-        "jobs": {job: [m.user_nice, m.written, m.mode] for job, m in state.jobs.items()},
+        # An own nice nobody recorded is null: `reset` must not take 0 for it.
+        "jobs": {job: [m.user_nice if m.own_known else None, m.written, m.mode] for job, m in state.jobs.items()},
     }
 
 
@@ -64,16 +65,29 @@ def _wins(value: object, key: str) -> dict[str, float]:
 
 
 def parse_job_memory(job: object, entry: object) -> JobMemory:
-    """One `jobs` entry, `[user_nice, written, mode]`; ValueError naming the key when out of range."""
+    """One `jobs` entry, `[user_nice, written, mode]`; ValueError naming the key when out of range.
+
+    A user_nice of null is unknown; so is one below LABEL_NICE_BELOW, which
+    is a label and nobody's own nice (`is_repaired` tells them apart).
+    """
     if not isinstance(job, str) or not is_job_id(job):
         raise ValueError(f"jobs: expected job ids as keys, got {show(job)}")
     if not isinstance(entry, list) or len(entry) != 3:
         raise ValueError(f"jobs.{job}: expected [user_nice, written, mode], got {show(entry)}")
-    user_nice = _whole(entry[0], -NICE_RANGE, NICE_RANGE, f"jobs.{job} user_nice")
     written = _whole(entry[1], -NICE_RANGE, MAX_PRIORITY, f"jobs.{job} written")
     if entry[2] not in _MODES:
         raise ValueError(f"jobs.{job} mode: expected one of nice, site_factor, priority, got {show(entry[2])}")
+    if entry[0] is None:
+        return JobMemory(0, written, str(entry[2]), own_known=False)
+    user_nice = _whole(entry[0], -NICE_RANGE, NICE_RANGE, f"jobs.{job} user_nice")
+    if is_label_nice(user_nice):
+        return JobMemory(0, written, str(entry[2]), own_known=False)
     return JobMemory(user_nice, written, str(entry[2]))
+
+
+def is_repaired(entry: object) -> bool:
+    """A `jobs` entry whose user_nice is a label: kept as unknown, never trusted."""
+    return isinstance(entry, list) and bool(entry) and isinstance(entry[0], int) and is_label_nice(entry[0])
 
 
 def parse_state(data: Any) -> PolicyState:
@@ -115,7 +129,8 @@ def salvage_user_nice(data: object) -> PolicyState:
                     user_nice = _whole(entry[0], -NICE_RANGE, NICE_RANGE, "user_nice")
                 except ValueError:
                     continue
-                kept[job] = JobMemory(user_nice, user_nice, "nice")
+                if not is_label_nice(user_nice):
+                    kept[job] = JobMemory(user_nice, user_nice, "nice")
     return PolicyState(jobs=MappingProxyType(kept))
 
 
@@ -153,9 +168,19 @@ class StateStore:
             data, error_text = None, str(error)
         else:
             try:
-                return parse_state(data)
+                state = parse_state(data)
             except (ValueError, KeyError, TypeError, AttributeError, IndexError) as error:
                 error_text = str(error)
+            else:
+                repaired = sum(map(is_repaired, data["jobs"].values()))
+                if repaired:
+                    logger.warning(
+                        "%s: %d job(s)' own nice is a label value, nobody's own: kept as unknown "
+                        "(the order counts it as 0; reset leaves those jobs alone unless given --assume-own)",
+                        self.path,
+                        repaired,
+                    )
+                return state
         salvaged = salvage_user_nice(data)
         logger.warning(
             "%s: state is corrupt (%s); starting fresh but for %d job(s)' own nice: "

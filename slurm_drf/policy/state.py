@@ -11,14 +11,32 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
+# No person sets a nice below this by hand (sites' hand-set nices stay within
+# +/-10,000; a negative one needs operator rights), while slurm-drf's values in
+# nice mode reach -2147483645. A nice below it is a label some slurm-drf
+# wrote, never a user's own (docs/rule.md §5, "Whose value it is").
+LABEL_NICE_BELOW: Final = -1_000_000
+
+
+def is_label_nice(nice: int) -> bool:
+    """A nice no person sets: a slurm-drf label, whoever wrote it."""
+    return nice < LABEL_NICE_BELOW
+
 
 @dataclass(frozen=True, slots=True)
 class JobMemory:
-    """What the daemon remembers of one job it wrote to."""
+    """What the daemon remembers of one job it wrote to.
+
+    `user_nice` is the job's own nice before our value; `own_known` is False
+    when no record says what it was (the job held a label of an earlier
+    install, or of a lost state): the order then counts it as 0, and
+    `reset` leaves such a job alone unless told what to give it.
+    """
 
     user_nice: int
     written: int
     mode: str
+    own_known: bool = True
 
 
 @dataclass(frozen=True, slots=True)

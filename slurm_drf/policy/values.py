@@ -16,7 +16,7 @@ from slurm_drf.config.settings import (
 )
 from slurm_drf.model.types import BoolArray, FloatArray, IntArray
 from slurm_drf.policy.labels import LabelSpace
-from slurm_drf.policy.state import JobMemory
+from slurm_drf.policy.state import LABEL_NICE_BELOW, JobMemory
 
 
 def adjust_for_memory(
@@ -32,12 +32,17 @@ def adjust_for_memory(
     the site factor, the priority), and whether there is one.
 
     Base priority is Slurm's with this daemon's adjustment removed. The
-    user's nice is what the job had before we first wrote it; if the job's
-    nice is no longer what we wrote, somebody changed it since, and that is
-    the user's (or an admin's) new choice, and our part stays ours: its
-    label is kept and written again beside the new nice. site_factor cannot
-    be read back from squeue, so its current value is the one we remember
-    writing. A priority somebody else changed is not ours any more.
+    user's nice is what the job had before we first wrote it. A job's nice
+    is never taken for its own while it is one of ours (docs/rule.md §5,
+    "Whose value it is"): the value we last wrote, or any nice below
+    LABEL_NICE_BELOW, which no person sets (an older value of ours that a
+    restarted slurmctld brought back, or a label of an earlier install).
+    Such a job keeps the own nice we remember (0 when we remember none) and
+    is written again. Any other nice than ours is somebody's new choice
+    (the user's or an admin's): it becomes the job's own, and our label is
+    written again beside it. site_factor cannot be read back from squeue,
+    so its current value is the one we remember writing. A priority
+    somebody else changed is not ours any more.
     """
     # In priority mode the daemon owns the order: Slurm's own priority is
     # gone once written, so within an account submit order decides, for
@@ -52,37 +57,50 @@ def adjust_for_memory(
         current = list(site_factor)
     ours = np.zeros(len(priority), dtype=np.bool_)
     held = np.zeros(len(priority), dtype=np.int64)
-    if not memory:
-        return base, own, current, held, ours
-    found = list(map(memory.get, job_ids))
+    found = list(map(memory.get, job_ids)) if memory else []
     codes = {name: code for code, name in enumerate(MODES)}
     recalled = [(k, m.user_nice, m.written, codes.get(m.mode, -1)) for k, m in enumerate(found) if m is not None]
+    label = nice < LABEL_NICE_BELOW
     if not recalled:
+        _not_own(label, own, base, mode, nice)
         return base, own, current, held, ours
     at, user, written, by = np.array(recalled, dtype=np.int64).T
     # The user's nice, whatever mode wrote last: nice mode's value is ours
-    # while Slurm still shows it; priority mode made Slurm zero the nice.
+    # while Slurm shows it or an older label of ours; priority mode made
+    # Slurm zero the nice.
     shows_ours = nice[at] == written
-    restore = ((by == MODES.index("nice")) & shows_ours) | (by == MODES.index("priority"))
+    restore = ((by == MODES.index("nice")) & shows_ours) | label[at] | (by == MODES.index("priority"))
     own[at[restore]] = user[restore]
+    label[at[restore]] = False
+    _not_own(label, own, base, mode, nice)
     # Another mode's value is undone before this mode writes: only this mode's count here.
     same = by == MODES.index(mode)
-    at, written, user = at[same], written[same], user[same]
+    at, written, user, shows_ours = at[same], written[same], user[same], shows_ours[same]
     if mode == "nice":
         base[at] = priority[at] + (nice[at] - own[at])
         held[at] = written - user
-        ours[at] = True
+        # An older value of ours is not kept: the job is written again.
+        ours[at] = shows_ours
     elif mode == "site_factor":
         for k, value in zip(at.tolist(), written.tolist(), strict=True):
             if current[k] is None:
                 current[k] = value
             ours[k] = current[k] == value
-        base[at] = priority[at] - written
+        base[at] -= written
         held[at] = written
     else:
         ours[at] = priority[at] == written
         held[at] = written
     return base, own, current, held, ours
+
+
+def _not_own(label: BoolArray, own: IntArray, base: IntArray, mode: str, nice: IntArray) -> None:
+    """Jobs holding a label nobody remembers writing: own nice 0, our adjustment out of the base."""
+    if not label.any():
+        return
+    own[label] = 0
+    if mode != "priority":
+        base[label] += nice[label]
 
 
 def spread_values(level_sorted: FloatArray, scale: int, step: int = 1) -> IntArray:

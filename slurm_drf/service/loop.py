@@ -43,12 +43,14 @@ from slurm_drf.config.checks import history_warnings
 from slurm_drf.config.load import warn_unknown_accounts
 from slurm_drf.config.settings import Config
 from slurm_drf.cycle.backends import make_source, make_writer
+from slurm_drf.cycle.recall import Recall
 from slurm_drf.cycle.run import CycleObserver, CycleReport, Writer, run_cycle
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import ConfigError, DrfError
 from slurm_drf.service.notify import Notifier, status_field
 from slurm_drf.slurm.sacct import fetch_allocations
 from slurm_drf.slurm.source import ClusterSource
+from slurm_drf.trail.history import HistoryLedger
 from slurm_drf.trail.observers import build_observers, close_observers
 from slurm_drf.trail.past import HistoryPast
 
@@ -122,11 +124,14 @@ class Service:
         error_delays: Sequence[float] = ERROR_DELAYS,
         hung_after: float = HUNG_CYCLE_SECONDS,
         past: HistoryPast | None = None,
+        recall: Recall | None = None,
     ) -> None:
         self.config = config
         self.store = store
         # The decayed past from the history (docs/rule.md §6), read before each cycle.
         self._past = past or HistoryPast(store.directory, fetch=fetch_allocations)
+        # Whose value each job holds, checked against every write on record (cycle.recall).
+        self._recall = recall or Recall(HistoryLedger(store.directory))
         self._load = load
         self.notifier = notifier or Notifier()
         self._source_factory = source_factory
@@ -182,6 +187,7 @@ class Service:
                     self.store,
                     dry_run=self._dry_run or config.dry_run,
                     past=self._past.past(config),
+                    recall=self._recall,
                 )
             except Exception as error:
                 delay: float | None = self._failed(number, config, error)

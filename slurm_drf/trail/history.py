@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 from slurm_drf.config.durations import SINCE_SYNTAX, parse_duration
+from slurm_drf.cycle.recall import LedgerWrite
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import DrfError, InputError, StateError
 from slurm_drf.model.codec import format_time
@@ -116,6 +117,9 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
             message TEXT NOT NULL)""",
         "CREATE INDEX errors_time ON errors(time)",
     ),
+    # The own nice each value kept (null: unknown), so the writes alone say
+    # whose value a job holds when the state is lost (cycle.recall).
+    ("ALTER TABLE writes ADD COLUMN user_nice INTEGER",),
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 
@@ -258,7 +262,8 @@ def record_cycle(connection: sqlite3.Connection, report: CycleReport, now: float
         if not report.dry_run and report.result is not None:
             connection.executemany(
                 "INSERT INTO writes (cycle_id, time, job_id, account, user, pool, mode, old_value, new_value,"
-                " level, position, tie, outcome, message) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " level, position, tie, outcome, message, user_nice)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(cycle_id, now, *row) for row in build_write_rows(report)],
             )
         connection.execute("COMMIT")
@@ -269,22 +274,24 @@ def record_cycle(connection: sqlite3.Connection, report: CycleReport, now: float
 
 
 def build_write_rows(report: CycleReport) -> list[tuple[Any, ...]]:
-    """(job, account, user, pool, mode, old, new, level, order, tie, outcome, message) per write sent."""
+    """(job, account, user, pool, mode, old, new, level, order, tie, outcome, message, own nice) per write sent."""
     result = report.result
     if result is None:
         return []
     wanted = {w.job_id for w in report.writes}
     # Straight from the plan's columns: a plan of 100k jobs need not become 100k objects.
-    names = ("account", "user", "pool", "current", "level", "order", "tie")
+    names = ("account", "user", "pool", "current", "level", "order", "tie", "user_nice")
     columns = {name: report.plan.column(name) for name in ("job_id", *names)}
     where = {job_id: index for index, job_id in enumerate(columns["job_id"]) if job_id in wanted}
     applied, gone = set(result.applied), set(result.gone)
     rows: list[tuple[Any, ...]] = []
     for write in report.writes:
         index = where.get(write.job_id)
-        account, user, pool, current, level, order, tie = (
-            ("", "", None, None, None, None, False) if index is None else (columns[n][index] for n in names)
+        account, user, pool, current, level, order, tie, own = (
+            ("", "", None, None, None, None, False, None) if index is None else (columns[n][index] for n in names)
         )
+        if write.job_id in report.unknown_own:
+            own = None
         if write.job_id in result.failed:
             outcome, message = "failed", result.failed[write.job_id]
         elif write.job_id in gone:
@@ -307,6 +314,7 @@ def build_write_rows(report: CycleReport) -> list[tuple[Any, ...]]:
                 int(tie),
                 outcome,
                 message,
+                own,
             )
         )
     return rows
@@ -389,6 +397,61 @@ class AuditRecorder:
             logger.info("%s: %d history row(s) older than %d day(s) deleted", self.path, deleted, self.history_days)
 
 
+# Every write of the jobs named in a JSON list, oldest first; schema 1 kept no own nice.
+_LEDGER_QUERIES: Final = {
+    version: f"SELECT job_id, mode, new_value, {own}, old_value FROM writes"  # noqa: S608 (a constant column)
+    " WHERE job_id IN (SELECT value FROM json_each(?)) ORDER BY time, id"
+    for version, own in ((False, "NULL"), (True, "user_nice"))
+}
+
+
+class HistoryLedger:
+    """cycle.recall's WriteLedger: every value the daemon wrote to given jobs, from `writes`.
+
+    Read-only, one short connection per question; a missing history holds
+    no writes. Reads schema 1 too (no own nice recorded: the recall then
+    takes it from the values Slurm showed before the writes).
+    """
+
+    def __init__(self, state_dir: str | os.PathLike[str]) -> None:
+        self.path = history_path(state_dir)
+
+    def writes_of(self, job_ids: Sequence[str]) -> dict[str, list[LedgerWrite]]:
+        if not self.path.exists():
+            return {}
+        try:
+            connection = sqlite3.connect(
+                f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0, isolation_level=None
+            )
+        except sqlite3.Error as error:
+            raise StateError(f"{self.path}: cannot read the history: {error}") from error
+        try:
+            version = schema_version(connection)
+            if version not in (1, SCHEMA_VERSION):
+                raise StateError(
+                    f"{self.path}: history schema version {version}, this slurm-drf reads {SCHEMA_VERSION}"
+                )
+            rows = connection.execute(_LEDGER_QUERIES[version >= 2], (json.dumps(list(job_ids)),)).fetchall()
+        except sqlite3.Error as error:
+            raise StateError(f"{self.path}: cannot read the history: {error}") from error
+        finally:
+            connection.close()
+        found: dict[str, list[LedgerWrite]] = {}
+        for job_id, mode, value, user_nice, old_value in rows:
+            if _whole_or_none(value) is None:
+                continue  # a row nobody could have written: not evidence of anything
+            found.setdefault(str(job_id), []).append(
+                LedgerWrite(str(mode), int(value), _whole_or_none(user_nice), _whole_or_none(old_value))
+            )
+        return found
+
+
+def _whole_or_none(value: object) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool) and -(2**31) <= value < 2**32:
+        return value
+    return None
+
+
 # --------------------------------------------------------------------------
 # Queries (`slurm-drf audit`)
 
@@ -434,6 +497,7 @@ WRITE_COLUMNS: Final = (
     "tie",
     "outcome",
     "message",
+    "own_nice",
 )
 CYCLE_COLUMNS: Final = (
     "time",
@@ -487,7 +551,7 @@ def query_history(connection: sqlite3.Connection, query: AuditQuery) -> list[dic
     }[query.table]
     select = {
         "writes": "SELECT w.time, w.cycle_id, w.job_id, w.account, w.user, w.pool, w.mode, w.old_value, "
-        "w.new_value, w.level, w.position, w.tie, w.outcome, w.message FROM writes w",
+        "w.new_value, w.level, w.position, w.tie, w.outcome, w.message, w.user_nice FROM writes w",
         "shares": "SELECT c.time, s.cycle_id, s.pool, s.account, s.rank, s.weight, s.running_jobs, "
         "s.pending_jobs, s.dominant_resource, s.dominant_share, s.weighted_share, s.usage, s.shares "
         "FROM shares s JOIN cycles c ON c.id = s.cycle_id",

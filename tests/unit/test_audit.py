@@ -365,6 +365,7 @@ def test_renderings_agree(history: sqlite3.Connection) -> None:
         "tie",
         "outcome",
         "message",
+        "own_nice",
     ]
     assert len(table.splitlines()) == 2 + 3
     shares = query_history(history, AuditQuery("shares", account="physics"))

@@ -1,0 +1,208 @@
+"""Whose value a job holds: the state's memory checked against every write on record.
+
+Sits in the cycle, before the plan. The state file says what the daemon
+last wrote to each job and the job's own nice before it. That is not
+enough when time goes back (SPEC §8): a slurmctld killed before it saved
+our latest writes (or a `reset`) comes back with values we wrote earlier;
+a state file lost, corrupt or restored from a backup knows nothing of jobs
+that hold our values. Taken for the users' own, those values would be
+kept for good and "restored" by `reset`.
+
+So before each plan, every pending job whose value the memory does not
+explain is looked up in the ledger of writes (history.sqlite's `writes`,
+through `WriteLedger`): a value we once wrote to that job is ours, and the
+own nice recorded with that write is the job's. A nice below
+LABEL_NICE_BELOW that no record explains is a label too (an earlier
+install's): its own nice is unknown, counted as 0 and never "restored"
+(docs/rule.md §5, "Whose value it is"). The ledger is asked once per job
+and value in a process; a job written since is asked again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Protocol
+
+from slurm_drf.errors import DrfError
+from slurm_drf.model.types import PENDING, Snapshot
+from slurm_drf.policy.state import JobMemory, PolicyState, is_label_nice
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerWrite:
+    """One value the daemon sent to one job, as recorded.
+
+    `user_nice` is the own nice the daemon kept in it (None where the
+    record predates that column, or the own nice was unknown);
+    `old_value` is what Slurm showed before the write.
+    """
+
+    mode: str
+    value: int
+    user_nice: int | None
+    old_value: int | None
+
+
+class WriteLedger(Protocol):
+    """Every value the daemon wrote, per job, oldest first (trail.history.HistoryLedger)."""
+
+    def writes_of(self, job_ids: Sequence[str]) -> Mapping[str, Sequence[LedgerWrite]]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Recovered:
+    """What one reconciliation found that the state did not know."""
+
+    older: int = 0  # jobs holding an older value of ours (slurmctld went back)
+    recovered: int = 0  # jobs holding a value of ours the state had lost, own nice from the record
+    unknown: int = 0  # jobs holding a label no record explains: own nice unknown
+    ledger_error: str | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.older or self.recovered or self.unknown or self.ledger_error)
+
+    def text(self, state_path: str) -> str:
+        parts = []
+        if self.older:
+            parts.append(
+                f"{self.older} job(s) hold an older value of ours (slurmctld restarted from older state?): "
+                "own nice kept, written again"
+            )
+        if self.recovered:
+            parts.append(
+                f"{self.recovered} job(s) hold values of ours that {state_path} did not know: "
+                "own nice recovered from the history"
+            )
+        if self.unknown:
+            parts.append(
+                f"{self.unknown} job(s) hold label values no record explains (an earlier install's?): "
+                "their own nice is unknown, counted as 0, and `slurm-drf reset --assume-own 0` gives them 0"
+            )
+        if self.ledger_error:
+            parts.append(f"the history could not be read ({self.ledger_error}): only labels were recognised")
+        return "; ".join(parts)
+
+
+class Recall:
+    """The daemon's memory made whole: the state, the ledger and the label rule. Long-lived, one per process."""
+
+    def __init__(self, ledger: WriteLedger | None) -> None:
+        self._ledger = ledger
+        # job id -> its writes on record, for jobs asked about (pruned to pending jobs each cycle).
+        self._asked: dict[str, tuple[LedgerWrite, ...]] = {}
+        self._last_error: str | None = None
+
+    def forget(self, job_ids: Sequence[str]) -> None:
+        """Jobs written since they were asked about: their record has grown."""
+        for job_id in job_ids:
+            self._asked.pop(job_id, None)
+
+    def reconcile(self, snapshot: Snapshot, state: PolicyState) -> tuple[PolicyState, Recovered]:
+        """The state with a memory for every pending job that holds a value of ours; what was found."""
+        table = snapshot.table
+        pending = table.states.index(PENDING) if PENDING in table.states else -1
+        rows = [i for i, s in enumerate(table.state.tolist()) if s == pending]
+        ids = [table.job_id[i] for i in rows]
+        nice = table.nice[rows].tolist()
+        priority = table.priority[rows].tolist()
+        memory = state.jobs
+        unexplained = [k for k, job_id in enumerate(ids) if not _explained(memory.get(job_id), nice[k], priority[k])]
+        error = self._ask([ids[k] for k in unexplained if ids[k] not in self._asked])
+        # Said once, not every cycle it lasts.
+        error, self._last_error = (error if error != self._last_error else None), error
+        kept = set(ids)
+        self._asked = {job: writes for job, writes in self._asked.items() if job in kept}
+        found: dict[str, JobMemory] = {}
+        older = recovered = unknown = 0
+        for k in unexplained:
+            job_id = ids[k]
+            previous = memory.get(job_id)
+            writes = self._asked.get(job_id, ())
+            match = _match(writes, nice[k], priority[k])
+            if match is not None:
+                mode, value, write = match
+                own = _own_from(write, writes)
+                if previous is not None:
+                    older += 1
+                    # The state is newer than anything the record says of the own nice.
+                    own = (previous.user_nice, previous.own_known) if own is None or previous.own_known else own
+                else:
+                    recovered += 1
+                user_nice, known = own if own is not None else (0, False)
+                found[job_id] = JobMemory(user_nice, value, mode, own_known=known)
+            elif is_label_nice(nice[k]):
+                if previous is not None:
+                    # A label the record does not hold (history pruned or lost): ours all the same.
+                    older += 1
+                    if previous.mode == "nice":
+                        found[job_id] = replace(previous, written=nice[k])
+                    continue
+                own = _own_from(None, writes)
+                if own is None:
+                    unknown += 1
+                    found[job_id] = JobMemory(0, nice[k], "nice", own_known=False)
+                else:
+                    recovered += 1
+                    found[job_id] = JobMemory(own[0], nice[k], "nice", own_known=own[1])
+        if not found:
+            return state, Recovered(ledger_error=error)
+        merged = dict(memory)
+        merged.update(found)
+        return replace(state, jobs=MappingProxyType(merged)), Recovered(older, recovered, unknown, error)
+
+    def _ask(self, job_ids: Sequence[str]) -> str | None:
+        """Look these jobs up in the ledger; the error, if it could not be read (nothing cached then)."""
+        if not job_ids or self._ledger is None:
+            return None
+        try:
+            answers = self._ledger.writes_of(job_ids)
+        except (DrfError, OSError) as error:
+            return str(error)
+        for job_id in job_ids:
+            self._asked[job_id] = tuple(answers.get(job_id, ()))
+        return None
+
+
+def _explained(memory: JobMemory | None, nice: int, priority: int) -> bool:
+    """The job's value is the one the memory says we last wrote, or plainly nobody's but its owner's."""
+    if memory is None:
+        return False
+    if memory.mode == "nice":
+        return nice == memory.written
+    if is_label_nice(nice):
+        return False
+    if memory.mode == "priority":
+        return priority == memory.written
+    return True  # a site factor cannot be read back: the memory is all there is
+
+
+def _match(writes: Sequence[LedgerWrite], nice: int, priority: int) -> tuple[str, int, LedgerWrite] | None:
+    """The latest write on record of the value the job holds now: (mode, value, write)."""
+    for write in reversed(writes):
+        if write.mode == "nice" and write.value == nice:
+            return "nice", nice, write
+        if write.mode == "priority" and write.value == priority:
+            return "priority", priority, write
+    return None
+
+
+def _own_from(write: LedgerWrite | None, writes: Sequence[LedgerWrite]) -> tuple[int, bool] | None:
+    """The job's own nice by the record: the one kept with `write` (else with the latest write
+    that kept one), else, for records from before that was kept, the latest nice Slurm showed
+    before a write that was not a value of ours; None when the record cannot tell."""
+    if write is not None and write.user_nice is not None:
+        return write.user_nice, True
+    for earlier in reversed(writes):
+        if earlier.user_nice is not None:
+            return earlier.user_nice, True
+    ours = {w.value for w in writes if w.mode == "nice"}
+    for earlier in reversed(writes):
+        old = earlier.old_value
+        if earlier.mode == "nice" and old is not None and old not in ours and not is_label_nice(old):
+            return old, True
+    return None

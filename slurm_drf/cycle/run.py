@@ -26,6 +26,7 @@ from typing import Protocol
 
 import numpy as np
 
+from slurm_drf import failpoints
 from slurm_drf.config.settings import Config
 from slurm_drf.cycle.recall import Recall
 from slurm_drf.cycle.store import StateStore
@@ -148,6 +149,7 @@ def run_cycle(
     started = time.monotonic()
     snapshot = source.fetch_snapshot()
     read_seconds = time.monotonic() - started
+    failpoints.reached("read")
     state, found = recall.reconcile(snapshot, store.load())
     if found:
         logger.warning("%s", found.text(str(store.path)))
@@ -166,6 +168,10 @@ def run_cycle(
     memory = remember(state.jobs, plan, chosen, pending_ids, undone)
     store.save(replace(plan.state, jobs=MappingProxyType(memory)))
     recall.forget([write.job_id for write in writes])
+    failpoints.reached("saved")
+    if failpoints.armed("mid_writes") and len(writes) > 1:
+        writer.apply(writes[: len(writes) // 2])
+        failpoints.reached("mid_writes")
     result = writer.apply(writes)
     if result.failed or result.gone:
         # A failed write left the job as it was: forget only what we just added.

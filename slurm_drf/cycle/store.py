@@ -192,10 +192,23 @@ class StateStore:
         return salvaged
 
     def save(self, state: PolicyState) -> None:
-        """Atomically replace the state file."""
+        """Atomically replace the state file; StateError (the old file kept) when it cannot be written."""
         self.ensure_directory()
         data = json.dumps(render_state(state), separators=(",", ":"), sort_keys=True)
-        write_atomic(self.path, data.encode(), mode=0o640)
+        try:
+            write_atomic(self.path, data.encode(), mode=0o640)
+        except OSError as error:
+            raise StateError(
+                f"{self.path}: cannot save the state ({error.strerror or error}); the last one is kept "
+                "and nothing is written to Slurm until it can be saved"
+            ) from error
+
+    def _remove_leftovers(self) -> None:
+        """Temporary files of a save a killed process never finished (write_atomic's names)."""
+        for leftover in self.directory.glob(f".{STATE_FILE}.*.tmp"):
+            with contextlib.suppress(OSError):
+                leftover.unlink()
+                logger.info("%s: removed the leftover of an unfinished save", leftover)
 
     def lock(self) -> None:
         """Hold the directory's lock for as long as this process lives."""
@@ -203,7 +216,13 @@ class StateStore:
         path = self.directory / LOCK_FILE
         # 0640 whatever the umask (it names the daemon's pid, nothing more, but
         # nothing in the state directory is for others); an older, looser one is narrowed.
-        descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o640)
+        try:
+            descriptor = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o640)
+        except OSError as error:
+            raise StateError(
+                f"{path}: cannot take the state directory's lock ({error.strerror or error}); "
+                "nothing is written to Slurm"
+            ) from error
         if os.fstat(descriptor).st_mode & 0o137:
             with contextlib.suppress(OSError):
                 os.fchmod(descriptor, os.fstat(descriptor).st_mode & 0o640)
@@ -220,6 +239,8 @@ class StateStore:
         handle.write(f"{os.getpid()}\n")
         handle.flush()
         self._lock = handle
+        # Ours alone now: what a killed holder left half-saved can go.
+        self._remove_leftovers()
 
     def unlock(self) -> None:
         if self._lock is not None:

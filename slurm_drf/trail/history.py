@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
+from slurm_drf import failpoints
 from slurm_drf.config.durations import SINCE_SYNTAX, parse_duration
 from slurm_drf.cycle.recall import LedgerWrite
 from slurm_drf.cycle.store import StateStore
@@ -266,6 +267,7 @@ def record_cycle(connection: sqlite3.Connection, report: CycleReport, now: float
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(cycle_id, now, *row) for row in build_write_rows(report)],
             )
+        failpoints.reached("history_commit")
         connection.execute("COMMIT")
     except BaseException:
         connection.execute("ROLLBACK")

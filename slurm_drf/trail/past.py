@@ -19,6 +19,9 @@ of no use. Dry runs record what they saw, so they count as well.
 
 A history that cannot be read, or a sacct that fails, is logged and the
 cycle goes on with what was read before: the past never stops the daemon.
+A sacct that failed (slurmdbd down) is asked again every
+SACCT_RETRY_INTERVALS intervals, the past then read afresh, until it
+answers: the daemon recovers on its own when slurmdbd is back.
 """
 
 from __future__ import annotations
@@ -85,6 +88,8 @@ def read_usage_records(
 # of the average, while each further half-life lengthens the one slurmdbd
 # query at start.
 SACCT_HALF_LIVES: Final = 5.0
+# After a failed sacct, the past is read afresh (sacct asked again) this many intervals later.
+SACCT_RETRY_INTERVALS: Final = 10.0
 
 # Fetches the allocations slurmdbd recorded from a time to now (slurm.sacct).
 AllocationFetch = Callable[[float], Sequence[Allocation]]
@@ -118,6 +123,7 @@ class HistoryPast:
         self._started = False
         self._checked: float | None = None  # sacct was asked up to here at the first read
         self._sacct_warned = False
+        self._sacct_failed: float | None = None  # when sacct last failed to fill what the record misses
 
     def past(self, config: Config) -> UsageByPool | None:
         """Each account's decayed average allocation now; None when `history` is off."""
@@ -128,7 +134,8 @@ class HistoryPast:
         now = self.clock()
         max_gap = GAP_INTERVALS * config.interval
         usage = self._usage
-        if usage is None or usage.half_life != history.half_life or usage.max_gap != max_gap:
+        retry = self._sacct_failed is not None and now - self._sacct_failed >= SACCT_RETRY_INTERVALS * config.interval
+        if retry or usage is None or usage.half_life != history.half_life or usage.max_gap != max_gap:
             usage = self._usage = DecayedUsage(history.half_life, max_gap)
             self._since = now - LOOKBACK_HALF_LIVES * history.half_life
             self._last_id = 0
@@ -198,7 +205,12 @@ class HistoryPast:
             allocations = self.fetch(query_start)
         except SlurmError as error:
             self._warn(error)
+            self._sacct_failed = now
             return {}
+        if self._sacct_failed is not None:
+            logger.warning("past usage: sacct answers again; the spans the record misses are filled from it")
+            self._sacct_failed = None
+            self._sacct_warned = False
         # Before the record's first cycle sacct vouches from its first allocation on,
         # not from the window's start (a cluster accounted only since then); between
         # records and after the last, an empty answer is known idle time.

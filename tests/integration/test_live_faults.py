@@ -15,16 +15,25 @@ again. The faults:
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import random
 import shutil
 import signal
+import sqlite3
+import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 from live_helpers import (
+    DRF,
     Live,
     drf,
+    drf_env,
     plan_jobs,
     plan_order,
     priority_order,
@@ -32,8 +41,10 @@ from live_helpers import (
     slurmctld_pid,
     start_slurmctld,
     stop_slurmctld,
+    write_config,
 )
 
+from slurm_drf.failpoints import POINTS, VARIABLE
 from slurm_drf.policy.state import is_label_nice
 from tests.polling import wait_for
 
@@ -147,3 +158,194 @@ def test_an_earlier_installs_labels_are_nobodys_own(live: Live, tmp_path: Path) 
     assert sorted(labelled(live, own)) == sorted(own)
     drf("reset", "--config", str(live.config), "--state-dir", str(fresh), "--assume-own", "0")
     assert set(nices(live, own).values()) == {0}
+
+
+# --------------------------------------------------------------------------
+# The daemon killed mid-cycle
+
+
+def drf_run(*args: str, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """slurm-drf ARGS with extra environment; whatever its exit."""
+    full = {**drf_env(), **(env or {})}
+    return subprocess.run([*DRF, *args], capture_output=True, text=True, timeout=timeout, env=full, check=False)
+
+
+def changes(live: Live, own: dict[str, int]) -> None:
+    """Work for the next cycle: a new job at the head, two owners who renice."""
+    own[live.submit("-A", "newteam", "-p", "cpu", "-c1", "--mem=100", "--nice=5", LATER)] = 5
+    for job in list(own)[:2]:
+        live.slurm.run("scontrol", "update", f"jobid={job}", "nice=7")
+        own[job] = 7
+
+
+@pytest.mark.parametrize("point", POINTS)
+def test_a_cycle_killed_at_any_point_needs_no_manual_step(live: Live, point: str) -> None:
+    own = submit_own(live, 9)
+    live.once()
+    changes(live, own)
+    killed = drf_run("once", "--config", str(live.config), "--state-dir", str(live.state_dir), env={VARIABLE: point})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    # No half-written state, no stale lock: the next run just runs.
+    assert json.loads(live.state_file.read_text())["format"] == "slurm-drf-state/1"
+    assert_own_after_cycle_and_reset(live, own)
+    assert not list(live.state_dir.glob(".state.json.*.tmp"))
+
+
+def test_the_daemon_killed_at_random_times_loses_no_own_nice(live: Live, tmp_path: Path) -> None:
+    own = submit_own(live, 9)
+    config = write_config(tmp_path, "fast.yaml", state_dir=str(live.state_dir), interval="1s")
+    chance = random.Random(20)
+    for round_ in range(6):
+        if round_ % 2:
+            changes(live, own)
+        with (tmp_path / f"daemon-{round_}.log").open("wb") as log:
+            daemon = subprocess.Popen(
+                [*DRF, "daemon", "--config", str(config)], stdout=subprocess.DEVNULL, stderr=log, env=drf_env()
+            )
+            try:
+                # The fault's timing, drawn: anywhere in the first cycles (reads take ~0.1-0.5 s here).
+                time.sleep(chance.uniform(0.2, 2.5))
+            finally:
+                daemon.kill()
+                daemon.wait(timeout=60)
+    assert_own_after_cycle_and_reset(live, own)
+
+
+# --------------------------------------------------------------------------
+# slurmctld and slurmdbd
+
+
+def test_slurmctld_killed_before_it_saved_our_writes(live: Live) -> None:
+    own = submit_own(live)
+    # slurmctld saves the jobs (a SIGKILL right after sbatch loses the job itself), then the daemon writes.
+    stop_slurmctld(live.slurm)
+    start_slurmctld(live.slurm)
+    live.once()
+    kill_slurmctld(live.slurm)
+    start_slurmctld(live.slurm)
+    lost = [job for job, nice in nices(live, own).items() if nice == own[job]]
+    print(f"slurmctld SIGKILLed after a cycle: {len(lost)} of {len(own)} writes lost")
+    assert_own_after_cycle_and_reset(live, own)
+
+
+def test_a_hung_slurmctld_fails_the_cycle_in_one_line(live: Live) -> None:
+    own = submit_own(live, 3)
+    live.once()
+    pid = slurmctld_pid(live.slurm)
+    assert pid is not None
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        run = drf("once", "--config", str(live.config), "--state-dir", str(live.state_dir), check=False, timeout=300)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert run.returncode == 1, run
+    assert len(run.error_lines) == 1, run.stderr
+    assert run.error_lines[0].startswith("slurm-drf: slurm read: "), run.error_lines
+    assert_own_after_cycle_and_reset(live, own)
+
+
+def slurmdbd_pid(slurm: SlurmSandbox) -> int | None:
+    try:
+        pid = int((slurm.dir / "run" / "slurmdbd.pid").read_text().strip())
+        return pid if Path(f"/proc/{pid}/comm").read_text().strip().startswith("slurmdbd") else None
+    except (OSError, ValueError):
+        return None
+
+
+def test_slurmdbd_down_at_start_then_back(live: Live, tmp_path: Path) -> None:
+    """The past from sacct (history:) while slurmdbd is down: one warning, the cycles go on, and it is
+    asked again on its own once slurmdbd is back."""
+    own = submit_own(live, 3)
+    config = write_config(
+        tmp_path, "past.yaml", state_dir=str(live.state_dir), interval="1s", history={"half_life": "1d", "weight": 1}
+    )
+    pid = slurmdbd_pid(live.slurm)
+    assert pid is not None, "slurmdbd is not running"
+    os.kill(pid, signal.SIGTERM)
+    wait_for(lambda: slurmdbd_pid(live.slurm) is None, 60, "slurmdbd to stop")
+    log_path = tmp_path / "daemon.log"
+
+    def text() -> str:
+        return log_path.read_text(errors="replace")
+
+    with log_path.open("wb") as log:
+        daemon = subprocess.Popen(
+            [*DRF, "daemon", "--config", str(config)], stdout=subprocess.DEVNULL, stderr=log, env=drf_env()
+        )
+    try:
+        wait_for(lambda: "sacct failed" in text(), 120, "the daemon to say sacct failed")
+        wait_for(lambda: text().count("cycle 3:") == 1, 60, "three cycles")
+        start_slurmctld(live.slurm)  # `slurm-sandbox up` starts what is missing: slurmdbd
+        wait_for(lambda: "sacct answers again" in text(), 120, "the daemon to ask sacct again")
+    finally:
+        daemon.terminate()
+        daemon.wait(timeout=60)
+    assert text().count("sacct failed") == 1, text()
+    assert "Traceback" not in text()
+    assert_own_after_cycle_and_reset(live, own)
+
+
+# --------------------------------------------------------------------------
+# The daemon's own disk
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 1 MiB tmpfs of the test's own, unmounted afterwards."""
+    mount = tmp_path / "disk"
+    mount.mkdir(mode=0o700)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "drf-test", str(mount)], check=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+@pytest.mark.parametrize("fault", ["full", "read-only"])
+def test_a_state_directory_that_cannot_be_written_writes_nothing_to_slurm(
+    live: Live, small_disk: Path, fault: str
+) -> None:
+    own = submit_own(live, 3)
+    state_dir = small_disk / "state"
+    run = drf("once", "--config", str(live.config), "--state-dir", str(state_dir), "--format", "json")
+    before = (state_dir / "state.json").read_bytes()
+    changes(live, own)
+    shown = nices(live, own)
+    if fault == "full":
+        with (small_disk / "filler").open("wb", buffering=0) as filler, contextlib.suppress(OSError):
+            while True:
+                filler.write(b"\0" * 65536)
+    else:
+        subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
+    run = drf("once", "--config", str(live.config), "--state-dir", str(state_dir), check=False)
+    assert run.returncode == 1, run
+    # One error; the history beside the state cannot be read or written either, and says so in a line each.
+    errors = [line for line in run.error_lines if not line.startswith("slurm-drf: WARNING: ")]
+    assert len(errors) == 1, run.stderr
+    assert errors[0].startswith("slurm-drf: state: ") and "nothing is written to Slurm" in errors[0], errors
+    assert "Traceback" not in run.stderr
+    assert (state_dir / "state.json").read_bytes() == before
+    assert nices(live, own) == shown  # not one write
+    if fault == "full":
+        (small_disk / "filler").unlink()
+    else:
+        subprocess.run(["mount", "-o", "remount,rw", str(small_disk)], check=True)
+    plan = drf("once", "--config", str(live.config), "--state-dir", str(state_dir), "--format", "json").plan
+    assert {job: plan_jobs(plan)[job]["user_nice"] for job in own} == own
+    drf("reset", "--config", str(live.config), "--state-dir", str(state_dir))
+    assert nices(live, own) == own
+
+
+def test_a_locked_history_is_one_line_and_the_cycle_goes_on(live: Live) -> None:
+    own = submit_own(live, 3)
+    live.once()
+    changes(live, own)
+    holder = sqlite3.connect(live.state_dir / "history.sqlite", isolation_level=None)
+    try:
+        holder.execute("BEGIN EXCLUSIVE")
+        run = live.once()
+    finally:
+        holder.close()
+    warnings = [line for line in run.error_lines if "history" in line]
+    assert len(warnings) == 1 and "locked" in warnings[0], run.stderr
+    assert_own_after_cycle_and_reset(live, own)

@@ -461,8 +461,31 @@ def test_a_failing_sacct_leaves_the_record_alone_with_one_warning(
         _cycle(recorder, step % 4)
         clock.now += 60.0
         assert with_sacct.past(CONFIG) == alone.past(CONFIG)
-    assert len(calls) == 2
+    # Asked at the start, then again every SACCT_RETRY_INTERVALS intervals while it fails (not every cycle).
+    assert len(calls) == 4
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert [r.getMessage() for r in warnings] == [
         "past usage from the history only, sacct failed: sacct --parsable2 --noheader --allusers: no answer within 60 s"
     ]
+
+
+def test_a_sacct_back_after_failing_fills_the_past_on_its_own(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """slurmdbd down at start: the past is the record's alone; once sacct answers, it is read afresh with sacct."""
+    clock = Clock(1_800_000_000.0)
+    recorder = AuditRecorder(tmp_path, None, clock=clock)
+    answers: list[bool] = []
+
+    def fetch(start: float) -> list[Allocation]:
+        answers.append(len(answers) > 0)
+        if len(answers) == 1:
+            raise SlurmReadError("sacct: slurmdbd: Connection refused")
+        return []
+
+    past = HistoryPast(tmp_path, clock=clock, fetch=fetch)
+    caplog.set_level(logging.WARNING, logger="slurm_drf.trail.past")
+    for step in range(12):
+        _cycle(recorder, step % 4)
+        clock.now += 60.0
+        past.past(CONFIG)
+    assert answers == [False, True]
+    assert "sacct answers again" in caplog.text

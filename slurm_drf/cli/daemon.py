@@ -73,7 +73,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
             "notice: running as root; allowed (Slurm's SlurmUser often is root), but a dedicated "
             "SlurmUser account limits what a mistake can reach"
         )
-    store = StateStore(config.state_dir)
+    store = StateStore(config.state_dir, config.lease_dir)
     store.lock()
     try:
         dry_run = bool(args.dry_run)

@@ -14,7 +14,7 @@ import importlib
 import logging
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Final, NoReturn
 
 from slurm_drf import __version__
@@ -22,13 +22,13 @@ from slurm_drf.cli.options import add_snapshot_limit, snapshot_limit
 from slurm_drf.config.checks import history_warnings
 from slurm_drf.config.load import load_config, resolve_config
 from slurm_drf.config.settings import Config
-from slurm_drf.errors import DrfError, InputError, shorten
+from slurm_drf.errors import DrfError, InputError, StateError, shorten
 from slurm_drf.model.snapshot_file import SnapshotFileSource, render_snapshot_bytes, write_snapshot_file
 from slurm_drf.policy.plan import compute_plan
 from slurm_drf.trail.plan_output import render_plan_json_bytes, render_plan_table
 
 if TYPE_CHECKING:
-    from slurm_drf.cycle.run import CycleObserver
+    from slurm_drf.cycle.run import CycleObserver, CycleReport
     from slurm_drf.cycle.store import StateStore
 
 logger = logging.getLogger("slurm_drf")
@@ -82,13 +82,32 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 def _store(config: Config, args: argparse.Namespace) -> StateStore:
     from slurm_drf.cycle.store import StateStore
 
-    return StateStore(args.state_dir or config.state_dir)
+    return StateStore(args.state_dir or config.state_dir, config.lease_dir)
+
+
+@contextlib.contextmanager
+def _lease(config: Config, writes: bool) -> Iterator[Callable[[], None] | None]:
+    """With `lease_dir`, a verb that writes to Slurm holds the lease while it runs (cycle.lease):
+    refused while another head's daemon holds it; the fence it then passes before writing."""
+    if not writes or not config.lease_dir:
+        yield None
+        return
+    from slurm_drf.cycle.lease import Lease
+
+    lease = Lease(config.lease_dir, config.interval)
+    hold = lease.acquire()
+    if hold is not None:
+        raise StateError(
+            f"{config.lease_dir}: {hold.holder} holds the lease: the daemon there writes; "
+            "stop it first, or look with --dry-run"
+        )
+    try:
+        yield lease.confirm
+    finally:
+        lease.release()
 
 
 def cmd_once(args: argparse.Namespace) -> int:
-    from slurm_drf.cycle.backends import make_source, make_writer
-    from slurm_drf.cycle.run import run_cycle
-
     # Private in a dry run too: the dry run is the pre-flight of a real one,
     # and must refuse what `once` and `daemon` would.
     config = resolve_config(args.config, os.environ, private=True)
@@ -106,16 +125,8 @@ def cmd_once(args: argparse.Namespace) -> int:
         if config.report_dir:
             observers.append(ReportWriter(config.report_dir))
     try:
-        source = make_source(config)
-        from slurm_drf.slurm.sacct import fetch_allocations
-        from slurm_drf.trail.past import HistoryPast
-
-        past = HistoryPast(store.directory, fetch=fetch_allocations).past(config)
-        from slurm_drf.cycle.recall import Recall
-        from slurm_drf.trail.history import HistoryLedger
-
-        recall = Recall(HistoryLedger(store.directory))
-        report = run_cycle(source, make_writer(source), config, store, dry_run=dry_run, past=past, recall=recall)
+        with _lease(config, not dry_run) as guard:
+            report = _once_cycle(config, store, dry_run, guard)
     except DrfError as error:
         for observer in observers:
             observer.on_error(error)
@@ -132,6 +143,20 @@ def cmd_once(args: argparse.Namespace) -> int:
     return 0
 
 
+def _once_cycle(config: Config, store: StateStore, dry_run: bool, guard: Callable[[], None] | None) -> CycleReport:
+    from slurm_drf.cycle.backends import make_source, make_writer
+    from slurm_drf.cycle.recall import Recall
+    from slurm_drf.cycle.run import run_cycle
+    from slurm_drf.slurm.sacct import fetch_allocations
+    from slurm_drf.trail.history import HistoryLedger
+    from slurm_drf.trail.past import HistoryPast
+
+    source = make_source(config)
+    past = HistoryPast(store.directory, fetch=fetch_allocations).past(config)
+    recall = Recall(HistoryLedger(store.directory))
+    return run_cycle(source, make_writer(source), config, store, dry_run=dry_run, past=past, recall=recall, guard=guard)
+
+
 def cmd_reset(args: argparse.Namespace) -> int:
     from slurm_drf.cycle.backends import make_source, make_writer
     from slurm_drf.cycle.reset import reset_jobs
@@ -145,9 +170,10 @@ def cmd_reset(args: argparse.Namespace) -> int:
     from slurm_drf.trail.history import HistoryLedger
 
     recall = Recall(HistoryLedger(store.directory))
-    report = reset_jobs(
-        source, make_writer(source), store, dry_run=args.dry_run, recall=recall, assume_own=args.assume_own
-    )
+    with _lease(config, not args.dry_run):
+        report = reset_jobs(
+            source, make_writer(source), store, dry_run=args.dry_run, recall=recall, assume_own=args.assume_own
+        )
     verb = "would reset" if args.dry_run else "reset"
     print(f"{verb} {len(report.reset)} job(s)" + (f": {', '.join(report.reset)}" if report.reset else ""))
     for job_id, why in sorted(report.skipped.items()):

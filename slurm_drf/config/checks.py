@@ -307,6 +307,7 @@ def build_config(data: dict[str, Any], root: Node, lines: Mapping[str, int], sou
         scale=int(data.get("scale", defaults.scale)),
         offset=int(data.get("offset", defaults.offset)),
         state_dir=data.get("state_dir", defaults.state_dir),
+        lease_dir=data.get("lease_dir", defaults.lease_dir),
         history_days=data.get("history_days", defaults.history_days),
         history=_history_config(data.get("history")),
         report_dir=data.get("report_dir", defaults.report_dir),

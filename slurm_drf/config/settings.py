@@ -125,6 +125,8 @@ class Config:
     # (at least 1). The default uses the whole range Slurm accepts.
     offset: int = NICE_LIMIT
     state_dir: str = "/var/lib/slurm-drf"
+    # Shared by two head nodes: the lease and the state file (cycle.lease); None: no lease.
+    lease_dir: str | None = None
     # Days of cycle and write history kept in state_dir/history.sqlite; None keeps all.
     history_days: int | None = 90
     # The decayed past blended into usage; None (the default) is pure DRF.

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Protocol
@@ -137,13 +137,16 @@ def run_cycle(
     dry_run: bool = False,
     past: UsageByPool | None = None,
     recall: Recall | None = None,
+    guard: Callable[[], None] | None = None,
 ) -> CycleReport:
     """One cycle; dry_run computes the plan and writes nothing, state included.
 
     `past` is each account's decayed average allocation (docs/rule.md §6),
     read by the layer above from the history; None plans pure DRF.
     `recall` checks what the state does not explain against the record of
-    writes (`cycle.recall`); None recognises labels only.
+    writes (`cycle.recall`); None recognises labels only. `guard` is
+    called before anything is saved or written, and raises when this
+    daemon may not write (cycle.lease.Lease.confirm).
     """
     recall = recall or Recall(None)
     started = time.monotonic()
@@ -163,6 +166,8 @@ def run_cycle(
     if dry_run:
         return CycleReport(plan, snapshot, writes, None, read_seconds, time.monotonic() - started, deferred, True)
 
+    if guard is not None:
+        guard()
     pending_ids = set(plan.column("job_id"))
     undone = _reset_other_modes(writer, state, plan, snapshot, pending_ids)
     memory = remember(state.jobs, plan, chosen, pending_ids, undone)

@@ -135,21 +135,31 @@ def salvage_user_nice(data: object) -> PolicyState:
 
 
 class StateStore:
-    """Loads and saves the PolicyState in a directory."""
+    """Loads and saves the PolicyState in a directory.
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+    `shared`: the directory two head nodes share (`lease_dir`,
+    cycle.lease), where the state file then lives, so that whichever
+    daemon holds the lease knows every job's own nice; the lock stays in
+    `directory`, this daemon's own.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], shared: str | os.PathLike[str] | None = None) -> None:
         self.directory = Path(directory)
-        self.path = self.directory / STATE_FILE
+        self.shared = Path(shared) if shared is not None else None
+        self.path = (self.shared or self.directory) / STATE_FILE
         self._lock: IO[str] | None = None
 
     def ensure_directory(self) -> None:
-        try:
-            self.directory.mkdir(mode=0o750, parents=True, exist_ok=True)
-        except OSError as error:
-            raise StateError(
-                f"{self.directory}: cannot create the state directory: {error.strerror or error}"
-            ) from error
-        check_private(self.directory, "the state directory")
+        for directory in (self.directory, self.shared):
+            if directory is None:
+                continue
+            try:
+                directory.mkdir(mode=0o750, parents=True, exist_ok=True)
+            except OSError as error:
+                raise StateError(
+                    f"{directory}: cannot create the state directory: {error.strerror or error}"
+                ) from error
+            check_private(directory, "the state directory")
 
     def load(self) -> PolicyState:
         """The saved state; a fresh one (logged) when missing or corrupt."""
@@ -205,7 +215,7 @@ class StateStore:
 
     def _remove_leftovers(self) -> None:
         """Temporary files of a save a killed process never finished (write_atomic's names)."""
-        for leftover in self.directory.glob(f".{STATE_FILE}.*.tmp"):
+        for leftover in self.path.parent.glob(f".{STATE_FILE}.*.tmp"):
             with contextlib.suppress(OSError):
                 leftover.unlink()
                 logger.info("%s: removed the leftover of an unfinished save", leftover)

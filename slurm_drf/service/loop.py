@@ -21,6 +21,9 @@ only decides when it runs and what happens around it:
   summary, WATCHDOG=1 after every cycle and from the main loop at half of
   $WATCHDOG_USEC, RELOADING=1 around a reload and STOPPING=1 at the end.
 - One instance per state directory: `cmd_daemon` holds `StateStore.lock()`.
+- Two head nodes (`lease_dir`, cycle.lease): each cycle first takes or
+  renews the lease; without it the daemon is the standby, writes nothing
+  and tries again when the other's hold ends. A clean stop releases it.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from slurm_drf.config.checks import history_warnings
 from slurm_drf.config.load import warn_unknown_accounts
 from slurm_drf.config.settings import Config
 from slurm_drf.cycle.backends import make_source, make_writer
+from slurm_drf.cycle.lease import Lease
 from slurm_drf.cycle.recall import Recall
 from slurm_drf.cycle.run import CycleObserver, CycleReport, Writer, run_cycle
 from slurm_drf.cycle.store import StateStore
@@ -132,6 +136,9 @@ class Service:
         self._past = past or HistoryPast(store.directory, fetch=fetch_allocations)
         # Whose value each job holds, checked against every write on record (cycle.recall).
         self._recall = recall or Recall(HistoryLedger(store.directory))
+        # One writer among head nodes; kept until restart, like the state directory.
+        self._lease = Lease(config.lease_dir, config.interval) if config.lease_dir else None
+        self._standby_for: str | None = None
         self._load = load
         self.notifier = notifier or Notifier()
         self._source_factory = source_factory
@@ -177,6 +184,12 @@ class Service:
             config = self.config
             self._cycle_started = time.monotonic()
             try:
+                dry_run = self._dry_run or config.dry_run
+                lease = None if dry_run else self._lease
+                hold = lease.acquire() if lease is not None else None
+                if hold is not None:
+                    return self._standby(number, hold.holder, hold.until)
+                self._standby_for = None
                 self._prepare(config)
                 assert self._source is not None and self._writer is not None
                 logger.debug("cycle %d: reading Slurm", number)
@@ -185,9 +198,10 @@ class Service:
                     self._writer,
                     config,
                     self.store,
-                    dry_run=self._dry_run or config.dry_run,
+                    dry_run=dry_run,
                     past=self._past.past(config),
                     recall=self._recall,
+                    guard=None if lease is None else lease.confirm,
                 )
             except Exception as error:
                 delay: float | None = self._failed(number, config, error)
@@ -201,6 +215,15 @@ class Service:
                 self._cycle_started = None
                 self._hung_reported = False
             return delay
+
+    def _standby(self, number: int, holder: str, until: float) -> float:
+        """Another head's daemon holds the lease: nothing read, nothing written; the delay until its hold ends."""
+        text = f"standby: {holder} holds the lease; this daemon writes nothing"
+        if self._standby_for != holder:
+            logger.info("cycle %d: %s", number, text)
+            self._standby_for = holder
+        self._notify_cycle(text)
+        return max(0.05, until - time.time() + 0.05)
 
     def _prepare(self, config: Config) -> None:
         """Build what the cycle needs; rebuild observers and source after a reload changed them."""
@@ -327,6 +350,10 @@ class Service:
         _log_config_warnings(new)
         if new.interval != old.interval:
             self._reschedule(new.interval)
+            if self._lease is not None:
+                self._lease.interval = new.interval
+        if new.lease_dir != old.lease_dir:
+            logger.warning("lease_dir changed: the daemon keeps %s until it is restarted", old.lease_dir)
         where = new.source_path or "built-in defaults"
         self._reload_done(True, f"reloaded {where}: " + (f"changed {', '.join(changed)}" if changed else "no changes"))
         return True
@@ -353,7 +380,7 @@ class Service:
         except BaseException:  # run_once catches Exception: this is KeyboardInterrupt and kin
             logger.exception("cycle aborted")
             return
-        if delay is None or delay <= self.config.interval:
+        if delay is None or delay == self.config.interval:
             return  # the trigger's own next start
         # Under the lock shutdown() is not called concurrently: modify_job
         # during shutdown(wait=True) would deadlock on the job store lock.
@@ -409,6 +436,8 @@ class Service:
             scheduler.shutdown(wait=True)
             self._scheduler = None
             self._close_observers()
+            if self._lease is not None:
+                self._lease.release()
             self._restore_signal_handlers(previous)
         logger.info("stopped on %s after %d cycle(s)", stop, self.cycles)
         return 0

@@ -349,3 +349,86 @@ def test_a_locked_history_is_one_line_and_the_cycle_goes_on(live: Live) -> None:
     warnings = [line for line in run.error_lines if "history" in line]
     assert len(warnings) == 1 and "locked" in warnings[0], run.stderr
     assert_own_after_cycle_and_reset(live, own)
+
+
+# --------------------------------------------------------------------------
+# Two head nodes
+
+
+TWO_HEADS_INTERVAL = 2.0
+
+
+class Head:
+    """One head node's daemon: its own state directory, the shared lease directory."""
+
+    def __init__(self, tmp_path: Path, name: str, lease_dir: Path) -> None:
+        self.name = name
+        self.config = write_config(
+            tmp_path,
+            f"{name}.yaml",
+            state_dir=str(tmp_path / name),
+            lease_dir=str(lease_dir),
+            interval=f"{TWO_HEADS_INTERVAL:g}s",
+        )
+        self.log_path = tmp_path / f"{name}.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log_path.open("ab") as log:
+            self.process = subprocess.Popen(
+                [*DRF, "daemon", "--config", str(self.config)], stdout=subprocess.DEVNULL, stderr=log, env=drf_env()
+            )
+
+    def stop(self, how: signal.Signals) -> float:
+        """Signal it, wait for it to end; when it ended (monotonic)."""
+        assert self.process is not None
+        self.process.send_signal(how)
+        self.process.wait(timeout=60)
+        return time.monotonic()
+
+    def lines(self) -> list[str]:
+        return self.log_path.read_text(errors="replace").splitlines()
+
+    def cycles(self) -> list[str]:
+        """Its cycles that read and planned (a standby's attempts are not cycles)."""
+        return [line for line in self.lines() if " pending jobs, " in line]
+
+    def standby(self) -> bool:
+        return any("standby: " in line for line in self.lines())
+
+
+def test_two_head_nodes_one_writer_and_the_standby_takes_over(live: Live, tmp_path: Path) -> None:
+    own = submit_own(live, 6)
+    lease_dir = tmp_path / "shared"
+    first, second = Head(tmp_path, "head1", lease_dir), Head(tmp_path, "head2", lease_dir)
+    try:
+        first.start()
+        wait_for(lambda: len(first.cycles()) >= 1, 60, "head1's first cycle")
+        second.start()
+        wait_for(second.standby, 60, "head2 to be the standby")
+        wait_for(lambda: len(first.cycles()) >= 4, 60, "head1's fourth cycle")
+        assert second.cycles() == [], "the standby read and planned while head1 held the lease"
+        # head1 dies (SIGKILL: no release): head2 takes over when head1's hold ends.
+        killed = first.stop(signal.SIGKILL)
+        wait_for(second.cycles, 60, "head2 to take over")
+        took = time.monotonic() - killed
+        print(f"two heads: head2 took over {took:.1f} s after head1 was killed (interval {TWO_HEADS_INTERVAL:g} s)")
+        assert took <= 2 * TWO_HEADS_INTERVAL + 1.0  # + one cycle's read on a loaded machine
+        first.start()
+        wait_for(first.standby, 60, "head1, back, to be the standby")
+        count = len(first.cycles())
+        # head2 stops cleanly: it releases the lease, and head1 takes over at its next attempt.
+        stopped = second.stop(signal.SIGTERM)
+        wait_for(lambda: len(first.cycles()) > count, 60, "head1 to take over")
+        took = time.monotonic() - stopped
+        print(f"two heads: head1 took over {took:.1f} s after head2 stopped")
+        assert took <= 2 * TWO_HEADS_INTERVAL + 1.0
+        first.stop(signal.SIGTERM)
+    finally:
+        for head in (first, second):
+            if head.process is not None and head.process.poll() is None:
+                head.process.kill()
+                head.process.wait(timeout=60)
+    # Whoever wrote last, every job's own nice was kept in its value and comes back.
+    drf("reset", "--config", str(first.config))
+    assert nices(live, own) == own

@@ -233,10 +233,11 @@ def add_explain_parser(verbs: Subparsers) -> argparse.ArgumentParser:
     return parser
 
 
-def _state_for_explain(directory: str | None) -> PolicyState:
-    """The daemon's state to plan with; said when there is none."""
+def _state_for_explain(directory: str | None, lease_dir: str | None = None) -> PolicyState:
+    """The daemon's state to plan with (in `lease_dir` with two head nodes); said when there is none."""
     if directory is None:
         return EMPTY_STATE
+    directory = lease_dir or directory
     if not (Path(directory) / STATE_FILE).exists():
         logger.warning(
             "%s: no %s there; explaining without the daemon's state (tie wins, users' own nice)",
@@ -252,7 +253,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     directory = _state_directory(args, config)
     snapshot = _snapshot(args, config)
     explanation = explain_planned(
-        snapshot, config, args.job, _state_for_explain(directory), _past(args, directory, config)
+        snapshot, config, args.job, _state_for_explain(directory, config.lease_dir), _past(args, directory, config)
     )
     if args.format == "json":
         sys.stdout.buffer.write(

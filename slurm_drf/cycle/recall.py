@@ -26,9 +26,11 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Protocol
 
+import numpy as np
+
 from slurm_drf.errors import DrfError
-from slurm_drf.model.types import PENDING, Snapshot
-from slurm_drf.policy.state import JobMemory, PolicyState, is_label_nice
+from slurm_drf.model.types import PENDING, BoolArray, IntArray, Snapshot
+from slurm_drf.policy.state import LABEL_NICE_BELOW, JobMemory, PolicyState, is_label_nice
 
 logger = logging.getLogger(__name__)
 
@@ -106,12 +108,13 @@ class Recall:
         """The state with a memory for every pending job that holds a value of ours; what was found."""
         table = snapshot.table
         pending = table.states.index(PENDING) if PENDING in table.states else -1
-        rows = [i for i, s in enumerate(table.state.tolist()) if s == pending]
-        ids = [table.job_id[i] for i in rows]
-        nice = table.nice[rows].tolist()
-        priority = table.priority[rows].tolist()
+        rows = np.flatnonzero(table.state == pending)
+        ids = [table.job_id[i] for i in rows.tolist()]
         memory = state.jobs
-        unexplained = [k for k, job_id in enumerate(ids) if not _explained(memory.get(job_id), nice[k], priority[k])]
+        nice_all, priority_all = table.nice[rows], table.priority[rows]
+        explained = _explained(list(map(memory.get, ids)), nice_all, priority_all)
+        unexplained = np.flatnonzero(~explained).tolist()
+        nice, priority = nice_all.tolist(), priority_all.tolist()
         error = self._ask([ids[k] for k in unexplained if ids[k] not in self._asked])
         # Said once, not every cycle it lasts.
         error, self._last_error = (error if error != self._last_error else None), error
@@ -168,17 +171,17 @@ class Recall:
         return None
 
 
-def _explained(memory: JobMemory | None, nice: int, priority: int) -> bool:
-    """The job's value is the one the memory says we last wrote, or plainly nobody's but its owner's."""
-    if memory is None:
-        return False
-    if memory.mode == "nice":
-        return nice == memory.written
-    if is_label_nice(nice):
-        return False
-    if memory.mode == "priority":
-        return priority == memory.written
-    return True  # a site factor cannot be read back: the memory is all there is
+def _explained(found: Sequence[JobMemory | None], nice: IntArray, priority: IntArray) -> BoolArray:
+    """Per job: its value is the one the memory says we last wrote, or plainly nobody's but its
+    owner's (a site factor cannot be read back: the memory is all there is)."""
+    codes = {"nice": 0, "priority": 1, "site_factor": 2}
+    mode = np.fromiter((-1 if m is None else codes.get(m.mode, -1) for m in found), dtype=np.int64, count=len(found))
+    written = np.fromiter((0 if m is None else m.written for m in found), dtype=np.int64, count=len(found))
+    label = nice < LABEL_NICE_BELOW
+    explained: BoolArray = (
+        ((mode == 0) & (nice == written)) | ((mode == 1) & (priority == written) & ~label) | ((mode == 2) & ~label)
+    )
+    return explained
 
 
 def _match(writes: Sequence[LedgerWrite], nice: int, priority: int) -> tuple[str, int, LedgerWrite] | None:

@@ -38,7 +38,7 @@ def adjust_for_memory(
     LABEL_NICE_BELOW, which no person sets (an older value of ours that a
     restarted slurmctld brought back, or a label of an earlier install).
     Such a job keeps the own nice we remember (0 when we remember none) and
-    is written again. Any other nice than ours is somebody's new choice
+    is written again as needed. Any other nice than ours is somebody's new choice
     (the user's or an admin's): it becomes the job's own, and our label is
     written again beside it. site_factor cannot be read back from squeue,
     so its current value is the one we remember writing. A priority
@@ -75,12 +75,14 @@ def adjust_for_memory(
     _not_own(label, own, base, mode, nice)
     # Another mode's value is undone before this mode writes: only this mode's count here.
     same = by == MODES.index(mode)
-    at, written, user, shows_ours = at[same], written[same], user[same], shows_ours[same]
+    at, written, user = at[same], written[same], user[same]
     if mode == "nice":
         base[at] = priority[at] + (nice[at] - own[at])
+        # Our part of what we last wrote: its label is kept, and a job that
+        # shows anything else (a new own nice, an older value of ours) is
+        # written again with it.
         held[at] = written - user
-        # An older value of ours is not kept: the job is written again.
-        ours[at] = shows_ours
+        ours[at] = True
     elif mode == "site_factor":
         for k, value in zip(at.tolist(), written.tolist(), strict=True):
             if current[k] is None:

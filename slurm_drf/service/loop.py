@@ -342,6 +342,12 @@ class Service:
                 "state_dir changed to %s: the daemon keeps %s until it is restarted", new.state_dir, old.state_dir
             )
             new = dataclasses.replace(new, state_dir=old.state_dir)
+        if new.lease_dir != old.lease_dir:
+            # The lease and the state it guards stay together too.
+            logger.warning(
+                "lease_dir changed to %s: the daemon keeps %s until it is restarted", new.lease_dir, old.lease_dir
+            )
+            new = dataclasses.replace(new, lease_dir=old.lease_dir)
         changed = changed_settings(old, new)
         if new == old:
             new = old  # nothing to rebuild
@@ -352,8 +358,6 @@ class Service:
             self._reschedule(new.interval)
             if self._lease is not None:
                 self._lease.interval = new.interval
-        if new.lease_dir != old.lease_dir:
-            logger.warning("lease_dir changed: the daemon keeps %s until it is restarted", old.lease_dir)
         where = new.source_path or "built-in defaults"
         self._reload_done(True, f"reloaded {where}: " + (f"changed {', '.join(changed)}" if changed else "no changes"))
         return True

@@ -44,6 +44,7 @@ from slurm_drf.cycle.recall import LedgerWrite
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import DrfError, InputError, StateError
 from slurm_drf.model.codec import format_time
+from slurm_drf.policy.state import is_label_nice
 from slurm_drf.trail.plan_output import ordered_job_count
 from slurm_drf.trail.text import csv_cell, render_table
 
@@ -439,11 +440,23 @@ class HistoryLedger:
         finally:
             connection.close()
         found: dict[str, list[LedgerWrite]] = {}
+        bad = 0
         for job_id, mode, value, user_nice, old_value in rows:
-            if _whole_or_none(value) is None:
-                continue  # a row nobody could have written: not evidence of anything
-            found.setdefault(str(job_id), []).append(
-                LedgerWrite(str(mode), int(value), _whole_or_none(user_nice), _whole_or_none(old_value))
+            own = _whole_or_none(user_nice)
+            if (
+                _whole_or_none(value) is None
+                or mode not in ("nice", "site_factor", "priority")
+                or (own is not None and is_label_nice(own))
+            ):
+                bad += 1  # a row nobody could have written, or that contradicts itself: no evidence
+                continue
+            found.setdefault(str(job_id), []).append(LedgerWrite(str(mode), int(value), own, _whole_or_none(old_value)))
+        if bad:
+            logger.warning(
+                "%s: %d write record(s) hold values outside Slurm's range, an unknown mode or a label as "
+                "an own nice: ignored",
+                self.path,
+                bad,
             )
         return found
 

@@ -287,3 +287,20 @@ def test_an_unreadable_history_is_said_once_and_labels_still_hold(tmp_path: Path
     assert not state.jobs["44"].own_known
     _, again = recall.reconcile(lone, PolicyState())
     assert again.ledger_error is None
+
+
+def test_write_records_that_contradict_themselves_are_ignored_with_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    controller = Controller(queue(3))
+    cycle(controller, tmp_path)
+    import sqlite3
+
+    connection = sqlite3.connect(history_path(tmp_path), isolation_level=None)
+    connection.execute("UPDATE writes SET new_value = 99999999999 WHERE job_id = '1000'")
+    connection.execute("UPDATE writes SET user_nice = -2000000000 WHERE job_id = '1001'")
+    connection.close()
+    caplog.set_level(logging.WARNING, logger="slurm_drf")
+    found = HistoryLedger(tmp_path).writes_of(["1000", "1001", "1002"])
+    assert set(found) == {"1002"}
+    assert f"{history_path(tmp_path)}: 2 write record(s) hold values outside Slurm's range" in caplog.text

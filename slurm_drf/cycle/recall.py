@@ -64,9 +64,10 @@ class Recovered:
     recovered: int = 0  # jobs holding a value of ours the state had lost, own nice from the record
     unknown: int = 0  # jobs holding a label no record explains: own nice unknown
     ledger_error: str | None = None
+    restarted: int = 0  # site factors written before slurmctld restarted: not known to be there now
 
     def __bool__(self) -> bool:
-        return bool(self.older or self.recovered or self.unknown or self.ledger_error)
+        return bool(self.older or self.recovered or self.unknown or self.ledger_error or self.restarted)
 
     def text(self, state_path: str) -> str:
         parts = []
@@ -84,6 +85,11 @@ class Recovered:
             parts.append(
                 f"{self.unknown} job(s) hold label values no record explains (an earlier install's?): "
                 "their own nice is unknown, counted as 0, and `slurm-drf reset --assume-own 0` gives them 0"
+            )
+        if self.restarted:
+            parts.append(
+                f"slurmctld restarted since the last cycle: {self.restarted} job(s)' site factors cannot be "
+                "read back (it may have come back from older state), so they are written again"
             )
         if self.ledger_error:
             parts.append(f"the history could not be read ({self.ledger_error}): only labels were recognised")
@@ -121,42 +127,28 @@ class Recall:
         kept = set(ids)
         self._asked = {job: writes for job, writes in self._asked.items() if job in kept}
         found: dict[str, JobMemory] = {}
-        older = recovered = unknown = 0
+        counts = {"older": 0, "recovered": 0, "unknown": 0}
         for k in unexplained:
             job_id = ids[k]
-            previous = memory.get(job_id)
-            writes = self._asked.get(job_id, ())
-            match = _match(writes, nice[k], priority[k])
-            if match is not None:
-                mode, value, write = match
-                own = _own_from(write, writes)
-                if previous is not None:
-                    older += 1
-                    # The state is newer than anything the record says of the own nice.
-                    own = (previous.user_nice, previous.own_known) if own is None or previous.own_known else own
-                else:
-                    recovered += 1
-                user_nice, known = own if own is not None else (0, False)
-                found[job_id] = JobMemory(user_nice, value, mode, own_known=known)
-            elif is_label_nice(nice[k]):
-                if previous is not None:
-                    # A label the record does not hold (history pruned or lost): ours all the same.
-                    older += 1
-                    if previous.mode == "nice":
-                        found[job_id] = replace(previous, written=nice[k])
-                    continue
-                own = _own_from(None, writes)
-                if own is None:
-                    unknown += 1
-                    found[job_id] = JobMemory(0, nice[k], "nice", own_known=False)
-                else:
-                    recovered += 1
-                    found[job_id] = JobMemory(own[0], nice[k], "nice", own_known=own[1])
+            recalled = _recall_job(memory.get(job_id), self._asked.get(job_id, ()), nice[k], priority[k])
+            if recalled is not None:
+                kind, job_memory = recalled
+                counts[kind] += 1
+                if job_memory is not None:
+                    found[job_id] = job_memory
+        restarted = 0
+        if _restarted(state.controller_started, snapshot.controller_started):
+            # squeue does not show site factors: after a restart the memory's may not be Slurm's.
+            for job_id, previous in memory.items():
+                if previous.mode == "site_factor" and job_id not in found:
+                    found[job_id] = replace(previous, written=0)  # never a site factor we write (>= 1)
+                    restarted += 1
+        report = Recovered(counts["older"], counts["recovered"], counts["unknown"], error, restarted)
         if not found:
-            return state, Recovered(ledger_error=error)
+            return state, report
         merged = dict(memory)
         merged.update(found)
-        return replace(state, jobs=MappingProxyType(merged)), Recovered(older, recovered, unknown, error)
+        return replace(state, jobs=MappingProxyType(merged)), report
 
     def _ask(self, job_ids: Sequence[str]) -> str | None:
         """Look these jobs up in the ledger; the error, if it could not be read (nothing cached then)."""
@@ -169,6 +161,35 @@ class Recall:
         for job_id in job_ids:
             self._asked[job_id] = tuple(answers.get(job_id, ()))
         return None
+
+
+def _recall_job(
+    previous: JobMemory | None, writes: Sequence[LedgerWrite], nice: int, priority: int
+) -> tuple[str, JobMemory | None] | None:
+    """What a job the memory does not explain holds: (older | recovered | unknown, its memory now,
+    None to keep the old), or None when its value is somebody's own choice."""
+    match = _match(writes, nice, priority)
+    if match is not None:
+        mode, value, write = match
+        own = _own_from(write, writes)
+        if previous is not None and (own is None or previous.own_known):
+            # The state is newer than anything the record says of the own nice.
+            own = previous.user_nice, previous.own_known
+        user_nice, known = own if own is not None else (0, False)
+        return ("older" if previous is not None else "recovered"), JobMemory(user_nice, value, mode, own_known=known)
+    if not is_label_nice(nice):
+        return None
+    if previous is not None:
+        # A label the record does not hold (history pruned or lost): ours all the same.
+        return "older", (replace(previous, written=nice) if previous.mode == "nice" else None)
+    own = _own_from(None, writes)
+    if own is None:
+        return "unknown", JobMemory(0, nice, "nice", own_known=False)
+    return "recovered", JobMemory(own[0], nice, "nice", own_known=own[1])
+
+
+def _restarted(before: str | None, now: str | None) -> bool:
+    return before is not None and now is not None and before != now
 
 
 def _explained(found: Sequence[JobMemory | None], nice: IntArray, priority: IntArray) -> BoolArray:

@@ -171,7 +171,8 @@ def run_cycle(
     pending_ids = set(plan.column("job_id"))
     undone = _reset_other_modes(writer, state, plan, snapshot, pending_ids)
     memory = remember(state.jobs, plan, chosen, pending_ids, undone)
-    store.save(replace(plan.state, jobs=MappingProxyType(memory)))
+    booted = snapshot.controller_started or state.controller_started
+    store.save(replace(plan.state, jobs=MappingProxyType(memory), controller_started=booted))
     recall.forget([write.job_id for write in writes])
     failpoints.reached("saved")
     if failpoints.armed("mid_writes") and len(writes) > 1:
@@ -185,7 +186,7 @@ def run_cycle(
                 memory[job_id] = state.jobs[job_id]
             else:
                 memory.pop(job_id, None)
-        store.save(replace(plan.state, jobs=MappingProxyType(memory)))
+        store.save(replace(plan.state, jobs=MappingProxyType(memory), controller_started=booted))
     unknown = frozenset(job for job, m in memory.items() if not m.own_known)
     seconds = time.monotonic() - started
     return CycleReport(plan, snapshot, writes, result, read_seconds, seconds, deferred, False, unknown)

@@ -40,6 +40,7 @@ def render_state(state: PolicyState) -> dict[str, Any]:
         "plan_wins": dict(state.plan_wins),
         # An own nice nobody recorded is null: `reset` must not take 0 for it.
         "jobs": {job: [m.user_nice if m.own_known else None, m.written, m.mode] for job, m in state.jobs.items()},
+        **({"controller_started": state.controller_started} if state.controller_started is not None else {}),
     }
 
 
@@ -99,12 +100,16 @@ def parse_state(data: Any) -> PolicyState:
     fingerprint = data["fingerprint"]
     if not isinstance(fingerprint, str):
         raise ValueError(f"fingerprint: expected a string, got {show(fingerprint)}")
+    started = data.get("controller_started")
+    if started is not None and not isinstance(started, str):
+        raise ValueError(f"controller_started: expected a string, got {show(started)}")
     return PolicyState(
         epoch=_whole(data["epoch"], 0, 2**62, "epoch"),
         fingerprint=fingerprint,
         tie_wins=MappingProxyType(_wins(data["tie_wins"], "tie_wins")),
         plan_wins=MappingProxyType(_wins(data["plan_wins"], "plan_wins")),
         jobs=MappingProxyType(jobs),
+        controller_started=started,
     )
 
 

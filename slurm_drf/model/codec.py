@@ -223,7 +223,16 @@ def parse_snapshot(data: object) -> Snapshot:
         het_leaders=_job_ids(data.get("het_leaders", []), "het_leaders"),
         scheduler_parameters=_tres(_object(data, "scheduler_parameters"), "scheduler_parameters", MAX_PRIORITY),
         associations=parse_associations(data.get("associations", [])),
+        controller_started=_text_or_none(data.get("controller_started"), "controller_started"),
     )
+
+
+def _text_or_none(value: object, key: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > 100:
+        raise SnapshotError(f"{key}: expected a short string, got {show(value)}")
+    return value
 
 
 # RawShares are 32-bit unsigned in Slurm.
@@ -574,6 +583,8 @@ def render_snapshot(snapshot: Snapshot) -> dict[str, Any]:
         out["priority_weights"] = dict(snapshot.priority_weights)
     if snapshot.scheduler_parameters:
         out["scheduler_parameters"] = dict(snapshot.scheduler_parameters)
+    if snapshot.controller_started is not None:
+        out["controller_started"] = snapshot.controller_started
     if snapshot.het_leaders:
         out["het_leaders"] = sorted(snapshot.het_leaders, key=lambda job_id: (job_number(job_id), job_id))
     out["nodes"] = [

@@ -383,6 +383,9 @@ class Snapshot:
     # Slurm's association tree (docs/formats.md); empty when unknown, which
     # means one flat level of accounts.
     associations: tuple[Association, ...] = ()
+    # slurmctld's BOOT_TIME as Slurm printed it; a new one means slurmctld
+    # restarted (and may have come back from older state). None: unknown.
+    controller_started: str | None = None
     # Derived from `jobs`; init=False so dataclasses.replace(jobs=...) never
     # carries a stale table over.
     _table: JobTable | None = field(default=None, init=False, compare=False, repr=False)

@@ -52,6 +52,8 @@ class PolicyState:
     tie_wins: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     plan_wins: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     jobs: Mapping[str, JobMemory] = field(default_factory=lambda: MappingProxyType({}))
+    # slurmctld's BOOT_TIME when the state was saved (Snapshot.controller_started).
+    controller_started: str | None = None
 
 
 EMPTY_STATE: Final = PolicyState()

@@ -1136,6 +1136,7 @@ def build_snapshot(
         het_leaders=frozenset(het_leaders) & pending,
         scheduler_parameters=freeze_tres(parse_scheduler_parameters(config_text)),
         associations=associations,
+        controller_started=parse_scontrol_config(config_text).get("BOOT_TIME") or None,
     )
     check_snapshot(snapshot)
     return snapshot

@@ -41,6 +41,7 @@ from live_helpers import (
     slurmctld_pid,
     start_slurmctld,
     stop_slurmctld,
+    wait_in_sprio,
     write_config,
 )
 
@@ -93,34 +94,51 @@ def kill_slurmctld(slurm: SlurmSandbox) -> None:
     wait_for(lambda: slurmctld_pid(slurm) is None, 60, "slurmctld to die")
 
 
-def assert_own_after_cycle_and_reset(live: Live, own: dict[str, int]) -> None:
+def assert_own_after_cycle_and_reset(live: Live, own: dict[str, int], config: Path | None = None) -> None:
     """The next cycle keeps every job's own nice in its value, Slurm follows its order, and reset gives it back."""
-    plan = live.once().plan
+    plan = live.once(config=config).plan
     assert {job: plan_jobs(plan)[job]["user_nice"] for job in own} == own
     order = [job for job in plan_order(plan) if job in own]
     assert priority_order(live.slurm, order) == order
-    assert not [line for line in live.reset().stdout.splitlines() if "left alone" in line and "no longer" not in line]
+    reset = live.reset(config=config).stdout.splitlines()
+    assert not [line for line in reset if "left alone" in line and "no longer" not in line], reset
     assert nices(live, own) == own
 
 
-def test_slurmctld_back_from_older_state_never_makes_our_values_the_users(live: Live, tmp_path: Path) -> None:
+def ours_shown(live: Live, own: dict[str, int], mode: str) -> list[str]:
+    """The jobs that show a value of the daemon's: a label nice, a site factor, a priority fixed by it."""
+    if mode == "nice":
+        return labelled(live, own)
+    if mode == "site_factor":
+        factors = wait_in_sprio(live.slurm, own)
+        return [job for job in own if factors[job].site != 0]
+    shown = queue(live.slurm)
+    return [job for job in own if shown[job].nice == 0 and shown[job].priority > 1_000_000]
+
+
+@pytest.mark.parametrize("mode", ["nice", "site_factor", "priority"])
+def test_slurmctld_back_from_older_state_never_makes_our_values_the_users(
+    live: Live, tmp_path: Path, mode: str
+) -> None:
     own = submit_own(live)
-    live.once()
-    assert sorted(labelled(live, own)) == sorted(own)
+    config = write_config(tmp_path, f"{mode}.yaml", state_dir=str(live.state_dir), mode=mode)
+    live.once(config=config)
+    assert sorted(ours_shown(live, own, mode)) == sorted(own)
     # slurmctld saves the daemon's values (a clean stop saves everything); keep that state.
     stop_slurmctld(live.slurm)
     saved = tmp_path / "ctld-state"
     shutil.copytree(state_save_location(live.slurm), saved)
     start_slurmctld(live.slurm)
-    live.reset()
+    live.reset(config=config)
     assert nices(live, own) == own
+    assert ours_shown(live, own, mode) == []
     # slurmctld comes back from the state saved before the reset.
     stop_slurmctld(live.slurm)
     shutil.rmtree(state_save_location(live.slurm))
     shutil.copytree(saved, state_save_location(live.slurm))
     start_slurmctld(live.slurm)
-    assert sorted(labelled(live, own)) == sorted(own), "the older state did not come back"
-    assert_own_after_cycle_and_reset(live, own)
+    assert sorted(ours_shown(live, own, mode)) == sorted(own), "the older state did not come back"
+    assert_own_after_cycle_and_reset(live, own, config)
 
 
 def test_slurmctld_killed_right_after_a_reset(live: Live) -> None:

@@ -43,6 +43,7 @@ class Controller:
     def __init__(self, jobs: Sequence[Job]) -> None:
         self.jobs = {j.job_id: j for j in jobs}
         self.saved = dict(self.jobs)
+        self.site: dict[str, int] = {}
 
     def fetch_snapshot(self) -> Snapshot:
         return snapshot([node(cpu=64, mem=64000)], list(self.jobs.values()))
@@ -64,6 +65,9 @@ class Controller:
                 self.jobs[found["job"]] = replace(current, nice=value)
             elif found["key"] == "priority":
                 self.jobs[found["job"]] = replace(current, priority=value)
+            else:  # multifactor adds the site factor to the priority
+                self.site[found["job"]] = value
+                self.jobs[found["job"]] = replace(current, priority=1000 + value)
         return {}, []
 
     def save(self) -> None:
@@ -304,3 +308,52 @@ def test_write_records_that_contradict_themselves_are_ignored_with_one_warning(
     found = HistoryLedger(tmp_path).writes_of(["1000", "1001", "1002"])
     assert set(found) == {"1002"}
     assert f"{history_path(tmp_path)}: 2 write record(s) hold values outside Slurm's range" in caplog.text
+
+
+def test_site_factors_are_written_again_after_slurmctld_restarted(tmp_path: Path) -> None:
+    """squeue cannot show site factors: a new BOOT_TIME means ours may be older ones, so all are written."""
+    from slurm_drf.slurm.parse import build_snapshot
+
+    jobs = queue(6)
+    config = Config(resources=("cpu", "mem"), mode="site_factor", state_dir=str(tmp_path))
+    store = StateStore(tmp_path)
+
+    class Source:
+        name = "boot"
+
+        def __init__(self, boot: str) -> None:
+            self.boot = boot
+
+        def fetch_snapshot(self) -> Snapshot:
+            text = f"BOOT_TIME               = {self.boot}\nClusterName = test\n"
+            shown = list(slurmctld.jobs.values())
+            return build_snapshot("test", "", [node(cpu=64, mem=64000)], shown, None, None, text)
+
+    slurmctld = Controller(jobs)
+    first = run_cycle(Source("2026-12-02T01:00:00"), slurmctld, config, store)
+    assert len(first.writes) == len(jobs)
+    assert store.load().controller_started == "2026-12-02T01:00:00"
+    same = run_cycle(Source("2026-12-02T01:00:00"), slurmctld, config, store)
+    assert same.writes == ()  # nothing changed, nothing written
+    again = run_cycle(Source("2026-12-02T02:00:00"), slurmctld, config, store)
+    assert set(again.writes) == set(first.writes)  # the same values, written again
+    assert store.load().controller_started == "2026-12-02T02:00:00"
+
+
+@pytest.mark.parametrize("value", [None, "2026-12-02T01:19:41"])
+def test_the_controllers_boot_time_goes_through_a_snapshot_file(value: str | None) -> None:
+    from slurm_drf.model.codec import parse_snapshot, render_snapshot
+
+    taken = replace(snapshot([node(cpu=4)], [job("a", job_id="1", cpu=1)]), controller_started=value)
+    data = render_snapshot(taken)
+    assert ("controller_started" in data) == (value is not None)
+    assert parse_snapshot(data).controller_started == value
+
+
+def test_a_boot_time_that_is_not_text_is_refused() -> None:
+    from slurm_drf.errors import SnapshotError
+    from slurm_drf.model.codec import parse_snapshot, render_snapshot
+
+    data = render_snapshot(snapshot([node(cpu=4)], [job("a", job_id="1", cpu=1)]))
+    with pytest.raises(SnapshotError, match="controller_started: expected a short string, got 5"):
+        parse_snapshot({**data, "controller_started": 5})

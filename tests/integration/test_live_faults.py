@@ -62,14 +62,21 @@ def live(slurm: SlurmSandbox, tmp_path: Path) -> Live:
     return Live(slurm, tmp_path)
 
 
-def submit_own(live: Live, count: int = 12) -> dict[str, int]:
-    """Pending jobs of three accounts, each with a nice of its owner's: job id -> own nice."""
-    live.require_quiet_queue()
+def submit_own(live: Live, count: int = 12, *, eligible: bool = False) -> dict[str, int]:
+    """Pending jobs of three accounts, each with a nice of its owner's: job id -> own nice.
+
+    `eligible`: behind a full node instead of a later begin time, so that
+    sprio lists them (it shows site factors only for jobs that could start).
+    """
+    if eligible:
+        live.fill_node()
+    else:
+        live.require_quiet_queue()
     own: dict[str, int] = {}
     for k in range(count):
         account, partition, size = ACCOUNTS[k % len(ACCOUNTS)]
         nice = OWN[k % len(OWN)]
-        own[live.submit("-A", account, "-p", partition, size, f"--nice={nice}", LATER)] = nice
+        own[live.submit("-A", account, "-p", partition, size, f"--nice={nice}", *(() if eligible else (LATER,)))] = nice
     return own
 
 
@@ -120,7 +127,7 @@ def ours_shown(live: Live, own: dict[str, int], mode: str) -> list[str]:
 def test_slurmctld_back_from_older_state_never_makes_our_values_the_users(
     live: Live, tmp_path: Path, mode: str
 ) -> None:
-    own = submit_own(live)
+    own = submit_own(live, eligible=mode == "site_factor")
     config = write_config(tmp_path, f"{mode}.yaml", state_dir=str(live.state_dir), mode=mode)
     live.once(config=config)
     assert sorted(ours_shown(live, own, mode)) == sorted(own)

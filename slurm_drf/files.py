@@ -62,6 +62,21 @@ def read_private(
     return data
 
 
+def check_regular(path: str | os.PathLike[str], what: str, error: type[DrfError] = StateError) -> None:
+    """Refuse anything at `path` but a regular file (a missing one is fine).
+
+    For files a library opens by name (SQLite's database and its -wal,
+    -shm and -journal companions): opening a FIFO for reading waits for a
+    writer, so a FIFO (or a device) put there would hang every reader for ever.
+    """
+    try:
+        info = os.stat(path)
+    except OSError:
+        return  # missing or unreadable: the opener says so
+    if not stat.S_ISREG(info.st_mode):
+        raise error(f"{path}: {what} is not a regular file ({stat.filemode(info.st_mode)})")
+
+
 def too_large_message(path: str | os.PathLike[str], what: str, limit: int) -> str:
     """`config.yaml: the config file is larger than 1,048,576 bytes (1 MiB), ...`."""
     return (

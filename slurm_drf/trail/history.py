@@ -43,6 +43,7 @@ from slurm_drf.config.durations import SINCE_SYNTAX, parse_duration
 from slurm_drf.cycle.recall import LedgerWrite
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import DrfError, InputError, StateError
+from slurm_drf.files import check_regular
 from slurm_drf.model.codec import format_time
 from slurm_drf.policy.state import is_label_nice
 from slurm_drf.trail.plan_output import ordered_job_count
@@ -141,9 +142,17 @@ def history_path(state_dir: str | os.PathLike[str]) -> Path:
     return Path(state_dir) / HISTORY_FILE
 
 
+def check_history_files(path: str | os.PathLike[str]) -> None:
+    """StateError unless the database and its companions are regular files (or absent): a FIFO
+    there would hang SQLite's open, and with it the daemon, `audit` and `report`."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        check_regular(f"{os.fspath(path)}{suffix}", "the history database" + (f" ({suffix[1:]})" if suffix else ""))
+
+
 def open_history(path: str | os.PathLike[str]) -> sqlite3.Connection:
     """Open (creating it, mode 0640) and migrate the history database for writing."""
     target = Path(path)
+    check_history_files(target)
     if not target.exists():
         # SQLite would create it with 0644; account names and shares are not for everybody.
         with contextlib.suppress(FileExistsError):
@@ -165,6 +174,7 @@ def open_history_readonly(path: str | os.PathLike[str]) -> sqlite3.Connection:
     target = Path(path)
     if not target.exists():
         raise StateError(f"{target}: no history yet (the daemon records one every cycle)")
+    check_history_files(target)
     try:
         connection = sqlite3.connect(
             f"{target.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0, isolation_level=None
@@ -422,6 +432,7 @@ class HistoryLedger:
     def writes_of(self, job_ids: Sequence[str]) -> dict[str, list[LedgerWrite]]:
         if not self.path.exists():
             return {}
+        check_history_files(self.path)
         try:
             connection = sqlite3.connect(
                 f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0, isolation_level=None

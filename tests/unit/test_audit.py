@@ -9,11 +9,15 @@ import logging
 import os
 import sqlite3
 import stat
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypedDict, Unpack
 
 import pytest
+from builders import job, node, snapshot
 
+from slurm_drf.config.settings import Config, HistoryConfig
 from slurm_drf.cycle.run import CycleReport
 from slurm_drf.errors import ConfigError, InputError, SlurmReadError, StateError
 from slurm_drf.model.types import Snapshot
@@ -409,3 +413,57 @@ def test_audit_verb_errors(tmp_path: Path) -> None:
         run_observe_verb(["audit", "--state-dir", str(tmp_path)])
     with pytest.raises(InputError, match="--since"):
         run_observe_verb(["audit", "--state-dir", str(tmp_path), "--since", "soon"])
+
+
+def _within(seconds: float, call: Callable[[], object]) -> object:
+    """call() in a thread that must end within `seconds`: a FIFO would block it for ever."""
+    outcome: list[object] = []
+
+    def run() -> None:
+        try:
+            outcome.append(call())
+        except Exception as error:
+            outcome.append(error)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), "blocked on a file that is not a file"
+    return outcome[0]
+
+
+@pytest.mark.parametrize("suffix", ["", "-wal", "-shm", "-journal"])
+def test_a_fifo_at_the_history_is_refused_without_hanging(
+    tmp_path: Path,
+    suffix: str,
+    planned: tuple[Plan, Snapshot],
+    caplog: pytest.LogCaptureFixture,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 22, item 6: a FIFO (or a device) where SQLite opens a file by name is refused, never waited on."""
+    from slurm_drf.cli.main import main
+    from slurm_drf.cycle.recall import Recall
+    from slurm_drf.policy.state import PolicyState
+    from slurm_drf.trail.history import HistoryLedger, open_history_readonly
+    from slurm_drf.trail.past import HistoryPast
+
+    path = tmp_path / HISTORY_FILE
+    if suffix:
+        AuditRecorder(tmp_path, None).on_cycle(_report(*planned))
+    os.mkfifo(f"{path}{suffix}", 0o600)
+    shown = "the history database" + (f" ({suffix[1:]})" if suffix else "")
+    expected = f"{path}{suffix}: {shown} is not a regular file (prw-------)"
+    error = _within(20, lambda: open_history_readonly(path))
+    assert isinstance(error, StateError) and str(error) == expected
+    recorder = AuditRecorder(tmp_path, None)
+    _within(20, lambda: recorder.on_cycle(_report(*planned)))
+    assert expected in caplog.text
+    assert isinstance(_within(20, lambda: HistoryLedger(tmp_path).writes_of(["1"])), StateError)
+    lone = snapshot([node(cpu=4)], [job("a", job_id="1", nice=-2_000_000_000, cpu=1)])
+    result = _within(20, lambda: Recall(HistoryLedger(tmp_path)).reconcile(lone, PolicyState()))
+    assert isinstance(result, tuple)
+    state, found = result
+    assert found.ledger_error == expected and not state.jobs["1"].own_known
+    _within(20, lambda: HistoryPast(tmp_path).past(Config(history=HistoryConfig(86400.0, 1.0))))
+    code = _within(20, lambda: main(["audit", "--state-dir", str(tmp_path)]))
+    assert code == 1 and capsys.readouterr().err.strip() == f"slurm-drf: state: {expected}"

@@ -9,6 +9,7 @@ import math
 import re
 import reprlib
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from operator import itemgetter, methodcaller
 from types import MappingProxyType
@@ -102,6 +103,27 @@ def _tres(value: object, where: str, limit: int = MAX_TRES) -> Tres:
     return MappingProxyType(out)
 
 
+def _with_gpu_total(tres: Tres) -> Tres:
+    """Typed GPUs (`gres/gpu:a100`) without a `gres/gpu` total: the total is their sum, as in
+    Slurm's own TRES strings (docs/formats.md), never 0."""
+    if "gres/gpu" in tres or not any(name.startswith("gres/gpu:") for name in tres):
+        return tres
+    return MappingProxyType({**tres, "gres/gpu": sum(v for k, v in tres.items() if k.startswith("gres/gpu:"))})
+
+
+def _table_with_gpu_total(table: JobTable) -> JobTable:
+    """`_with_gpu_total` for every job of a table: where a job has typed GPUs and no total."""
+    typed = [column for name, column in table.tres.items() if name.startswith("gres/gpu:")]
+    if not typed:
+        return table
+    summed = np.sum(typed, axis=0)
+    total = table.tres.get("gres/gpu")
+    filled = summed if total is None else np.where(total == 0, summed, total)
+    if total is not None and np.array_equal(filled, total):
+        return table
+    return replace(table, tres=MappingProxyType({**table.tres, "gres/gpu": filled}))
+
+
 def _str(record: Mapping[str, Any], key: str, where: str, default: str | None = None, *, empty: bool = True) -> str:
     value = record.get(key, default)
     if value is None:
@@ -159,7 +181,7 @@ def parse_node(record: object, index: int) -> Node:
         name=name,
         partitions=tuple(partitions),
         state=_str(record, "state", where, "idle").lower(),
-        tres=_tres(record.get("tres"), f"{where}.tres"),
+        tres=_with_gpu_total(_tres(record.get("tres", {}), f"{where}.tres")),
     )
 
 
@@ -372,6 +394,7 @@ def parse_job_table(records: list[Any]) -> JobTable:
         table = None
     if table is None:
         table = JobTable.from_jobs([parse_job(record, i) for i, record in enumerate(records)])
+    table = _table_with_gpu_total(table)
     check_job_table(table)
     return table
 

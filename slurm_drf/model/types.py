@@ -65,6 +65,33 @@ INELIGIBLE_NODE_STATES: Final = frozenset(
 )
 
 
+# The one-character suffixes sinfo's short states carry (`down*`, `idle~`,
+# `mix-`; sinfo(1), NODE STATE CODES), as the flag each stands for.
+# `-` (planned by backfill) and `@` (reboot requested) leave a node usable.
+NODE_STATE_SUFFIXES: Final = {
+    "*": "not_responding",
+    "~": "powered_down",
+    "#": "powering_up",
+    "%": "powering_down",
+    "!": "power_down",
+    "$": "maint",
+    "^": "reboot_issued",
+    "-": "",
+    "@": "",
+}
+
+
+def node_state_flags(state: str) -> set[str]:
+    """`idle+drain`, `down*`, `idle~`: the base state and every flag, suffixes spelled out."""
+    flags: set[str] = set()
+    for part in state.lower().split("+"):
+        base = part.rstrip("".join(NODE_STATE_SUFFIXES))
+        flags.update(NODE_STATE_SUFFIXES[suffix] for suffix in part[len(base) :])
+        flags.add(base)
+    flags.discard("")
+    return flags
+
+
 # What Slurm can hold (docs/formats.md): a snapshot outside these is refused.
 # Job ids are 32-bit; the top two values are Slurm's NO_VAL and INFINITE.
 MAX_JOB_ID: Final = 2**32 - 3
@@ -112,7 +139,7 @@ class Node:
     @property
     def eligible(self) -> bool:
         """Whether the node's resources count as capacity (docs/rule.md §2)."""
-        return not any(part in INELIGIBLE_NODE_STATES for part in self.state.lower().split("+"))
+        return not node_state_flags(self.state) & INELIGIBLE_NODE_STATES
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,24 +12,37 @@ HTML uses `html.escape` over `terminal_text`. JSON stays exact.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from typing import Final
 
-# C0 and C1 control characters and DEL; bidirectional overrides, which
-# reorder what a terminal shows.
-_CONTROL: Final = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# Escaped: C0 and C1 control characters and DEL; every invisible format
+# character (Unicode category Cf: the bidirectional marks and overrides,
+# which reorder what a terminal shows, U+061C, zero-width characters, tags);
+# the line and paragraph separators, which break a line; lone surrogates,
+# which no terminal encoding can write. Anything outside
+# printable ASCII is looked at; the rest passes untouched.
+_SUSPECT: Final = re.compile("[^\x20-\x7e]")
+_ESCAPED_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 
 
 def _visible(match: re.Match[str]) -> str:
-    code = ord(match.group())
-    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(match.group())
-    return named or (f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}")
+    character = match.group()
+    if unicodedata.category(character) not in _ESCAPED_CATEGORIES:
+        return character
+    code = ord(character)
+    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(character)
+    if named:
+        return named
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def terminal_text(text: str) -> str:
     """`text` with control characters written as escapes (`\\n`, `\\x1b`, `\\x00`): one line, inert."""
-    return _CONTROL.sub(_visible, text)
+    return _SUSPECT.sub(_visible, text)
 
 
 # A lone `&` stays: it only matters before an entity name, and `<` is what starts a tag.

@@ -282,6 +282,26 @@ def test_text_helpers_on_each_hostile_name() -> None:
     assert (csv_cell("physics"), csv_cell(-1), csv_cell(2.5)) == ("physics", -1, 2.5)
 
 
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("\u061cA", "\\u061cA"),  # ARABIC LETTER MARK (Cf), which the bidi list missed
+        ("a\u200bb", "a\\u200bb"),  # zero width space
+        ("\ufeffbom", "\\ufeffbom"),
+        ("soft\u00adhyphen", "soft\\xadhyphen"),
+        ("\u2066isolate\u2069", "\\u2066isolate\\u2069"),
+        ("tag\U000e0041", "tag\\U000e0041"),  # a Unicode tag character
+        ("line\u2028sep\u2029", "line\\u2028sep\\u2029"),
+        ("lone\ud800", "lone\\ud800"),  # a surrogate no terminal encoding can write
+        ("physique-é 日本 Ωmega", "physique-é 日本 Ωmega"),  # printable letters stay as they are
+    ],
+)
+def test_every_invisible_format_character_is_escaped(text: str, shown: str) -> None:
+    """Issue 22, item 10: Unicode category Cf (and line separators, surrogates), not a hand-kept list."""
+    assert terminal_text(text) == shown
+    assert terminal_text(text).isprintable()
+
+
 def test_report_csv_neutralises_formulas() -> None:
     plan, _ = hostile_plan()
     rows = list(csv.reader(io.StringIO(render_report(plan, "csv"))))

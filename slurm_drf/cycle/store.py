@@ -13,7 +13,9 @@ import contextlib
 import fcntl
 import json
 import logging
+import math
 import os
+import time
 from pathlib import Path
 from types import MappingProxyType
 from typing import IO, Any, Final
@@ -29,6 +31,8 @@ logger = logging.getLogger(__name__)
 STATE_FORMAT: Final = "slurm-drf-state/1"
 STATE_FILE: Final = "state.json"
 LOCK_FILE: Final = "lock"
+# A save takes milliseconds: a temporary file this old (seconds) was left by a killed process.
+LEFTOVER_AGE: Final = 600.0
 
 
 def render_state(state: PolicyState) -> dict[str, Any]:
@@ -219,11 +223,17 @@ class StateStore:
             ) from error
 
     def _remove_leftovers(self) -> None:
-        """Temporary files of a save a killed process never finished (write_atomic's names)."""
+        """Temporary files of a save a killed process never finished (write_atomic's names).
+
+        In a directory shared with another head node's daemon, only those
+        older than LEFTOVER_AGE: the other one may be saving right now.
+        """
+        oldest = time.time() - LEFTOVER_AGE if self.shared is not None else math.inf
         for leftover in self.path.parent.glob(f".{STATE_FILE}.*.tmp"):
             with contextlib.suppress(OSError):
-                leftover.unlink()
-                logger.info("%s: removed the leftover of an unfinished save", leftover)
+                if leftover.stat().st_mtime < oldest:
+                    leftover.unlink()
+                    logger.info("%s: removed the leftover of an unfinished save", leftover)
 
     def lock(self) -> None:
         """Hold the directory's lock for as long as this process lives."""

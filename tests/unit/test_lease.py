@@ -90,3 +90,31 @@ def test_two_services_one_writer_and_the_standby_takes_over(tmp_path: Path) -> N
     # (This fake Slurm never takes a write, so the new holder writes the same values again.)
     assert second_writes.writes == first_writes.writes
     assert not second.last_status.startswith("standby")
+
+
+def test_leftovers_of_a_killed_save_go_but_not_the_other_heads_save(tmp_path: Path) -> None:
+    """A save killed between its temporary file and the rename leaves the file; the next start removes
+    it, except, in the shared directory, one young enough to be the other daemon's save in progress."""
+    import os
+
+    from slurm_drf.cycle.store import LEFTOVER_AGE
+
+    local = StateStore(tmp_path / "local")
+    local.ensure_directory()
+    stale = local.path.parent / ".state.json.4242.abcd1234.tmp"
+    stale.write_text("{")
+    local.lock()
+    local.unlock()
+    assert not stale.exists()
+
+    shared = StateStore(tmp_path / "head", tmp_path / "shared")
+    shared.ensure_directory()
+    young = shared.path.parent / ".state.json.77.young000.tmp"
+    old = shared.path.parent / ".state.json.78.old00000.tmp"
+    young.write_text("{")
+    old.write_text("{")
+    past = old.stat().st_mtime - LEFTOVER_AGE - 1
+    os.utime(old, (past, past))
+    shared.lock()
+    shared.unlock()
+    assert young.exists() and not old.exists()

@@ -28,6 +28,8 @@ from typing import Protocol
 
 import numpy as np
 
+from slurm_drf.config.settings import MODES
+from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import DrfError
 from slurm_drf.model.types import PENDING, BoolArray, IntArray, Snapshot
 from slurm_drf.policy.state import LABEL_NICE_BELOW, JobMemory, PolicyState, is_label_nice
@@ -150,6 +152,13 @@ class Recall:
         merged.update(found)
         return replace(state, jobs=MappingProxyType(merged)), report
 
+    def load(self, snapshot: Snapshot, store: StateStore) -> PolicyState:
+        """The saved state, reconciled with what `snapshot` shows; what the state did not know, said once."""
+        state, found = self.reconcile(snapshot, store.load())
+        if found:
+            logger.warning("%s", found.text(str(store.path)))
+        return state
+
     def _ask(self, job_ids: Sequence[str]) -> str | None:
         """Look these jobs up in the ledger; the error, if it could not be read (nothing cached then)."""
         if not job_ids or self._ledger is None:
@@ -195,12 +204,14 @@ def _restarted(before: str | None, now: str | None) -> bool:
 def _explained(found: Sequence[JobMemory | None], nice: IntArray, priority: IntArray) -> BoolArray:
     """Per job: its value is the one the memory says we last wrote, or plainly nobody's but its
     owner's (a site factor cannot be read back: the memory is all there is)."""
-    codes = {"nice": 0, "priority": 1, "site_factor": 2}
+    codes = {name: code for code, name in enumerate(MODES)}
     mode = np.fromiter((-1 if m is None else codes.get(m.mode, -1) for m in found), dtype=np.int64, count=len(found))
     written = np.fromiter((0 if m is None else m.written for m in found), dtype=np.int64, count=len(found))
     label = nice < LABEL_NICE_BELOW
     explained: BoolArray = (
-        ((mode == 0) & (nice == written)) | ((mode == 1) & (priority == written) & ~label) | ((mode == 2) & ~label)
+        ((mode == codes["nice"]) & (nice == written))
+        | ((mode == codes["priority"]) & (priority == written) & ~label)
+        | ((mode == codes["site_factor"]) & ~label)
     )
     return explained
 

@@ -38,9 +38,7 @@ def reset_jobs(
     holds is left alone unless `assume_own` says what to give it.
     """
     snapshot = source.fetch_snapshot()
-    state, found = (recall or Recall(None)).reconcile(snapshot, store.load())
-    if found:
-        logger.warning("%s", found.text(str(store.path)))
+    state = (recall or Recall(None)).load(snapshot, store)
     jobs = {j.job_id: j for j in snapshot.jobs if j.pending}
     lines: list[str] = []
     done: list[str] = []

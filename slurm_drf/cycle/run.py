@@ -153,9 +153,7 @@ def run_cycle(
     snapshot = source.fetch_snapshot()
     read_seconds = time.monotonic() - started
     failpoints.reached("read")
-    state, found = recall.reconcile(snapshot, store.load())
-    if found:
-        logger.warning("%s", found.text(str(store.path)))
+    state = recall.load(snapshot, store)
     plan = compute_plan(snapshot, config, state, past)
     chosen, deferred = select_writes(plan, config.max_writes_per_cycle)
     writes = tuple(

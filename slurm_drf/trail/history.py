@@ -169,8 +169,10 @@ def open_history(path: str | os.PathLike[str]) -> sqlite3.Connection:
     return connection
 
 
-def open_history_readonly(path: str | os.PathLike[str]) -> sqlite3.Connection:
-    """Open the history for queries only; StateError when it is missing or of another version."""
+def open_history_readonly(
+    path: str | os.PathLike[str], readable: Sequence[int] = (SCHEMA_VERSION,)
+) -> sqlite3.Connection:
+    """Open the history for queries only; StateError when it is missing or of a version not in `readable`."""
     target = Path(path)
     if not target.exists():
         raise StateError(f"{target}: no history yet (the daemon records one every cycle)")
@@ -179,10 +181,10 @@ def open_history_readonly(path: str | os.PathLike[str]) -> sqlite3.Connection:
         connection = sqlite3.connect(
             f"{target.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0, isolation_level=None
         )
-        version = int(connection.execute("PRAGMA user_version").fetchone()[0])
+        version = schema_version(connection)
     except sqlite3.Error as error:
         raise StateError(f"{target}: cannot read the history: {error}") from error
-    if version != SCHEMA_VERSION:
+    if version not in readable:
         connection.close()
         newer = version > SCHEMA_VERSION
         raise StateError(
@@ -432,19 +434,9 @@ class HistoryLedger:
     def writes_of(self, job_ids: Sequence[str]) -> dict[str, list[LedgerWrite]]:
         if not self.path.exists():
             return {}
-        check_history_files(self.path)
-        try:
-            connection = sqlite3.connect(
-                f"{self.path.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0, isolation_level=None
-            )
-        except sqlite3.Error as error:
-            raise StateError(f"{self.path}: cannot read the history: {error}") from error
+        connection = open_history_readonly(self.path, readable=(1, SCHEMA_VERSION))
         try:
             version = schema_version(connection)
-            if version not in (1, SCHEMA_VERSION):
-                raise StateError(
-                    f"{self.path}: history schema version {version}, this slurm-drf reads {SCHEMA_VERSION}"
-                )
             rows = connection.execute(_LEDGER_QUERIES[version >= 2], (json.dumps(list(job_ids)),)).fetchall()
         except sqlite3.Error as error:
             raise StateError(f"{self.path}: cannot read the history: {error}") from error

@@ -39,6 +39,7 @@ logger = logging.getLogger("slurm_drf")
 _VERB_MODULES: Final = (
     ("slurm_drf.cli.daemon", "add_daemon_parser", ("daemon",)),
     ("slurm_drf.cli.simulate", "add_simulate_parser", ("simulate",)),
+    ("slurm_drf.cli.replay", "add_replay_parser", ("replay",)),
     ("slurm_drf.cli.trail", "add_observe_parsers", ("report", "audit", "explain")),
 )
 _CORE_VERBS: Final = ("plan", "snapshot", "once", "reset", "check-config")

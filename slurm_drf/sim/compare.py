@@ -84,8 +84,9 @@ def run_comparison(
 class ProgressLine:
     """`simulate: drf 42%` rewritten in place on a terminal; silent otherwise."""
 
-    def __init__(self, stream: TextIO | None = None, min_interval: float = 0.2) -> None:
+    def __init__(self, stream: TextIO | None = None, min_interval: float = 0.2, label: str = "simulate") -> None:
         self.stream = stream or sys.stderr
+        self.label = label
         self.enabled = self.stream.isatty()
         self.min_interval = min_interval
         self._last = 0.0
@@ -100,7 +101,7 @@ class ProgressLine:
         self._last = now
         width = 30
         filled = int(width * fraction)
-        self.stream.write(f"\rsimulate: {policy:<12} [{'#' * filled}{'.' * (width - filled)}] {fraction:4.0%}")
+        self.stream.write(f"\r{self.label}: {policy:<12} [{'#' * filled}{'.' * (width - filled)}] {fraction:4.0%}")
         self.stream.flush()
         self._shown = True
 

@@ -44,6 +44,25 @@ Sits after `engine` and before `render`. Definitions:
   two (siblings, since weights and shares are relative to siblings), and
   averaged over those parents; reported: the mean over the samples where
   some parent qualifies.
+- *fair share* of an account at a sample (the target of the two measures
+  below): the demand-capped weighted fair share, by water-filling. An
+  account's *demand* is the dominant share (of the capacity, unweighted)
+  of everything it runs or has pending at that sample, at most 1. The
+  root hands out min(1, total demand) among its children in proportion to
+  their weights, no child getting more than its demand, the rest going to
+  the others (water-filling); with a tree, each node hands its part to its
+  children the same way (a node's demand: its subtree's summed, at most
+  1), down to the accounts. Flat workloads are a tree of one level.
+- *fairness error* (Armada's definition, armadaproject/armada #3773): at a
+  sample, the sum over the accounts below their fair share of (fair share
+  - actual dominant share); reported: the mean over the samples where
+  Jain's index is taken. 0 is every account at or above its fair share.
+- *time to fair share* of an account that joins a full cluster (at the
+  last sample before its first submission, other accounts had jobs
+  pending): the time from that submission to the first sample at which
+  its dominant share is at least 90% of its fair share (inf: never).
+  Reported per such account, and overall the longest of them (nan when no
+  account joined a full cluster).
 """
 
 from __future__ import annotations
@@ -87,6 +106,7 @@ class AccountMetrics:
     wait_max: float
     share_to_date: float = math.nan  # at the last fairness sample
     run_share: float = math.nan  # over the whole run
+    time_to_fair_share: float = math.nan  # nan: did not join a full cluster; inf: never reached it
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +139,8 @@ class PolicyMetrics:
     writes: WriteMetrics | None = None  # for policies that model the daemon's writes
     jain_over_time: float = math.nan  # of the backlogged accounts' shares to date, mean over fairness samples
     levels: tuple[LevelJain, ...] = ()  # per depth of the account tree; empty for a flat workload
+    fairness_error: float = math.nan  # Armada's, mean over fairness samples
+    time_to_fair_share: float = math.nan  # the longest of the accounts that joined a full cluster
 
 
 def compute_write_metrics(writes: IntArray) -> WriteMetrics:
@@ -167,6 +189,12 @@ def compute_metrics(result: SimResult) -> PolicyMetrics:
     run_ticks = max(1, math.ceil(makespan / result.interval))
     run_share = shares[result.sample_time < makespan].sum(axis=0) / run_ticks
 
+    target = fair_shares(result)
+    actual = shares * np.array(result.weights, dtype=np.float64)
+    below = np.maximum(target - actual, 0.0).sum(axis=1)
+    fairness_error = float(below[fair].mean()) if fair.any() else math.nan
+    to_fair = times_to_fair_share(result, target, actual)
+
     wait = result.start - result.submit
     rows = []
     for index, account in enumerate(result.accounts):
@@ -183,6 +211,7 @@ def compute_metrics(result: SimResult) -> PolicyMetrics:
                 wait_max=float(mine.max()) if len(mine) else math.nan,
                 share_to_date=float(at_end[index]),
                 run_share=float(run_share[index]),
+                time_to_fair_share=float(to_fair[index]),
             )
         )
     longest = int(np.argmax(wait))
@@ -213,7 +242,91 @@ def compute_metrics(result: SimResult) -> PolicyMetrics:
         writes=None if result.writes is None else compute_write_metrics(result.writes),
         jain_over_time=float(np.mean(over_time)) if over_time else math.nan,
         levels=compute_level_jain(result),
+        fairness_error=fairness_error,
+        time_to_fair_share=float(to_fair[~np.isnan(to_fair)].max()) if (~np.isnan(to_fair)).any() else math.nan,
     )
+
+
+def demand_samples(result: SimResult) -> FloatArray:
+    """(S, A) each account's demand at each sample: the dominant share of what it runs or has pending, at most 1.
+
+    A job is counted from its submission (inclusive) to its end
+    (exclusive): the sample of an instant is taken after its events.
+    """
+    times = result.sample_time
+    table = build_workload_table(result.workload)
+    total = np.array(table.shape_total, dtype=np.float64)[table.job_shape_array]
+    submitted = np.searchsorted(times, result.submit, side="left")
+    ended = np.searchsorted(times, result.end, side="left")
+    held = np.zeros((len(times) + 1, len(result.accounts), len(RESOURCES)), dtype=np.float64)
+    np.add.at(held, (submitted, result.job_account), total)
+    np.add.at(held, (ended, result.job_account), -total)
+    caps = np.maximum(np.array(result.capacity, dtype=np.float64), 1.0)
+    demand: FloatArray = np.minimum((np.cumsum(held, axis=0)[: len(times)] / caps).max(axis=2), 1.0)
+    return demand
+
+
+def water_fill(amount: float, demand: FloatArray, weight: FloatArray) -> FloatArray:
+    """`amount` split in proportion to `weight`, nobody above its `demand`, the rest to the others."""
+    out = np.zeros(len(demand), dtype=np.float64)
+    amount = min(amount, float(demand.sum()))
+    left = np.flatnonzero(demand > 0)
+    while len(left) and amount > 1e-12:
+        level = amount / float(weight[left].sum())
+        capped = demand[left] <= level * weight[left]
+        if not capped.any():
+            out[left] = level * weight[left]
+            break
+        done = left[capped]
+        out[done] = demand[done]
+        amount -= float(demand[done].sum())
+        left = left[~capped]
+    return out
+
+
+def fair_shares(result: SimResult) -> FloatArray:
+    """(S, A) each account's demand-capped weighted fair share (module docstring), over its tree if any."""
+    workload = result.workload
+    demand = demand_samples(result)
+    if not len(demand):
+        return demand
+    layout = build_layout(workload, build_workload_table(workload))
+    accounts = {node: index for index, node in enumerate(layout.account_node)}
+    weight = np.array([float(w) for w in layout.weight], dtype=np.float64)
+    # Each node's demand: its accounts' summed, at most 1 (the users below an account hold none here).
+    node_demand = np.zeros((len(demand), layout.size), dtype=np.float64)
+    node_demand[:, list(accounts)] = demand[:, list(accounts.values())]
+    for node in range(layout.size - 1, 0, -1):
+        node_demand[:, layout.parent[node]] += node_demand[:, node]
+    node_demand = np.minimum(node_demand, 1.0)
+    out = np.zeros_like(demand)
+    for sample in range(len(demand)):
+        allotted = np.zeros(layout.size, dtype=np.float64)
+        allotted[0] = 1.0
+        for node in range(layout.size):  # preorder: a parent before its children
+            kids = [k for k in layout.children[node] if node not in accounts]
+            if kids:
+                allotted[kids] = water_fill(allotted[node], node_demand[sample, kids], weight[kids])
+        out[sample] = allotted[list(layout.account_node)]
+    return out
+
+
+def times_to_fair_share(result: SimResult, fair: FloatArray, actual: FloatArray) -> FloatArray:
+    """(A,) each account's time to fair share (module docstring): nan unless it joined a full cluster."""
+    times = result.sample_time
+    out = np.full(len(result.accounts), np.nan)
+    for index in range(len(result.accounts)):
+        mine = result.submit[result.job_account == index]
+        if not len(mine) or not len(times):
+            continue
+        first = float(mine.min())
+        before = int(np.searchsorted(times, first, side="left")) - 1
+        others = np.delete(result.sample_pending[before], index) if before >= 0 else np.zeros(1)
+        if before < 0 or others.sum() == 0:
+            continue
+        after = np.flatnonzero((times >= first) & (fair[:, index] > 0) & (actual[:, index] >= 0.9 * fair[:, index]))
+        out[index] = float(times[after[0]] - first) if len(after) else math.inf
+    return out
 
 
 def tree_samples(result: SimResult, layout: TreeLayout) -> tuple[FloatArray, npt.NDArray[np.bool_]]:
@@ -302,6 +415,13 @@ def _number(value: float, digits: int = 4) -> float | None:
     return round(value, digits)
 
 
+def _seconds(value: float) -> float | str | None:
+    """A time in seconds for JSON: "never" for inf (it did not happen), null for nan (not measured)."""
+    if math.isinf(value):
+        return "never"
+    return _number(value, 1)
+
+
 def render_metrics(metrics: PolicyMetrics) -> dict[str, Any]:
     """JSON-ready data of one policy's metrics (no series)."""
     return {
@@ -319,6 +439,8 @@ def render_metrics(metrics: PolicyMetrics) -> dict[str, Any]:
         "makespan_s": _number(metrics.makespan, 1),
         "backfilled_fraction": _number(metrics.backfilled),
         "jain_over_time": _number(metrics.jain_over_time),
+        "fairness_error": _number(metrics.fairness_error),
+        "time_to_fair_share_s": _seconds(metrics.time_to_fair_share),
         "jain_by_level": [
             {"depth": level.depth, "nodes": level.nodes, "jain": _number(level.jain), "samples": level.samples}
             for level in metrics.levels
@@ -347,6 +469,7 @@ def render_metrics(metrics: PolicyMetrics) -> dict[str, Any]:
                 "wait_max_s": _number(a.wait_max, 1),
                 "weighted_share_to_date_at_contention_end": _number(a.share_to_date),
                 "weighted_share_over_run": _number(a.run_share),
+                "time_to_fair_share_s": _seconds(a.time_to_fair_share),
             }
             for a in metrics.accounts
         ],

@@ -249,6 +249,22 @@ def _newcomer(rng: np.random.Generator, nodes: int, jobs: int, window: float | N
     )
 
 
+def _gpu_newcomer(rng: np.random.Generator, nodes: int, jobs: int, window: float | None) -> Workload:
+    accounts = [
+        _Account("climate", "cpu", 1.0),
+        _Account("genomics", "mem", 1.0),
+        _Account("vision", "gpu", 0.8, start=0.3),
+    ]
+    return Workload(
+        "gpu-newcomer",
+        "CPU-heavy (climate) and memory-heavy (genomics) accounts keep the cluster full; GPU-heavy vision "
+        "starts submitting at 30% of the window",
+        _generate(rng, accounts, nodes, jobs, window),
+        nodes,
+        NODE,
+    )
+
+
 def _weighted(rng: np.random.Generator, nodes: int, jobs: int, window: float | None) -> Workload:
     accounts = [_Account(name, "any", 0.8) for name in ("alpha", "beta", "gamma")]
     weights = MappingProxyType({"alpha": Fraction(2), "beta": Fraction(1), "gamma": Fraction(1)})
@@ -367,6 +383,13 @@ SCENARIOS: Final = {
         Scenario("mixed", "GPU-, memory- and CPU-heavy accounts, all backlogged (default)", 24, 2400, _mixed),
         Scenario("bursty", "job arrays submitted in bursts", 24, 2400, _bursty),
         Scenario("newcomer", "a new account joins a busy cluster", 24, 2400, _newcomer),
+        Scenario(
+            "gpu-newcomer",
+            "a GPU-heavy account joins a cluster kept full by CPU- and memory-heavy ones",
+            8,
+            800,
+            _gpu_newcomer,
+        ),
         Scenario("weighted", "weights 2:1:1 on the same job mix", 24, 2400, _weighted),
         Scenario("tie", "many identical small accounts (where drf-naive starves the last by name)", 24, 6000, _tie),
         Scenario("burst", "an account that ran a burst yesterday meets one that did not (history)", 8, 900, _burst),

@@ -1,0 +1,221 @@
+"""The `slurm-drf replay` verb: a workload through a real Slurm, one arm at a time.
+
+Sits on top of `slurm_drf.replay`, called by `slurm_drf.cli` (which maps
+errors to exit codes). Three uses:
+
+    slurm-drf replay --arm drf --scenario newcomer --compress 60 -o drf.json
+    slurm-drf replay --slurm-conf --compress 60     # the slurm.conf lines every arm runs against
+    slurm-drf replay --report slurm.json drf.json --html replay.html
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+import yaml
+
+from slurm_drf.cli.options import positive_int
+from slurm_drf.cli.simulate import build_workload
+from slurm_drf.config.load import load_config, parse_config_text, resolve_config
+from slurm_drf.config.settings import Config
+from slurm_drf.cycle.backends import make_source
+from slurm_drf.errors import InputError
+from slurm_drf.replay.arms import ARMS, build_billing_weights, build_slurm_lines, parse_arm
+from slurm_drf.replay.report import build_comparison, calibration_rows, predict, render_summary
+from slurm_drf.replay.result import parse_result, render_result, to_sim_result
+from slurm_drf.replay.run import ReplayOptions, pool_nodes, run_arm
+from slurm_drf.sim.compare import ProgressLine
+from slurm_drf.sim.importers import FORMATS
+from slurm_drf.sim.metrics import compute_metrics, render_metrics
+from slurm_drf.sim.render import check_plotting, render_html, render_plot_png, render_table, write_text
+from slurm_drf.sim.scenarios import SCENARIOS
+from slurm_drf.sim.workload import parse_duration
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_COMPRESSION = 60.0
+
+
+def _factor(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def add_replay_parser(subparsers: Any) -> argparse.ArgumentParser:
+
+    arms = "; ".join(f"{a.name}: {a.summary}" for a in ARMS.values())
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "replay",
+        help="replay a workload through a real Slurm in compressed time (one arm), or compare saved results",
+        description="Submit a workload's jobs (sleeps of the compressed run time, with the trace's CPUs, memory, "
+        "GPUs and account) to the Slurm this host talks to, sample the cluster, and write one result file with "
+        "fairness, waits, utilisation, writes and RPCs, beside the simulator's prediction. It refuses a cluster "
+        "with other jobs (--force overrides) and cancels every job it submitted when it ends or is interrupted.",
+        epilog=f"Arms: {arms}.",
+    )
+    source = parser.add_argument_group("workload")
+    source.add_argument(
+        "--scenario", choices=tuple(SCENARIOS), default=None, help="built-in scenario (default newcomer)"
+    )
+    source.add_argument("--seed", type=int, default=1, help="seed of the scenario's generator (default 1)")
+    source.add_argument("--jobs", type=positive_int, metavar="N", help="jobs to generate; with --workload, the first N")
+    source.add_argument(
+        "--nodes", type=positive_int, metavar="N", help="nodes the scenario is sized for (default: the cluster's)"
+    )
+    source.add_argument("--duration", metavar="DUR", help="scenario submission window in trace time, e.g. 3h")
+    source.add_argument(
+        "--workload", metavar="FILE", help="a trace (SWF, sacct -P or sacct --json) instead of a scenario"
+    )
+    source.add_argument("--workload-format", choices=FORMATS, help="format of --workload (default by extension)")
+    run = parser.add_argument_group("replay")
+    run.add_argument("--arm", default="drf", help=f"what runs beside Slurm (default drf): {', '.join(ARMS)}")
+    run.add_argument(
+        "--compress",
+        type=_factor,
+        default=DEFAULT_COMPRESSION,
+        metavar="X",
+        help=f"trace seconds per wall second (default {DEFAULT_COMPRESSION:g})",
+    )
+    run.add_argument(
+        "--sample-interval", type=_factor, default=2.0, metavar="S", help="wall seconds between samples (default 2)"
+    )
+    run.add_argument("--stop-after", metavar="DUR", help="end the replay after this much trace time (e.g. 3h)")
+    run.add_argument(
+        "--create-accounts", action="store_true", help="create the trace's accounts (and tree) with sacctmgr"
+    )
+    run.add_argument("--force", action="store_true", help="replay even though the cluster has other jobs")
+    run.add_argument("--partition", metavar="NAME", help="submit to this partition (default: Slurm's default)")
+    run.add_argument(
+        "--config", metavar="FILE", help="daemon config the drf arms start from (weights, backend, partitions)"
+    )
+    run.add_argument("--no-predict", action="store_true", help="leave out the simulator's prediction")
+    out = parser.add_argument_group("output")
+    out.add_argument("--output", "-o", metavar="FILE", help="the result file (JSON; default replay-ARM.json)")
+    out.add_argument("--format", choices=("table", "json"), default="table", help="what is printed (default table)")
+    out.add_argument("--html", metavar="FILE", help="an HTML page with every arm's shares over time (needs matplotlib)")
+    out.add_argument("--report", nargs="+", metavar="RESULT", help="compare saved result files; no Slurm needed")
+    out.add_argument("--slurm-conf", action="store_true", help="print the slurm.conf lines every arm runs against")
+    parser.set_defaults(func=cmd_replay)
+    return parser
+
+
+def _config(path: str | None) -> tuple[Config, dict[str, Any]]:
+    """The config for the backend and the drf arms' daemon, and its keys as written."""
+    if path is None:
+        return resolve_config(None, os.environ), {}
+    config = load_config(path)
+    keys = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    return config, dict(keys)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    if args.html:
+        check_plotting("--html")
+    if args.report:
+        return _report(args)
+    if args.slurm_conf:
+        return _slurm_conf(args)
+    return _run(args)
+
+
+def _slurm_conf(args: argparse.Namespace) -> int:
+
+    config, _ = _config(args.config)
+    nodes = pool_nodes(make_source(config).fetch_snapshot(), config)
+    print("\n".join(build_slurm_lines(args.compress)))
+    print(f"# on every PartitionName line: TRESBillingWeights={build_billing_weights(nodes)}")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+
+    arm = parse_arm(args.arm)
+    config, keys = _config(args.config)
+    if args.workload is None and args.scenario is None:
+        args.scenario = "newcomer"
+    if args.workload is None and args.nodes is None:
+        args.nodes = sum(1 for n in pool_nodes(make_source(config).fetch_snapshot(), config) if n.eligible)
+    args.node_tres = None
+    workload = build_workload(args)
+    stop_after = parse_duration(args.stop_after) if args.stop_after else None
+    if stop_after is not None and stop_after <= 0:
+        raise InputError("--stop-after must be > 0")
+    options = ReplayOptions(
+        arm=arm,
+        compression=args.compress,
+        config=config,
+        config_keys=keys,
+        sample_interval=args.sample_interval,
+        stop_after=stop_after,
+        create_accounts=args.create_accounts,
+        force=args.force,
+        partition=args.partition,
+    )
+    progress = ProgressLine(sys.stderr, label="replay")
+    try:
+        result = run_arm(workload, options, progress)
+    finally:
+        progress.close()
+    measured = compute_metrics(to_sim_result(result))
+    predictions = []
+    if not args.no_predict:
+        daemon = (
+            None
+            if result.daemon_config is None
+            else parse_config_text(yaml.safe_dump(dict(result.daemon_config)), "daemon config")
+        )
+        predictions.append(predict(result, daemon))
+    predicted = compute_metrics(predictions[0]) if predictions else None
+    data = render_result(result, render_metrics(measured), None if predicted is None else render_metrics(predicted))
+    output = args.output or f"replay-{arm.name}.json"
+    write_text(output, orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+    logger.info("wrote %s", output)
+    comparison = build_comparison([result], predictions)
+    _show(args, comparison, [result], data)
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+
+    results = []
+    for path in args.report:
+        try:
+            data = orjson.loads(Path(path).read_bytes())
+        except (OSError, orjson.JSONDecodeError) as error:
+            raise InputError(f"{path}: cannot read a replay result: {error}") from None
+        results.append(parse_result(data, path))
+    comparison = build_comparison(results)
+    _show(args, comparison, results, None)
+    return 0
+
+
+def _show(args: argparse.Namespace, comparison: Any, results: list[Any], data: dict[str, Any] | None) -> None:
+
+    if args.format == "json" and data is not None:
+        sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        sys.stdout.write(render_table(comparison, timings=False))
+        sys.stdout.write("\n" + render_summary(comparison, results))
+        measured = comparison.metrics[0]
+        if len(comparison.metrics) > len(results):
+            sys.stdout.write("\nmeasured against the simulator's prediction\n")
+            for row in calibration_rows(measured, comparison.metrics[len(results)]):
+                sys.stdout.write(f"  {row[0]:<32} {row[1]:>12} {row[2]:>12}\n")
+        for result in results:
+            for note in result.notes:
+                sys.stdout.write(f"note ({result.arm}): {note}\n")
+    sys.stdout.flush()
+    if args.html:
+        write_text(args.html, render_html(comparison, render_plot_png(comparison)))
+        logger.info("wrote %s", args.html)

@@ -1,0 +1,141 @@
+"""What each arm of a replay runs, and the Slurm it runs against. Pure.
+
+An arm is Slurm alone (`slurm`) or slurm-drf's daemon beside it with one
+config (`drf`, `drf-factor`, `drf-history`, `hdrf`). Every arm runs
+against the same Slurm: the strongest native approximation of DRF a
+careful administrator would configure (SPEC §8, `build_slurm_lines`), so
+the only difference between arms is the daemon. Each arm names the
+simulator policy that predicts it (the calibration).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Final
+
+from slurm_drf.model.types import Node
+from slurm_drf.replay.trace import ReplayInputError
+
+# Slurm's default PriorityDecayHalfLife, and what the replay scales.
+SLURM_HALF_LIFE: Final = 7 * 86400.0
+# The daemon's history half-life in trace time (drf-history), as the simulator's default.
+HISTORY_HALF_LIFE: Final = 14 * 86400.0
+# Fair share dominant over age (SPEC §8); the daemon's strict nice is larger than both together.
+WEIGHT_FAIRSHARE: Final = 100_000
+WEIGHT_AGE: Final = 1_000
+# The daemon's interval in trace time: its default, 60 s.
+TRACE_INTERVAL: Final = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Arm:
+    name: str
+    summary: str
+    # The daemon's config keys beside the defaults; None: Slurm alone, no daemon.
+    daemon: Mapping[str, Any] | None
+    # The simulator policy that predicts this arm.
+    predicted_by: str
+    tree: bool = False
+    extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+
+ARMS: Final = {
+    arm.name: arm
+    for arm in (
+        Arm("slurm", "Slurm alone: multifactor, Fair Tree, MAX_TRES, normalised billing", None, "multifactor"),
+        Arm("drf", "the daemon, strict nice mode", {"mode": "nice", "weighting": "strict"}, "drf-labels"),
+        Arm(
+            "drf-factor",
+            "the daemon, nice mode weighted as one factor",
+            {"mode": "nice", "weighting": "factor"},
+            "drf-labels",
+        ),
+        Arm(
+            "drf-history", "the daemon with memory of past use", {"mode": "nice", "weighting": "strict"}, "drf-history"
+        ),
+        Arm(
+            "hdrf",
+            "the daemon over the account tree (H-DRF)",
+            {"mode": "nice", "weighting": "strict"},
+            "hdrf",
+            tree=True,
+        ),
+    )
+}
+
+
+def parse_arm(name: str) -> Arm:
+    arm = ARMS.get(name)
+    if arm is None:
+        raise ReplayInputError(f"--arm: unknown arm {name!r}; choose one of {', '.join(ARMS)}")
+    return arm
+
+
+def _duration(seconds: float) -> str:
+    """A whole number of seconds for the daemon's config, at least 1."""
+    return f"{max(1, round(seconds))}s"
+
+
+def build_daemon_config(arm: Arm, compression: float, state_dir: str, base: Mapping[str, Any]) -> dict[str, Any]:
+    """The daemon's config for `arm`: `base` (the user's config keys) with the arm's and the replay's over it."""
+    assert arm.daemon is not None
+    config = dict(base)
+    config.update(arm.daemon)
+    config["interval"] = _duration(TRACE_INTERVAL / compression)
+    config["state_dir"] = state_dir
+    config["hierarchy"] = "tree" if arm.tree else "flat"
+    config.pop("report_dir", None)
+    config.pop("lease_dir", None)
+    config["dry_run"] = False
+    if arm.name == "drf-history":
+        config["history"] = {"half_life": _duration(HISTORY_HALF_LIFE / compression), "weight": 0.5}
+    return config
+
+
+def _minutes(seconds: float) -> int:
+    return max(1, math.ceil(seconds / 60))
+
+
+def build_billing_weights(nodes: Sequence[Node]) -> str:
+    """TRESBillingWeights under which a whole node bills the same whatever fills it (SPEC §8).
+
+    CPU weighs 1; memory and GPUs weigh so that a node's memory or GPUs
+    bill as much as its CPUs (64 CPUs, 500 GiB, 8 GPUs: CPU=1.0,Mem=0.128G,GRES/gpu=8.0).
+    """
+    eligible = [n for n in nodes if n.eligible]
+    if not eligible:
+        raise ReplayInputError("the cluster has no node that can run jobs")
+    node = max(eligible, key=lambda n: int(n.tres.get("cpu", 0)))
+    cpu = int(node.tres.get("cpu", 0))
+    mem_gib = int(node.tres.get("mem", 0)) / 1024
+    gpu = int(node.tres.get("gres/gpu", 0))
+    parts = ["CPU=1.0"]
+    if mem_gib > 0:
+        parts.append(f"Mem={cpu / mem_gib:.6g}G")
+    if gpu > 0:
+        parts.append(f"GRES/gpu={cpu / gpu:.6g}")
+    return ",".join(parts)
+
+
+def build_slurm_lines(compression: float) -> list[str]:
+    """slurm.conf's priority lines every arm runs against, with the decay half-life compressed.
+
+    PriorityCalcPeriod is in whole minutes and at least 1 (SPEC §8): it
+    cannot be compressed, so in trace time Slurm recalculates fair share
+    every `compression` minutes. The replay's result says so.
+    """
+    return [
+        "PriorityType=priority/multifactor",
+        "PriorityFlags=MAX_TRES",
+        "PriorityCalcPeriod=1",
+        f"PriorityDecayHalfLife={_minutes(SLURM_HALF_LIFE / compression)}",
+        f"PriorityMaxAge={_minutes(SLURM_HALF_LIFE / compression)}",
+        f"PriorityWeightFairshare={WEIGHT_FAIRSHARE}",
+        f"PriorityWeightAge={WEIGHT_AGE}",
+        "PriorityWeightJobSize=0",
+        "PriorityWeightPartition=0",
+        "PriorityWeightQOS=0",
+    ]

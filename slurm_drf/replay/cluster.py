@@ -1,0 +1,162 @@
+"""The replay's door to Slurm: submit, cancel, account and measure.
+
+Sits under `replay.run`. Reading the cluster's jobs and nodes goes
+through the daemon's own backend (`cycle.backends`); what only a replay
+does is here: sbatch, scancel, sacct's times of the jobs it submitted,
+sacctmgr's associations, sdiag's RPC counts and slurmctld's priority
+settings. Every command is an argv list run by `slurm.execute`, never a
+shell.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from slurm_drf.errors import SlurmError, SlurmWriteError
+from slurm_drf.replay.trace import Submission, build_job_script, build_sbatch_argv
+from slurm_drf.slurm.execute import run_command
+
+TIMEOUT = 60.0
+# scancel and sacct take ids on the command line; at most this many at once.
+CHUNK = 500
+
+
+def submit(sub: Submission, partition: str | None, workdir: str) -> str:
+    """Submit one job; its Slurm job id."""
+    out = run_command(
+        build_sbatch_argv(sub, partition, workdir),
+        TIMEOUT,
+        input_text=build_job_script(sub),
+        error_class=SlurmWriteError,
+    )
+    job_id = out.strip().split(";")[0]
+    if not job_id.isdigit():
+        raise SlurmWriteError(f"sbatch of trace job {sub.job.job_id}: unexpected answer {out.strip()[:80]!r}")
+    return job_id
+
+
+def _chunks(ids: Sequence[str]) -> Iterable[Sequence[str]]:
+    for start in range(0, len(ids), CHUNK):
+        yield ids[start : start + CHUNK]
+
+
+def cancel(job_ids: Sequence[str]) -> None:
+    """scancel these jobs (and only these); jobs that already ended are no error."""
+    for chunk in _chunks(list(job_ids)):
+        run_command(["scancel", *chunk], TIMEOUT, error_class=SlurmWriteError)
+
+
+def remaining(job_ids: Sequence[str]) -> list[str]:
+    """Which of these jobs squeue still shows (pending, running or completing)."""
+    wanted = set(job_ids)
+    out = run_command(["squeue", "-h", "-o", "%i"], TIMEOUT)
+    return sorted(line.strip() for line in out.splitlines() if line.strip() in wanted)
+
+
+def other_jobs(ours: Iterable[str]) -> list[str]:
+    """Jobs squeue shows that this replay did not submit."""
+    mine = set(ours)
+    out = run_command(["squeue", "-h", "-o", "%i"], TIMEOUT)
+    return [line.strip() for line in out.splitlines() if line.strip() and line.strip() not in mine]
+
+
+@dataclass(frozen=True, slots=True)
+class JobTimes:
+    submit: float
+    start: float  # nan: never started
+    end: float  # nan: never ended
+
+
+def _epoch(text: str) -> float:
+    return float(text) if text.strip().isdigit() else math.nan
+
+
+def fetch_job_times(job_ids: Sequence[str]) -> dict[str, JobTimes]:
+    """Submit, start and end (seconds since the epoch) of these jobs, from sacct."""
+    env = dict(os.environ)
+    env["SLURM_TIME_FORMAT"] = "%s"
+    out: dict[str, JobTimes] = {}
+    for chunk in _chunks(list(job_ids)):
+        text = run_command(
+            ["sacct", "-X", "-n", "-P", "-j", ",".join(chunk), "-o", "JobIDRaw,Submit,Start,End"], TIMEOUT, env=env
+        )
+        for line in text.splitlines():
+            fields = line.split("|")
+            if len(fields) == 4 and fields[0] in chunk:
+                out[fields[0]] = JobTimes(_epoch(fields[1]), _epoch(fields[2]), _epoch(fields[3]))
+    return out
+
+
+def fetch_associations(cluster: str) -> set[tuple[str, str]]:
+    """(account, user) of every association of `cluster`; user "" for an account's own."""
+    text = run_command(["sacctmgr", "-n", "-P", "show", "assoc", f"cluster={cluster}", "format=account,user"], TIMEOUT)
+    pairs = set()
+    for line in text.splitlines():
+        account, _, user = line.partition("|")
+        if account:
+            pairs.add((account, user))
+    return pairs
+
+
+def create_account(cluster: str, account: str, parent: str | None, fairshare: int) -> None:
+    argv = ["sacctmgr", "-i", "add", "account", account, f"cluster={cluster}", f"fairshare={fairshare}"]
+    if parent:
+        argv.append(f"parent={parent}")
+    run_command(argv, TIMEOUT, error_class=SlurmWriteError)
+
+
+def create_user(cluster: str, user: str, account: str) -> None:
+    run_command(
+        ["sacctmgr", "-i", "add", "user", user, f"account={account}", f"cluster={cluster}"],
+        TIMEOUT,
+        error_class=SlurmWriteError,
+    )
+
+
+_RPC = re.compile(r"^\s*([A-Z][A-Z0-9_]+)\s+\(\s*\d+\)\s+count:(\d+)")
+
+
+def parse_sdiag_rpcs(text: str) -> dict[str, int]:
+    """RPC counts by message type from `sdiag` (its section by message type only)."""
+    counts: dict[str, int] = {}
+    section = False
+    for line in text.splitlines():
+        if line.startswith("Remote Procedure Call statistics by message type"):
+            section = True
+            continue
+        if section and line.startswith("Remote Procedure Call statistics by user"):
+            break
+        match = _RPC.match(line) if section else None
+        if match:
+            counts[match.group(1)] = counts.get(match.group(1), 0) + int(match.group(2))
+    return counts
+
+
+def fetch_rpcs() -> dict[str, int]:
+    """slurmctld's RPC counts by type since its start (or the last `sdiag -r`); empty if sdiag cannot tell."""
+    try:
+        return parse_sdiag_rpcs(run_command(["sdiag"], TIMEOUT))
+    except SlurmError:
+        return {}
+
+
+_PRIORITY_KEYS = re.compile(r"^(Priority\w*|SchedulerParameters|SelectTypeParameters|SLURM_VERSION)\s*=")
+
+
+def fetch_priority_settings() -> list[str]:
+    """slurmctld's priority and scheduling settings as it runs them (`scontrol show config`), and each
+    partition's TRESBillingWeights."""
+    lines = [
+        " ".join(line.split())
+        for line in run_command(["scontrol", "show", "config"], TIMEOUT).splitlines()
+        if _PRIORITY_KEYS.match(line.strip())
+    ]
+    for line in run_command(["scontrol", "-o", "show", "partition"], TIMEOUT).splitlines():
+        fields = {key: value for key, _, value in (item.partition("=") for item in line.split())}
+        name = fields.get("PartitionName", "?")
+        lines.append(f"PartitionName={name} TRESBillingWeights={fields.get('TRESBillingWeights', '(none)')}")
+    return lines

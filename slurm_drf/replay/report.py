@@ -1,0 +1,109 @@
+"""Replay results side by side, and the simulator's prediction of each. Pure (but for the simulation it runs).
+
+Sits after `replay.run`: `predict` plays the replayed jobs (their measured
+submission times) in the simulator under the policy that models the arm,
+cut where the replay stopped sampling; `build_comparison` puts arms (and
+predictions) into the simulator's `Comparison`, so the replay's tables,
+JSON and HTML page are the simulator's own renderers; `render_calibration`
+sets each measured figure beside its prediction.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from slurm_drf.config.settings import Config
+from slurm_drf.replay.arms import SLURM_HALF_LIFE, TRACE_INTERVAL, parse_arm
+from slurm_drf.replay.result import ReplayResult, to_sim_result
+from slurm_drf.sim.compare import Comparison
+from slurm_drf.sim.engine import SimOptions, SimResult, simulate
+from slurm_drf.sim.metrics import PolicyMetrics, compute_metrics
+from slurm_drf.sim.policies import build_policy
+from slurm_drf.sim.workload import format_duration
+
+PREDICTED_PREFIX = "sim:"
+
+
+def cut_result(result: SimResult, until: float) -> SimResult:
+    """`result` as if it had stopped at `until` seconds: its samples before, its jobs' times clipped there."""
+    keep = result.sample_time <= until
+    return replace(
+        result,
+        start=np.minimum(result.start, until),
+        end=np.minimum(result.end, until),
+        sample_time=result.sample_time[keep],
+        sample_share=result.sample_share[keep],
+        sample_pending=result.sample_pending[keep],
+        sample_used=result.sample_used[keep],
+    )
+
+
+def predict(result: ReplayResult, config: Config | None) -> SimResult:
+    """The simulator's run of the replayed jobs under the arm's model, over the replay's span."""
+    arm = parse_arm(result.arm)
+    policy = build_policy(arm.predicted_by, config, SLURM_HALF_LIFE, "auto")
+    simulated = simulate(result.workload, policy, SimOptions(interval=TRACE_INTERVAL))
+    span = max(0.0, (len(result.sample_pending) - 1) * result.interval)
+    return replace(cut_result(simulated, span), policy=PREDICTED_PREFIX + result.arm)
+
+
+def build_comparison(results: Sequence[ReplayResult], predictions: Sequence[SimResult] = ()) -> Comparison:
+    """Arms (then predictions) as one comparison the simulator's renderers show."""
+    runs = [to_sim_result(r) for r in results] + list(predictions)
+    first = results[0]
+    return Comparison(
+        workload=first.workload,
+        options=SimOptions(interval=first.interval),
+        results=tuple(runs),
+        metrics=tuple(compute_metrics(r) for r in runs),
+        seconds=tuple([r.wall_seconds for r in results] + [0.0] * len(predictions)),
+    )
+
+
+def _figure(value: float, seconds: bool = False) -> str:
+    if math.isnan(value):
+        return "-"
+    if math.isinf(value):
+        return "never"
+    return format_duration(value) if seconds else f"{value:.3f}"
+
+
+def calibration_rows(measured: PolicyMetrics, predicted: PolicyMetrics) -> list[list[str]]:
+    """[figure, measured, predicted] for every figure both have."""
+    rows = [
+        ["Jain", _figure(measured.jain), _figure(predicted.jain)],
+        ["fairness error", _figure(measured.fairness_error), _figure(predicted.fairness_error)],
+        [
+            "time to fair share",
+            _figure(measured.time_to_fair_share, True),
+            _figure(predicted.time_to_fair_share, True),
+        ],
+    ]
+    theirs = {a.account: a for a in predicted.accounts}
+    for account in measured.accounts:
+        other = theirs.get(account.account)
+        if other is not None:
+            rows.append([f"wait p50 {account.account}", _figure(account.wait_p50, True), _figure(other.wait_p50, True)])
+    for resource, value in measured.utilisation.items():
+        rows.append([f"util {resource} while waiting", _figure(value), _figure(predicted.utilisation[resource])])
+    return rows
+
+
+def render_summary(comparison: Comparison, results: Sequence[ReplayResult]) -> str:
+    """Fairness error, time to fair share, writes and RPCs per cycle of every arm (and prediction)."""
+    lines = ["arm              fairness error  time to fair share  writes/cycle  RPCs/cycle  wall"]
+    by_arm = {r.arm: r for r in results}
+    for metrics in comparison.metrics:
+        result = by_arm.get(metrics.policy)
+        writes = "-" if metrics.writes is None else f"{metrics.writes.mean:.1f}"
+        rpcs = "-" if result is None or math.isnan(result.rpcs_per_cycle()) else f"{result.rpcs_per_cycle():.1f}"
+        wall = "-" if result is None else format_duration(result.wall_seconds)
+        lines.append(
+            f"{metrics.policy:<16} {_figure(metrics.fairness_error):>14}  "
+            f"{_figure(metrics.time_to_fair_share, True):>18}  {writes:>12}  {rpcs:>10}  {wall}"
+        )
+    return "\n".join(lines) + "\n"

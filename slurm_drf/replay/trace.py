@@ -1,0 +1,174 @@
+"""A workload as timed submissions to a real Slurm. Pure.
+
+Sits at the start of a replay: `build_submissions` compresses the
+workload's times (a job submitted at trace time t is submitted t /
+compression wall seconds after the replay starts and sleeps its run time
+/ compression), `check_*` refuse what cannot be replayed faithfully, and
+`build_sbatch_argv` and `build_job_script` say exactly what is handed to
+sbatch (an argv list and a script on stdin; nothing goes through a shell
+on our side).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Final
+
+from slurm_drf.errors import InputError
+from slurm_drf.model.types import Node
+from slurm_drf.sim.workload import TREE_SEPARATOR, Workload, WorkloadJob
+
+# Every job a replay submits is named so; `squeue` and `sacct` show it.
+JOB_NAME_PREFIX: Final = "drf-replay-"
+# Slurm's defaults where SchedulerParameters leaves them out.
+DEFAULT_SCHED_INTERVAL: Final = 60
+DEFAULT_BF_INTERVAL: Final = 30
+# A job shorter than this many wall seconds measures process start-up, not scheduling.
+MIN_JOB_SECONDS: Final = 1.0
+# Seconds added to each job's time limit: the sleep ends on its own, never killed at its limit.
+LIMIT_MARGIN: Final = 5.0
+
+
+class ReplayInputError(InputError):
+    """A trace, option or cluster that cannot be replayed (exit code 2)."""
+
+    category = "replay"
+
+
+@dataclass(frozen=True, slots=True)
+class Submission:
+    """One trace job as the replay submits it; times in wall seconds from the replay's start."""
+
+    index: int  # into workload.jobs
+    job: WorkloadJob
+    at: float
+    sleep: float
+    limit: float
+
+
+def build_submissions(workload: Workload, compression: float) -> tuple[Submission, ...]:
+    """Every job of `workload`, `compression` times faster, in submission order."""
+    if not (compression > 0 and math.isfinite(compression)):
+        raise ReplayInputError(f"--compress must be a number > 0, got {compression}")
+    subs = [
+        Submission(
+            index=index,
+            job=job,
+            at=job.submit / compression,
+            sleep=job.duration / compression,
+            limit=max(job.limit, job.duration) / compression + LIMIT_MARGIN,
+        )
+        for index, job in enumerate(workload.jobs)
+    ]
+    return tuple(sorted(subs, key=lambda s: (s.at, s.index)))
+
+
+def check_fits(workload: Workload, nodes: Sequence[Node]) -> None:
+    """Refuse the first job no set of the cluster's nodes can hold, naming it."""
+    capacity = [
+        (int(n.tres.get("cpu", 0)), int(n.tres.get("mem", 0)), int(n.tres.get("gres/gpu", 0)))
+        for n in nodes
+        if n.eligible
+    ]
+    if not capacity:
+        raise ReplayInputError("the cluster has no node that can run jobs (every node down, drained or powered down)")
+    largest = max(capacity, key=lambda c: (c[0], c[1], c[2]))
+    for job in workload.jobs:
+        fitting = sum(1 for cpu, mem, gpu in capacity if cpu >= job.cpu and mem >= job.mem and gpu >= job.gpu)
+        if fitting < job.nodes:
+            raise ReplayInputError(
+                f"trace job {job.job_id} (account {job.account}) needs {job.nodes} node(s) of "
+                f"cpu={job.cpu},mem={job.mem},gres/gpu={job.gpu}; {fitting} of the cluster's nodes can hold it "
+                f"(the largest: cpu={largest[0]},mem={largest[1]},gres/gpu={largest[2]})"
+            )
+
+
+def scheduling_interval(parameters: Mapping[str, int]) -> int:
+    """The longest of Slurm's main and backfill scheduling intervals, in seconds."""
+    return max(
+        parameters.get("sched_interval", DEFAULT_SCHED_INTERVAL), parameters.get("bf_interval", DEFAULT_BF_INTERVAL)
+    )
+
+
+def check_compression(subs: Sequence[Submission], compression: float, interval: int) -> None:
+    """Refuse a compression that makes a job shorter than Slurm's scheduling interval (or than a second)."""
+    if not subs:
+        raise ReplayInputError("the trace has no job to replay")
+    floor = max(float(interval), MIN_JOB_SECONDS)
+    shortest = min(subs, key=lambda s: (s.sleep, s.index))
+    if shortest.sleep < floor:
+        largest = shortest.job.duration / floor
+        raise ReplayInputError(
+            f"--compress {compression:g} makes trace job {shortest.job.job_id} {shortest.sleep:.2f} s long, shorter "
+            f"than {floor:g} s (Slurm's scheduling interval, the longest of sched_interval and bf_interval, "
+            f"at least {MIN_JOB_SECONDS:g} s): use --compress {math.floor(largest * 100) / 100:g} or less, or "
+            "shorter intervals in SchedulerParameters on the test cluster"
+        )
+
+
+_NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def job_name(job: WorkloadJob) -> str:
+    """The Slurm job name of a trace job: the prefix and its trace id, in characters every tool shows plainly."""
+    return JOB_NAME_PREFIX + _NAME_UNSAFE.sub("_", job.job_id)[:100]
+
+
+def _clock(seconds: float) -> str:
+    """A time limit as sbatch's minutes:seconds, rounded up to a whole second."""
+    whole = max(1, math.ceil(seconds))
+    return f"{whole // 60}:{whole % 60:02d}"
+
+
+def build_sbatch_argv(sub: Submission, partition: str | None, workdir: str) -> list[str]:
+    """The argv of the sbatch that submits `sub` (its script comes on stdin)."""
+    job = sub.job
+    argv = [
+        "sbatch",
+        "--parsable",
+        f"--job-name={job_name(job)}",
+        f"--account={job.account}",
+        f"--nodes={job.nodes}",
+        "--ntasks-per-node=1",
+        f"--cpus-per-task={job.cpu}",
+        f"--mem={job.mem}M",
+        f"--time={_clock(sub.limit)}",
+        "--output=/dev/null",
+        f"--chdir={workdir}",
+        "--no-requeue",
+        f"--comment=slurm-drf replay: trace job {job.job_id} of user {job.user}"[:200],
+    ]
+    if job.gpu:
+        argv.append(f"--gres=gpu:{job.gpu}")
+    if partition:
+        argv.append(f"--partition={partition}")
+    return argv
+
+
+def build_job_script(sub: Submission) -> str:
+    """The batch script: a sleep of the compressed run time (to the millisecond)."""
+    return f"#!/bin/sh\nexec sleep {sub.sleep:.3f}\n"
+
+
+def account_paths(workload: Workload) -> list[tuple[str, str | None, int]]:
+    """(account, parent account or None for the root, fairshare) for every account and internal node, parents first.
+
+    Fairshare is Slurm's RawShares: the weights against siblings, scaled to
+    whole numbers by one common factor (2:1 stays 2:1, 1/2:1 becomes 1:2).
+    """
+    tree = workload.tree
+    # name -> (parent, weight, depth)
+    nodes: dict[str, tuple[str | None, Fraction, int]] = {}
+    for account in workload.accounts:
+        parts = (tree.path(account) if tree is not None else account).split(TREE_SEPARATOR)
+        for depth in range(1, len(parts)):
+            weight = tree.weight(TREE_SEPARATOR.join(parts[:depth])) if tree is not None else Fraction(1)
+            nodes.setdefault(parts[depth - 1], (parts[depth - 2] if depth > 1 else None, weight, depth - 1))
+        nodes[account] = (parts[-2] if len(parts) > 1 else None, workload.weight(account), len(parts) - 1)
+    scale = math.lcm(*(w.denominator for _, w, _ in nodes.values()))
+    ordered = sorted(nodes, key=lambda name: (nodes[name][2], name))
+    return [(name, nodes[name][0], int(nodes[name][1] * scale)) for name in ordered]

@@ -205,7 +205,7 @@ def _show(args: argparse.Namespace, comparison: Any, results: list[Any], data: d
     if args.format == "json" and data is not None:
         sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        sys.stdout.write(render_table(comparison, timings=False))
+        sys.stdout.write(render_table(comparison, timings=False, loop=False))
         sys.stdout.write("\n" + render_summary(comparison, results))
         measured = comparison.metrics[0]
         if len(comparison.metrics) > len(results):

@@ -47,7 +47,7 @@ def predict(result: ReplayResult, config: Config | None) -> SimResult:
     arm = parse_arm(result.arm)
     policy = build_policy(arm.predicted_by, config, SLURM_HALF_LIFE, "auto")
     simulated = simulate(result.workload, policy, SimOptions(interval=TRACE_INTERVAL))
-    span = max(0.0, (len(result.sample_pending) - 1) * result.interval)
+    span = result.sample_time[-1] if result.sample_time else 0.0
     return replace(cut_result(simulated, span), policy=PREDICTED_PREFIX + result.arm)
 
 

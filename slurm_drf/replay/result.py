@@ -38,7 +38,9 @@ class ReplayResult:
     start: tuple[float, ...]  # trace seconds
     end: tuple[float, ...]
     capacity: tuple[int, int, int]  # cpu, mem, gres/gpu of the pool
-    # Per sample: each account's running cpu, mem, gres/gpu and its pending jobs (accounts as workload.accounts).
+    # Per sample: when it was taken (trace seconds from the start), each account's running cpu, mem,
+    # gres/gpu and its pending jobs (accounts as workload.accounts).
+    sample_time: tuple[float, ...]
     sample_used: tuple[tuple[tuple[int, int, int], ...], ...]
     sample_pending: tuple[tuple[int, ...], ...]
     writes_per_cycle: tuple[int, ...] | None  # None: no daemon (the slurm arm)
@@ -49,7 +51,6 @@ class ReplayResult:
     backend: str
     notes: tuple[str, ...] = ()
     wall_seconds: float = 0.0
-    seed: int | None = None
     extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
@@ -91,7 +92,7 @@ def to_sim_result(result: ReplayResult) -> SimResult:
         end=np.array(result.end, dtype=np.float64),
         backfilled=np.zeros(jobs, dtype=np.bool_),
         job_nodes=tuple(() for _ in range(jobs)),
-        sample_time=np.arange(samples, dtype=np.float64) * result.interval,
+        sample_time=np.array(result.sample_time, dtype=np.float64),
         sample_share=np.asarray(share, dtype=np.float64),
         sample_pending=np.array(result.sample_pending, dtype=np.int64).reshape(samples, len(accounts)),
         sample_used=used.sum(axis=1) if samples else np.zeros((0, len(RESOURCES)), dtype=np.int64),
@@ -162,6 +163,7 @@ def render_result(
         "accounts": list(result.workload.accounts),
         "jobs": jobs,
         "samples": {
+            "time_s": [round(t, 3) for t in result.sample_time],
             "used": [[list(u) for u in sample] for sample in result.sample_used],
             "pending": [list(p) for p in result.sample_pending],
         },
@@ -230,6 +232,7 @@ def parse_result(data: Any, source: str) -> ReplayResult:
             start=tuple(_time(j["start_s"]) for j in data["jobs"]),
             end=tuple(_time(j["end_s"]) for j in data["jobs"]),
             capacity=(int(capacity["cpu"]), int(capacity["mem"]), int(capacity["gres/gpu"])),
+            sample_time=tuple(float(t) for t in samples["time_s"]),
             sample_used=tuple(tuple((int(c), int(m), int(g)) for c, m, g in s) for s in samples["used"]),
             sample_pending=tuple(tuple(int(p) for p in s) for s in samples["pending"]),
             writes_per_cycle=None if writes is None else tuple(int(x) for x in writes),

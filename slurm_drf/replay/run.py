@@ -186,11 +186,12 @@ class _Daemon:
 @dataclass(slots=True)
 class _Samples:
     accounts: tuple[str, ...]
+    times: list[float] = field(default_factory=list)  # wall seconds from the start
     used: list[tuple[tuple[int, int, int], ...]] = field(default_factory=list)
     pending: list[tuple[int, ...]] = field(default_factory=list)
 
-    def take(self, snapshot: Snapshot, ours: Mapping[str, str]) -> int:
-        """Record one sample of our jobs (job id -> account); how many of them Slurm still shows."""
+    def take(self, at: float, snapshot: Snapshot, ours: Mapping[str, str]) -> int:
+        """Record the sample taken `at` of our jobs (job id -> account); how many of them Slurm still shows."""
         index = {a: i for i, a in enumerate(self.accounts)}
         used = [[0, 0, 0] for _ in self.accounts]
         pending = [0] * len(self.accounts)
@@ -206,6 +207,7 @@ class _Samples:
                     used[slot][r] += int(job.tres.get(resource, 0))
             elif job.pending:
                 pending[slot] += 1
+        self.times.append(at)
         self.used.append(tuple((u[0], u[1], u[2]) for u in used))
         self.pending.append(tuple(pending))
         return seen
@@ -219,7 +221,8 @@ def _trace_times(
         return (cut, cut, cut)
 
     def trace(value: float) -> float:
-        return (value - origin) * compression if math.isfinite(value) else math.nan
+        # sacct's times are whole seconds: a job submitted in the replay's first second can read as before it.
+        return max(0.0, (value - origin) * compression) if math.isfinite(value) else math.nan
 
     submit, start, end = trace(times.submit), trace(times.start), trace(times.end)
     start = min(start, cut) if math.isfinite(start) else cut
@@ -304,7 +307,8 @@ class _Player:
 
     def sample(self) -> bool:
         """Take a sample; whether the arm is over (everything submitted has ended)."""
-        shown = self.samples.take(self.ready.source.fetch_snapshot(), self.ours)
+        at = time.monotonic() - self.origin  # squeue, read first, answers for about this moment
+        shown = self.samples.take(at, self.ready.source.fetch_snapshot(), self.ours)
         if self.progress is not None:
             finished = max(len(self.submitted) - shown, 0)
             self.progress(self.ready.options.arm.name, min(1.0, finished / len(self.ready.subs)))
@@ -376,6 +380,7 @@ def _play(ready: _Arm, progress: Progress | None) -> ReplayResult:
             start=(),
             end=(),
             capacity=pool_capacity(pool_nodes(source.fetch_snapshot(), options.config)),
+            sample_time=(),
             sample_used=(),
             sample_pending=(),
             writes_per_cycle=None if daemon is None else daemon.writes_per_cycle(),
@@ -412,6 +417,7 @@ def _measure(ready: _Arm, player: _Player, origin_epoch: float, wall: float, res
         job_ids=tuple(job_id for _, job_id in player.submitted),
         start=tuple(starts),
         end=tuple(ends),
+        sample_time=tuple(t * compression for t in player.samples.times),
         sample_used=tuple(tuple(s[i] for i in keep) for s in player.samples.used),
         sample_pending=tuple(tuple(s[i] for i in keep) for s in player.samples.pending),
     )

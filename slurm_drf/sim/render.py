@@ -228,8 +228,12 @@ def _align(header: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
-def render_table(comparison: Comparison, timings: bool = True) -> str:
-    """The comparison for a terminal: one line per policy, then per account."""
+def render_table(comparison: Comparison, timings: bool = True, loop: bool = True) -> str:
+    """The comparison for a terminal: one line per policy, then per account.
+
+    `loop`: describe the simulator's model of the daemon's loop above the writes (not for a replay,
+    whose daemon was the real one).
+    """
     lines = describe_workload(comparison)
     lines.append("")
     header, rows = _summary_rows(comparison)
@@ -247,7 +251,8 @@ def render_table(comparison: Comparison, timings: bool = True) -> str:
     lines.append("")
     writes = _writes_rows(comparison)
     if writes is not None:
-        lines.extend(textwrap.wrap(describe_loop(comparison), width=118))
+        if loop:
+            lines.extend(textwrap.wrap(describe_loop(comparison), width=118))
         lines.extend(_align(*writes))
         lines.append("")
     history = _history_rows(comparison)

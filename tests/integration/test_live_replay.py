@@ -1,0 +1,214 @@
+"""`slurm-drf replay` end to end on the sandbox: two arms, an interruption, and its refusals.
+
+The replay tier (`scripts/test` runs it on its own, `-m replay`): every arm
+runs on a just-created sandbox of four nodes (one slurmd each) with the
+slurm.conf priority lines `slurm-drf replay --slurm-conf` gives. When the
+module ends the sandbox is created afresh with its defaults, for whatever
+runs next.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slurm_drf.model.types import Node, freeze_tres
+from slurm_drf.replay.arms import build_billing_weights, build_slurm_lines
+from slurm_drf.replay.trace import JOB_NAME_PREFIX
+from tests.polling import wait_for
+
+pytestmark = [pytest.mark.live, pytest.mark.replay]
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "slurm-sandbox"
+NODES = 4
+COMPRESS = "60"
+# The scenario built to show the effect: climate (CPU-heavy) and genomics
+# (memory-heavy) keep four nodes full; vision (GPU-heavy) joins at 46 trace
+# minutes. 120 jobs, the first 100 trace minutes: about 1 min 45 s of wall time per arm.
+SCENARIO = ["--scenario", "gpu-newcomer", "--jobs", "120", "--seed", "1", "--compress", COMPRESS]
+STOP_AFTER = "100m"
+ARM_TIMEOUT_S = 600
+NEWCOMER = "vision"
+
+
+def _sandbox(*args: str, env: dict[str, str]) -> None:
+    proc = subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, env=env, timeout=900, check=False)
+    if proc.returncode != 0:
+        pytest.fail(f"scripts/slurm-sandbox {' '.join(args)} failed:\n{proc.stdout}\n{proc.stderr}", pytrace=False)
+
+
+class ReplaySandbox:
+    """The sandbox with four nodes and the replay's priority lines; `fresh()` before each arm."""
+
+    def __init__(self, directory: Path) -> None:
+        priority = directory / "priority.conf"
+        priority.write_text("\n".join(build_slurm_lines(float(COMPRESS))) + "\n", encoding="utf-8")
+        # The sandbox's nodes (scripts/slurm-sandbox): 64 CPUs, 512,000 MiB, 8 GPUs each.
+        node = Node("drfnode1", ("gpu",), "idle", freeze_tres({"cpu": 64, "mem": 512_000, "gres/gpu": 8}))
+        self.env = dict(os.environ)
+        self.env.update(
+            SLURM_SANDBOX_NODES=str(NODES),
+            SLURM_SANDBOX_PRIORITY_FILE=str(priority),
+            SLURM_SANDBOX_PARTITION_OPTIONS=f"TRESBillingWeights={build_billing_weights([node])}",
+        )
+        self.directory = directory
+
+    def fresh(self) -> None:
+        _sandbox("fresh", env=self.env)
+        conf = subprocess.run([str(SCRIPT), "env"], capture_output=True, text=True, check=True).stdout
+        os.environ["SLURM_CONF"] = conf.strip().split("=", 1)[1]
+        self.env["SLURM_CONF"] = os.environ["SLURM_CONF"]
+
+    def run(self, *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(list(argv), capture_output=True, text=True, env=self.env, timeout=timeout, check=False)
+
+    def replay(self, *args: str, timeout: float = ARM_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
+        return self.run(sys.executable, "-m", "slurm_drf.cli", "replay", *args, timeout=timeout)
+
+    def jobs(self) -> dict[str, str]:
+        """Job id -> name of every job squeue shows."""
+        out = self.run("squeue", "-h", "-o", "%i %j").stdout
+        return dict(line.split(" ", 1) for line in out.splitlines() if line.strip())
+
+    def replay_jobs(self) -> list[str]:
+        return [i for i, name in self.jobs().items() if name.startswith(JOB_NAME_PREFIX)]
+
+
+@pytest.fixture(scope="module")
+def replay_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReplaySandbox]:
+    if os.geteuid() != 0:
+        if os.environ.get("SLURM_DRF_REQUIRE_SLURM") == "1":
+            pytest.fail("the replay tier needs root (the sandbox)", pytrace=False)
+        pytest.skip("the replay tier needs root (the sandbox)")
+    sandbox = ReplaySandbox(tmp_path_factory.mktemp("replay"))
+    try:
+        yield sandbox
+    finally:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_SANDBOX_")}
+        _sandbox("fresh", env=env)
+
+
+def _arm(sandbox: ReplaySandbox, arm: str) -> dict[str, Any]:
+    sandbox.fresh()
+    output = sandbox.directory / f"{arm}.json"
+    proc = sandbox.replay("--arm", arm, *SCENARIO, "--stop-after", STOP_AFTER, "--create-accounts", "-o", str(output))
+    assert proc.returncode == 0, proc.stderr
+    # Every job it submitted has ended or was cancelled: squeue shows none of them.
+    assert sandbox.replay_jobs() == []
+    data: dict[str, Any] = json.loads(output.read_text(encoding="utf-8"))
+    return data
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and math.isfinite(value)
+
+
+def test_two_arms_measure_every_figure_and_leave_nothing_behind(replay_sandbox: ReplaySandbox) -> None:
+    results = {arm: _arm(replay_sandbox, arm) for arm in ("slurm", "drf")}
+    for arm, data in results.items():
+        assert data["arm"] == arm and data["compression"] == 60.0
+        jobs = data["jobs"]
+        # The first 100 trace minutes of the trace's submissions, all of them submitted and accounted for.
+        assert len(jobs) >= 60 and len({j["job_id"] for j in jobs}) == len(jobs)
+        assert sum(1 for j in jobs if j["start_s"] is not None) >= len(jobs) // 2
+        assert len(data["samples"]["time_s"]) >= 40
+        metrics = data["metrics"]
+        for key in ("jain", "fairness_error", "time_to_fair_share_s", "mean_wait_s"):
+            assert _finite(metrics[key]), (arm, key, metrics[key])
+        assert all(_finite(v) for v in metrics["utilisation_while_waiting"].values())
+        for account in metrics["accounts"]:
+            assert _finite(account["wait_p50_s"]) and _finite(account["wait_p95_s"]), (arm, account)
+        assert data["rpcs_total"] > 0 and data["rpcs"].get("REQUEST_SUBMIT_BATCH_JOB", 0) == len(jobs)
+        assert any(line.startswith("PriorityFlags") and "MAX_TRES" in line for line in data["slurm_settings"])
+        assert data["predicted"] is not None and _finite(data["predicted"]["jain"])
+    # Only the drf arm ran the daemon, and it wrote.
+    assert results["slurm"]["writes_per_cycle"] is None and results["slurm"]["daemon_config"] is None
+    writes = results["drf"]["writes_per_cycle"]
+    assert writes is not None and len(writes) >= 30 and sum(writes) > 0
+    assert results["drf"]["daemon_config"]["mode"] == "nice"
+    # The newcomer's time to fair share, in both arms (the figure the comparison is about).
+    for data in results.values():
+        newcomer = next(a for a in data["metrics"]["accounts"] if a["account"] == NEWCOMER)
+        assert _finite(newcomer["time_to_fair_share_s"])
+    slurm_ttfs = results["slurm"]["metrics"]["time_to_fair_share_s"]
+    drf_ttfs = results["drf"]["metrics"]["time_to_fair_share_s"]
+    assert drf_ttfs <= slurm_ttfs + TTFS_MARGIN_S, (drf_ttfs, slurm_ttfs)
+
+
+# Chosen from the spread of 5 alternating runs of each arm (docs/evaluation.md, "On a real Slurm"); see the note there.
+TTFS_MARGIN_S = 600.0
+
+
+@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_cancels_every_job_it_submitted_and_only_those(
+    replay_sandbox: ReplaySandbox, signal_number: signal.Signals
+) -> None:
+    replay_sandbox.fresh()
+    # Somebody else's job: pending (held), so it stays whatever the replay does.
+    theirs = replay_sandbox.run(
+        "sbatch", "--parsable", "--hold", "-A", "gputeam", "--output=/dev/null", "--wrap", "sleep 600"
+    ).stdout.strip()
+    assert theirs.isdigit()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "slurm_drf.cli", "replay", "--arm", "slurm", *SCENARIO, "--create-accounts", "--force"],
+        env=replay_sandbox.env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=replay_sandbox.directory,
+    )
+    try:
+        wait_for(lambda: len(replay_sandbox.replay_jobs()) >= 5, 120, "the replay to submit 5 jobs")
+        proc.send_signal(signal_number)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1, err
+    assert f"interrupted by {signal_number.name}" in err and "no result written" in err
+    assert replay_sandbox.replay_jobs() == []
+    assert theirs in replay_sandbox.jobs()
+    replay_sandbox.run("scancel", theirs)
+    assert not (replay_sandbox.directory / "replay-slurm.json").exists()
+
+
+def test_refusals_are_one_line_and_submit_nothing(replay_sandbox: ReplaySandbox) -> None:
+    replay_sandbox.fresh()
+
+    def refused(*args: str) -> str:
+        proc = replay_sandbox.replay(*args, timeout=120)
+        assert proc.returncode == 2, proc.stderr
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert len(lines) == 1, proc.stderr
+        assert replay_sandbox.replay_jobs() == []
+        return lines[0]
+
+    # Accounts Slurm does not know, without --create-accounts: named.
+    line = refused("--scenario", "weighted", "--jobs", "30", "--compress", COMPRESS)
+    assert "alpha" in line and "beta" in line and "gamma" in line and "--create-accounts" in line
+    # A compression that makes jobs shorter than Slurm's scheduling interval: the job named.
+    line = refused(*SCENARIO[:-1], "100000", "--create-accounts")
+    assert "--compress" in line and "trace job" in line
+    # A trace job larger than any node.
+    trace = replay_sandbox.directory / "big.swf"
+    trace.write_text("; MaxNodes: 4\n1 0 0 600 512 -1 -1 512 600 -1 1 1 1 -1 1 -1 -1 -1\n", encoding="utf-8")
+    line = refused("--workload", str(trace), "--compress", COMPRESS, "--create-accounts")
+    assert "trace job 1" in line and "node" in line
+    # A busy cluster, without --force.
+    theirs = replay_sandbox.run(
+        "sbatch", "--parsable", "--hold", "-A", "gputeam", "--output=/dev/null", "--wrap", "sleep 600"
+    ).stdout.strip()
+    try:
+        line = refused(*SCENARIO, "--create-accounts")
+        assert "job(s) of its own" in line and "--force" in line
+    finally:
+        replay_sandbox.run("scancel", theirs)

@@ -46,7 +46,7 @@ from typing import Final, TypeGuard
 import orjson
 
 from slurm_drf.config.settings import Config
-from slurm_drf.errors import SlurmError, StateError
+from slurm_drf.errors import HistoryError, SlurmError, StateError
 from slurm_drf.model.codec import format_time, show
 from slurm_drf.model.types import MAX_TRES
 from slurm_drf.policy.history import (
@@ -250,7 +250,7 @@ class HistoryPast:
                 rows = read_usage_records(connection, since=self._since, until=now, after_id=self._last_id)
             finally:
                 connection.close()
-        except (sqlite3.Error, StateError, OSError, ValueError) as error:
+        except (sqlite3.Error, StateError, HistoryError, OSError, ValueError) as error:
             logger.warning("%s: cannot read past usage from the history: %s", self.path, error)
             return []
         self._last_id = rows.last_id

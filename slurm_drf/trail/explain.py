@@ -243,10 +243,10 @@ def check_job_id(job_id: str) -> None:
 
 
 def _explain(plan: Plan, snapshot: Snapshot, job_id: str) -> Explanation:
-    check_job_id(job_id)
     plan_index, row = find_job_index(plan, snapshot, job_id)
     table = snapshot.table
     if plan_index is None and row is None:
+        check_job_id(job_id)  # what no job can be named is said so
         raise InputError(
             f"job {shorten(job_id, 60)}: not in the queue of cluster {snapshot.cluster} "
             "(neither pending nor running when it was read)"

@@ -63,6 +63,15 @@ class SlurmWriteError(SlurmError):
     category = "slurm write"
 
 
+class HistoryError(InputError):
+    """A history.sqlite whose content no slurm-drf wrote (a version below 0, tables missing): exit 2.
+
+    Where the file itself is missing or cannot be opened, that is a StateError.
+    """
+
+    category = "history"
+
+
 class StateError(DrfError):
     """The state directory cannot be used (locked, unsafe permissions)."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -24,7 +25,7 @@ from slurm_drf.config.load import resolve_config
 from slurm_drf.config.settings import Config
 from slurm_drf.cycle.backends import make_source
 from slurm_drf.cycle.store import STATE_FILE, StateStore
-from slurm_drf.errors import InputError
+from slurm_drf.errors import InputError, StateError, shorten
 from slurm_drf.files import write_atomic
 from slurm_drf.model.snapshot_file import SnapshotFileSource
 from slurm_drf.model.types import Snapshot
@@ -36,7 +37,9 @@ from slurm_drf.trail.explain import explain_planned, render_explanation_json, re
 from slurm_drf.trail.history import (
     AUDIT_FORMATS,
     AUDIT_TABLES,
+    MAX_AUDIT_LIMIT,
     AuditQuery,
+    check_query,
     history_path,
     open_history_readonly,
     parse_since,
@@ -180,7 +183,8 @@ def add_audit_parser(verbs: Subparsers) -> argparse.ArgumentParser:
     parser.add_argument("--account", metavar="NAME", help="only this account (writes, shares)")
     parser.add_argument("--job", metavar="JOBID", help="only this job (writes)")
     parser.add_argument("--pool", metavar="NAME", help="only this pool (writes, shares)")
-    parser.add_argument("--limit", type=int, default=0, metavar="N", help="only the newest N rows (0: all)")
+    # Read by cmd_audit, so that a bad number is one line like every other bad input.
+    parser.add_argument("--limit", default="0", metavar="N", help="only the newest N rows (0: all)")
     parser.add_argument("--format", choices=AUDIT_FORMATS, default="table")
     parser.add_argument("--config", metavar="FILE", help=_CONFIG_HELP)
     parser.add_argument("--state-dir", metavar="DIR", help="state directory (default: the config's state_dir)")
@@ -189,17 +193,31 @@ def add_audit_parser(verbs: Subparsers) -> argparse.ArgumentParser:
     return parser
 
 
+def _row_limit(text: str) -> int:
+    """`--limit`: 0 (all) to the most rows SQLite's LIMIT takes; an InputError (one line, exit 2) otherwise."""
+    digits = text.strip()
+    if (
+        not (digits.isascii() and digits.isdigit())
+        or len(digits) > len(str(MAX_AUDIT_LIMIT))
+        or int(digits) > MAX_AUDIT_LIMIT
+    ):
+        raise InputError(f"--limit {shorten(repr(text), 60)}: expected a number from 0 (all) to {MAX_AUDIT_LIMIT}")
+    return int(digits)
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
     config = resolve_config(args.config, os.environ)
     since = parse_since(args.since, time.time()) if args.since else None
-    if args.limit < 0:
-        raise InputError(f"--limit {args.limit}: expected 0 (all) or more")
     query = AuditQuery(
-        table=args.table, since=since, account=args.account, job=args.job, pool=args.pool, limit=args.limit
+        table=args.table, since=since, account=args.account, job=args.job, pool=args.pool, limit=_row_limit(args.limit)
     )
-    connection = open_history_readonly(history_path(args.state_dir or config.state_dir))
+    check_query(query)
+    path = history_path(args.state_dir or config.state_dir)
+    connection = open_history_readonly(path)
     try:
-        records = query_history(connection, query)
+        records = query_history(connection, query, str(path))
+    except sqlite3.Error as error:
+        raise StateError(f"{path}: cannot read the history: {error}") from error
     finally:
         connection.close()
     _emit(render_audit(records, args.format, args.table), args.output)

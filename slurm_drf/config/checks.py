@@ -35,8 +35,16 @@ from slurm_drf.config.validate import describe
 from slurm_drf.config.yaml_tree import KeyPath, Problem, node_at
 
 MIN_INTERVAL: Final = 1.0
+# The longest interval: the scheduler's next start (and a backoff of two
+# intervals, a lease of 1.5) must be a date datetime can hold; any daemon
+# wants a cycle at least once a day.
+MAX_INTERVAL: Final = 86400.0
 # history.half_life: shorter than an hour forgets within a few cycles.
 MIN_HISTORY_HALF_LIFE: Final = 3600.0
+# Longer than a year: the past is read 20 half-lives back and sacct asked 5
+# (`time.localtime` of a start before the year 1 fails), and no site's
+# memory of use is meant to outlast its accounts.
+MAX_HISTORY_HALF_LIFE: Final = 365 * 86400.0
 # history_days should keep this many half-lives of history.sqlite: after 3, a
 # record weighs 1/8; pruning earlier cuts the past short (a warning, not an error).
 HISTORY_KEPT_HALF_LIVES: Final = 3
@@ -69,8 +77,13 @@ def _interval_problems(data: dict[str, Any]) -> Iterator[Problem]:
         seconds = parse_duration(value) if value is not None else None
     except (ValueError, TypeError):
         return  # the schema reports the shape
-    if seconds is not None and math.isfinite(seconds) and seconds < MIN_INTERVAL:
+    if seconds is None or math.isnan(seconds):
+        return
+    if seconds < MIN_INTERVAL:
         yield Problem(("interval",), f"{describe(value)} is shorter than 1 second")
+    elif seconds > MAX_INTERVAL and not (isinstance(value, float) and math.isinf(value)):
+        # (a YAML .inf is validate's to report, as every non-finite number)
+        yield Problem(("interval",), f"{describe(value)} is longer than 1 day")
 
 
 def _history_problems(data: dict[str, Any]) -> Iterator[Problem]:
@@ -86,6 +99,8 @@ def _history_problems(data: dict[str, Any]) -> Iterator[Problem]:
         yield Problem(("history", "half_life"), f"{describe(value)} is not a finite duration")
     elif seconds < MIN_HISTORY_HALF_LIFE:
         yield Problem(("history", "half_life"), f"{describe(value)} is shorter than 1 hour")
+    elif seconds > MAX_HISTORY_HALF_LIFE:
+        yield Problem(("history", "half_life"), f"{describe(value)} is longer than 365 days")
 
 
 def history_warnings(config: Config) -> list[str]:

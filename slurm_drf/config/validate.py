@@ -95,6 +95,8 @@ def _explain(error: jsonschema.ValidationError) -> list[Problem]:  # noqa: C901
         message = f"{describe(value)} is not one of {', '.join(map(str, limit))}"
         guess = closest(value, [str(item) for item in limit]) if isinstance(value, str) else None
         return [Problem(path, message + (f"; did you mean {guess!r}?" if guess else ""))]
+    if keyword == "oneOf" and expected is not None:
+        return [Problem(path, f"expected {expected}, got {describe(value)}")]
     if keyword in _COMPARISONS:
         return [Problem(path, f"{describe(value)} is not {_COMPARISONS[keyword]} {describe(limit)}")]
     if keyword == "pattern":

@@ -178,9 +178,9 @@ class Job:
 
 
 def job_number(job_id: str) -> int:
-    """The numeric part of a job id (array and het suffixes dropped)."""
+    """The numeric part of a job id (array and het suffixes dropped); 0 when it is no 32-bit number in ASCII digits."""
     head = job_id.split("_", 1)[0].split("+", 1)[0]
-    return int(head) if head.isdigit() else 0
+    return int(head) if head.isascii() and head.isdigit() and len(head) <= 10 else 0
 
 
 def job_numbers(job_ids: Sequence[str]) -> IntArray:

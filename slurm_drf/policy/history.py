@@ -258,13 +258,20 @@ def past_term(
 
     Rounded half to even, to whole units of the resource as Slurm counts it
     (a CPU, a MiB, a GPU), so the order keeps comparing integers exactly.
-    Accounts and resources that add nothing are left out.
+    Accounts and resources that add nothing are left out, and so is an
+    amount that is not a finite number > 0: a past never lowers an
+    account's usage (which would let it jump the queue).
     """
     wanted = tuple(resources)
     out: dict[str, dict[str, int]] = {}
     for account, amounts in past.items():
-        added = {r: round(weight * amounts.get(r, 0.0)) for r in wanted}
+        added = {r: _whole_amount(weight * amounts.get(r, 0.0)) for r in wanted}
         added = {r: a for r, a in added.items() if a}
         if added:
             out[account] = added
     return out
+
+
+def _whole_amount(amount: float) -> int:
+    """round(amount) half to even; 0 for what is not a finite number > 0 (NaN, negative, infinite)."""
+    return round(amount) if 0.0 < amount < math.inf else 0

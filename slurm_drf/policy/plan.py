@@ -56,7 +56,16 @@ import numpy as np
 
 from slurm_drf.config.settings import NICE_LIMIT, Config
 from slurm_drf.model.tree import AccountTree, build_tree
-from slurm_drf.model.types import HOLDING_STATES, PENDING, BoolArray, IntArray, JobTable, LazyRows, Snapshot
+from slurm_drf.model.types import (
+    HOLDING_STATES,
+    MAX_TRES,
+    PENDING,
+    BoolArray,
+    IntArray,
+    JobTable,
+    LazyRows,
+    Snapshot,
+)
 from slurm_drf.policy.history import UsageByPool, past_term
 from slurm_drf.policy.labels import LabelSpace, assign_labels
 from slurm_drf.policy.order import Ordering, TieRecord, compute_before, order_pending
@@ -366,7 +375,7 @@ def compute_plan(
                 table,
                 running_rows,
                 pending_rows,
-                past_usage(past, name, config, table.accounts),
+                past_usage(past, name, config, table.accounts, table),
                 weights,
                 config,
                 state,
@@ -575,19 +584,45 @@ def _tree_context(snapshot: Snapshot, config: Config) -> _TreeContext | None:
     return _TreeContext(tree, compute_tree_weights(config, tree))
 
 
-def past_usage(past: UsageByPool | None, pool: str, config: Config, account_names: Sequence[str]) -> IntArray | None:
-    """(A, R) what the decayed past adds to each account's usage in the pool; None for pure DRF."""
+def past_usage(
+    past: UsageByPool | None,
+    pool: str,
+    config: Config,
+    account_names: Sequence[str],
+    jobs: JobTable | None = None,
+) -> IntArray | None:
+    """(A, R) what the decayed past adds to each account's usage in the pool; None for pure DRF.
+
+    With `jobs` (the snapshot's), at most what int64 has left above their
+    total of each resource: a past read from a damaged record can be any
+    size, and usage + past + an account's pending demand must not wrap
+    round to a negative share.
+    """
     history = config.history
     if past is None or history is None or not history.active:
         return None
     added = past_term(past.get(pool, {}), history.weight, config.resources)
     out = np.zeros((len(account_names), len(config.resources)), dtype=np.int64)
+    if not added:
+        return out
+    room = [MAX_TRES if jobs is None else _room_above_jobs(jobs, r) for r in config.resources]
     codes = {name: code for code, name in enumerate(account_names)}
     for account, amounts in added.items():
         code = codes.get(account)
         if code is not None:
-            out[code] = [amounts.get(r, 0) for r in config.resources]
+            out[code] = [min(amounts.get(r, 0), most) for r, most in zip(config.resources, room, strict=True)]
     return out
+
+
+def _room_above_jobs(table: JobTable, resource: str) -> int:
+    """MAX_TRES less the jobs' total of `resource` (array tasks counted), or 2**62 when that total is far below."""
+    column = table.column(resource)
+    # A float total is close enough to tell the snapshots worth an exact sum (as check_job_table does).
+    if float(column.astype(np.float64) @ table.array_tasks.astype(np.float64)) < 2.0**61:
+        return 2**62
+    amounts: list[int] = column.tolist()
+    tasks: list[int] = table.array_tasks.tolist()
+    return max(0, MAX_TRES - sum(a * t for a, t in zip(amounts, tasks, strict=True)))
 
 
 def _pick(items: Sequence[Any], rows: IntArray) -> list[Any]:

@@ -26,7 +26,9 @@ same rule (`_allocation`).
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import shlex
 import time
 from collections.abc import Mapping, Sequence
@@ -35,11 +37,14 @@ from typing import Any, Final
 
 import orjson
 
-from slurm_drf.errors import SlurmReadError
+from slurm_drf.errors import SlurmReadError, shorten
+from slurm_drf.model.types import MAX_TRES
 from slurm_drf.policy.history import Allocation
 from slurm_drf.slurm.cli_source import CommandRunner, build_command_env
 from slurm_drf.slurm.execute import run_command
 from slurm_drf.slurm.parse import parse_tres_string
+
+logger = logging.getLogger(__name__)
 
 # sacct over a few half-lives of a busy cluster is one slurmdbd query of many
 # rows; it runs once per start, so it may take longer than squeue.
@@ -202,19 +207,60 @@ SACCT_FIELDS: Final = ("JobIDRaw", "Account", "Partition", "Start", "End", "Allo
 _UNSET_TIMES: Final = frozenset({"", "Unknown", "None"})
 
 
+# The latest time a date can say (9999-12-31T23:59:59Z): a Start or End past it is no time of a job.
+MAX_EPOCH: Final = 253_402_300_799
+_DIGITS: Final = re.compile(r"-?[0-9]+")
+
+
+class _BadLine(ValueError):
+    """A line of the right shape whose values no job can have: it is left out, the others kept."""
+
+
 def _epoch(text: str, where: str, column: str) -> float | None:
-    """Seconds since the epoch (SLURM_TIME_FORMAT=%s); None when sacct has no such time."""
+    """Seconds since the epoch (SLURM_TIME_FORMAT=%s); None when sacct has no such time.
+
+    Not digits: SlurmReadError (the answer is not in the format asked for).
+    Digits out of 0 to MAX_EPOCH: _BadLine (this line's record is bad).
+    """
     if text in _UNSET_TIMES:
         return None
-    try:
-        return float(int(text))
-    except ValueError:
+    if _DIGITS.fullmatch(text) is None:
         raise SlurmReadError(
             f"{where}: {column} {text!r} is not seconds since the epoch (was SLURM_TIME_FORMAT=%s lost?)"
-        ) from None
+        )
+    if len(text) > len(str(MAX_EPOCH)) or not 0 <= int(text) <= MAX_EPOCH:
+        raise _BadLine(f"{column} {shorten(text, 60)} is not a time from 0 to {MAX_EPOCH} (9999-12-31)")
+    return float(text)
+
+
+def _line_tres(text: str) -> Mapping[str, int]:
+    """AllocTRES read by slurm.parse; _BadLine for an amount no job can hold (past MAX_TRES)."""
+    try:
+        tres = parse_tres_string(text)
+    except (ValueError, OverflowError):  # an amount of hundreds of digits
+        raise _BadLine(f"AllocTRES {shorten(text, 80)!r} holds an amount past {MAX_TRES}") from None
+    for name, amount in tres.items():
+        if not 0 <= amount <= MAX_TRES:
+            raise _BadLine(f"AllocTRES {shorten(text, 80)!r}: {name}={amount} is not from 0 to {MAX_TRES}")
+    return tres
+
+
+@dataclass(frozen=True, slots=True)
+class SacctAnswer:
+    """What `sacct --parsable2` answered: the allocations, and each line left out with why."""
+
+    allocations: list[Allocation]
+    # (the line, what is wrong with it: names the source, the line's number and its job)
+    skipped: list[tuple[str, str]]
 
 
 def parse_sacct_pipe(text: str, source: str = "sacct --parsable2") -> list[Allocation]:
+    """Every allocation in `sacct --parsable2 --noheader --format=<SACCT_FIELDS>` output with epoch times
+    (`parse_sacct_answer`, without the lines it left out)."""
+    return parse_sacct_answer(text, source).allocations
+
+
+def parse_sacct_answer(text: str, source: str = "sacct --parsable2") -> SacctAnswer:
     """Every allocation in `sacct --parsable2 --noheader --format=<SACCT_FIELDS>` output with epoch times.
 
     Jobs that never started (Start `Unknown`), ended as they started (a job
@@ -222,8 +268,12 @@ def parse_sacct_pipe(text: str, source: str = "sacct --parsable2") -> list[Alloc
     `build_allocations` leaves them out of the JSON. A line that is not six
     fields, or a time that is not seconds since the epoch, is a
     SlurmReadError naming the line: the answer is not what was asked for.
+    A line of that shape whose record no job can have (a time of 400
+    digits, an amount past MAX_TRES) is left out, said in `skipped`, and
+    the others are kept: one bad record does not lose the answer.
     """
     allocations: list[Allocation] = []
+    skipped: list[tuple[str, str]] = []
     # Jobs share a few AllocTRES strings: each is read once (the mappings are not written to).
     tres_of: dict[str, Mapping[str, int]] = {}
     for number, line in enumerate(text.splitlines(), start=1):
@@ -236,16 +286,20 @@ def parse_sacct_pipe(text: str, source: str = "sacct --parsable2") -> list[Alloc
                 f"{source}: line {number}: {len(fields)} fields, expected {len(SACCT_FIELDS)} ({expected})"
             )
         job_id, account, partition, start_text, end_text, tres_text = fields
-        where = f"{source}: line {number}: job {job_id}"
-        start = _epoch(start_text, where, "Start")
-        end = _epoch(end_text, where, "End")
-        tres = tres_of.get(tres_text)
-        if tres is None:
-            tres = tres_of[tres_text] = parse_tres_string(tres_text)
+        where = f"{source}: line {number}: job {shorten(job_id, 40)}"
+        try:
+            start = _epoch(start_text, where, "Start")
+            end = _epoch(end_text, where, "End")
+            tres = tres_of.get(tres_text)
+            if tres is None:
+                tres = tres_of[tres_text] = _line_tres(tres_text)
+        except _BadLine as error:
+            skipped.append((line, f"{where}: {error}"))
+            continue
         allocation = _allocation(account, partition, start, end, tres)
         if allocation is not None:
             allocations.append(allocation)
-    return allocations
+    return SacctAnswer(allocations, skipped)
 
 
 def _sacct_time(moment: float) -> str:
@@ -301,4 +355,24 @@ def fetch_allocations(
     """The allocations slurmdbd recorded from `start` to now; SlurmReadError when sacct fails or its answer is bad."""
     argv = build_sacct_argv(start)
     env = build_sacct_env(os.environ if environ is None else environ)
-    return parse_sacct_pipe(runner(argv, timeout, env=env), shlex.join(argv))
+    answer = parse_sacct_answer(runner(argv, timeout, env=env), shlex.join(argv))
+    _report_skipped(answer.skipped)
+    return answer.allocations
+
+
+# The bad lines logged so far, by their text: each once per process, though
+# every later sacct over the same window answers it again.
+_reported_lines: set[str] = set()
+# Beyond this many the set stops growing and further bad lines are logged at debug.
+MAX_REPORTED_LINES: Final = 10_000
+
+
+def _report_skipped(skipped: Sequence[tuple[str, str]]) -> None:
+    for line, message in skipped:
+        if line in _reported_lines:
+            continue
+        if len(_reported_lines) >= MAX_REPORTED_LINES:
+            logger.debug("%s; the line is left out", message)
+            continue
+        _reported_lines.add(line)
+        logger.warning("%s; the line is left out", message)

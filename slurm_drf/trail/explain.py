@@ -45,9 +45,10 @@ from types import MappingProxyType
 from typing import Any, Final
 
 from slurm_drf.config.settings import Config
-from slurm_drf.errors import InputError
+from slurm_drf.errors import InputError, shorten
+from slurm_drf.model.codec import is_job_id
 from slurm_drf.model.tree import PATH_SEPARATOR
-from slurm_drf.model.types import PENDING, Snapshot, job_number
+from slurm_drf.model.types import MAX_JOB_ID, PENDING, Snapshot, job_number
 from slurm_drf.policy.history import UsageByPool
 from slurm_drf.policy.order import TieRecord
 from slurm_drf.policy.plan import AccountShare, JobPlan, Plan, PoolOrder, compute_plan
@@ -231,12 +232,23 @@ def _history_effect(e: Explanation, pure: Plan | None) -> HistoryEffect:
     return HistoryEffect(MappingProxyType(dict(share.past)), present_share(share), share.weighted_share, order, level)
 
 
+def check_job_id(job_id: str) -> None:
+    """InputError unless `job_id` names a job: a job number (1 to MAX_JOB_ID), with a task or het suffix."""
+    head = job_id.strip().split("_", 1)[0].split("+", 1)[0]
+    if not is_job_id(head):
+        raise InputError(
+            f"job {shorten(job_id, 60)}: not a job id: expected a job number from 1 to {MAX_JOB_ID} "
+            "(or an array task such as 1234_5)"
+        )
+
+
 def _explain(plan: Plan, snapshot: Snapshot, job_id: str) -> Explanation:
     plan_index, row = find_job_index(plan, snapshot, job_id)
     table = snapshot.table
     if plan_index is None and row is None:
+        check_job_id(job_id)  # what no job can be named is said so
         raise InputError(
-            f"job {job_id}: not in the queue of cluster {snapshot.cluster} "
+            f"job {shorten(job_id, 60)}: not in the queue of cluster {snapshot.cluster} "
             "(neither pending nor running when it was read)"
         )
     resources = tuple(plan.resources)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import functools
 import io
 import json
 import logging
@@ -42,9 +43,9 @@ from slurm_drf import failpoints
 from slurm_drf.config.durations import SINCE_SYNTAX, parse_duration
 from slurm_drf.cycle.recall import LedgerWrite
 from slurm_drf.cycle.store import StateStore
-from slurm_drf.errors import DrfError, InputError, StateError
+from slurm_drf.errors import DrfError, HistoryError, InputError, StateError
 from slurm_drf.files import check_regular
-from slurm_drf.model.codec import format_time
+from slurm_drf.model.codec import format_time, show
 from slurm_drf.policy.state import is_label_nice
 from slurm_drf.trail.plan_output import ordered_job_count
 from slurm_drf.trail.text import csv_cell, render_table
@@ -162,7 +163,7 @@ def open_history(path: str | os.PathLike[str]) -> sqlite3.Connection:
         connection.execute("PRAGMA journal_mode=WAL")
         connection.execute("PRAGMA synchronous=NORMAL")
         connection.execute("PRAGMA foreign_keys=ON")
-        migrate(connection, str(target))
+        check_tables(connection, str(target), migrate(connection, str(target)))
     except BaseException:
         connection.close()
         raise
@@ -181,16 +182,24 @@ def open_history_readonly(
         connection = sqlite3.connect(
             f"{target.resolve().as_uri()}?mode=ro", uri=True, timeout=10.0, isolation_level=None
         )
-        version = schema_version(connection)
     except sqlite3.Error as error:
         raise StateError(f"{target}: cannot read the history: {error}") from error
-    if version not in readable:
+    try:
+        version = schema_version(connection)
+        check_version(version, str(target))
+        if version not in readable:
+            newer = version > SCHEMA_VERSION
+            raise StateError(
+                f"{target}: history schema version {version}, this slurm-drf reads {SCHEMA_VERSION}; "
+                + ("upgrade slurm-drf" if newer else "the daemon upgrades it on its next cycle")
+            )
+        check_tables(connection, str(target), version)
+    except sqlite3.Error as error:
         connection.close()
-        newer = version > SCHEMA_VERSION
-        raise StateError(
-            f"{target}: history schema version {version}, this slurm-drf reads {SCHEMA_VERSION}; "
-            + ("upgrade slurm-drf" if newer else "the daemon upgrades it on its next cycle")
-        )
+        raise StateError(f"{target}: cannot read the history: {error}") from error
+    except BaseException:
+        connection.close()
+        raise
     return connection
 
 
@@ -198,10 +207,52 @@ def schema_version(connection: sqlite3.Connection) -> int:
     return int(connection.execute("PRAGMA user_version").fetchone()[0])
 
 
+def check_version(version: int, name: str) -> None:
+    """HistoryError for a version no slurm-drf writes (below 0; newer ones are the migration's to refuse)."""
+    if version < 0:
+        raise HistoryError(
+            f"{name}: history schema version {version} is none slurm-drf writes (0 to {SCHEMA_VERSION}): "
+            "the file is damaged or not slurm-drf's; move it away (the daemon starts a new one)"
+        )
+
+
+def check_tables(connection: sqlite3.Connection, name: str, version: int) -> None:
+    """HistoryError unless every table of schema `version` is there with its columns."""
+    for table, columns in _schema_columns(version).items():
+        found = _columns_of(connection, table)
+        missing = [column for column in columns if column not in found]
+        if missing:
+            what = f"no table {table}" if not found else f"table {table} has no column {', '.join(missing)}"
+            raise HistoryError(
+                f"{name}: history schema version {version} but {what}: the file is damaged; "
+                "move it away (the daemon starts a new one)"
+            )
+
+
+@functools.cache
+def _schema_columns(version: int) -> Mapping[str, tuple[str, ...]]:
+    """The columns of each table at schema `version`, as the migrations make them (in memory, once)."""
+    memory = sqlite3.connect(":memory:")
+    try:
+        for step in MIGRATIONS[:version]:
+            for statement in step:
+                memory.execute(statement)
+        tables = [row[0] for row in memory.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
+        return {table: tuple(_columns_of(memory, table)) for table in tables}
+    finally:
+        memory.close()
+
+
+def _columns_of(connection: sqlite3.Connection, table: str) -> list[str]:
+    # A table name from the migrations, never from input.
+    return [str(row[1]) for row in connection.execute(f"PRAGMA table_info({table})")]
+
+
 def migrate(connection: sqlite3.Connection, name: str = "history") -> int:
     """Bring the schema to SCHEMA_VERSION, one transaction per step; the version reached."""
     while True:
         version = schema_version(connection)
+        check_version(version, name)
         if version > SCHEMA_VERSION:
             raise StateError(
                 f"{name}: history schema version {version} is newer than this slurm-drf's "
@@ -387,7 +438,7 @@ class AuditRecorder:
             with self._connection() as connection:
                 record_cycle(connection, report, now)
                 self._prune(connection, now)
-        except (sqlite3.Error, OSError, StateError) as error:
+        except (sqlite3.Error, OSError, StateError, HistoryError) as error:
             logger.warning("%s: cannot record the cycle in the history: %s", self.path, error)
 
     def on_error(self, error: Exception) -> None:
@@ -395,7 +446,7 @@ class AuditRecorder:
         try:
             with self._connection() as connection:
                 record_error(connection, error, now)
-        except (sqlite3.Error, OSError, StateError) as failure:
+        except (sqlite3.Error, OSError, StateError, HistoryError) as failure:
             logger.warning("%s: cannot record the error in the history: %s", self.path, failure)
 
     def close(self) -> None:
@@ -534,16 +585,14 @@ CYCLE_COLUMNS: Final = (
 ERROR_COLUMNS: Final = ("time", "kind", "message")
 
 
-def query_history(connection: sqlite3.Connection, query: AuditQuery) -> list[dict[str, Any]]:
-    """Records of one table, oldest first, as dicts with the columns shown by `slurm-drf audit`."""
-    if query.table not in AUDIT_TABLES:
-        raise InputError(f"unknown history table {query.table!r}; expected one of {', '.join(AUDIT_TABLES)}")
-    if query.job is not None and query.table != "writes":
-        raise InputError(f"--job selects writes; {query.table} are not per job")
-    if query.account is not None and query.table not in ("writes", "shares"):
-        raise InputError(f"--account selects writes or shares; {query.table} are not per account")
-    if query.pool is not None and query.table not in ("writes", "shares"):
-        raise InputError(f"--pool selects writes or shares; {query.table} are not per pool")
+def query_history(connection: sqlite3.Connection, query: AuditQuery, source: str = "history") -> list[dict[str, Any]]:
+    """Records of one table, oldest first, as dicts with the columns shown by `slurm-drf audit`.
+
+    A row no slurm-drf wrote (a time that is no date, JSON that is not an
+    object of numbers, a BLOB) is left out and logged, naming `source` (the
+    file) and the row: the rest of the audit is still worth showing.
+    """
+    check_query(query)
     time_column = {"writes": "w.time", "shares": "c.time", "cycles": "c.time", "errors": "e.time"}[query.table]
     conditions: list[str] = []
     parameters: list[Any] = []
@@ -567,15 +616,16 @@ def query_history(connection: sqlite3.Connection, query: AuditQuery) -> list[dic
         "cycles": "c.time, c.id",
         "errors": "e.time, e.id",
     }[query.table]
+    # The first column names the row in a message; the rest are the record's.
     select = {
-        "writes": "SELECT w.time, w.cycle_id, w.job_id, w.account, w.user, w.pool, w.mode, w.old_value, "
+        "writes": "SELECT w.id, w.time, w.cycle_id, w.job_id, w.account, w.user, w.pool, w.mode, w.old_value, "
         "w.new_value, w.level, w.position, w.tie, w.outcome, w.message, w.user_nice FROM writes w",
-        "shares": "SELECT c.time, s.cycle_id, s.pool, s.account, s.rank, s.weight, s.running_jobs, "
+        "shares": "SELECT s.cycle_id, c.time, s.cycle_id, s.pool, s.account, s.rank, s.weight, s.running_jobs, "
         "s.pending_jobs, s.dominant_resource, s.dominant_share, s.weighted_share, s.usage, s.shares "
         "FROM shares s JOIN cycles c ON c.id = s.cycle_id",
-        "cycles": "SELECT c.time, c.id, c.taken_at, c.cluster, c.mode, c.dry_run, c.epoch, c.pending_jobs, "
+        "cycles": "SELECT c.id, c.time, c.id, c.taken_at, c.cluster, c.mode, c.dry_run, c.epoch, c.pending_jobs, "
         "c.writes_planned, c.deferred, c.read_seconds, c.seconds FROM cycles c",
-        "errors": "SELECT e.time, e.kind, e.message FROM errors e",
+        "errors": "SELECT e.id, e.time, e.kind, e.message FROM errors e",
     }[query.table]
     if query.limit > 0:
         # The newest `limit` rows, shown oldest first like the rest.
@@ -586,51 +636,107 @@ def query_history(connection: sqlite3.Connection, query: AuditQuery) -> list[dic
         rows.reverse()
     else:
         rows = connection.execute(f"{select}{where} ORDER BY {order}", parameters).fetchall()
-    return [_record(query.table, row) for row in rows]
+    records: list[dict[str, Any]] = []
+    bad: list[str] = []
+    for row in rows:
+        try:
+            records.append(_record(query.table, row[1:]))
+        except ValueError as error:
+            bad.append(f"{_row_name(query.table, row)}: {error}")
+    for line in bad[:MAX_BAD_ROWS_LOGGED]:
+        logger.warning("%s: %s; the row is left out", source, line)
+    if len(bad) > MAX_BAD_ROWS_LOGGED:
+        logger.warning("%s: %d more bad %s row(s) left out", source, len(bad) - MAX_BAD_ROWS_LOGGED, query.table)
+    return records
+
+
+# SQLite's LIMIT is a signed 64-bit integer.
+MAX_AUDIT_LIMIT: Final = 2**63 - 1
+
+
+def check_query(query: AuditQuery) -> None:
+    """InputError for a query no table answers: a filter the table has not, a limit SQLite cannot take."""
+    if query.table not in AUDIT_TABLES:
+        raise InputError(f"unknown history table {query.table!r}; expected one of {', '.join(AUDIT_TABLES)}")
+    if query.job is not None and query.table != "writes":
+        raise InputError(f"--job selects writes; {query.table} are not per job")
+    if query.account is not None and query.table not in ("writes", "shares"):
+        raise InputError(f"--account selects writes or shares; {query.table} are not per account")
+    if query.pool is not None and query.table not in ("writes", "shares"):
+        raise InputError(f"--pool selects writes or shares; {query.table} are not per pool")
+    if not 0 <= query.limit <= MAX_AUDIT_LIMIT:
+        raise InputError(f"--limit {show(query.limit)}: expected 0 (all) to {MAX_AUDIT_LIMIT} rows")
+
+
+# Bad rows logged one by one per query; the rest are counted.
+MAX_BAD_ROWS_LOGGED: Final = 20
+
+
+def _row_name(table: str, row: Sequence[Any]) -> str:
+    """How a message names a row: by its id, or a share by its cycle, pool and account."""
+    if table == "shares":
+        return f"shares of cycle {show(row[0])}, pool {show(row[3])}, account {show(row[4])}"
+    if table == "cycles":
+        return f"cycle {show(row[0])}"
+    return f"{table} row {show(row[0])}"
 
 
 def _record(table: str, row: Sequence[Any]) -> dict[str, Any]:
+    """One row as `audit` shows it; ValueError naming the column when it holds what no slurm-drf writes."""
+    names = {"writes": WRITE_COLUMNS, "cycles": CYCLE_COLUMNS, "errors": ERROR_COLUMNS}.get(table, SHARE_COLUMNS)
+    for name, value in zip(names, row, strict=True):
+        if isinstance(value, bytes):
+            raise ValueError(f"{name} is a BLOB of {len(value)} byte(s), not text or a number")
+    record = dict(zip(names, row, strict=True))
     if table == "writes":
-        record = dict(zip(WRITE_COLUMNS, row, strict=True))
         record["tie"] = bool(record["tie"])
     elif table == "cycles":
-        record = dict(zip(CYCLE_COLUMNS, row, strict=True))
         record["dry_run"] = bool(record["dry_run"])
-    elif table == "errors":
-        record = dict(zip(ERROR_COLUMNS, row, strict=True))
-    else:
-        (
-            moment,
-            cycle,
-            pool,
-            account,
-            rank,
-            weight,
-            running,
-            pending,
-            dominant,
-            dominant_share,
-            weighted,
-            usage,
-            shares,
-        ) = row
-        record = {
-            "time": moment,
-            "cycle": cycle,
-            "pool": pool,
-            "account": account,
-            "rank": rank,
-            "weight": weight,
-            "running": running,
-            "pending": pending,
-            "dominant": dominant,
-            "dominant_share": dominant_share,
-            "weighted_share": weighted,
-            "usage": json.loads(usage),
-            "shares": json.loads(shares),
-        }
-    record["time"] = format_time(float(record["time"]))
+    elif table == "shares":
+        record["usage"] = _amounts(record["usage"], "usage")
+        record["shares"] = _amounts(record["shares"], "shares")
+    record["time"] = _shown_time(record["time"])
     return record
+
+
+SHARE_COLUMNS: Final = (
+    "time",
+    "cycle",
+    "pool",
+    "account",
+    "rank",
+    "weight",
+    "running",
+    "pending",
+    "dominant",
+    "dominant_share",
+    "weighted_share",
+    "usage",
+    "shares",
+)
+
+
+def _shown_time(moment: object) -> str:
+    """A row's time as audit shows it; ValueError when it is no number or no date (past the year 9999)."""
+    if isinstance(moment, bool) or not isinstance(moment, int | float):
+        raise ValueError(f"time {show(moment)} is not a number")
+    try:
+        return format_time(float(moment))
+    except (ValueError, OverflowError, OSError):
+        raise ValueError(f"time {show(moment)} is not a time a date can say") from None
+
+
+def _amounts(text: object, column: str) -> dict[str, Any]:
+    """A usage or shares column: a JSON object of numbers; ValueError otherwise."""
+    try:
+        data = orjson.loads(text) if isinstance(text, str) else None
+    except orjson.JSONDecodeError:
+        data = None
+    if not isinstance(data, dict) or not all(
+        isinstance(value, int | float) and not isinstance(value, bool) for value in data.values()
+    ):
+        raise ValueError(f"{column} {show(text)} is not a JSON object of numbers")
+    return data
 
 
 # --------------------------------------------------------------------------

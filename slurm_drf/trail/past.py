@@ -19,6 +19,12 @@ of no use. Dry runs record what they saw, so they count as well.
 
 A history that cannot be read, or a sacct that fails, is logged and the
 cycle goes on with what was read before: the past never stops the daemon.
+Nor does one bad record: a cycle whose time is not a number or lies in the
+future (skipped, not clamped: a record of the future is not the present),
+or one of whose rows holds a usage that is not amounts from 0 to MAX_TRES
+(null, a list, NaN, 1e999, negative), is left out of the past, logged once
+per process with the file and the cycle; a bad line of sacct's answer is
+left out by slurm.sacct.
 A sacct that failed (slurmdbd down) is asked again every
 SACCT_RETRY_INTERVALS intervals, the past then read afresh, until it
 answers: the daemon recovers on its own when slurmdbd is back.
@@ -26,7 +32,7 @@ answers: the daemon recovers on its own when slurmdbd is back.
 
 from __future__ import annotations
 
-import json
+import itertools
 import logging
 import math
 import os
@@ -35,10 +41,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeGuard
+
+import orjson
 
 from slurm_drf.config.settings import Config
-from slurm_drf.errors import SlurmError, StateError
+from slurm_drf.errors import HistoryError, SlurmError, StateError
+from slurm_drf.model.codec import format_time, show
+from slurm_drf.model.types import MAX_TRES
 from slurm_drf.policy.history import (
     Allocation,
     DecayedUsage,
@@ -56,31 +66,105 @@ logger = logging.getLogger(__name__)
 LOOKBACK_HALF_LIVES: Final = 20.0
 # A pause between two records longer than this many intervals is a gap (unknown use).
 GAP_INTERVALS: Final = 2.0
+# Bad records logged one by one per read of the history; the rest are counted.
+MAX_SKIPPED_LOGGED: Final = 20
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRows:
+    """What `read_usage_records` read: each good cycle's record, the bad ones said, the last cycle id read."""
+
+    records: list[tuple[int, UsageRecord]]
+    # One line per cycle left out, naming the cycle (and the row) and what is wrong with it.
+    skipped: list[str]
+    last_id: int
 
 
 def read_usage_records(
-    connection: sqlite3.Connection, *, since: float, after_id: int = 0
-) -> list[tuple[int, UsageRecord]]:
-    """(cycle id, record) of every cycle with id > after_id and time >= since, in id order."""
+    connection: sqlite3.Connection, *, since: float, until: float = math.inf, after_id: int = 0
+) -> UsageRows:
+    """Every cycle with id > after_id and time >= since, in id order; bad ones skipped.
+
+    A file others can write, or a damaged one, can hold anything in any
+    column: a cycle whose time is not a number, or after `until` (a record
+    dated in the future is not the present: it is skipped, not clamped), or
+    one of whose rows has a usage that is not an object of amounts from 0 to
+    MAX_TRES, is left out whole, said in `skipped`: left out of a cycle, an
+    account would count as idle then, and a negative amount would lower its
+    past below what it ran.
+    """
     rows = connection.execute(
         "SELECT c.id, c.time, s.pool, s.account, s.usage FROM cycles c"
-        " LEFT JOIN shares s ON s.cycle_id = c.id WHERE c.id > ? AND c.time >= ? ORDER BY c.id",
+        # NULL compares as nothing, so it is asked for by name (text and BLOBs sort above every number).
+        " LEFT JOIN shares s ON s.cycle_id = c.id WHERE c.id > ? AND (c.time >= ? OR c.time IS NULL) ORDER BY c.id",
         (after_id, since),
     ).fetchall()
     records: list[tuple[int, UsageRecord]] = []
-    current: tuple[int, float] | None = None
+    skipped: list[str] = []
+    last_id = after_id
+    for cycle_id, group in itertools.groupby(rows, key=lambda row: row[0]):
+        cycle_rows = list(group)
+        if not _is_whole(cycle_id):
+            skipped.append(f"cycle id {show(cycle_id)}: not a whole number")
+            continue
+        last_id = max(last_id, cycle_id)
+        try:
+            records.append((cycle_id, _usage_record(cycle_rows, until)))
+        except ValueError as error:
+            skipped.append(f"cycle {cycle_id}: {error}")
+    return UsageRows(records, skipped, last_id)
+
+
+def _usage_record(rows: Sequence[Sequence[object]], until: float) -> UsageRecord:
+    """One cycle's record from its rows (cycle id, time, pool, account, usage); ValueError naming the bad one."""
+    moment = rows[0][1]
+    if not _is_number(moment) or not math.isfinite(moment):
+        raise ValueError(f"time {show(moment)} is not a time")
+    if moment > until:
+        raise ValueError(f"time {_shown_time(moment)} is after now, {_shown_time(until)}: not yet the past")
     usage: dict[str, dict[str, dict[str, float]]] = {}
-    for cycle_id, moment, pool, account, text in rows:
-        if current is not None and current[0] != cycle_id:
-            records.append((current[0], UsageRecord(current[1], usage)))
-            usage = {}
-        current = (int(cycle_id), float(moment))
-        if pool is not None:
-            amounts = json.loads(text)
-            usage.setdefault(pool, {})[account] = {r: float(a) for r, a in amounts.items()}
-    if current is not None:
-        records.append((current[0], UsageRecord(current[1], usage)))
-    return records
+    for _, _, pool, account, text in rows:
+        if pool is None and account is None and text is None:
+            continue  # the LEFT JOIN's row of a cycle with no account rows: a known interval of no use
+        if not isinstance(pool, str) or not isinstance(account, str):
+            raise ValueError(f"a shares row with pool {show(pool)} and account {show(account)}: not names")
+        try:
+            amounts = _usage_amounts(text)
+        except ValueError as error:
+            raise ValueError(f"pool {show(pool)}, account {show(account)}: usage {show(text)}: {error}") from None
+        usage.setdefault(pool, {})[account] = amounts
+    return UsageRecord(float(moment), usage)
+
+
+def _usage_amounts(text: object) -> dict[str, float]:
+    """The amounts of one usage column: a JSON object of numbers from 0 to MAX_TRES, else ValueError."""
+    if not isinstance(text, str):
+        raise ValueError("not JSON text")
+    try:
+        amounts = orjson.loads(text)
+    except orjson.JSONDecodeError as error:
+        raise ValueError(f"not JSON ({error})") from None
+    if not isinstance(amounts, dict):
+        raise ValueError("not an object of amounts")
+    for amount in amounts.values():
+        if not _is_number(amount) or not 0 <= amount <= MAX_TRES:
+            raise ValueError(f"{show(amount)} is not an amount from 0 to {MAX_TRES}")
+    return {resource: float(amount) for resource, amount in amounts.items()}
+
+
+def _shown_time(moment: float) -> str:
+    try:
+        return format_time(moment)
+    except (ValueError, OverflowError, OSError):  # beyond what a date can say
+        return show(moment)
+
+
+def _is_number(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_whole(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 # Slurm's accounting fills unknown spans this many half-lives back: older use
@@ -124,6 +208,7 @@ class HistoryPast:
         self._checked: float | None = None  # sacct was asked up to here at the first read
         self._sacct_warned = False
         self._sacct_failed: float | None = None  # when sacct last failed to fill what the record misses
+        self._skipped: set[str] = set()  # the bad records said so far
 
     def past(self, config: Config) -> UsageByPool | None:
         """Each account's decayed average allocation now; None when `history` is off."""
@@ -142,7 +227,7 @@ class HistoryPast:
             self._last_time = None
             self._started = False
             self._checked = None
-        records = self._read()
+        records = self._read(now)
         spans = self._unknown_spans(records, now, max_gap)
         fills = self._fill(spans, config, history.half_life, now)
         for index, record in enumerate(records):
@@ -156,21 +241,32 @@ class HistoryPast:
             self._started, self._checked = True, now
         return usage.past_at(now)
 
-    def _read(self) -> list[UsageRecord]:
+    def _read(self, now: float) -> list[UsageRecord]:
         if not self.path.exists():
             return []  # a fresh install: no record yet
         try:
             connection = open_history_readonly(self.path)
             try:
-                rows = read_usage_records(connection, since=self._since, after_id=self._last_id)
+                rows = read_usage_records(connection, since=self._since, until=now, after_id=self._last_id)
             finally:
                 connection.close()
-        except (sqlite3.Error, StateError, OSError, ValueError) as error:
+        except (sqlite3.Error, StateError, HistoryError, OSError, ValueError) as error:
             logger.warning("%s: cannot read past usage from the history: %s", self.path, error)
             return []
-        if rows:
-            self._last_id = rows[-1][0]
-        return [record for _, record in rows]
+        self._last_id = rows.last_id
+        self._report_skipped(rows.skipped)
+        return [record for _, record in rows.records]
+
+    def _report_skipped(self, skipped: Sequence[str]) -> None:
+        """Each bad record once per process (a later read of the same file may meet it again)."""
+        new = [line for line in skipped if line not in self._skipped]
+        self._skipped.update(new)
+        for line in new[:MAX_SKIPPED_LOGGED]:
+            logger.warning("%s: %s; the cycle is left out of the past", self.path, line)
+        if len(new) > MAX_SKIPPED_LOGGED:
+            logger.warning(
+                "%s: %d more bad cycle record(s) left out of the past", self.path, len(new) - MAX_SKIPPED_LOGGED
+            )
 
     def _unknown_spans(self, records: Sequence[UsageRecord], now: float, max_gap: float) -> list[_Span]:
         """What the record leaves unknown, each span with the index of the record that ends it.

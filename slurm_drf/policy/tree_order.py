@@ -18,8 +18,9 @@ as leaves:
   `past=` holding it, with no jobs: it counts in the account's consumption
   as it is and never takes a turn.
 
-Names with `=` cannot be Slurm account names, so these leaves never meet a
-child account's name. A chain of single children is its bottom node
+Account and user names are %-escaped in node names (`node_name`: `%`, `/`
+and `=`), so these leaves never meet a child account's name, even an
+account named `user=alice` or `jobs=`. A chain of single children is its bottom node
 (`hierarchy.compile_tree`): an account with one leaf is that leaf, so a
 tree whose accounts hang under the root with one user each orders as §2.
 An account the tree does not know hangs under the root.
@@ -66,6 +67,8 @@ from slurm_drf.policy.tree import TreeWeights
 USER_LEAF: Final = "user="
 JOBS_LEAF: Final = "jobs="
 PAST_LEAF: Final = "past="
+# The node name of an empty Slurm name (`node_name`): `%` alone never starts anything else but an escape.
+EMPTY_NAME: Final = "%00"
 
 
 NodeKind = Literal["account", "user", "jobs", "past"]
@@ -112,8 +115,21 @@ class TreeRow:
 
 
 def node_name(name: str) -> str:
-    """A Slurm name as a tree node's name: `/` separates a path, so it (and `%`) is %-escaped; never empty."""
-    return name.replace("%", "%25").replace(PATH_SEPARATOR, "%2F") or "%00"
+    """A Slurm name as a tree node's name: %-escaped where it could be read as structure; never empty.
+
+    `/` separates a path, and `=` marks the tree's own leaves (`user=`,
+    `jobs=`, `past=`): an account or user named `user=alice` or `jobs=`
+    must not become one of them. `%` is escaped first, so every node name
+    reads back as one Slurm name (`shown_name`).
+    """
+    return name.replace("%", "%25").replace(PATH_SEPARATOR, "%2F").replace("=", "%3D") or EMPTY_NAME
+
+
+def shown_name(node: str) -> str:
+    """The Slurm name a node's name (`node_name`) stands for, as people read it."""
+    if node == EMPTY_NAME:
+        return ""
+    return node.replace("%3D", "=").replace("%2F", PATH_SEPARATOR).replace("%25", "%")
 
 
 def _freeze(name: str, branch: _Branch, demand: IntArray, width: int) -> TreeNode:
@@ -313,12 +329,12 @@ def order_tree(  # noqa: C901
 def _kind(name: str) -> tuple[NodeKind, str]:
     """A node's kind and the name people read, from its name in the tree."""
     if name.startswith(USER_LEAF):
-        return "user", name[len(USER_LEAF) :]
+        return "user", shown_name(name[len(USER_LEAF) :])
     if name == JOBS_LEAF:
         return "jobs", "(jobs)"
     if name == PAST_LEAF:
         return "past", "(past)"
-    return "account", name
+    return "account", shown_name(name)
 
 
 # Siblings in the rows: a node's own leaves (users or its jobs), then its child accounts, then its past.

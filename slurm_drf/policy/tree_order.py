@@ -132,12 +132,26 @@ def shown_name(node: str) -> str:
     return node.replace("%3D", "=").replace("%2F", PATH_SEPARATOR).replace("%25", "%")
 
 
-def _freeze(name: str, branch: _Branch, demand: IntArray, width: int) -> TreeNode:
-    if branch.rows is not None or branch.usage is not None:
-        jobs = demand[np.array(branch.rows or (), dtype=np.int64)]
-        return TreeNode(name, branch.weight, usage=tuple(branch.usage or [0] * width), jobs=jobs)
-    children = tuple(_freeze(n, b, demand, width) for n, b in branch.children.items())
-    return TreeNode(name, branch.weight, children)
+def _freeze(root: _Branch, demand: IntArray, width: int) -> TreeNode:
+    """The built tree as the engine's frozen `TreeNode`s, bottom-up without recursion (a tree may be deep)."""
+    # Preorder with each node's parent, then every node made after all its children.
+    nodes: list[tuple[str, _Branch, int]] = [("", root, -1)]
+    for here, (_, branch, _) in enumerate(nodes):  # grows while it is walked: breadth-first
+        nodes.extend((name, child, here) for name, child in branch.children.items())
+    made: list[TreeNode | None] = [None] * len(nodes)
+    kids: list[list[TreeNode]] = [[] for _ in nodes]
+    for index in range(len(nodes) - 1, -1, -1):
+        name, branch, up = nodes[index]
+        if branch.rows is not None or branch.usage is not None:
+            jobs = demand[np.array(branch.rows or (), dtype=np.int64)]
+            node = TreeNode(name, branch.weight, usage=tuple(branch.usage or [0] * width), jobs=jobs)
+        else:
+            node = TreeNode(name, branch.weight, tuple(reversed(kids[index])))
+        made[index] = node
+        if up >= 0:
+            kids[up].append(node)
+    assert made[0] is not None
+    return made[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,22 +296,16 @@ def order_tree(  # noqa: C901
             if code in branches:
                 branches[code].children[PAST_LEAF] = _Branch(Fraction(1), {}, past[code].tolist(), [])
 
-    # The bottom of every leaf by its whole path, to map the order back to rows.
+    # The bottom of every leaf by its whole path, to map the order back to rows (no recursion: a tree may be deep).
     by_path: dict[str, list[int]] = {}
-
-    def collect(branch: _Branch, path: str) -> None:
+    walk = [(name, child) for name, child in root.children.items()]
+    while walk:
+        path, branch = walk.pop()
         if branch.rows is not None:
             by_path[path] = branch.rows
-            return
-        for name, child in branch.children.items():
-            collect(child, f"{path}{PATH_SEPARATOR}{name}" if path else name)
-
-    collect(root, "")
-    frozen = TreeNode(
-        "",
-        Fraction(1),
-        tuple(_freeze(n, b, demand.astype(np.int64, copy=False), width) for n, b in root.children.items()),
-    )
+        else:
+            walk.extend((f"{path}{PATH_SEPARATOR}{name}", child) for name, child in branch.children.items())
+    frozen = _freeze(root, demand.astype(np.int64, copy=False), width)
     hierarchy = order_online(frozen, capacity.tolist(), epoch, wins, plan_wins)
     compiled = hierarchy.tree
     leaf_path = {n: PATH_SEPARATOR.join((compiled.key[n], *compiled.names[n][1:])) for n in compiled.leaves}

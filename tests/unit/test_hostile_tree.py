@@ -11,16 +11,24 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
+import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from builders import job, node, snapshot
 from prometheus_client.parser import text_string_to_metric_families
 
+from slurm_drf.cli.main import main
 from slurm_drf.config.settings import Config, HistoryConfig, WithinAccount
+from slurm_drf.errors import SlurmReadError, SnapshotError
+from slurm_drf.model.tree import MAX_TREE_DEPTH, build_tree
 from slurm_drf.model.types import Association, Job, Snapshot
 from slurm_drf.policy.plan import Plan, compute_plan
 from slurm_drf.policy.pools import DEFAULT_POOL
+from slurm_drf.slurm.cli_source import AssociationReader
+from slurm_drf.slurm.parse import check_associations
 from slurm_drf.trail.explain import explain_job, render_explanation_json, render_explanation_text
 from slurm_drf.trail.metrics import MetricsRecorder
 from slurm_drf.trail.plan_output import render_plan_json, render_plan_table
@@ -167,3 +175,102 @@ def test_sibling_accounts_named_after_every_leaf_kind_are_all_kept(prefix: str) 
         shown = Counter((row.kind, row.name) for row in plan.pools[0].tree)
         assert all(shown[("account", n)] == 1 for n in ["x", *names])
         assert shown[("past", "(past)")] == 4
+
+
+# --- deep trees (item 5) -----------------------------------------------------------
+
+
+def chain(depth: int, every_level: bool) -> tuple[list[Association], list[Job]]:
+    """root -> a0 -> ... -> a{depth-1}: `depth` levels below the root, user u at the bottom (or every level)."""
+    associations = [Association("root", None, None, 1)]
+    associations += [Association(f"a{i}", "root" if i == 0 else f"a{i - 1}", None, 1) for i in range(depth)]
+    levels = range(depth) if every_level else [depth - 1]
+    associations += [Association(f"a{i}", f"a{i}", "u", 1) for i in levels]
+    jobs = [job(f"a{i}", user="u", job_id=f"j{i}", cpu=1) for i in levels]
+    jobs += [job(f"a{depth - 1}", "RUNNING", user="u", job_id="running", cpu=1)]
+    return associations, jobs
+
+
+@pytest.mark.parametrize("within", ["user", "slurm"])
+@pytest.mark.parametrize("every_level", [False, True], ids=["chain", "jobs-at-every-level"])
+def test_a_tree_as_deep_as_the_limit_is_planned_reported_and_explained(
+    within: WithinAccount, every_level: bool
+) -> None:
+    associations, jobs = chain(MAX_TREE_DEPTH, every_level)
+    snap = dataclasses.replace(snapshot([node(cpu=8)], jobs), associations=tuple(associations))
+    config = dataclasses.replace(
+        Config(resources=("cpu",)), fairness_within_account=within, history=HistoryConfig(half_life=86400.0, weight=1.0)
+    )
+    plan = compute_plan(snap, config, past={DEFAULT_POOL: {"a0": {"cpu": 1.0}, f"a{MAX_TREE_DEPTH - 1}": {"cpu": 1.0}}})
+    pending = sorted(j.job_id for j in jobs if j.state == "PENDING")
+    assert sorted(j.job_id for j in plan.jobs if j.order is not None) == pending
+    rows = plan.pools[0].tree
+    assert max(row.depth for row in rows) == MAX_TREE_DEPTH + 1  # the bottom account's user or jobs leaf
+    assert max(row["depth"] for row in render_plan_json(plan)["pools"][0]["tree"]) == MAX_TREE_DEPTH + 1
+    assert render_plan_table(plan)
+    assert render_report(plan, "table" if every_level else "html")
+    deepest = f"j{MAX_TREE_DEPTH - 1}"
+    steps = render_explanation_json(explain_job(plan, snap, deepest))["tree"]
+    assert len(steps) == MAX_TREE_DEPTH + 1
+    assert [s["name"] for s in steps[:3]] == ["a0", "a1", "a2"]
+
+
+def test_a_tree_one_level_deeper_than_the_limit_is_refused_naming_depth_and_limit() -> None:
+    associations, _ = chain(MAX_TREE_DEPTH + 1, False)
+    with pytest.raises(SnapshotError) as raised:
+        build_tree(associations)
+    assert str(raised.value) == (
+        f"associations[{MAX_TREE_DEPTH + 1}] (account a{MAX_TREE_DEPTH}): the account tree is "
+        f"{MAX_TREE_DEPTH + 1} levels deep here, more than the limit of {MAX_TREE_DEPTH}"
+    )
+    with pytest.raises(SlurmReadError, match=f"more than the limit of {MAX_TREE_DEPTH}"):
+        check_associations(tuple(associations))
+
+
+def test_a_tree_read_from_slurm_too_deep_leaves_the_daemon_flat_with_one_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    associations, _ = chain(MAX_TREE_DEPTH + 5, False)
+    text = "Current Association Manager state\n\nAssociation Records\n\n" + "".join(
+        f"ClusterName=c Account={a.account} UserName={a.user or ''} Partition= Priority=0 ID={n + 1}\n"
+        "    SharesRaw/Norm/Level/Factor=1/0.00/1/0.00\n"
+        f"    ParentAccount={f'{a.parent}(1)' if a.parent else ''} Lft={n + 1} DefAssoc=No\n"
+        for n, a in enumerate(associations)
+    )
+    reader = AssociationReader(lambda argv: text, lambda: 0.0)
+    with caplog.at_level(logging.WARNING):
+        assert reader.fetch("c") == ()
+    assert any(f"more than the limit of {MAX_TREE_DEPTH}" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("verb", [["plan"], ["plan", "--format", "json"], ["report"], ["explain", "1"]])
+def test_a_chain_of_100000_accounts_is_refused_in_one_line_exit_2(
+    verb: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    depth = 100_000
+    associations = [{"account": "root", "parent": None}]
+    associations += [{"account": f"a{i}", "parent": "root" if i == 0 else f"a{i - 1}"} for i in range(depth)]
+    associations.append({"account": f"a{depth - 1}", "user": "u"})
+    data = {
+        "format": "slurm-drf-snapshot/1",
+        "cluster": "c",
+        "taken_at": "2026-11-30T02:00:00Z",
+        "nodes": [{"name": "n", "partitions": ["p"], "state": "idle", "tres": {"cpu": 8}}],
+        "jobs": [
+            {"job_id": "1", "account": f"a{depth - 1}", "user": "u", "partition": "p", "state": "PENDING",
+             "priority": 1, "nice": 0, "submit_time": "2026-11-30T01:00:00Z", "tres": {"cpu": 1}}
+        ],
+        "associations": associations,
+    }  # fmt: skip
+    path = tmp_path / "chain.json"
+    path.write_text(json.dumps(data))
+    began = time.perf_counter()
+    code = main([verb[0], "--snapshot", str(path), "--config", "/dev/null", *verb[1:]])
+    assert time.perf_counter() - began < 10.0  # about 2 s measured; the target is 5 s
+    assert code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == (
+        f"slurm-drf: snapshot: {path}: associations[{depth}] (account a{depth - 1}): the account tree is "
+        f"{depth} levels deep here, more than the limit of {MAX_TREE_DEPTH}\n"
+    )

@@ -27,6 +27,11 @@ from slurm_drf.model.types import Association
 # A config key names a tree node by its path, the names joined by this.
 PATH_SEPARATOR: Final = "/"
 
+# The deepest account tree accepted: levels below the root (the root's children are at 1).
+# Real sites have a handful; each level costs every row and job below it a
+# longer path, so a deeper tree is refused in one line (docs/rule.md §7).
+MAX_TREE_DEPTH: Final = 1000
+
 
 def describe_association(association: Association, index: int | None = None) -> str:
     """`associations[3] (account theory, user alice)`: how messages name one."""
@@ -158,13 +163,17 @@ def build_tree(associations: Sequence[Association]) -> AccountTree:  # noqa: C90
 def _paths(
     associations: Sequence[Association], accounts: Mapping[str, int], parents: Mapping[str, str | None]
 ) -> dict[str, tuple[str, ...]]:
-    """Each account's path from the root, each found once (O(accounts)); a cycle is refused."""
-    paths: dict[str, tuple[str, ...]] = {}
+    """Each account's path from the root, each found once; a cycle, or a tree deeper than MAX_TREE_DEPTH, is refused.
+
+    The depths come first (O(accounts), no path built), so a refused chain
+    of any length costs no more than reading it.
+    """
+    depths: dict[str, int] = {}
     for start in accounts:
         chain: list[str] = []
         on_chain: set[str] = set()
         name: str | None = start
-        while name is not None and name not in paths:
+        while name is not None and name not in depths:
             if name in on_chain:
                 index = accounts[name]
                 loop = " -> ".join([*chain[chain.index(name) :], name])
@@ -172,15 +181,24 @@ def _paths(
             chain.append(name)
             on_chain.add(name)
             name = parents[name]
-        # Now name is None (the chain ended at the root) or has a known path.
-        base: tuple[str, ...] = () if name is None else paths[name]
-        for position, member in enumerate(reversed(chain)):
-            # The root (parent None) keeps the empty path; its children start theirs.
-            if name is None and position == 0:
-                paths[member] = ()
-                continue
-            base = (*base, member)
-            paths[member] = base
+        # Now name is None (the chain ended at the root, whose depth is 0) or has a known depth.
+        depth = -1 if name is None else depths[name]
+        for member in reversed(chain):
+            depth += 1
+            depths[member] = depth
+    deepest = max(depths, key=depths.__getitem__, default=None)
+    if deepest is not None and depths[deepest] > MAX_TREE_DEPTH:
+        index = accounts[deepest]
+        raise _refuse(
+            associations[index],
+            index,
+            f"the account tree is {depths[deepest]} levels deep here, more than the limit of {MAX_TREE_DEPTH}",
+        )
+    paths: dict[str, tuple[str, ...]] = {}
+    # Shallowest first: every parent's path is known before its children's.
+    for name in sorted(depths, key=depths.__getitem__):
+        parent = parents[name]
+        paths[name] = () if parent is None else (*paths[parent], name)
     return paths
 
 

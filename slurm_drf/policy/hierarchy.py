@@ -114,6 +114,7 @@ def compile_tree(root: TreeNode, capacity: Sequence[int], occupied: Sequence[int
     jobs: list[Jobs] = []
 
     def add(node: TreeNode, up: int, path: str) -> None:
+        """Lay out one node (its chain contracted); its children go on `todo`, the first on top."""
         index = len(parent)
         chain = [node]
         if up >= 0:
@@ -140,11 +141,17 @@ def compile_tree(root: TreeNode, capacity: Sequence[int], occupied: Sequence[int
             if child.name in seen:
                 raise HierarchyError(f"tree node {label}: two children named {child.name!r}")
             seen.add(child.name)
-            add(child, index, f"{label}{SEPARATOR}{child.name}" if label else child.name)
+        todo.extend(
+            (child, index, f"{label}{SEPARATOR}{child.name}" if label else child.name)
+            for child in reversed(bottom.children)
+        )
 
     if root.usage or len(root.jobs):
         raise HierarchyError("tree root: the root holds no usage or jobs (give them to a leaf)")
-    add(root, -1, "")
+    # Preorder without recursion (a tree may be deep): a stack of (node, parent's index, path).
+    todo: list[tuple[TreeNode, int, str]] = [(root, -1, "")]
+    while todo:
+        add(*todo.pop())
     if occupied is None:
         total = [sum(col) for col in zip(*usage, strict=True)] if usage else [0] * width
     else:

@@ -71,7 +71,7 @@ from slurm_drf.policy.labels import LabelSpace, assign_labels
 from slurm_drf.policy.order import Ordering, TieRecord, compute_before, order_pending
 from slurm_drf.policy.pools import build_pools, compute_capacity, weighted_share, weighted_shares
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState, advance_state, running_fingerprint
-from slurm_drf.policy.tree import TreeWeights, compute_tree_weights
+from slurm_drf.policy.tree import TreeWeights, compute_tree_weights, resolve_account_keys
 from slurm_drf.policy.tree_order import RunningJobs, TreeOrdering, TreeRow, order_tree
 from slurm_drf.policy.values import adjust_for_memory, label_space, labels_of, mode_values, value_offset
 
@@ -331,8 +331,24 @@ def compute_plan(
     job_pool = pool_of_code[table.partition] if len(table) else np.zeros(0, dtype=np.int64)
     holding = np.isin(table.state, [i for i, s in enumerate(table.states) if s in HOLDING_STATES])
     pending = np.isin(table.state, [i for i, s in enumerate(table.states) if s == PENDING])
-    tree = _tree_context(snapshot, config)
-    skipped_accounts = config.exclude_accounts | (tree.weights.excluded if tree else frozenset())
+    known = build_tree(snapshot.associations) if snapshot.associations else None
+    tree = (
+        None
+        if known is None or config.hierarchy == "flat"
+        else _TreeContext(known, compute_tree_weights(config, known))
+    )
+    warnings: list[str] = []
+    if tree is not None:
+        # An account's weight among its siblings (docs/rule.md §7).
+        weights = [tree.weights.accounts.get(a, config.weight(a)) for a in table.accounts]
+        skipped_accounts = tree.weights.excluded
+        warnings.extend(tree.weights.warnings)
+    else:
+        # No tree to order over: each key still names its account, by path where a tree was read, else by name.
+        keys = resolve_account_keys(config, known)
+        weights = [keys.weights.get(a, config.default_weight) for a in table.accounts]
+        skipped_accounts = keys.excluded
+        warnings.extend(keys.warnings)
     excluded = (
         np.array([a in skipped_accounts for a in table.accounts] or [False])[table.account]
         if len(table)
@@ -345,12 +361,6 @@ def compute_plan(
     committed = dict(wins)  # what this plan starts from; `wins` also counts its own
     plan_wins: dict[str, float] = {}
 
-    weights = [config.weight(a) for a in table.accounts]
-    warnings: list[str] = []
-    if tree is not None:
-        # An account's weight among its siblings (docs/rule.md §7).
-        weights = [tree.weights.accounts.get(a, w) for a, w in zip(table.accounts, weights, strict=True)]
-        warnings.extend(tree.weights.warnings)
     space = label_space(config, snapshot.priority_weights, snapshot.scheduler_parameters)
     columns = LazyColumns()
     pool_plans: list[PoolPlan] = []
@@ -574,14 +584,6 @@ class _TreeContext:
 
     tree: AccountTree
     weights: TreeWeights
-
-
-def _tree_context(snapshot: Snapshot, config: Config) -> _TreeContext | None:
-    """The tree the plan orders over (docs/rule.md §7); None for a snapshot without associations (flat, §2)."""
-    if not snapshot.associations or config.hierarchy == "flat":
-        return None
-    tree = build_tree(snapshot.associations)
-    return _TreeContext(tree, compute_tree_weights(config, tree))
 
 
 def past_usage(

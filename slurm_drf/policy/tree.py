@@ -17,6 +17,13 @@ its siblings and each user its weight among its account's users
 
 A key naming nothing in the tree, and two keys naming one account (`theory`
 and `physics/theory`), are warnings; of two keys, the longer path wins.
+
+A key names an account (`resolve_key`) by its path where Slurm's tree knows
+the account, and by the path's last name where it does not: under
+`hierarchy: flat`, before the first tree is read, or for an account the
+tree lacks. So an exclusion holds at every moment and in every mode, and a
+weight keyed by path weighs its account in a flat plan
+(`resolve_account_keys`, docs/rule.md §7).
 """
 
 from __future__ import annotations
@@ -57,13 +64,35 @@ def _where(config: Config, *path: str) -> str:
     return f"{source}:{line}: {key}" if line else f"{source}: {key}"
 
 
-def _resolve(config: Config, tree: AccountTree, keys: list[str], warnings: list[str]) -> dict[str, str]:
-    """account -> the key that names it; the longer path wins when two keys name one account."""
+def last_name(key: str) -> str:
+    """The account a path ends in (`physics/theory` -> `theory`); a bare name is itself."""
+    return key.rpartition(PATH_SEPARATOR)[2]
+
+
+def resolve_key(key: str, tree: AccountTree | None) -> str | None:
+    """The account a config key names: by its path where the tree knows that account, else by its last name.
+
+    None only where the tree knows the last name and the path does not
+    match it (`chemistry/theory` for theory under physics).
+    """
+    name = last_name(key)
+    if tree is None or name not in tree.paths:
+        return name
+    return tree.find(key)
+
+
+def _resolve(config: Config, tree: AccountTree | None, keys: list[str], warnings: list[str]) -> dict[str, str]:
+    """account -> the key that names it; the longer path wins when two keys name one account.
+
+    Where a tree is known, a key it does not resolve is a warning (a key
+    by path or name of an account the tree lacks still names it by name).
+    """
     named: dict[str, str] = {}
     for key in sorted(keys, key=lambda k: (k.count(PATH_SEPARATOR), k)):
-        account = tree.find(key)
-        if account is None:
+        if tree is not None and tree.find(key) is None:
             warnings.append(f"{_where(config, key)}: Slurm's account tree has no account or path {key!r}")
+        account = resolve_key(key, tree)
+        if account is None:
             continue
         if account in named:
             warnings.append(
@@ -100,10 +129,59 @@ def compute_tree_weights(config: Config, tree: AccountTree) -> TreeWeights:
                     f"in account {account!r}; the weight has no effect until it exists"
                 )
             users[(account, user)] = weight
-    excluded = {tree.find(key) or key for key in config.exclude_accounts}
     return TreeWeights(
         accounts=MappingProxyType(accounts),
         users=MappingProxyType(users),
-        excluded=frozenset(excluded),
+        excluded=excluded_accounts(config, tree, warnings),
         warnings=tuple(dict.fromkeys(warnings)),
     )
+
+
+def excluded_accounts(config: Config, tree: AccountTree | None, warnings: list[str]) -> frozenset[str]:
+    """The accounts the config excludes: each key as written, and the account it names (`resolve_key`).
+
+    Where a tree is known, a key it does not resolve is a warning, as for weights.
+    """
+    excluded = set(config.exclude_accounts)
+    for key in sorted(config.exclude_accounts):
+        if tree is not None and tree.find(key) is None:
+            warnings.append(f"{_exclude_where(config, key)}: Slurm's account tree has no account or path {key!r}")
+        account = resolve_key(key, tree)
+        if account is not None:
+            excluded.add(account)
+    return frozenset(excluded)
+
+
+def _exclude_where(config: Config, key: str) -> str:
+    """Where an exclusion was written: `accounts.KEY.exclude`, or the `exclude_accounts` list."""
+    source = config.source_path or "config"
+    path = format_path(("accounts", key, "exclude"))
+    line = config.lines.get(path)
+    if line is None:
+        path = "exclude_accounts"
+        line = config.lines.get(path)
+    return f"{source}:{line}: {path}" if line else f"{source}: {path}"
+
+
+@dataclass(frozen=True, slots=True)
+class AccountKeys:
+    """The config's account keys resolved for a flat plan (no tree to order over)."""
+
+    # Account name -> its weight, for the accounts some key names.
+    weights: Mapping[str, Fraction]
+    excluded: frozenset[str]
+    warnings: tuple[str, ...]
+
+
+def resolve_account_keys(config: Config, tree: AccountTree | None) -> AccountKeys:
+    """Weights and exclusions of a flat plan: each key names its account (`resolve_key`).
+
+    `tree` is Slurm's tree where one was read (`hierarchy: flat` resolves
+    paths against it), None before any was read.
+    """
+    warnings: list[str] = []
+    weights = {
+        account: config.weights[key] for account, key in _resolve(config, tree, list(config.weights), warnings).items()
+    }
+    excluded = excluded_accounts(config, tree, warnings)
+    return AccountKeys(MappingProxyType(weights), excluded, tuple(dict.fromkeys(warnings)))

@@ -18,8 +18,9 @@ as leaves:
   `past=` holding it, with no jobs: it counts in the account's consumption
   as it is and never takes a turn.
 
-Names with `=` cannot be Slurm account names, so these leaves never meet a
-child account's name. A chain of single children is its bottom node
+Account and user names are %-escaped in node names (`node_name`: `%`, `/`
+and `=`), so these leaves never meet a child account's name, even an
+account named `user=alice` or `jobs=`. A chain of single children is its bottom node
 (`hierarchy.compile_tree`): an account with one leaf is that leaf, so a
 tree whose accounts hang under the root with one user each orders as §2.
 An account the tree does not know hangs under the root.
@@ -66,6 +67,8 @@ from slurm_drf.policy.tree import TreeWeights
 USER_LEAF: Final = "user="
 JOBS_LEAF: Final = "jobs="
 PAST_LEAF: Final = "past="
+# The node name of an empty Slurm name (`node_name`): `%` alone never starts anything else but an escape.
+EMPTY_NAME: Final = "%00"
 
 
 NodeKind = Literal["account", "user", "jobs", "past"]
@@ -112,16 +115,43 @@ class TreeRow:
 
 
 def node_name(name: str) -> str:
-    """A Slurm name as a tree node's name: `/` separates a path, so it (and `%`) is %-escaped; never empty."""
-    return name.replace("%", "%25").replace(PATH_SEPARATOR, "%2F") or "%00"
+    """A Slurm name as a tree node's name: %-escaped where it could be read as structure; never empty.
+
+    `/` separates a path, and `=` marks the tree's own leaves (`user=`,
+    `jobs=`, `past=`): an account or user named `user=alice` or `jobs=`
+    must not become one of them. `%` is escaped first, so every node name
+    reads back as one Slurm name (`shown_name`).
+    """
+    return name.replace("%", "%25").replace(PATH_SEPARATOR, "%2F").replace("=", "%3D") or EMPTY_NAME
 
 
-def _freeze(name: str, branch: _Branch, demand: IntArray, width: int) -> TreeNode:
-    if branch.rows is not None or branch.usage is not None:
-        jobs = demand[np.array(branch.rows or (), dtype=np.int64)]
-        return TreeNode(name, branch.weight, usage=tuple(branch.usage or [0] * width), jobs=jobs)
-    children = tuple(_freeze(n, b, demand, width) for n, b in branch.children.items())
-    return TreeNode(name, branch.weight, children)
+def shown_name(node: str) -> str:
+    """The Slurm name a node's name (`node_name`) stands for, as people read it."""
+    if node == EMPTY_NAME:
+        return ""
+    return node.replace("%3D", "=").replace("%2F", PATH_SEPARATOR).replace("%25", "%")
+
+
+def _freeze(root: _Branch, demand: IntArray, width: int) -> TreeNode:
+    """The built tree as the engine's frozen `TreeNode`s, bottom-up without recursion (a tree may be deep)."""
+    # Preorder with each node's parent, then every node made after all its children.
+    nodes: list[tuple[str, _Branch, int]] = [("", root, -1)]
+    for here, (_, branch, _) in enumerate(nodes):  # grows while it is walked: breadth-first
+        nodes.extend((name, child, here) for name, child in branch.children.items())
+    made: list[TreeNode | None] = [None] * len(nodes)
+    kids: list[list[TreeNode]] = [[] for _ in nodes]
+    for index in range(len(nodes) - 1, -1, -1):
+        name, branch, up = nodes[index]
+        if branch.rows is not None or branch.usage is not None:
+            jobs = demand[np.array(branch.rows or (), dtype=np.int64)]
+            node = TreeNode(name, branch.weight, usage=tuple(branch.usage or [0] * width), jobs=jobs)
+        else:
+            node = TreeNode(name, branch.weight, tuple(reversed(kids[index])))
+        made[index] = node
+        if up >= 0:
+            kids[up].append(node)
+    assert made[0] is not None
+    return made[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,22 +296,16 @@ def order_tree(  # noqa: C901
             if code in branches:
                 branches[code].children[PAST_LEAF] = _Branch(Fraction(1), {}, past[code].tolist(), [])
 
-    # The bottom of every leaf by its whole path, to map the order back to rows.
+    # The bottom of every leaf by its whole path, to map the order back to rows (no recursion: a tree may be deep).
     by_path: dict[str, list[int]] = {}
-
-    def collect(branch: _Branch, path: str) -> None:
+    walk = [(name, child) for name, child in root.children.items()]
+    while walk:
+        path, branch = walk.pop()
         if branch.rows is not None:
             by_path[path] = branch.rows
-            return
-        for name, child in branch.children.items():
-            collect(child, f"{path}{PATH_SEPARATOR}{name}" if path else name)
-
-    collect(root, "")
-    frozen = TreeNode(
-        "",
-        Fraction(1),
-        tuple(_freeze(n, b, demand.astype(np.int64, copy=False), width) for n, b in root.children.items()),
-    )
+        else:
+            walk.extend((f"{path}{PATH_SEPARATOR}{name}", child) for name, child in branch.children.items())
+    frozen = _freeze(root, demand.astype(np.int64, copy=False), width)
     hierarchy = order_online(frozen, capacity.tolist(), epoch, wins, plan_wins)
     compiled = hierarchy.tree
     leaf_path = {n: PATH_SEPARATOR.join((compiled.key[n], *compiled.names[n][1:])) for n in compiled.leaves}
@@ -313,12 +337,12 @@ def order_tree(  # noqa: C901
 def _kind(name: str) -> tuple[NodeKind, str]:
     """A node's kind and the name people read, from its name in the tree."""
     if name.startswith(USER_LEAF):
-        return "user", name[len(USER_LEAF) :]
+        return "user", shown_name(name[len(USER_LEAF) :])
     if name == JOBS_LEAF:
         return "jobs", "(jobs)"
     if name == PAST_LEAF:
         return "past", "(past)"
-    return "account", name
+    return "account", shown_name(name)
 
 
 # Siblings in the rows: a node's own leaves (users or its jobs), then its child accounts, then its past.

@@ -33,7 +33,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from types import FrameType
 from typing import Any, Final
@@ -51,6 +51,9 @@ from slurm_drf.cycle.recall import Recall
 from slurm_drf.cycle.run import CycleObserver, CycleReport, Writer, run_cycle
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import ConfigError, DrfError
+from slurm_drf.model.tree import build_tree
+from slurm_drf.model.types import Snapshot
+from slurm_drf.policy.tree import last_name
 from slurm_drf.service.notify import Notifier, status_field
 from slurm_drf.slurm.sacct import fetch_allocations
 from slurm_drf.slurm.source import ClusterSource
@@ -263,7 +266,7 @@ class Service:
         for warning in sorted(warnings - self._plan_warnings):
             logger.warning("%s", warning)
         self._plan_warnings = warnings
-        self._warn_unknown_accounts(config, report.snapshot.table.accounts)
+        self._warn_unknown_accounts(config, report.snapshot)
         for observer in self._observers:
             try:
                 observer.on_cycle(report)
@@ -298,15 +301,27 @@ class Service:
         else:
             self.notifier.cycle(text)
 
-    def _warn_unknown_accounts(self, config: Config, accounts: Iterable[str]) -> None:
-        """Warn once per configured account that no snapshot has shown so far."""
-        self._seen_accounts.update(accounts)
+    def _warn_unknown_accounts(self, config: Config, snapshot: Snapshot) -> None:
+        """Warn once per configured account that no snapshot has shown so far.
+
+        A path names what the tree says where one was read, else its last
+        name (`policy.tree.resolve_key`): either way it is known when that
+        account is.
+        """
+        seen = self._seen_accounts
+        seen.update(snapshot.table.accounts)
         configured = set(config.weights) | set(config.exclude_accounts)
-        new = configured - self._seen_accounts - self._warned_accounts
+        new = configured - seen - self._warned_accounts
         if not new:
             return
+        tree = build_tree(snapshot.associations) if snapshot.associations else None
+
+        def resolve(key: str) -> str | None:
+            found = tree.find(key) if tree is not None else None
+            return found if found is not None else (name if (name := last_name(key)) in seen else None)
+
         # Accounts outside `new` count as known, so only the new ones are reported.
-        for message in warn_unknown_accounts(config, self._seen_accounts | (configured - new)):
+        for message in warn_unknown_accounts(config, seen | (configured - new), resolve):
             logger.warning("%s", message)
         self._warned_accounts |= new
 

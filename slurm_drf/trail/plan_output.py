@@ -84,7 +84,8 @@ def _plan_head(plan: Plan) -> dict[str, Any]:
             }
             for p in plan.pools
         ],
-        "accounts": [_account_entry(a, plan.blends_past) for a in plan.accounts],
+        # blends_past reads every account: once, not once per account (issue 22, item 4).
+        "accounts": [_account_entry(a, blends) for blends in [plan.blends_past] for a in plan.accounts],
     }
 
 

@@ -1,0 +1,93 @@
+"""Benchmark of many accounts (issue 22, item 4): run by hand, not a test.
+
+    python benchmarks/bench_accounts.py [--accounts 20000] [--jobs 2] [--runs 5]
+
+A snapshot of --accounts accounts with --jobs pending jobs each (one pool,
+ten nodes, everyone at share 0: one tie of every account) in
+benchmarks/data/, then new processes taking turns, --runs each:
+
+- `python3 -c 'import json,sys; json.load(open(sys.argv[1]))' FILE`, the floor;
+- `python -m slurm_drf.cli plan --snapshot FILE --config /dev/null --format json`;
+- `python -m slurm_drf.cli report --snapshot FILE --config /dev/null --format json`.
+
+Prints each command's median wall time and the median of the per-round
+ratios to the floor (the figure the issue's target, <= 3x at 20,000
+accounts, is about).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+LOAD_ONLY = "import json,sys; json.load(open(sys.argv[1]))"
+
+
+def ensure_snapshot(accounts: int, jobs: int) -> Path:
+    data_dir = HERE / "data"
+    data_dir.mkdir(exist_ok=True)
+    path = data_dir / f"accounts-{accounts}-{jobs}.json"
+    if not path.exists():
+        records = [
+            {"job_id": str(a * jobs + k + 1), "account": f"acct{a:06d}", "user": f"u{a % 50}", "partition": "p",
+             "state": "PENDING", "priority": 1000, "nice": 0, "submit_time": "2026-11-30T01:00:00Z",
+             "tres": {"cpu": 1, "mem": 1000}}
+            for a in range(accounts)
+            for k in range(jobs)
+        ]  # fmt: skip
+        nodes = [
+            {"name": f"n{i}", "partitions": ["p"], "state": "idle", "tres": {"cpu": 64, "mem": 256000}}
+            for i in range(10)
+        ]
+        snapshot = {
+            "format": "slurm-drf-snapshot/1",
+            "cluster": "bench",
+            "taken_at": "2026-11-30T02:00:00Z",
+            "nodes": nodes,
+            "jobs": records,
+        }
+        path.write_text(json.dumps(snapshot))
+    return path
+
+
+def wall(argv: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--accounts", type=int, default=20_000)
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    path = ensure_snapshot(args.accounts, args.jobs)
+    cli = [sys.executable, "-m", "slurm_drf.cli"]
+    commands = {
+        "json.load": [sys.executable, "-c", LOAD_ONLY, str(path)],
+        "plan --format json": [*cli, "plan", "--snapshot", str(path), "--config", "/dev/null", "--format", "json"],
+        "report --format json": [*cli, "report", "--snapshot", str(path), "--config", "/dev/null", "--format", "json"],
+    }
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    names = list(commands)
+    for round_number in range(max(args.runs, 1)):
+        # The order rotates every round so that no command always follows the same neighbour.
+        shift = round_number % len(names)
+        for name in names[shift:] + names[:shift]:
+            times[name].append(wall(commands[name]))
+    print(f"{args.accounts} accounts, {args.jobs} pending jobs each, {args.runs} alternating runs")
+    floor = times["json.load"]
+    for name, values in times.items():
+        ratios = [t / f for t, f in zip(values, floor, strict=True)]
+        print(f"{name:22s} median {statistics.median(values):7.3f} s   x{statistics.median(ratios):5.2f} of json.load")
+
+
+if __name__ == "__main__":
+    main()

@@ -27,13 +27,14 @@ from slurm_drf.config.settings import Config
 from slurm_drf.cycle.backends import make_source
 from slurm_drf.errors import InputError
 from slurm_drf.replay.arms import ARMS, build_billing_weights, build_slurm_lines, parse_arm
-from slurm_drf.replay.report import build_comparison, calibration_rows, predict, render_summary
-from slurm_drf.replay.result import parse_result, render_result, to_sim_result
+from slurm_drf.replay.report import build_comparison, predict, render_replay_html, render_text
+from slurm_drf.replay.result import ReplayResult, parse_result, render_result, to_sim_result
 from slurm_drf.replay.run import ReplayOptions, pool_nodes, run_arm
-from slurm_drf.sim.compare import ProgressLine
+from slurm_drf.sim.compare import Comparison, ProgressLine
+from slurm_drf.sim.engine import SimResult
 from slurm_drf.sim.importers import FORMATS
 from slurm_drf.sim.metrics import compute_metrics, render_metrics
-from slurm_drf.sim.render import check_plotting, render_html, render_plot_png, render_table, write_text
+from slurm_drf.sim.render import check_plotting, render_json, render_plot_png, write_text
 from slurm_drf.sim.scenarios import SCENARIOS
 from slurm_drf.sim.workload import parse_duration
 
@@ -130,7 +131,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _slurm_conf(args: argparse.Namespace) -> int:
-
     config, _ = _config(args.config)
     nodes = pool_nodes(make_source(config).fetch_snapshot(), config)
     print("\n".join(build_slurm_lines(args.compress)))
@@ -139,7 +139,6 @@ def _slurm_conf(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-
     arm = parse_arm(args.arm)
     config, keys = _config(args.config)
     if args.workload is None and args.scenario is None:
@@ -167,27 +166,29 @@ def _run(args: argparse.Namespace) -> int:
         result = run_arm(workload, options, progress)
     finally:
         progress.close()
-    measured = compute_metrics(to_sim_result(result))
-    predictions = []
-    if not args.no_predict:
-        daemon = (
-            None
-            if result.daemon_config is None
-            else parse_config_text(yaml.safe_dump(dict(result.daemon_config)), "daemon config")
-        )
-        predictions.append(predict(result, daemon))
-    predicted = compute_metrics(predictions[0]) if predictions else None
-    data = render_result(result, render_metrics(measured), None if predicted is None else render_metrics(predicted))
+    predictions = [] if args.no_predict else [_predict(result)]
+    data = render_result(
+        result,
+        render_metrics(compute_metrics(to_sim_result(result))),
+        render_metrics(compute_metrics(predictions[0])) if predictions else None,
+    )
     output = args.output or f"replay-{arm.name}.json"
     write_text(output, orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
     logger.info("wrote %s", output)
-    comparison = build_comparison([result], predictions)
-    _show(args, comparison, [result], data)
+    _show(args, build_comparison([result], predictions), [result], data)
     return 0
 
 
-def _report(args: argparse.Namespace) -> int:
+def _predict(result: ReplayResult) -> SimResult:
+    """The simulator's prediction of `result`, with the daemon config the arm ran."""
+    config = result.daemon_config
+    daemon = (
+        None if config is None else parse_config_text(yaml.safe_dump(dict(config)), f"{result.arm}'s daemon config")
+    )
+    return predict(result, daemon)
 
+
+def _report(args: argparse.Namespace) -> int:
     results = []
     for path in args.report:
         try:
@@ -195,27 +196,22 @@ def _report(args: argparse.Namespace) -> int:
         except (OSError, orjson.JSONDecodeError) as error:
             raise InputError(f"{path}: cannot read a replay result: {error}") from None
         results.append(parse_result(data, path))
-    comparison = build_comparison(results)
-    _show(args, comparison, results, None)
+    # Predicted again: the simulator's model as it is now.
+    predictions = [] if args.no_predict else [_predict(r) for r in results]
+    _show(args, build_comparison(results, predictions), results, None)
     return 0
 
 
-def _show(args: argparse.Namespace, comparison: Any, results: list[Any], data: dict[str, Any] | None) -> None:
-
-    if args.format == "json" and data is not None:
-        sys.stdout.write(orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+def _show(
+    args: argparse.Namespace, comparison: Comparison, results: list[ReplayResult], data: dict[str, Any] | None
+) -> None:
+    """The result as the user asked (table or JSON), and the HTML page."""
+    if args.format == "json":
+        shown = data if data is not None else render_json(comparison)
+        sys.stdout.write(orjson.dumps(shown, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
-        sys.stdout.write(render_table(comparison, timings=False, loop=False))
-        sys.stdout.write("\n" + render_summary(comparison, results))
-        measured = comparison.metrics[0]
-        if len(comparison.metrics) > len(results):
-            sys.stdout.write("\nmeasured against the simulator's prediction\n")
-            for row in calibration_rows(measured, comparison.metrics[len(results)]):
-                sys.stdout.write(f"  {row[0]:<32} {row[1]:>12} {row[2]:>12}\n")
-        for result in results:
-            for note in result.notes:
-                sys.stdout.write(f"note ({result.arm}): {note}\n")
+        sys.stdout.write(render_text(comparison, results))
     sys.stdout.flush()
     if args.html:
-        write_text(args.html, render_html(comparison, render_plot_png(comparison)))
+        write_text(args.html, render_replay_html(comparison, results, render_plot_png(comparison, "slurm-drf replay")))
         logger.info("wrote %s", args.html)

@@ -10,6 +10,7 @@ sets each measured figure beside its prediction.
 
 from __future__ import annotations
 
+import html
 import math
 from collections.abc import Sequence
 from dataclasses import replace
@@ -23,9 +24,17 @@ from slurm_drf.sim.compare import Comparison
 from slurm_drf.sim.engine import SimOptions, SimResult, simulate
 from slurm_drf.sim.metrics import PolicyMetrics, compute_metrics
 from slurm_drf.sim.policies import build_policy
+from slurm_drf.sim.render import html_table, render_aligned, render_html, render_table
 from slurm_drf.sim.workload import format_duration
 
 PREDICTED_PREFIX = "sim:"
+# What the simulator misses on a live Slurm, measured on the sandbox (docs/evaluation.md, *On a real
+# Slurm*): slurmctld starts a job about a wall second after the resources it takes were freed (the
+# scheduler's pass after the job's end, the launch), so in trace time every job holds its resources
+# that much longer; and Slurm's backfill reserves for every job it tests, as the simulator's
+# `--backfill slurm` does, to bf_max_job_test's default depth.
+START_LATENCY_WALL = 1.0
+PREDICTION_OPTIONS = SimOptions(interval=TRACE_INTERVAL, backfill="slurm", backfill_depth=500)
 
 
 def cut_result(result: SimResult, until: float) -> SimResult:
@@ -43,10 +52,19 @@ def cut_result(result: SimResult, until: float) -> SimResult:
 
 
 def predict(result: ReplayResult, config: Config | None) -> SimResult:
-    """The simulator's run of the replayed jobs under the arm's model, over the replay's span."""
+    """The simulator's run of the replayed jobs under the arm's model, over the replay's span.
+
+    Each job holds its resources `START_LATENCY_WALL` wall seconds longer than it runs (module
+    constants say why); the prediction's job times are the simulator's.
+    """
     arm = parse_arm(result.arm)
     policy = build_policy(arm.predicted_by, config, SLURM_HALF_LIFE, "auto")
-    simulated = simulate(result.workload, policy, SimOptions(interval=TRACE_INTERVAL))
+    latency = START_LATENCY_WALL * result.compression
+    held = tuple(
+        replace(job, duration=job.duration + latency, limit=max(job.limit, job.duration) + latency)
+        for job in result.workload.jobs
+    )
+    simulated = simulate(replace(result.workload, jobs=held), policy, PREDICTION_OPTIONS)
     span = result.sample_time[-1] if result.sample_time else 0.0
     return replace(cut_result(simulated, span), policy=PREDICTED_PREFIX + result.arm)
 
@@ -93,17 +111,51 @@ def calibration_rows(measured: PolicyMetrics, predicted: PolicyMetrics) -> list[
     return rows
 
 
-def render_summary(comparison: Comparison, results: Sequence[ReplayResult]) -> str:
+def summary_rows(comparison: Comparison, results: Sequence[ReplayResult]) -> tuple[list[str], list[list[str]]]:
     """Fairness error, time to fair share, writes and RPCs per cycle of every arm (and prediction)."""
-    lines = ["arm              fairness error  time to fair share  writes/cycle  RPCs/cycle  wall"]
+    header = ["arm", "fairness error", "time to fair share", "writes/cycle", "RPCs/cycle", "wall"]
     by_arm = {r.arm: r for r in results}
+    rows = []
     for metrics in comparison.metrics:
         result = by_arm.get(metrics.policy)
-        writes = "-" if metrics.writes is None else f"{metrics.writes.mean:.1f}"
-        rpcs = "-" if result is None or math.isnan(result.rpcs_per_cycle()) else f"{result.rpcs_per_cycle():.1f}"
-        wall = "-" if result is None else format_duration(result.wall_seconds)
-        lines.append(
-            f"{metrics.policy:<16} {_figure(metrics.fairness_error):>14}  "
-            f"{_figure(metrics.time_to_fair_share, True):>18}  {writes:>12}  {rpcs:>10}  {wall}"
+        rpcs = math.nan if result is None else result.rpcs_per_cycle()
+        rows.append(
+            [
+                metrics.policy,
+                _figure(metrics.fairness_error),
+                _figure(metrics.time_to_fair_share, True),
+                "-" if metrics.writes is None else f"{metrics.writes.mean:.1f}",
+                "-" if math.isnan(rpcs) else f"{rpcs:.1f}",
+                "-" if result is None else format_duration(result.wall_seconds),
+            ]
         )
-    return "\n".join(lines) + "\n"
+    return header, rows
+
+
+def render_text(comparison: Comparison, results: Sequence[ReplayResult]) -> str:
+    """The replay for a terminal: the simulator's tables, the replay's figures, calibration, notes."""
+    out = [render_table(comparison, timings=False, loop=False), render_aligned(*summary_rows(comparison, results))]
+    for index, result in enumerate(results):
+        if len(comparison.metrics) > len(results):
+            out.append(f"{result.arm}: measured against the simulator's prediction")
+            predicted = comparison.metrics[len(results) + index]
+            out.append(render_aligned(*calibration_table(comparison.metrics[index], predicted)))
+        out.extend(f"note ({result.arm}): {note}" for note in result.notes)
+    return "\n".join(out) + "\n"
+
+
+def calibration_table(measured: PolicyMetrics, predicted: PolicyMetrics) -> tuple[list[str], list[list[str]]]:
+    return ["figure", "measured", "predicted"], calibration_rows(measured, predicted)
+
+
+def render_replay_html(comparison: Comparison, results: Sequence[ReplayResult], png: bytes) -> str:
+    """The simulator's page of the arms, with the replay's figures, calibration and notes before the plot."""
+    parts = ["<h2>On the live Slurm</h2>", html_table(*summary_rows(comparison, results))]
+    for index, result in enumerate(results):
+        if len(comparison.metrics) > len(results):
+            parts.append(f"<h3>{html.escape(result.arm)}: measured against the simulator's prediction</h3>")
+            parts.append(
+                html_table(*calibration_table(comparison.metrics[index], comparison.metrics[len(results) + index]))
+            )
+        parts.extend(f"<p>note ({html.escape(result.arm)}): {html.escape(note)}</p>" for note in result.notes)
+    return render_html(comparison, png, title="slurm-drf replay", loop=False, extra="\n".join(parts) + "\n")

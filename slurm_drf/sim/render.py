@@ -228,6 +228,11 @@ def _align(header: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
+def render_aligned(header: list[str], rows: list[list[str]]) -> str:
+    """A table of plain text columns, as the terminal tables are, ending in an empty line."""
+    return "\n".join(_align(header, rows)) + "\n"
+
+
 def render_table(comparison: Comparison, timings: bool = True, loop: bool = True) -> str:
     """The comparison for a terminal: one line per policy, then per account.
 
@@ -388,7 +393,7 @@ def _pyplot() -> Any:
     return pyplot
 
 
-def render_plot_png(comparison: Comparison) -> bytes:
+def render_plot_png(comparison: Comparison, title: str = "slurm-drf simulate") -> bytes:
     """One panel per policy: weighted dominant share of each account over time; then Jain over time."""
     pyplot = _pyplot()
     panels = len(comparison.results) + 1
@@ -433,9 +438,7 @@ def render_plot_png(comparison: Comparison) -> bytes:
     axis.legend(fontsize=7, ncol=len(comparison.results), loc="lower right")
     axis.grid(alpha=0.3)
     workload = comparison.workload
-    figure.suptitle(
-        f"slurm-drf simulate: {workload.name}, {len(workload.jobs)} jobs on {workload.node_count} nodes", fontsize=11
-    )
+    figure.suptitle(f"{title}: {workload.name}, {len(workload.jobs)} jobs on {workload.node_count} nodes", fontsize=11)
     figure.tight_layout()
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=100)
@@ -443,22 +446,27 @@ def render_plot_png(comparison: Comparison) -> bytes:
     return buffer.getvalue()
 
 
-def render_html(comparison: Comparison, png: bytes) -> str:
-    """A self-contained page: description, both tables, the plot inline."""
+def html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """One HTML table, every cell escaped."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def render_html(
+    comparison: Comparison, png: bytes, title: str = "slurm-drf simulate", loop: bool = True, extra: str = ""
+) -> str:
+    """A self-contained page: description, both tables, the plot inline.
+
+    `loop`: describe the simulator's model of the daemon's loop above the writes; `extra`: HTML
+    placed before the plot (a replay's own figures).
+    """
     summary_header, summary_rows = _summary_rows(comparison)
     account_header, account_rows = _account_rows(comparison)
-
-    def table(header: list[str], rows: list[list[str]]) -> str:
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
-        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
+    table = html_table
     writes = _writes_rows(comparison)
-    loop = (
-        f"<h2>Writes</h2>\n<p>{html.escape(describe_loop(comparison))}</p>\n{table(*writes)}\n"
-        if writes is not None
-        else ""
-    )
+    described = f"<p>{html.escape(describe_loop(comparison))}</p>\n" if loop else ""
+    loop_section = f"<h2>Writes</h2>\n{described}{table(*writes)}\n" if writes is not None else ""
     history = _history_rows(comparison)
     over_time = (
         f"<h2>Fairness over time</h2>\n<p>{html.escape(HISTORY_NOTE)}</p>\n{table(*history)}\n"
@@ -469,7 +477,7 @@ def render_html(comparison: Comparison, png: bytes) -> str:
     image = base64.b64encode(png).decode("ascii")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
-<title>slurm-drf simulate: {html.escape(comparison.workload.name)}</title>
+<title>{html.escape(title)}: {html.escape(comparison.workload.name)}</title>
 <style>
 body {{ font-family: sans-serif; margin: 2em; max-width: 70em; }}
 table {{ border-collapse: collapse; margin: 1em 0; }}
@@ -477,7 +485,7 @@ th, td {{ border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; font-s
 th {{ background: #f0f0f0; }}
 img {{ max-width: 100%; }}
 </style></head><body>
-<h1>slurm-drf simulate: {html.escape(comparison.workload.name)}</h1>
+<h1>{html.escape(title)}: {html.escape(comparison.workload.name)}</h1>
 {description}
 <h2>Policies</h2>
 {table(summary_header, summary_rows)}
@@ -487,7 +495,7 @@ while jobs wait.</p>
 <h2>Accounts</h2>
 <p>Mean weighted dominant share while backlogged; wait p50 / p95.</p>
 {table(account_header, account_rows)}
-{loop}{over_time}<h2>Shares over time</h2>
+{loop_section}{over_time}{extra}<h2>Shares over time</h2>
 <img alt="weighted dominant share per account over time, per policy" src="data:image/png;base64,{image}">
 </body></html>
 """

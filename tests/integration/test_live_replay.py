@@ -1,10 +1,10 @@
 """`slurm-drf replay` end to end on the sandbox: two arms, an interruption, and its refusals.
 
-The replay tier (`scripts/test` runs it on its own, `-m replay`): every arm
-runs on a just-created sandbox of four nodes (one slurmd each) with the
-slurm.conf priority lines `slurm-drf replay --slurm-conf` gives. When the
-module ends the sandbox is created afresh with its defaults, for whatever
-runs next.
+The replay tier (`scripts/test` runs it on its own, `-m replay`): the
+module starts on a just-created sandbox of four nodes (one slurmd each) with
+the slurm.conf priority lines `slurm-drf replay --slurm-conf` gives, and
+every arm on another. When the module ends the sandbox is created afresh
+with its defaults, for whatever runs next.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from slurm_drf.model.types import Node, freeze_tres
@@ -90,6 +91,7 @@ def replay_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReplayS
             pytest.fail("the replay tier needs root (the sandbox)", pytrace=False)
         pytest.skip("the replay tier needs root (the sandbox)")
     sandbox = ReplaySandbox(tmp_path_factory.mktemp("replay"))
+    sandbox.fresh()
     try:
         yield sandbox
     finally:
@@ -108,12 +110,18 @@ def _arm(sandbox: ReplaySandbox, arm: str) -> dict[str, Any]:
     return data
 
 
+@pytest.fixture(scope="module")
+def arms(replay_sandbox: ReplaySandbox) -> dict[str, dict[str, Any]]:
+    """The slurm and drf arms of the scenario, one after the other, each on a just-created sandbox."""
+    return {arm: _arm(replay_sandbox, arm) for arm in ("slurm", "drf")}
+
+
 def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and math.isfinite(value)
 
 
-def test_two_arms_measure_every_figure_and_leave_nothing_behind(replay_sandbox: ReplaySandbox) -> None:
-    results = {arm: _arm(replay_sandbox, arm) for arm in ("slurm", "drf")}
+def test_two_arms_measure_every_figure_and_leave_nothing_behind(arms: dict[str, dict[str, Any]]) -> None:
+    results = arms
     for arm, data in results.items():
         assert data["arm"] == arm and data["compression"] == 60.0
         jobs = data["jobs"]
@@ -139,20 +147,26 @@ def test_two_arms_measure_every_figure_and_leave_nothing_behind(replay_sandbox: 
     for data in results.values():
         newcomer = next(a for a in data["metrics"]["accounts"] if a["account"] == NEWCOMER)
         assert _finite(newcomer["time_to_fair_share_s"])
-    slurm_ttfs = results["slurm"]["metrics"]["time_to_fair_share_s"]
-    drf_ttfs = results["drf"]["metrics"]["time_to_fair_share_s"]
-    assert drf_ttfs <= slurm_ttfs + TTFS_MARGIN_S, (drf_ttfs, slurm_ttfs)
-
-
-# Chosen from the spread of 5 alternating runs of each arm (docs/evaluation.md, "On a real Slurm"); see the note there.
-TTFS_MARGIN_S = 600.0
+    # The effect, with margins from 5 alternating runs of each arm on this sandbox
+    # (scripts/replay-evaluation --runs 5 --stop-after 100m; docs/evaluation.md, "On a real Slurm"):
+    # - mean wait: drf 403-518 s, slurm 609-655 s. The ranges do not meet: drf's is lower, no margin.
+    # - time to fair share: drf 211-341 s (median 315), slurm 328-587 s (median 372). The ranges meet
+    #   at 328-341 s, so one run of each cannot promise drf < slurm: drf's may be at most one sample
+    #   interval (2 trace minutes, what one sample's phase shifts it by) above slurm's.
+    slurm, drf = results["slurm"]["metrics"], results["drf"]["metrics"]
+    assert drf["mean_wait_s"] < slurm["mean_wait_s"], (drf["mean_wait_s"], slurm["mean_wait_s"])
+    margin = results["drf"]["interval_trace_s"]
+    assert drf["time_to_fair_share_s"] <= slurm["time_to_fair_share_s"] + margin, (
+        drf["time_to_fair_share_s"],
+        slurm["time_to_fair_share_s"],
+    )
 
 
 @pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGINT])
 def test_a_signal_cancels_every_job_it_submitted_and_only_those(
     replay_sandbox: ReplaySandbox, signal_number: signal.Signals
 ) -> None:
-    replay_sandbox.fresh()
+    assert replay_sandbox.jobs() == {}
     # Somebody else's job: pending (held), so it stays whatever the replay does.
     theirs = replay_sandbox.run(
         "sbatch", "--parsable", "--hold", "-A", "gputeam", "--output=/dev/null", "--wrap", "sleep 600"
@@ -182,7 +196,7 @@ def test_a_signal_cancels_every_job_it_submitted_and_only_those(
 
 
 def test_refusals_are_one_line_and_submit_nothing(replay_sandbox: ReplaySandbox) -> None:
-    replay_sandbox.fresh()
+    assert replay_sandbox.jobs() == {}
 
     def refused(*args: str) -> str:
         proc = replay_sandbox.replay(*args, timeout=120)
@@ -212,3 +226,48 @@ def test_refusals_are_one_line_and_submit_nothing(replay_sandbox: ReplaySandbox)
         assert "job(s) of its own" in line and "--force" in line
     finally:
         replay_sandbox.run("scancel", theirs)
+
+
+# matplotlib's tab10, in the order of the accounts (climate, genomics, vision).
+ACCOUNT_COLOURS = ((31, 119, 180), (255, 127, 14), (44, 160, 44))
+
+
+def test_the_replay_page_shows_every_arm_in_a_browser(
+    replay_sandbox: ReplaySandbox, arms: dict[str, dict[str, Any]]
+) -> None:
+    from test_live_observe import _chromium, decode_png
+
+    chromium = _chromium()
+    directory = replay_sandbox.directory
+    page = directory / "replay.html"
+    proc = replay_sandbox.replay(
+        "--report", str(directory / "slurm.json"), str(directory / "drf.json"), "--html", str(page), timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "fairness error" in proc.stdout and "measured against the simulator's prediction" in proc.stdout
+    text = page.read_text(encoding="utf-8")
+    assert "On the live Slurm" in text and "sim:drf" in text and "<img" in text
+    png = directory / "replay.png"
+    subprocess.run(
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--no-first-run",
+            "--hide-scrollbars",
+            "--force-device-scale-factor=1",
+            f"--user-data-dir={directory / 'profile'}",
+            f"--screenshot={png}",
+            "--window-size=1200,4000",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    image = decode_png(png.read_bytes()).astype(np.int16)
+    # Each account's line is drawn (the plot panels of both arms and both predictions).
+    for colour in ACCOUNT_COLOURS:
+        close = (np.abs(image - np.array(colour, dtype=np.int16)).max(axis=2) <= 40).sum()
+        assert close > 500, (colour, close)

@@ -14,7 +14,7 @@ has a `cycles` row, one `shares` row for each of `--active` accounts of
 `--accounts` (a rotating window: an account is present for a few hours,
 then absent; usage and shares as JSON, three resources) and `--writes`
 `writes` rows (new job ids, a few written again later). The newest cycle is
-a minute before the build's `now`, which is stored in DIR/now.
+an interval before `NOW`.
 
 `measure` prints, against the targets of issue 24: the file size; the wall
 time of `slurm-drf audit` as a user runs it (a new process: one day of
@@ -147,7 +147,6 @@ def build(args: argparse.Namespace) -> int:
         connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         connection.close()
-    (directory / "now").write_text(f"{NOW}\n")
     print(f"built {path}: {cycles:,} cycles in {time.perf_counter() - began:.0f} s")
     return 0
 
@@ -229,12 +228,13 @@ def _prune_copy(path: Path, span: float) -> tuple[float, int]:
 def measure(args: argparse.Namespace) -> int:
     directory = Path(args.directory)
     path = history_path(directory)
-    now = float((directory / "now").read_text())
     size = sum(os.path.getsize(f"{path}{suffix}") for suffix in ("", "-wal") if os.path.exists(f"{path}{suffix}"))
     connection = sqlite3.connect(path)
     cycles, shares, writes = (
         connection.execute(f"SELECT count(*) FROM {table}").fetchone()[0] for table in ("cycles", "shares", "writes")
     )
+    # A cycle interval after the newest: a measure run adds cycles, the next one starts after them.
+    now = float(connection.execute("SELECT max(time) FROM cycles").fetchone()[0]) + CONFIG.interval
     connection.close()
     print(f"{path}: {size / 2**30:.2f} GiB; {cycles:,} cycles, {shares:,} shares rows, {writes:,} writes rows")
     job_id, account, job_writes = _newest_job(path)

@@ -237,21 +237,41 @@ def measure(args: argparse.Namespace) -> int:
     now = float(connection.execute("SELECT max(time) FROM cycles").fetchone()[0]) + CONFIG.interval
     connection.close()
     print(f"{path}: {size / 2**30:.2f} GiB; {cycles:,} cycles, {shares:,} shares rows, {writes:,} writes rows")
+    parts = set(args.parts.split(","))
+    if "audit" in parts:
+        _measure_audit(directory, path, now, args.rounds)
+    if "past" in parts:
+        _measure_past(directory, path, now, args.rounds)
+    if "prune" in parts:
+        for label, span in (("the oldest hour (the daemon's hourly step)", 3600.0), ("the oldest day", DAY)):
+            seconds, deleted = _prune_copy(path, span)
+            print(f"prune of {label}: {seconds:.2f} s, {deleted:,} rows")
+    return 0
+
+
+def _measure_audit(directory: Path, path: Path, now: float, rounds: int) -> None:
     job_id, account, job_writes = _newest_job(path)
+    connection = sqlite3.connect(path)
+    present = str(
+        connection.execute("SELECT account FROM shares WHERE cycle_id = (SELECT max(id) FROM cycles)").fetchone()[0]
+    )
+    connection.close()
     # --since is back from the wall clock; the history ends at `now`: a date names the last day.
     day = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now - DAY))
     audits = [
         ("audit --since <1 day>", ("--since", day)),
         (f"audit --account {account}", ("--account", account)),
         (f"audit --job {job_id} ({job_writes} writes)", ("--job", job_id)),
-        (f"audit shares --account {account} --since <1 day>", ("shares", "--account", account, "--since", day)),
+        (f"audit shares --account {present} --since <1 day>", ("shares", "--account", present, "--since", day)),
     ]
     for label, argv in audits:
         output = _audit(directory, *argv)()
         lines = len(bytes(output).splitlines()) if isinstance(output, bytes) else 0
-        seconds = _median_seconds(_audit(directory, *argv), args.rounds)
-        print(f"{label}: median {seconds:.2f} s over {args.rounds} runs ({lines:,} lines)")
+        seconds = _median_seconds(_audit(directory, *argv), rounds)
+        print(f"{label}: median {seconds:.2f} s over {rounds} runs ({lines:,} lines)")
 
+
+def _measure_past(directory: Path, path: Path, now: float, rounds: int) -> None:
     clock = [now]
     kept = directory / PAST_FILE
     kept.unlink(missing_ok=True)
@@ -262,7 +282,7 @@ def measure(args: argparse.Namespace) -> int:
     accounts = len(result.get(POOL, {})) if result else 0
     print(f"past at start, reading the history (no {PAST_FILE}): {read_seconds:.2f} s, {accounts} accounts")
     per_cycle = []
-    for step in range(args.rounds * 3):
+    for step in range(rounds * 3):
         clock[0] = now + (step + 1) * CONFIG.interval
         _add_cycle(path, clock[0] - 1.0)
         began = time.perf_counter()
@@ -273,19 +293,14 @@ def measure(args: argparse.Namespace) -> int:
         f" median {statistics.median(per_cycle) * 1000:.0f} ms over {len(per_cycle)} cycles"
     )
     starts = []
-    for _ in range(args.rounds):
+    for _ in range(rounds):
         restarted = HistoryPast(directory, clock=lambda: clock[0], keep=True)
         began = time.perf_counter()
         again = restarted.past(CONFIG)
         starts.append(time.perf_counter() - began)
     if again != past.past(CONFIG):
         raise SystemExit(f"the past from {PAST_FILE} is not the running reader's")
-    print(f"past at start from {PAST_FILE}: median {statistics.median(starts):.2f} s over {args.rounds} starts")
-
-    for label, span in (("the oldest hour (the daemon's hourly step)", 3600.0), ("the oldest day", DAY)):
-        seconds, deleted = _prune_copy(path, span)
-        print(f"prune of {label}: {seconds:.2f} s, {deleted:,} rows")
-    return 0
+    print(f"past at start from {PAST_FILE}: median {statistics.median(starts):.2f} s over {rounds} starts")
 
 
 def main() -> int:
@@ -302,6 +317,9 @@ def main() -> int:
     measuring = verbs.add_parser("measure")
     measuring.add_argument("directory")
     measuring.add_argument("--rounds", type=int, default=3)
+    measuring.add_argument(
+        "--parts", default="audit,past,prune", help="what to measure, a comma list of audit, past, prune"
+    )
     args = parser.parse_args()
     return build(args) if args.verb == "build" else measure(args)
 

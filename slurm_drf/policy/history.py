@@ -35,7 +35,7 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Final
+from typing import Final, TypeGuard
 
 from slurm_drf.config.settings import Config
 from slurm_drf.policy.pools import DEFAULT_POOL
@@ -151,6 +151,38 @@ class DecayedUsage:
             out[pool] = accounts
         return MappingProxyType(out)
 
+    def render_state(self) -> dict[str, object]:
+        """What `from_state` needs to go on exactly from here: both sums, the last record's usage and time."""
+        return {
+            "half_life": self.half_life,
+            "max_gap": self.max_gap,
+            "last_time": self.last_time,
+            "weight": self._weight,
+            "sums": self._sums,
+            "last": {pool: dict(accounts) for pool, accounts in self._last.items()},
+        }
+
+    @classmethod
+    def from_state(cls, data: object) -> DecayedUsage:
+        """The DecayedUsage `render_state` described; ValueError for anything else.
+
+        The sums and amounts must be finite and >= 0 (no state can lower a
+        past or make it NaN), the times finite.
+        """
+        if not isinstance(data, Mapping):
+            raise ValueError("not an object")
+        half_life, max_gap, last_time, weight = (data.get(k) for k in ("half_life", "max_gap", "last_time", "weight"))
+        if not (_is_amount(half_life) and _is_amount(max_gap) and _is_amount(weight)):
+            raise ValueError("half_life, max_gap or weight is not a number >= 0")
+        if last_time is not None and not (_is_number(last_time) and math.isfinite(last_time)):
+            raise ValueError("last_time is not a time")
+        usage = cls(float(half_life), float(max_gap))
+        usage.last_time = None if last_time is None else float(last_time)
+        usage._weight = float(weight)
+        usage._sums = _parse_amounts(data.get("sums"), "sums")
+        usage._last = MappingProxyType(_parse_amounts(data.get("last"), "last"))
+        return usage
+
     def _decay(self, factor: float) -> None:
         self._weight *= factor
         for accounts in self._sums.values():
@@ -169,6 +201,29 @@ class DecayedUsage:
                 sums = pool_sums.setdefault(account, {})
                 for resource, amount in resources.items():
                     sums[resource] = sums.get(resource, 0.0) + amount * weight
+
+
+def _is_number(value: object) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_amount(value: object) -> TypeGuard[int | float]:
+    return _is_number(value) and math.isfinite(value) and value >= 0
+
+
+def _parse_amounts(data: object, key: str) -> dict[str, dict[str, dict[str, float]]]:
+    """pool -> account -> resource -> amount (finite, >= 0) from JSON; ValueError naming `key` otherwise."""
+    if not isinstance(data, Mapping):
+        raise ValueError(f"{key} is not an object")
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for pool, accounts in data.items():
+        if not isinstance(accounts, Mapping):
+            raise ValueError(f"{key}.{pool} is not an object")
+        for account, amounts in accounts.items():
+            if not isinstance(amounts, Mapping) or not all(_is_amount(a) for a in amounts.values()):
+                raise ValueError(f"{key}.{pool}.{account} is not an object of amounts >= 0")
+            out.setdefault(str(pool), {})[str(account)] = {str(r): float(a) for r, a in amounts.items()}
+    return out
 
 
 def build_partition_pools(config: Config) -> Callable[[str], str | None]:

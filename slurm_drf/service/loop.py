@@ -136,7 +136,7 @@ class Service:
         self.config = config
         self.store = store
         # The decayed past from the history (docs/rule.md §6), read before each cycle.
-        self._past = past or HistoryPast(store.directory, fetch=fetch_allocations)
+        self._past = past or HistoryPast(store.directory, fetch=fetch_allocations, keep=True)
         # Whose value each job holds, checked against every write on record (cycle.recall).
         self._recall = recall or Recall(HistoryLedger(store.directory))
         # One writer among head nodes; kept until restart, like the state directory.

@@ -35,12 +35,22 @@ import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
+from fractions import Fraction
 from typing import Any, Final, NamedTuple
 
-from slurm_drf.errors import SlurmReadError, SnapshotError
+from slurm_drf.errors import SlurmReadError, SnapshotError, shorten
 from slurm_drf.model.codec import check_job_table, check_nodes
 from slurm_drf.model.tree import build_tree
-from slurm_drf.model.types import HOLDING_STATES, PENDING, Association, Job, Node, Snapshot, freeze_tres
+from slurm_drf.model.types import (
+    HOLDING_STATES,
+    MAX_TRES,
+    PENDING,
+    Association,
+    Job,
+    Node,
+    Snapshot,
+    freeze_tres,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +73,12 @@ _COUNT_PER_SUFFIX: Final[Mapping[str, int]] = {
     "T": 1024**4,
     "P": 1024**5,
 }
-_AMOUNT = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([KMGTP]?)\s*$", re.IGNORECASE)
+# ASCII digits only: Slurm prints no others, and int() would read any script's.
+_AMOUNT = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([KMGTP]?)\s*$", re.IGNORECASE | re.ASCII)
+# An amount with more digits before the point is past MAX_TRES (19 digits) even
+# in KiB; it is refused before int() or float() sees it (a float of 400 digits
+# is infinite, an int of 5000 past Python's digit limit).
+_MAX_AMOUNT_DIGITS: Final = 24
 
 # Base job states (job_state_string() in src/common/slurm_protocol_defs.c).
 _BASE_JOB_STATES: Final = frozenset(
@@ -181,21 +196,34 @@ def _strip_parentheses(text: str) -> str:
 
 
 def _memory_amount(text: str) -> int | None:
-    """MiB from `8192`, `8G`, `1.50G`, `512K`; None when not a number."""
+    """MiB from `8192`, `8G`, `1.50G`, `512K`, exactly (halves to even); None when not a number.
+
+    ValueError for a number of more digits than any amount up to MAX_TRES
+    has; a smaller one past MAX_TRES is returned for the caller to refuse.
+    """
     match = _AMOUNT.match(text)
     if match is None:
         return None
-    number = float(match.group(1)) * _MIB_PER_SUFFIX[match.group(2).upper() or "M"]
-    return round(number)
+    digits, suffix = match.group(1), match.group(2).upper() or "M"
+    _check_digits(digits, text)
+    if "." not in digits and suffix != "K":
+        return int(digits) * int(_MIB_PER_SUFFIX[suffix])
+    return round(Fraction(digits) * Fraction(_MIB_PER_SUFFIX[suffix]))
 
 
 def _count_amount(text: str) -> int | None:
-    """A count from `4`, `2k`; None when not a whole number."""
+    """A count from `4`, `2k`; None when not a whole number; ValueError as `_memory_amount`."""
     match = _AMOUNT.match(text)
     if match is None or "." in match.group(1):
         return None
+    _check_digits(match.group(1), text)
     suffix = match.group(2).upper()
     return int(match.group(1)) * (_COUNT_PER_SUFFIX[suffix] if suffix else 1)
+
+
+def _check_digits(digits: str, text: str) -> None:
+    if len(digits.partition(".")[0].lstrip("0")) > _MAX_AMOUNT_DIGITS:
+        raise ValueError(f"{shorten(text.strip(), 40)} is past {MAX_TRES}")
 
 
 def _is_untyped_gres(key: str) -> bool:
@@ -220,8 +248,15 @@ def _combine_gres(untyped: Mapping[str, int], typed: Mapping[tuple[str, str], in
     return out
 
 
-def _parse_tres_entries(text: str) -> tuple[dict[str, int], frozenset[str]]:
-    """TRES amounts and the set of untyped GRES keys the string itself wrote."""
+def _parse_tres_entries(text: str, field: str | None = None) -> tuple[dict[str, int], frozenset[str]]:
+    """TRES amounts and the set of untyped GRES keys the string itself wrote.
+
+    With `field` (a job's TRES string, named so) an entry whose value is no
+    amount from 0 to MAX_TRES (negative, an unknown unit, not a number, 400
+    digits) is a ValueError naming the field and the entry: the job's
+    record is not what Slurm prints, and counting it without that resource
+    would be wrong. Without it (nodes, sacct) such entries are left out.
+    """
     plain: dict[str, int] = {}
     untyped: dict[str, int] = {}
     typed: dict[tuple[str, str], int] = {}
@@ -230,7 +265,16 @@ def _parse_tres_entries(text: str) -> tuple[dict[str, int], frozenset[str]]:
         name = name.strip()
         if not sep or not name:
             continue
-        amount = _memory_amount(raw)
+        try:
+            amount = _memory_amount(raw)
+        except ValueError:
+            if field is None:
+                raise
+            amount = None
+        if field is not None and (amount is None or amount > MAX_TRES):
+            raise ValueError(
+                f"{field}: {shorten(name, 40)}={shorten(raw.strip(), 40)} is not an amount from 0 to {MAX_TRES}"
+            )
         if amount is None:
             continue  # only numeric resource entries count
         if name.startswith("gres/"):
@@ -500,8 +544,13 @@ def _job_tres(record: Mapping[str, Any], state: str) -> dict[str, int]:
     holding = state in HOLDING_STATES
     request = _text(record.get("tres_req_str"), "tres_req_str")
     allocated = _text(record.get("tres_alloc_str"), "tres_alloc_str")
+    field = (
+        ("tres_alloc_str" if allocated else "tres_req_str")
+        if holding
+        else ("tres_req_str" if request else "tres_alloc_str")
+    )
     text = (allocated or request) if holding else (request or allocated)
-    tres, explicit = _parse_tres_entries(text)
+    tres, explicit = _parse_tres_entries(text, field)
 
     nodes = _positive(record, "node_count")
     if nodes is None:
@@ -523,6 +572,13 @@ def _job_tres(record: Mapping[str, Any], state: str) -> dict[str, int]:
         memory = _job_memory(record, nodes, cpus, tres.get("gres/gpu"))
         if memory is not None:
             tres["mem"] = memory
+    for name, amount in tres.items():
+        # Counts times nodes or tasks, memory per node times nodes: each fits, the product may not.
+        if amount > MAX_TRES:
+            raise ValueError(
+                f"{name} {shorten(str(amount), 40)} (from {field} and the per-node, per-task and "
+                f"memory fields) is past {MAX_TRES}"
+            )
     return tres
 
 

@@ -124,8 +124,15 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     # The own nice each value kept (null: unknown), so the writes alone say
     # whose value a job holds when the state is lost (cycle.recall).
     ("ALTER TABLE writes ADD COLUMN user_nice INTEGER",),
+    # Deleting a cycle (pruning) looks for its writes (ON DELETE CASCADE): without
+    # this index every deleted cycle scanned all of writes, and pruning an hour
+    # of a 90-day history took 30 s (benchmarks/README.md).
+    ("CREATE INDEX writes_cycle ON writes(cycle_id)",),
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
+# Versions whose tables and columns are SCHEMA_VERSION's (3 only adds an index):
+# read alike before the daemon has migrated the file.
+READABLE_VERSIONS: Final = (2, SCHEMA_VERSION)
 
 
 def error_kind(error: BaseException) -> str:
@@ -171,7 +178,7 @@ def open_history(path: str | os.PathLike[str]) -> sqlite3.Connection:
 
 
 def open_history_readonly(
-    path: str | os.PathLike[str], readable: Sequence[int] = (SCHEMA_VERSION,)
+    path: str | os.PathLike[str], readable: Sequence[int] = READABLE_VERSIONS
 ) -> sqlite3.Connection:
     """Open the history for queries only; StateError when it is missing or of a version not in `readable`."""
     target = Path(path)
@@ -485,7 +492,7 @@ class HistoryLedger:
     def writes_of(self, job_ids: Sequence[str]) -> dict[str, list[LedgerWrite]]:
         if not self.path.exists():
             return {}
-        connection = open_history_readonly(self.path, readable=(1, SCHEMA_VERSION))
+        connection = open_history_readonly(self.path, readable=(1, *READABLE_VERSIONS))
         try:
             version = schema_version(connection)
             rows = connection.execute(_LEDGER_QUERIES[version >= 2], (json.dumps(list(job_ids)),)).fetchall()
@@ -747,7 +754,8 @@ def _flatten(record: Mapping[str, Any]) -> dict[str, Any]:
     """Nested per-resource mappings as `usage:cpu`, `share:cpu` columns."""
     flat: dict[str, Any] = {}
     for key, value in record.items():
-        if isinstance(value, Mapping):
+        # Plain values first: the Mapping ABC's check is slow, and a day of writes asks it 400k times.
+        if not isinstance(value, str | int | float | None) and isinstance(value, Mapping):
             label = "share" if key == "shares" else key
             flat.update({f"{label}:{name}": amount for name, amount in value.items()})
         else:

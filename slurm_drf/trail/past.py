@@ -47,6 +47,7 @@ import orjson
 
 from slurm_drf.config.settings import Config
 from slurm_drf.errors import HistoryError, SlurmError, StateError
+from slurm_drf.files import read_private, write_atomic
 from slurm_drf.model.codec import format_time, show
 from slurm_drf.model.types import MAX_TRES
 from slurm_drf.policy.history import (
@@ -78,6 +79,8 @@ class UsageRows:
     # One line per cycle left out, naming the cycle (and the row) and what is wrong with it.
     skipped: list[str]
     last_id: int
+    # The time column of cycle `last_id` as stored (any value: a damaged file holds anything).
+    last_id_time: object = None
 
 
 def read_usage_records(
@@ -102,17 +105,19 @@ def read_usage_records(
     records: list[tuple[int, UsageRecord]] = []
     skipped: list[str] = []
     last_id = after_id
+    last_id_time: object = None
     for cycle_id, group in itertools.groupby(rows, key=lambda row: row[0]):
         cycle_rows = list(group)
         if not _is_whole(cycle_id):
             skipped.append(f"cycle id {show(cycle_id)}: not a whole number")
             continue
-        last_id = max(last_id, cycle_id)
+        if cycle_id > last_id:
+            last_id, last_id_time = cycle_id, cycle_rows[0][1]
         try:
             records.append((cycle_id, _usage_record(cycle_rows, until)))
         except ValueError as error:
             skipped.append(f"cycle {cycle_id}: {error}")
-    return UsageRows(records, skipped, last_id)
+    return UsageRows(records, skipped, last_id, last_id_time)
 
 
 def _usage_record(rows: Sequence[Sequence[object]], until: float) -> UsageRecord:
@@ -175,6 +180,13 @@ SACCT_HALF_LIVES: Final = 5.0
 # After a failed sacct, the past is read afresh (sacct asked again) this many intervals later.
 SACCT_RETRY_INTERVALS: Final = 10.0
 
+# The daemon's integrated past, kept beside the history so that a start goes on
+# from it instead of reading 90 days of cycles again (docs/rule.md §6).
+PAST_FILE: Final = "past.json"
+PAST_FILE_VERSION: Final = 1
+# A past of 2,000 accounts is about 0.4 MB; a file far larger is no past of ours.
+MAX_PAST_FILE_BYTES: Final = 256 * 2**20
+
 # Fetches the allocations slurmdbd recorded from a time to now (slurm.sacct).
 AllocationFetch = Callable[[float], Sequence[Allocation]]
 
@@ -188,6 +200,13 @@ class HistoryPast:
     the first record, between records, after the last one until now) and
     afterwards whenever a newly read record follows a gap. The record wins
     where it exists. Without `fetch` the past is the record's alone.
+
+    With `keep` (the daemon) what it integrated is saved after every read in
+    PAST_FILE beside the history; every HistoryPast starts from that file
+    when it fits (the same half-life and interval, and the history still
+    holds the cycle it ends with) and reads only the cycles after it: a
+    start then costs about what one cycle costs, where reading 90 days of a
+    large cluster's cycles takes minutes (benchmarks/README.md).
     """
 
     def __init__(
@@ -196,10 +215,15 @@ class HistoryPast:
         *,
         clock: Callable[[], float] = time.time,
         fetch: AllocationFetch | None = None,
+        keep: bool = False,
     ) -> None:
         self.path: Path = history_path(state_dir)
+        self.past_file: Path = Path(state_dir) / PAST_FILE
+        self.keep = keep
         self.clock = clock
         self.fetch = fetch
+        self._last_cycle: tuple[int, float] | None = None  # the last cycle read, id and time: names the file read
+        self._save_warned = False
         self._usage: DecayedUsage | None = None
         self._since = 0.0
         self._last_id = 0
@@ -221,12 +245,17 @@ class HistoryPast:
         usage = self._usage
         retry = self._sacct_failed is not None and now - self._sacct_failed >= SACCT_RETRY_INTERVALS * config.interval
         if retry or usage is None or usage.half_life != history.half_life or usage.max_gap != max_gap:
-            usage = self._usage = DecayedUsage(history.half_life, max_gap)
-            self._since = now - LOOKBACK_HALF_LIVES * history.half_life
-            self._last_id = 0
-            self._last_time = None
-            self._started = False
-            self._checked = None
+            restored = None if retry else self._restore(history.half_life, max_gap, now)
+            if restored is not None:
+                usage = self._usage = restored
+            else:
+                usage = self._usage = DecayedUsage(history.half_life, max_gap)
+                self._since = now - LOOKBACK_HALF_LIVES * history.half_life
+                self._last_id = 0
+                self._last_time = None
+                self._last_cycle = None
+                self._started = False
+                self._checked = None
         records = self._read(now)
         spans = self._unknown_spans(records, now, max_gap)
         fills = self._fill(spans, config, history.half_life, now)
@@ -239,7 +268,83 @@ class HistoryPast:
             usage.add_span(span)
         if not self._started:
             self._started, self._checked = True, now
+        if self.keep:
+            self._save(usage)
         return usage.past_at(now)
+
+    def _save(self, usage: DecayedUsage) -> None:
+        """PAST_FILE: where a later start goes on from. Not while sacct fails (its spans are missing then)."""
+        if self._sacct_failed is not None or self._last_cycle is None:
+            return
+        data = {
+            "version": PAST_FILE_VERSION,
+            "cycle": list(self._last_cycle),
+            "last_id": self._last_id,
+            "last_time": self._last_time,
+            "since": self._since,
+            "checked": self._checked,
+            "usage": usage.render_state(),
+        }
+        try:
+            write_atomic(self.past_file, orjson.dumps(data), mode=0o640)
+        except (OSError, TypeError) as error:
+            if not self._save_warned:
+                logger.warning(
+                    "%s: cannot keep the past (%s); a restart reads it from the history", self.past_file, error
+                )
+            self._save_warned = True
+            return
+        self._save_warned = False
+
+    def _restore(self, half_life: float, max_gap: float, now: float) -> DecayedUsage | None:
+        """The past PAST_FILE kept, when it fits this config and this history; None (said why) otherwise."""
+        try:
+            raw = read_private(self.past_file, "the kept past", StateError, MAX_PAST_FILE_BYTES)
+        except FileNotFoundError:
+            return None
+        except (OSError, StateError) as error:
+            logger.warning("%s: cannot read the kept past (%s); reading the history", self.past_file, error)
+            return None
+        try:
+            data = orjson.loads(raw)
+            kept = _parse_kept(data)
+        except (orjson.JSONDecodeError, ValueError, TypeError) as error:
+            logger.warning("%s: not a past slurm-drf kept (%s); reading the history", self.past_file, error)
+            return None
+        usage = kept.usage
+        if usage.half_life != half_life or usage.max_gap != max_gap:
+            logger.info("%s: kept for another half_life or interval; reading the history", self.past_file)
+            return None
+        if usage.last_time is not None and usage.last_time > now:
+            logger.warning("%s: kept at a time after now; reading the history", self.past_file)
+            return None
+        if not self._holds(kept.cycle):
+            logger.info(
+                "%s: the history no longer holds cycle %d, the last it counted (replaced or pruned); "
+                "reading the history",
+                self.past_file,
+                kept.cycle[0],
+            )
+            return None
+        self._since, self._last_id, self._last_time = kept.since, kept.last_id, kept.last_time
+        self._last_cycle, self._started, self._checked = kept.cycle, True, kept.checked
+        logger.info("%s: the past goes on from cycle %d", self.past_file, kept.cycle[0])
+        return usage
+
+    def _holds(self, cycle: tuple[int, float]) -> bool:
+        """Whether the history holds this cycle (id and time): the file the kept past was read from."""
+        if not self.path.exists():
+            return False
+        try:
+            connection = open_history_readonly(self.path)
+            try:
+                row = connection.execute("SELECT time FROM cycles WHERE id = ?", (cycle[0],)).fetchone()
+            finally:
+                connection.close()
+        except (sqlite3.Error, StateError, HistoryError, OSError) as error:
+            logger.warning("%s: cannot read the history: %s", self.path, error)
+            return False
+        return row is not None and _is_number(row[0]) and float(row[0]) == cycle[1]
 
     def _read(self, now: float) -> list[UsageRecord]:
         if not self.path.exists():
@@ -253,6 +358,8 @@ class HistoryPast:
         except (sqlite3.Error, StateError, HistoryError, OSError, ValueError) as error:
             logger.warning("%s: cannot read past usage from the history: %s", self.path, error)
             return []
+        if rows.last_id > self._last_id and _is_number(rows.last_id_time) and math.isfinite(rows.last_id_time):
+            self._last_cycle = (rows.last_id, float(rows.last_id_time))
         self._last_id = rows.last_id
         self._report_skipped(rows.skipped)
         return [record for _, record in rows.records]
@@ -330,6 +437,44 @@ class HistoryPast:
             return
         self._sacct_warned = True
         logger.warning("past usage from the history only, sacct failed: %s", error)
+
+
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """What PAST_FILE holds: the integrated past and where in the history it stopped."""
+
+    usage: DecayedUsage
+    cycle: tuple[int, float]
+    last_id: int
+    last_time: float | None
+    since: float
+    checked: float | None
+
+
+def _parse_kept(data: object) -> _Kept:
+    """PAST_FILE's JSON as _render_kept wrote it; ValueError naming what is not."""
+    if not isinstance(data, dict) or data.get("version") != PAST_FILE_VERSION:
+        raise ValueError(f"not version {PAST_FILE_VERSION}")
+    cycle, last_id = data.get("cycle"), data.get("last_id")
+    if not (isinstance(cycle, list) and len(cycle) == 2 and _is_whole(cycle[0]) and _is_finite(cycle[1])):
+        raise ValueError("cycle is not [id, time]")
+    if not _is_whole(last_id) or last_id < cycle[0]:
+        raise ValueError("last_id is not a cycle id")
+    since, last_time, checked = data.get("since"), data.get("last_time"), data.get("checked")
+    if not _is_finite(since) or not all(value is None or _is_finite(value) for value in (last_time, checked)):
+        raise ValueError("since, last_time or checked is not a time")
+    return _Kept(
+        DecayedUsage.from_state(data.get("usage")),
+        (cycle[0], float(cycle[1])),
+        last_id,
+        None if last_time is None else float(last_time),
+        float(since),
+        None if checked is None else float(checked),
+    )
+
+
+def _is_finite(value: object) -> TypeGuard[int | float]:
+    return _is_number(value) and math.isfinite(value)
 
 
 @dataclass(frozen=True, slots=True)

@@ -42,6 +42,8 @@ def _visible(match: re.Match[str]) -> str:
 
 def terminal_text(text: str) -> str:
     """`text` with control characters written as escapes (`\\n`, `\\x1b`, `\\x00`): one line, inert."""
+    if text.isascii() and text.isprintable():
+        return text  # all of it in 0x20-0x7e: nothing _SUSPECT looks at (a table of 100k rows asks this often)
     return _SUSPECT.sub(_visible, text)
 
 
@@ -76,9 +78,11 @@ def csv_cell(value: object) -> object:
 def render_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """Columns aligned; numbers to the right, text to the left."""
     cells = [[_cell(v) for v in row] for row in rows]
-    widths = [len(h) for h in headers]
     for row in cells:
-        widths = [max(w, len(c)) for w, c in zip(widths, row, strict=True)]
+        if len(row) != len(headers):
+            raise ValueError(f"a row of {len(row)} cells under {len(headers)} headers")
+    columns = list(zip(*cells, strict=True)) if cells else [() for _ in headers]
+    widths = [max(len(h), *map(len, column)) if column else len(h) for h, column in zip(headers, columns, strict=True)]
     numeric = [all(_is_number(row[i]) for row in rows) and bool(rows) for i in range(len(headers))]
 
     def line(values: Sequence[str]) -> str:

@@ -70,6 +70,55 @@ def test_new_database_is_migrated_wal_and_private(tmp_path: Path) -> None:
     connection.close()
 
 
+def _version_2_history(path: Path, planned: tuple[Plan, Snapshot]) -> None:
+    """A history as slurm-drf wrote it at schema 2: the first two migrations, then a recorded cycle."""
+    connection = sqlite3.connect(path, isolation_level=None)
+    for step in MIGRATIONS[:2]:
+        for statement in step:
+            connection.execute(statement)
+    connection.execute("PRAGMA user_version = 2")
+    record_cycle(connection, _report(*planned), NOW)
+    connection.close()
+
+
+def test_a_version_2_history_is_read_before_and_after_its_migration(
+    tmp_path: Path, planned: tuple[Plan, Snapshot]
+) -> None:
+    from slurm_drf.trail.history import HistoryLedger
+    from slurm_drf.trail.past import HistoryPast
+
+    path = tmp_path / HISTORY_FILE
+    _version_2_history(path, planned)
+    config = Config(history=HistoryConfig(half_life=DAY, weight=1.0))
+    # Version 3 only adds an index: audit, the past and the ledger read version 2 alike.
+    before = open_history_readonly(path)
+    writes = query_history(before, AuditQuery("writes"))
+    before.close()
+    past = HistoryPast(tmp_path, clock=lambda: NOW + 60.0).past(config)
+    ledger = HistoryLedger(tmp_path).writes_of([w["job"] for w in writes])
+    assert writes and past and ledger
+    connection = open_history(path)  # what the daemon's next cycle does
+    try:
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        indexes = {r[1] for r in connection.execute("PRAGMA index_list(writes)")}
+        assert "writes_cycle" in indexes
+        assert query_history(connection, AuditQuery("writes")) == writes
+    finally:
+        connection.close()
+    assert HistoryPast(tmp_path, clock=lambda: NOW + 60.0).past(config) == past
+    assert HistoryLedger(tmp_path).writes_of([w["job"] for w in writes]) == ledger
+
+
+def test_pruning_finds_the_writes_of_a_cycle_by_index(tmp_path: Path) -> None:
+    """ON DELETE CASCADE looks up writes.cycle_id for every deleted cycle: without an index, a scan of all writes."""
+    connection = open_history(tmp_path / HISTORY_FILE)
+    try:
+        plan = connection.execute("EXPLAIN QUERY PLAN SELECT 1 FROM writes WHERE cycle_id = ?", (1,)).fetchall()
+    finally:
+        connection.close()
+    assert any("USING COVERING INDEX writes_cycle" in str(row[-1]) for row in plan)
+
+
 def test_migrations_run_in_order_from_any_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import slurm_drf.trail.history as audit
 

@@ -24,7 +24,14 @@ from slurm_drf.cycle.run import CycleReport
 from slurm_drf.errors import HistoryError, SlurmReadError
 from slurm_drf.model.snapshot_file import render_snapshot_bytes
 from slurm_drf.policy.plan import compute_plan
-from slurm_drf.trail.history import HISTORY_FILE, AuditRecorder, migrate, open_history, open_history_readonly
+from slurm_drf.trail.history import (
+    HISTORY_FILE,
+    SCHEMA_VERSION,
+    AuditRecorder,
+    migrate,
+    open_history,
+    open_history_readonly,
+)
 from tests.helpers import build_cycle_report
 
 # --- item 9: audit on rows no slurm-drf wrote ------------------------------------------------
@@ -115,10 +122,10 @@ def test_audit_on_a_history_without_its_tables_is_one_line_exit_2(
     else:  # the right version, no tables at all
         state.mkdir()
         path = state / HISTORY_FILE
-        _execute(path, "PRAGMA user_version = 2")
+        _execute(path, f"PRAGMA user_version = {SCHEMA_VERSION}")
     assert main(_audit(state, *table_args)) == 2
     line = _one_line(capsys)
-    assert line.startswith(f"slurm-drf: history: {path}: history schema version 2 but no table ")
+    assert line.startswith(f"slurm-drf: history: {path}: history schema version {SCHEMA_VERSION} but no table ")
     assert line.endswith(": the file is damaged; move it away (the daemon starts a new one)")
 
 
@@ -127,7 +134,8 @@ def test_a_table_without_a_column_is_one_line_exit_2(tmp_path: Path, capsys: pyt
     _execute(path, "ALTER TABLE writes DROP COLUMN user_nice")
     assert main(_audit(tmp_path / "state")) == 2
     assert _one_line(capsys) == (
-        f"slurm-drf: history: {path}: history schema version 2 but table writes has no column user_nice: "
+        f"slurm-drf: history: {path}: history schema version {SCHEMA_VERSION} but table writes has no column "
+        "user_nice: "
         "the file is damaged; move it away (the daemon starts a new one)"
     )
 
@@ -139,7 +147,7 @@ def test_a_history_at_a_negative_version_is_one_line_exit_2(
     path = _record(tmp_path / "state", cycles=2)
     _execute(path, f"PRAGMA user_version = {version}")
     expected = (
-        f"{path}: history schema version {version} is none slurm-drf writes (0 to 2): "
+        f"{path}: history schema version {version} is none slurm-drf writes (0 to {SCHEMA_VERSION}): "
         "the file is damaged or not slurm-drf's; move it away (the daemon starts a new one)"
     )
     assert main(_audit(tmp_path / "state")) == 2

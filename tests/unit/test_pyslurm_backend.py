@@ -831,6 +831,23 @@ def test_an_unreadable_job_is_skipped_not_fatal(caplog: pytest.LogCaptureFixture
     assert "job 1 skipped" in caplog.text
 
 
+@pytest.mark.parametrize("shape", [DICT_ONLY, BOTH, OBJECTS_25], ids=["dict-22.5.0", "both-22.5.3", "objects-25.11"])
+@pytest.mark.parametrize("cpu", ["-2", "99999999999999999999", "9" * 400])
+def test_a_bad_tres_amount_skips_the_job_as_the_cli_does(
+    shape: dict[str, Any], cpu: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The records pyslurm gives go through the CLI's parser: the same job skipped, the same one line."""
+    squeue, sinfo = squeue_fixture(), sinfo_fixture()
+    squeue["jobs"][0]["tres_alloc_str"] = f"cpu={cpu},mem=8192M,node=1"
+    cluster = fake_cluster(squeue, sinfo)
+    got = pyslurm_source(make_pyslurm(cluster, **shape), squeue, sinfo).fetch_snapshot()
+    assert got.jobs == cli_snapshot(squeue, sinfo).jobs
+    assert "1" not in {j.job_id for j in got.jobs} and len(got.jobs) == 19
+    lines = [r.getMessage() for r in caplog.records if "job 1 skipped" in r.getMessage()]
+    assert len(lines) == 2  # once through pyslurm, once through the CLI
+    assert lines[0] == lines[1] and lines[0].startswith("job 1 skipped: tres_alloc_str: cpu=")
+
+
 def test_an_unknown_uid_falls_back_to_the_number() -> None:
     squeue, sinfo = squeue_fixture(), sinfo_fixture()
     cluster = fake_cluster(squeue, sinfo)

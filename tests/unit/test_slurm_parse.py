@@ -11,6 +11,7 @@ import json
 import logging
 import math
 import os
+import re
 import stat
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -35,6 +36,7 @@ from slurm_drf.slurm.cli_source import (
 from slurm_drf.slurm.parse import (
     INFINITE_PRIORITY,
     ArrayTasks,
+    build_snapshot,
     parse_array_task_string,
     parse_cluster_name,
     parse_gres,
@@ -255,6 +257,91 @@ def test_odd_gres_keeps_the_job_and_warns(caplog: pytest.LogCaptureFixture) -> N
     assert job is not None
     assert dict(job.tres) == {"cpu": 2, "mem": 8192, "node": 1, "billing": 2}
     assert "job 1 tres_per_node" in caplog.text
+
+
+# A TRES amount no job can hold (issue 22): the job is skipped with one warning
+# naming it and the field, the rest of squeue's answer is read, and the
+# snapshot is built (a 20-digit amount once stopped the cycle in numpy).
+BAD_AMOUNTS = [
+    ("1" * 400, "characters left out"),
+    ("9" * 5000, "characters left out"),  # past Python's int digit limit
+    ("99999999999999999999", "mem=99999999999999999999"),  # past int64, under float's infinity
+    ("9223372036854775808", "mem=9223372036854775808"),  # MAX_TRES + 1
+    ("-5", "mem=-5"),
+    ("-8G", "mem=-8G"),
+    ("5X", "mem=5X"),
+    ("8GB", "mem=8GB"),
+    ("1e5", "mem=1e5"),
+    ("nan", "mem=nan"),
+    ("inf", "mem=inf"),
+    ("5.5.5", "mem=5.5.5"),
+    ("0x10", "mem=0x10"),
+    ("\u0661\u0662", "mem=\u0661\u0662"),  # Arabic-Indic digits: int() reads them, Slurm never prints them
+    ("", "mem="),
+]
+
+
+@pytest.mark.parametrize("release", ["22.05", "24.11"])
+@pytest.mark.parametrize("field", ["tres_alloc_str", "tres_req_str"])
+@pytest.mark.parametrize(("amount", "said"), BAD_AMOUNTS, ids=[repr(a[0])[:24] for a in BAD_AMOUNTS])
+def test_a_bad_tres_amount_skips_the_job_with_one_warning_naming_it_and_the_field(
+    release: str, field: str, amount: str, said: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    data = copy.deepcopy(load(release, "squeue.json"))
+    # A running job reads its allocation, a pending one its request.
+    state = "RUNNING" if field == "tres_alloc_str" else "PENDING"
+    target = next(r for r in data["jobs"] if state in str(r["job_state"]) and r.get(field))
+    target[field] = f"cpu=2,mem={amount},node=1"
+    with caplog.at_level(logging.WARNING, logger="slurm_drf.slurm.parse"):
+        jobs = parse_squeue_json(data)
+    build_snapshot("c", "t", [], jobs, None, None, "")  # the rest makes a snapshot
+    job_id = str(target["job_id"])
+    assert job_id not in by_id(jobs)
+    assert len(jobs) == len(parse_squeue_json(load(release, "squeue.json"))) - 1
+    messages = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(messages) == 1
+    assert messages[0].startswith(f"job {job_id} skipped: {field}: ")
+    assert said in messages[0] and "is not an amount from 0 to 9223372036854775807" in messages[0]
+    assert len(messages[0]) < 250 and "\n" not in messages[0]
+
+
+@pytest.mark.parametrize(
+    ("fields", "said"),
+    [
+        ({"memory_per_node": 10**30, "tres_req_str": "cpu=4,node=1"}, "mem 1000000000000000000000000000000"),
+        ({"memory_per_node": 2**62, "node_count": 4, "tres_req_str": "cpu=4"}, f"mem {2**64}"),
+        ({"tres_per_node": f"gres:gpu:{2**62}", "node_count": 4}, f"gres/gpu {2**64}"),
+        ({"memory_per_node": -5, "tres_req_str": "cpu=4,node=1"}, "memory_per_node: expected a number >= 0"),
+    ],
+)
+def test_a_product_past_max_tres_skips_the_job(fields: dict[str, Any], said: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(said)):
+        parse_squeue_record(minimal_record(**fields))
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("mem=9223372036854775807", {"mem": 2**63 - 1}),  # the largest amount, exactly (no float)
+        ("mem=9007199254740993", {"mem": 9007199254740993}),  # 2^53 + 1, which a float rounds
+        ("mem=1.5K", {"mem": 0}),  # 1.5 KiB: 0.0015 MiB
+        ("mem=512K", {"mem": 0}),  # half a MiB: halves to even
+        ("mem=1536K", {"mem": 2}),
+        ("cpu=2,mem=-5", {"cpu": 2}),  # nodes and sacct leave a non-amount out ...
+        ("cpu=2,mem=12\u0663", {"cpu": 2}),
+    ],
+)
+def test_tres_amounts_are_exact(text: str, expected: dict[str, int]) -> None:
+    assert parse_tres_string(text) == expected
+
+
+def test_a_node_tres_amount_of_400_digits_skips_the_node(caplog: pytest.LogCaptureFixture) -> None:
+    data = copy.deepcopy(load("24.11", "scontrol-show-nodes.json"))
+    data["nodes"][1]["tres"] = "cpu=4,mem=" + "1" * 400
+    with caplog.at_level(logging.WARNING, logger="slurm_drf.slurm.parse"):
+        nodes = parse_sinfo_json(data)
+    assert [n.name for n in nodes] == ["vm", "cpu03"]
+    assert "node gpu02 skipped" in caplog.text and "is past 9223372036854775807" in caplog.text
 
 
 def test_malformed_node_is_skipped(caplog: pytest.LogCaptureFixture) -> None:

@@ -166,14 +166,15 @@ def _run(args: argparse.Namespace) -> int:
         result = run_arm(workload, options, progress)
     finally:
         progress.close()
-    predictions = [] if args.no_predict else [_predict(result)]
-    data = render_result(
-        result,
-        render_metrics(compute_metrics(to_sim_result(result))),
-        render_metrics(compute_metrics(predictions[0])) if predictions else None,
-    )
+    measured = render_metrics(compute_metrics(to_sim_result(result)))
     output = args.output or f"replay-{arm.name}.json"
+    # What was measured is written before the prediction is computed: nothing measured is lost to it.
+    data = render_result(result, measured, None)
     write_text(output, orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
+    predictions = [] if args.no_predict else [_predict(result)]
+    if predictions:
+        data = render_result(result, measured, render_metrics(compute_metrics(predictions[0])))
+        write_text(output, orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
     logger.info("wrote %s", output)
     _show(args, build_comparison([result], predictions), [result], data)
     return 0

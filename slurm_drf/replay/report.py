@@ -20,7 +20,7 @@ import numpy as np
 from slurm_drf.config.settings import Config
 from slurm_drf.replay.arms import SLURM_HALF_LIFE, TRACE_INTERVAL, parse_arm
 from slurm_drf.replay.result import ReplayResult, to_sim_result
-from slurm_drf.sim.compare import Comparison
+from slurm_drf.sim.compare import Comparison, choose_engine
 from slurm_drf.sim.engine import SimOptions, SimResult, simulate
 from slurm_drf.sim.metrics import PolicyMetrics, compute_metrics
 from slurm_drf.sim.policies import build_policy
@@ -58,7 +58,7 @@ def predict(result: ReplayResult, config: Config | None) -> SimResult:
     constants say why); the prediction's job times are the simulator's.
     """
     arm = parse_arm(result.arm)
-    policy = build_policy(arm.predicted_by, config, SLURM_HALF_LIFE, "auto")
+    policy = build_policy(arm.predicted_by, config, SLURM_HALF_LIFE, choose_engine("auto", result.workload))
     latency = START_LATENCY_WALL * result.compression
     held = tuple(
         replace(job, duration=job.duration + latency, limit=max(job.limit, job.duration) + latency)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from fractions import Fraction
 from types import MappingProxyType
 
@@ -15,7 +16,7 @@ from builders import node
 from slurm_drf.config.load import parse_config_text
 from slurm_drf.replay.arms import ARMS, build_billing_weights, build_daemon_config, build_slurm_lines, parse_arm
 from slurm_drf.replay.cluster import parse_sdiag_rpcs
-from slurm_drf.replay.report import cut_result
+from slurm_drf.replay.report import cut_result, predict
 from slurm_drf.replay.result import ReplayResult, parse_result, render_result, to_sim_result
 from slurm_drf.replay.trace import (
     JOB_NAME_PREFIX,
@@ -271,6 +272,22 @@ def test_a_replay_result_is_measured_as_the_simulator_measures_the_same_run() ->
     assert ours.writes is not None and ours.writes.total == 4
 
 
+@pytest.mark.parametrize("arm", list(ARMS))
+def test_every_arm_is_predicted_over_the_replays_span(arm: str) -> None:
+    workload = build_scenario("gpu-newcomer", 1, nodes=4, jobs=40)
+    result = replace(_replayed(simulate(workload, build_policy("drf", engine="fast"))), arm=arm)
+    daemon = ARMS[arm].daemon
+    config = (
+        None if daemon is None else parse_config_text(yaml.safe_dump(build_daemon_config(ARMS[arm], 60, "/s", {})), "c")
+    )
+    predicted = predict(result, config)
+    assert predicted.policy == f"sim:{arm}"
+    assert predicted.sample_time.max() <= result.sample_time[-1]
+    # Each job held its resources a wall second longer than it ran: one trace minute at 60x.
+    assert float((predicted.end - predicted.start).min()) >= min(j.duration for j in workload.jobs)
+    assert not math.isnan(compute_metrics(predicted).jain)
+
+
 def test_the_result_file_reads_back_to_the_same_figures() -> None:
     workload = build_scenario("gpu-newcomer", 1, nodes=4, jobs=60)
     result = _replayed(simulate(workload, build_policy("drf", engine="fast")))
@@ -311,8 +328,6 @@ def test_fair_shares_follow_the_tree() -> None:
 
 
 def replace_nodes(workload: Workload, nodes: int) -> Workload:
-    from dataclasses import replace
-
     return replace(workload, node_count=nodes)
 
 

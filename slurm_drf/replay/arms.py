@@ -28,6 +28,8 @@ WEIGHT_FAIRSHARE: Final = 100_000
 WEIGHT_AGE: Final = 1_000
 # The daemon's interval in trace time: its default, 60 s.
 TRACE_INTERVAL: Final = 60.0
+# PriorityCalcPeriod: whole minutes, at least 1 (SPEC §8), so one wall minute at any compression.
+SLURM_CALC_PERIOD_WALL: Final = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,7 +132,7 @@ def build_slurm_lines(compression: float) -> list[str]:
     return [
         "PriorityType=priority/multifactor",
         "PriorityFlags=MAX_TRES",
-        "PriorityCalcPeriod=1",
+        f"PriorityCalcPeriod={round(SLURM_CALC_PERIOD_WALL / 60)}",
         f"PriorityDecayHalfLife={_minutes(SLURM_HALF_LIFE / compression)}",
         f"PriorityMaxAge={_minutes(SLURM_HALF_LIFE / compression)}",
         f"PriorityWeightFairshare={WEIGHT_FAIRSHARE}",

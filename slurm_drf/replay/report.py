@@ -18,12 +18,12 @@ from dataclasses import replace
 import numpy as np
 
 from slurm_drf.config.settings import Config
-from slurm_drf.replay.arms import SLURM_HALF_LIFE, TRACE_INTERVAL, parse_arm
+from slurm_drf.replay.arms import SLURM_CALC_PERIOD_WALL, SLURM_HALF_LIFE, TRACE_INTERVAL, parse_arm
 from slurm_drf.replay.result import ReplayResult, to_sim_result
 from slurm_drf.sim.compare import Comparison, choose_engine
 from slurm_drf.sim.engine import SimOptions, SimResult, simulate
 from slurm_drf.sim.metrics import PolicyMetrics, compute_metrics
-from slurm_drf.sim.policies import build_policy
+from slurm_drf.sim.policies import MultifactorPolicy, Policy, build_policy
 from slurm_drf.sim.render import html_table, render_aligned, render_html, render_table
 from slurm_drf.sim.workload import format_duration
 
@@ -31,8 +31,9 @@ PREDICTED_PREFIX = "sim:"
 # What the simulator misses on a live Slurm, measured on the sandbox (docs/evaluation.md, *On a real
 # Slurm*): slurmctld starts a job about a wall second after the resources it takes were freed (the
 # scheduler's pass after the job's end, the launch), so in trace time every job holds its resources
-# that much longer; and Slurm's backfill reserves for every job it tests, as the simulator's
-# `--backfill slurm` does, to bf_max_job_test's default depth.
+# that much longer; Slurm's backfill reserves for every job it tests, as the simulator's
+# `--backfill slurm` does, to bf_max_job_test's default depth; and Slurm's fair share is
+# recalculated every PriorityCalcPeriod, a wall minute however compressed the trace.
 START_LATENCY_WALL = 1.0
 PREDICTION_OPTIONS = SimOptions(interval=TRACE_INTERVAL, backfill="slurm", backfill_depth=500)
 
@@ -58,7 +59,11 @@ def predict(result: ReplayResult, config: Config | None) -> SimResult:
     constants say why); the prediction's job times are the simulator's.
     """
     arm = parse_arm(result.arm)
-    policy = build_policy(arm.predicted_by, config, SLURM_HALF_LIFE, choose_engine("auto", result.workload))
+    if arm.predicted_by == "multifactor":
+        # PriorityCalcPeriod is one wall minute whatever the compression (arms.build_slurm_lines).
+        policy: Policy = MultifactorPolicy(SLURM_HALF_LIFE, calc_period=SLURM_CALC_PERIOD_WALL * result.compression)
+    else:
+        policy = build_policy(arm.predicted_by, config, SLURM_HALF_LIFE, choose_engine("auto", result.workload))
     latency = START_LATENCY_WALL * result.compression
     held = tuple(
         replace(job, duration=job.duration + latency, limit=max(job.limit, job.duration) + latency)

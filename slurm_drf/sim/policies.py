@@ -178,11 +178,16 @@ class MultifactorPolicy(Policy):
 
     name = "multifactor"
 
-    def __init__(self, half_life: float = DEFAULT_HALF_LIFE) -> None:
+    def __init__(self, half_life: float = DEFAULT_HALF_LIFE, calc_period: float = 0.0) -> None:
+        """`calc_period`: Slurm's PriorityCalcPeriod, the time between recalculations of usage and
+        factors (0: at every tick); jobs submitted between two take the factors of the last."""
         super().__init__()
         if not half_life > 0:
             raise SimulationError(f"half-life must be > 0 seconds, got {half_life}")
+        if not 0 <= calc_period < math.inf:
+            raise SimulationError(f"calc period must be >= 0 seconds, got {calc_period}")
         self.half_life = half_life
+        self.calc_period = calc_period
         self.factor: list[float] = []
 
     def bind(self, sim: SimulatorView) -> None:
@@ -232,13 +237,14 @@ class MultifactorPolicy(Policy):
 
     def reorder(self, now: float) -> list[int] | None:
         self._accrue(now)
-        decay = 0.5 ** ((now - self.last_tick) / self.half_life)
-        self.last_tick = now
-        self.usage = [u * decay + f for u, f in zip(self.usage, self.fresh, strict=True)]
-        self.fresh = [0.0] * len(self.fresh)
-        total = sum(self.usage)
-        if total > 0:
-            self.factor = [2.0 ** (-(u / total) / s) for u, s in zip(self.usage, self.shares, strict=True)]
+        if now - self.last_tick >= self.calc_period:
+            decay = 0.5 ** ((now - self.last_tick) / self.half_life)
+            self.last_tick = now
+            self.usage = [u * decay + f for u, f in zip(self.usage, self.fresh, strict=True)]
+            self.fresh = [0.0] * len(self.fresh)
+            total = sum(self.usage)
+            if total > 0:
+                self.factor = [2.0 ** (-(u / total) / s) for u, s in zip(self.usage, self.shares, strict=True)]
         self.plans += 1
         return sorted(self.sim.pending_jobs(), key=self.sort_key)
 

@@ -1,9 +1,9 @@
 """`slurm-drf replay` end to end on the sandbox: two arms, an interruption, and its refusals.
 
-The replay tier (`scripts/test` runs it on its own, `-m replay`): the
-module starts on a just-created sandbox of four nodes (one slurmd each) with
-the slurm.conf priority lines `slurm-drf replay --slurm-conf` gives, and
-every arm on another. When the module ends the sandbox is created afresh
+The replay tier (`scripts/test` runs it on its own, `-m replay`): every
+arm runs on a just-created sandbox of four nodes (one slurmd each) with the
+slurm.conf priority lines `slurm-drf replay --slurm-conf` gives; the other
+tests use the last one (or make one, run alone). When the module ends the sandbox is created afresh
 with its defaults, for whatever runs next.
 """
 
@@ -62,12 +62,19 @@ class ReplaySandbox:
             SLURM_SANDBOX_PARTITION_OPTIONS=f"TRESBillingWeights={build_billing_weights([node])}",
         )
         self.directory = directory
+        self.made = False
+
+    def ready(self) -> None:
+        """The four-node sandbox, made now unless an earlier test of the module made it."""
+        if not self.made:
+            self.fresh()
 
     def fresh(self) -> None:
         _sandbox("fresh", env=self.env)
         conf = subprocess.run([str(SCRIPT), "env"], capture_output=True, text=True, check=True).stdout
         os.environ["SLURM_CONF"] = conf.strip().split("=", 1)[1]
         self.env["SLURM_CONF"] = os.environ["SLURM_CONF"]
+        self.made = True
 
     def run(self, *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         return subprocess.run(list(argv), capture_output=True, text=True, env=self.env, timeout=timeout, check=False)
@@ -91,7 +98,6 @@ def replay_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReplayS
             pytest.fail("the replay tier needs root (the sandbox)", pytrace=False)
         pytest.skip("the replay tier needs root (the sandbox)")
     sandbox = ReplaySandbox(tmp_path_factory.mktemp("replay"))
-    sandbox.fresh()
     try:
         yield sandbox
     finally:
@@ -166,6 +172,7 @@ def test_two_arms_measure_every_figure_and_leave_nothing_behind(arms: dict[str, 
 def test_a_signal_cancels_every_job_it_submitted_and_only_those(
     replay_sandbox: ReplaySandbox, signal_number: signal.Signals
 ) -> None:
+    replay_sandbox.ready()
     assert replay_sandbox.jobs() == {}
     # Somebody else's job: pending (held), so it stays whatever the replay does.
     theirs = replay_sandbox.run(
@@ -196,6 +203,7 @@ def test_a_signal_cancels_every_job_it_submitted_and_only_those(
 
 
 def test_refusals_are_one_line_and_submit_nothing(replay_sandbox: ReplaySandbox) -> None:
+    replay_sandbox.ready()
     assert replay_sandbox.jobs() == {}
 
     def refused(*args: str) -> str:

@@ -20,8 +20,7 @@ from typing import Any
 import orjson
 import yaml
 
-from slurm_drf.cli.options import positive_int
-from slurm_drf.cli.simulate import build_workload
+from slurm_drf.cli.simulate import add_workload_options, build_workload
 from slurm_drf.config.load import load_config, parse_config_text, resolve_config
 from slurm_drf.config.settings import Config
 from slurm_drf.cycle.backends import make_source
@@ -32,15 +31,15 @@ from slurm_drf.replay.result import ReplayResult, parse_result, render_result, t
 from slurm_drf.replay.run import ReplayOptions, pool_nodes, run_arm
 from slurm_drf.sim.compare import Comparison, ProgressLine
 from slurm_drf.sim.engine import SimResult
-from slurm_drf.sim.importers import FORMATS
 from slurm_drf.sim.metrics import compute_metrics, render_metrics
 from slurm_drf.sim.render import check_plotting, render_json, render_plot_png, write_text
-from slurm_drf.sim.scenarios import SCENARIOS
 from slurm_drf.sim.workload import parse_duration
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_COMPRESSION = 60.0
+# The scenario built to show DRF's effect on a live Slurm (docs/evaluation.md, *On a real Slurm*).
+DEFAULT_SCENARIO = "gpu-newcomer"
 
 
 def _factor(text: str) -> float:
@@ -54,7 +53,7 @@ def _factor(text: str) -> float:
 
 
 def add_replay_parser(subparsers: Any) -> argparse.ArgumentParser:
-
+    """Register `replay` on the CLI's subparsers."""
     arms = "; ".join(f"{a.name}: {a.summary}" for a in ARMS.values())
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "replay",
@@ -65,20 +64,7 @@ def add_replay_parser(subparsers: Any) -> argparse.ArgumentParser:
         "with other jobs (--force overrides) and cancels every job it submitted when it ends or is interrupted.",
         epilog=f"Arms: {arms}.",
     )
-    source = parser.add_argument_group("workload")
-    source.add_argument(
-        "--scenario", choices=tuple(SCENARIOS), default=None, help="built-in scenario (default newcomer)"
-    )
-    source.add_argument("--seed", type=int, default=1, help="seed of the scenario's generator (default 1)")
-    source.add_argument("--jobs", type=positive_int, metavar="N", help="jobs to generate; with --workload, the first N")
-    source.add_argument(
-        "--nodes", type=positive_int, metavar="N", help="nodes the scenario is sized for (default: the cluster's)"
-    )
-    source.add_argument("--duration", metavar="DUR", help="scenario submission window in trace time, e.g. 3h")
-    source.add_argument(
-        "--workload", metavar="FILE", help="a trace (SWF, sacct -P or sacct --json) instead of a scenario"
-    )
-    source.add_argument("--workload-format", choices=FORMATS, help="format of --workload (default by extension)")
+    add_workload_options(parser, DEFAULT_SCENARIO, "nodes the scenario is sized for (default: the cluster's)")
     run = parser.add_argument_group("replay")
     run.add_argument("--arm", default="drf", help=f"what runs beside Slurm (default drf): {', '.join(ARMS)}")
     run.add_argument(
@@ -142,10 +128,9 @@ def _run(args: argparse.Namespace) -> int:
     arm = parse_arm(args.arm)
     config, keys = _config(args.config)
     if args.workload is None and args.scenario is None:
-        args.scenario = "newcomer"
+        args.scenario = DEFAULT_SCENARIO
     if args.workload is None and args.nodes is None:
         args.nodes = sum(1 for n in pool_nodes(make_source(config).fetch_snapshot(), config) if n.eligible)
-    args.node_tres = None
     workload = build_workload(args)
     stop_after = parse_duration(args.stop_after) if args.stop_after else None
     if stop_after is not None and stop_after <= 0:

@@ -80,6 +80,38 @@ def _fraction(text: str) -> float:
     return value
 
 
+def add_workload_options(parser: argparse.ArgumentParser, default_scenario: str, nodes_help: str) -> None:
+    """The options that say what workload to play (`simulate` and `replay`): a scenario or a trace."""
+    source = parser.add_argument_group("workload")
+    source.add_argument(
+        "--scenario", choices=tuple(SCENARIOS), default=None, help=f"built-in scenario (default {default_scenario})"
+    )
+    source.add_argument("--seed", type=_seed, default=1, help="seed of the scenario's generator (default 1)")
+    source.add_argument(
+        "--jobs",
+        type=positive_int,
+        metavar="N",
+        help="jobs to generate (default per scenario); with --workload, the first N only",
+    )
+    source.add_argument("--nodes", type=positive_int, metavar="N", help=nodes_help)
+    source.add_argument(
+        "--node-tres",
+        metavar="SPEC",
+        help="TRES of every node, e.g. cpu=64,mem=512G,gres/gpu=8 (default cpu=64,mem=512000,gres/gpu=8)",
+    )
+    source.add_argument(
+        "--duration", metavar="DUR", help="scenario submission window, e.g. 12h (default: what keeps it backlogged)"
+    )
+    source.add_argument(
+        "--workload", metavar="FILE", help="a trace (SWF, sacct -P or sacct --json) instead of a scenario"
+    )
+    source.add_argument(
+        "--workload-format",
+        choices=FORMATS,
+        help="format of --workload (default by extension: .json sacct-json, .swf swf, else sacct -P)",
+    )
+
+
 def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `simulate` on the CLI's subparsers (the object add_subparsers returns)."""
     scenarios = "; ".join(f"{s.name}: {s.summary}" for s in SCENARIOS.values())
@@ -91,37 +123,11 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
         f"arguments: the '{DEFAULT_SCENARIO}' scenario under every policy.",
         epilog=f"Scenarios: {scenarios}.",
     )
-    source = parser.add_argument_group("workload")
-    source.add_argument(
-        "--scenario", choices=tuple(SCENARIOS), default=None, help=f"built-in scenario (default {DEFAULT_SCENARIO})"
-    )
-    source.add_argument("--seed", type=_seed, default=1, help="seed of the scenario's generator (default 1)")
-    source.add_argument(
-        "--jobs",
-        type=positive_int,
-        metavar="N",
-        help="jobs to generate (default per scenario); with --workload, the first N only",
-    )
-    source.add_argument(
-        "--nodes",
-        type=positive_int,
-        metavar="N",
-        help="nodes in the cluster (default per scenario; for a trace, what its header says "
-        "or enough for a 90%% offered load)",
-    )
-    source.add_argument(
-        "--node-tres",
-        metavar="SPEC",
-        help="TRES of every node, e.g. cpu=64,mem=512G,gres/gpu=8 (default cpu=64,mem=512000,gres/gpu=8)",
-    )
-    source.add_argument(
-        "--duration", metavar="DUR", help="scenario submission window, e.g. 12h (default: what keeps it backlogged)"
-    )
-    source.add_argument("--workload", metavar="FILE", help="replay a trace instead of a scenario")
-    source.add_argument(
-        "--workload-format",
-        choices=FORMATS,
-        help="format of --workload (default by extension: .json sacct-json, .swf swf, else sacct -P)",
+    add_workload_options(
+        parser,
+        DEFAULT_SCENARIO,
+        "nodes in the cluster (default per scenario; for a trace, what its header says or enough for a 90%% "
+        "offered load)",
     )
     run = parser.add_argument_group("policies")
     run.add_argument(

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from types import MappingProxyType
+from dataclasses import dataclass
 from typing import Any, Final
 
 from slurm_drf.model.types import Node
@@ -41,7 +40,6 @@ class Arm:
     # The simulator policy that predicts this arm.
     predicted_by: str
     tree: bool = False
-    extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
 
 ARMS: Final = {

@@ -12,8 +12,8 @@ replay exactly as it does for a simulation. `render_result` and
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Mapping
+from dataclasses import dataclass
 from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, Final
@@ -51,7 +51,6 @@ class ReplayResult:
     backend: str
     notes: tuple[str, ...] = ()
     wall_seconds: float = 0.0
-    extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     @property
     def interval(self) -> float:
@@ -103,10 +102,6 @@ def to_sim_result(result: ReplayResult) -> SimResult:
     )
 
 
-def _fraction(value: Fraction) -> str:
-    return str(value)
-
-
 def render_workload_jobs(workload: Workload) -> dict[str, Any]:
     tree = workload.tree
     return {
@@ -115,10 +110,10 @@ def render_workload_jobs(workload: Workload) -> dict[str, Any]:
         "seed": workload.seed,
         "nodes": workload.node_count,
         "node_tres": workload.node_type.tres(),
-        "weights": {a: _fraction(w) for a, w in workload.weights.items()},
+        "weights": {a: str(w) for a, w in workload.weights.items()},
         "tree": None
         if tree is None
-        else {"parents": dict(tree.parents), "weights": {p: _fraction(w) for p, w in tree.weights.items()}},
+        else {"parents": dict(tree.parents), "weights": {p: str(w) for p, w in tree.weights.items()}},
         "notes": list(workload.notes),
     }
 
@@ -243,12 +238,6 @@ def parse_result(data: Any, source: str) -> ReplayResult:
             backend=str(data.get("backend", "")),
             notes=tuple(str(n) for n in data.get("notes", ())),
             wall_seconds=float(data.get("wall_seconds", 0.0)),
-            extra=MappingProxyType({"predicted": data.get("predicted")}),
         )
     except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as error:
         raise ReplayInputError(f"{source}: {error}") from None
-
-
-def with_measured(workload: Workload, jobs: Sequence[WorkloadJob]) -> Workload:
-    """The workload of the jobs actually submitted (their measured submit times)."""
-    return replace(workload, jobs=tuple(jobs))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from fractions import Fraction
+from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 import yaml
 from builders import node
 
+from slurm_drf.cli.main import main
 from slurm_drf.config.load import parse_config_text
 from slurm_drf.replay.arms import ARMS, build_billing_weights, build_daemon_config, build_slurm_lines, parse_arm
 from slurm_drf.replay.cluster import parse_sdiag_rpcs
@@ -350,3 +352,47 @@ def test_cut_result_keeps_the_samples_and_clips_the_jobs() -> None:
     cut = cut_result(sim, 3600.0)
     assert cut.sample_time.max() <= 3600.0 and float(cut.end.max()) <= 3600.0
     assert len(cut.sample_share) == len(cut.sample_time)
+
+
+def test_report_compares_saved_results_offline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    workload = build_scenario("gpu-newcomer", 1, nodes=4, jobs=40)
+    files = []
+    for arm in ("slurm", "drf"):
+        result = replace(_replayed(simulate(workload, build_policy("drf", engine="fast"))), arm=arm)
+        path = tmp_path / f"{arm}.json"
+        data = render_result(result, render_metrics(compute_metrics(to_sim_result(result))), None)
+        path.write_bytes(orjson.dumps(data))
+        files.append(str(path))
+    assert main(["replay", "--report", *files]) == 0
+    out = capsys.readouterr().out
+    assert "sim:slurm" in out and "sim:drf" in out and "fairness error" in out
+    assert "slurm: measured against the simulator's prediction" in out
+    assert main(["replay", "--report", *files, "--format", "json", "--no-predict"]) == 0
+    shown = orjson.loads(capsys.readouterr().out)
+    assert [p["policy"] for p in shown["policies"]] == ["slurm", "drf"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "what"),
+    [
+        (["--seed", "-1"], "--seed"),
+        (["--compress", "0"], "--compress"),
+        (["--compress", "inf"], "--compress"),
+        (["--sample-interval", "nan"], "--sample-interval"),
+    ],
+)
+def test_bad_options_are_refused_before_anything_runs(
+    argv: list[str], what: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as caught:
+        main(["replay", *argv])
+    assert caught.value.code == 2
+    assert what in capsys.readouterr().err
+
+
+def test_a_report_of_a_file_that_is_not_json_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json", encoding="utf-8")
+    assert main(["replay", "--report", str(bad)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bad.json" in err[0]

@@ -68,28 +68,62 @@ class JobMemories(Mapping[str, JobMemory]):
     __slots__ = ("_count", "_mode", "_modes", "_number", "_others", "_own_known", "_user_nice", "_written")
 
     def __init__(self, memory: Mapping[str, JobMemory]) -> None:
-        keys = list(memory)
         values = list(memory.values())
-        numbers = np.fromiter(map(plain_number, keys), dtype=np.int64, count=len(keys))
-        plain = np.flatnonzero(numbers > 0)
-        plain = plain[np.argsort(numbers[plain], kind="stable")]
-        others = np.flatnonzero(numbers == 0)
-        rows = np.concatenate([plain, others]).tolist()
         modes = list(MODES)
         codes = {name: code for code, name in enumerate(modes)}
         for value in values:
             if value.mode not in codes:
                 codes[value.mode] = len(modes)
                 modes.append(value.mode)
-        ordered = [values[k] for k in rows]
+        count = len(values)
+        self._build(
+            list(memory),
+            np.fromiter((m.user_nice for m in values), dtype=np.int64, count=count),
+            np.fromiter((m.written for m in values), dtype=np.int64, count=count),
+            np.fromiter((codes[m.mode] for m in values), dtype=np.int64, count=count),
+            np.fromiter((m.own_known for m in values), dtype=np.bool_, count=count),
+            tuple(modes),
+        )
+
+    @classmethod
+    def from_columns(
+        cls,
+        keys: Sequence[str],
+        numbers: IntArray,
+        user_nice: IntArray,
+        written: IntArray,
+        mode: IntArray,
+        own_known: BoolArray,
+    ) -> JobMemories:
+        """From columns aligned with `keys` (their `plain_number`s in `numbers`), `mode` indexing MODES."""
+        memory = cls.__new__(cls)
+        memory._build(keys, user_nice, written, mode, own_known, MODES, numbers)
+        return memory
+
+    def _build(
+        self,
+        keys: Sequence[str],
+        user_nice: IntArray,
+        written: IntArray,
+        mode: IntArray,
+        own_known: BoolArray,
+        modes: tuple[str, ...],
+        numbers: IntArray | None = None,
+    ) -> None:
+        if numbers is None:
+            numbers = np.fromiter(map(plain_number, keys), dtype=np.int64, count=len(keys))
+        plain = np.flatnonzero(numbers > 0)
+        plain = plain[np.argsort(numbers[plain], kind="stable")]
+        others = np.flatnonzero(numbers == 0)
+        rows = np.concatenate([plain, others])
         self._count = len(plain)
         self._number = numbers[plain]
         self._others = {keys[k]: self._count + i for i, k in enumerate(others.tolist())}
-        self._modes = tuple(modes)
-        self._user_nice = np.fromiter((m.user_nice for m in ordered), dtype=np.int64, count=len(ordered))
-        self._written = np.fromiter((m.written for m in ordered), dtype=np.int64, count=len(ordered))
-        self._mode = np.fromiter((codes[m.mode] for m in ordered), dtype=np.int64, count=len(ordered))
-        self._own_known = np.fromiter((m.own_known for m in ordered), dtype=np.bool_, count=len(ordered))
+        self._modes = modes
+        self._user_nice = user_nice[rows]
+        self._written = written[rows]
+        self._mode = mode[rows]
+        self._own_known = own_known[rows]
 
     @classmethod
     def of(cls, memory: Mapping[str, JobMemory]) -> JobMemories:

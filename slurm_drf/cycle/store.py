@@ -14,6 +14,7 @@ import fcntl
 import json
 import logging
 import math
+import operator
 import os
 import time
 from collections.abc import Mapping
@@ -132,18 +133,23 @@ def _job_columns(jobs: dict[Any, Any]) -> JobMemories | None:
     entries = list(jobs.values())
     if not keys:
         return EMPTY_MEMORY
-    if {type(k) for k in keys} != {str} or {type(e) for e in entries} != {list} or set(map(len, entries)) != {3}:
+    if set(map(type, keys)) != {str} or set(map(type, entries)) != {list} or set(map(len, entries)) != {3}:
         return None
-    user, written_list, mode_list = zip(*entries, strict=True)
-    if {type(v) for v in written_list} != {int} or not {type(v) for v in user} <= {int, type(None)}:
+    user, written_list, mode_list = (list(map(operator.itemgetter(k), entries)) for k in range(3))
+    user_types = set(map(type, user))
+    if set(map(type, written_list)) != {int} or not user_types <= {int, type(None)}:
         return None
     if not set(mode_list) <= _MODES:
         return None
     try:
         numbers = plain_numbers(keys, job_numbers(keys))
         written = np.array(written_list, dtype=np.int64)
-        known = np.array([v is not None for v in user], dtype=np.bool_)
-        user_nice = np.array([0 if v is None else v for v in user], dtype=np.int64)
+        if type(None) in user_types:
+            known = np.array([v is not None for v in user], dtype=np.bool_)
+            user_nice = np.array([0 if v is None else v for v in user], dtype=np.int64)
+        else:
+            known = np.ones(len(user), dtype=np.bool_)
+            user_nice = np.array(user, dtype=np.int64)
     except (OverflowError, ValueError):
         return None
     if (
@@ -269,7 +275,8 @@ class StateStore:
             except (ValueError, KeyError, TypeError, AttributeError, IndexError) as error:
                 error_text = str(error)
                 continue
-            repaired = sum(map(is_repaired, data["jobs"].values()))
+            # Only a job whose own nice is unknown can have been repaired.
+            repaired = sum(map(is_repaired, data["jobs"].values())) if state.memory.unknown else 0
             if repaired:
                 logger.warning(
                     "%s: %d job(s)' own nice is a label value, nobody's own: kept as unknown "

@@ -150,6 +150,11 @@ class JobMemories(Mapping[str, JobMemory]):
         rows = found[at]
         return Recalled(at, self._user_nice[rows], self._written[rows], self._mode[rows], self._own_known[rows])
 
+    @property
+    def unknown(self) -> int:
+        """How many jobs' own nice is unknown."""
+        return int(np.count_nonzero(~self._own_known))
+
     def _row(self, row: int) -> JobMemory:
         return JobMemory(
             int(self._user_nice[row]), int(self._written[row]), self._modes[self._mode[row]], bool(self._own_known[row])

@@ -52,12 +52,127 @@ def _validator() -> jsonschema.protocols.Validator:
 def schema_problems(data: Any) -> list[Problem]:
     """Every way the data breaks the schema, each said as a problem a person can act on."""
     problems = _non_finite_problems(data, ())
+    if not problems and _surely_conforms(data):
+        return problems  # jsonschema (a twentieth of a second to import) only to say what is wrong
     for error in _validator().iter_errors(data):
         instance = error.instance
         if isinstance(instance, float) and not math.isfinite(instance):
             continue  # _non_finite_problems says it better
         problems.extend(_explain(error))
     return problems
+
+
+class _Unsure(Exception):
+    """The quick check cannot tell: jsonschema decides."""
+
+
+# Keywords that only annotate: no effect on validity.
+_ANNOTATIONS: Final = frozenset({"description", "examples", "default", "title", "$schema", "$defs"})
+
+
+def _surely_conforms(data: Any) -> bool:
+    """Whether the data conforms to the schema, by a quick walk that knows the keywords the
+    schema uses; False when it does not or the walk cannot tell (then jsonschema judges)."""
+    schema = load_schema()
+    try:
+        return _conforms(schema, data, schema)
+    except (_Unsure, RecursionError):
+        return False
+
+
+_TYPES: Final[Mapping[str, Any]] = {
+    "object": lambda v: isinstance(v, dict),
+    "array": lambda v: isinstance(v, list),
+    "string": lambda v: isinstance(v, str),
+    "boolean": lambda v: isinstance(v, bool),
+    "null": lambda v: v is None,
+    "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
+}
+
+
+def _is_type(value: Any, name: str) -> bool:
+    if name == "integer":
+        if isinstance(value, float):
+            raise _Unsure  # 2.0 is an integer to JSON Schema
+        return isinstance(value, int) and not isinstance(value, bool)
+    if name not in _TYPES:
+        raise _Unsure
+    return bool(_TYPES[name](value))
+
+
+def _conforms(schema: Any, value: Any, root: Mapping[str, Any]) -> bool:  # noqa: C901
+    """One value against one (sub)schema, exactly, for the keywords known here; _Unsure otherwise."""
+    if not isinstance(schema, Mapping):
+        raise _Unsure
+    for keyword, limit in schema.items():
+        if keyword in _ANNOTATIONS or keyword.startswith("x-"):
+            continue
+        if keyword == "$ref":
+            if not isinstance(limit, str) or not limit.startswith("#/$defs/"):
+                raise _Unsure
+            if not _conforms(root["$defs"][limit.removeprefix("#/$defs/")], value, root):
+                return False
+        elif keyword == "type":
+            names = [limit] if isinstance(limit, str) else list(limit)
+            if not any(_is_type(value, name) for name in names):
+                return False
+        elif keyword in ("enum", "const"):
+            options = limit if keyword == "enum" else [limit]
+            if not all(isinstance(o, str) or o is None for o in options):
+                raise _Unsure  # 1 == True == 1.0 in Python, not in JSON Schema
+            if value not in options:
+                return False
+        elif keyword in ("minimum", "maximum", "exclusiveMinimum"):
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                if keyword == "minimum" and not value >= limit:
+                    return False
+                if keyword == "maximum" and not value <= limit:
+                    return False
+                if keyword == "exclusiveMinimum" and not value > limit:
+                    return False
+        elif keyword == "minLength":
+            if isinstance(value, str) and len(value) < limit:
+                return False
+        elif keyword == "pattern":
+            if isinstance(value, str) and re.search(limit, value) is None:
+                return False
+        elif keyword == "minItems":
+            if isinstance(value, list) and len(value) < limit:
+                return False
+        elif keyword == "uniqueItems":
+            if isinstance(value, list) and limit:
+                if not all(isinstance(v, str) for v in value):
+                    raise _Unsure
+                if len(set(value)) != len(value):
+                    return False
+        elif keyword == "items":
+            if isinstance(value, list) and not all(_conforms(limit, v, root) for v in value):
+                return False
+        elif keyword == "properties":
+            if isinstance(value, dict) and not all(
+                _conforms(sub, value[key], root) for key, sub in limit.items() if key in value
+            ):
+                return False
+        elif keyword == "additionalProperties":
+            if isinstance(value, dict):
+                known = schema.get("properties", {})
+                extra = [v for k, v in value.items() if k not in known]
+                if limit is False and extra:
+                    return False
+                if limit is not False and not all(_conforms(limit, v, root) for v in extra):
+                    return False
+        elif keyword == "propertyNames":
+            if isinstance(value, dict) and not all(_conforms(limit, k, root) for k in value):
+                return False
+        elif keyword == "required":
+            if isinstance(value, dict) and any(key not in value for key in limit):
+                return False
+        elif keyword == "oneOf":
+            if sum(_conforms(sub, value, root) for sub in limit) != 1:
+                return False
+        else:
+            raise _Unsure
+    return True
 
 
 def _explain(error: jsonschema.ValidationError) -> list[Problem]:  # noqa: C901

@@ -32,7 +32,7 @@ from slurm_drf.config.settings import MODES
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import DrfError
 from slurm_drf.model.types import PENDING, BoolArray, IntArray, Snapshot
-from slurm_drf.policy.state import LABEL_NICE_BELOW, JobMemory, PolicyState, is_label_nice
+from slurm_drf.policy.state import LABEL_NICE_BELOW, JobMemory, PolicyState, Recalled, is_label_nice
 
 logger = logging.getLogger(__name__)
 
@@ -118,9 +118,9 @@ class Recall:
         pending = table.states.index(PENDING) if PENDING in table.states else -1
         rows = np.flatnonzero(table.state == pending)
         ids = [table.job_id[i] for i in rows.tolist()]
-        memory = state.jobs
+        memory = state.memory
         nice_all, priority_all = table.nice[rows], table.priority[rows]
-        explained = _explained(list(map(memory.get, ids)), nice_all, priority_all)
+        explained = _explained(memory.recall(table.plain_number[rows], lambda: ids), nice_all, priority_all)
         unexplained = np.flatnonzero(~explained).tolist()
         nice, priority = nice_all.tolist(), priority_all.tolist()
         error = self._ask([ids[k] for k in unexplained if ids[k] not in self._asked])
@@ -148,7 +148,7 @@ class Recall:
         report = Recovered(counts["older"], counts["recovered"], counts["unknown"], error, restarted)
         if not found:
             return state, report
-        merged = dict(memory)
+        merged = dict(memory.items())
         merged.update(found)
         return replace(state, jobs=MappingProxyType(merged)), report
 
@@ -201,12 +201,14 @@ def _restarted(before: str | None, now: str | None) -> bool:
     return before is not None and now is not None and before != now
 
 
-def _explained(found: Sequence[JobMemory | None], nice: IntArray, priority: IntArray) -> BoolArray:
+def _explained(found: Recalled, nice: IntArray, priority: IntArray) -> BoolArray:
     """Per job: its value is the one the memory says we last wrote, or plainly nobody's but its
     owner's (a site factor cannot be read back: the memory is all there is)."""
     codes = {name: code for code, name in enumerate(MODES)}
-    mode = np.fromiter((-1 if m is None else codes.get(m.mode, -1) for m in found), dtype=np.int64, count=len(found))
-    written = np.fromiter((0 if m is None else m.written for m in found), dtype=np.int64, count=len(found))
+    mode = np.full(len(nice), -1, dtype=np.int64)
+    mode[found.at] = found.mode
+    written = np.zeros(len(nice), dtype=np.int64)
+    written[found.at] = found.written
     label = nice < LABEL_NICE_BELOW
     explained: BoolArray = (
         ((mode == codes["nice"]) & (nice == written))

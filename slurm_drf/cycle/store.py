@@ -14,17 +14,31 @@ import fcntl
 import json
 import logging
 import math
+import operator
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import IO, Any, Final
 
+import numpy as np
+import orjson
+
+from slurm_drf.config.settings import MODES
 from slurm_drf.errors import StateError
 from slurm_drf.files import check_private, read_private, write_atomic
 from slurm_drf.model.codec import is_job_id, show
-from slurm_drf.model.types import MAX_PRIORITY, NICE_RANGE
-from slurm_drf.policy.state import EMPTY_STATE, JobMemory, PolicyState, is_label_nice
+from slurm_drf.model.types import MAX_JOB_ID, MAX_PRIORITY, NICE_RANGE, job_numbers, plain_numbers
+from slurm_drf.policy.state import (
+    EMPTY_MEMORY,
+    EMPTY_STATE,
+    LABEL_NICE_BELOW,
+    JobMemories,
+    JobMemory,
+    PolicyState,
+    is_label_nice,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +50,7 @@ LEFTOVER_AGE: Final = 600.0
 
 
 def render_state(state: PolicyState) -> dict[str, Any]:
+    keys, user_nice, written, modes, known = state.memory.columns()
     return {
         "format": STATE_FORMAT,
         "epoch": state.epoch,
@@ -43,7 +58,10 @@ def render_state(state: PolicyState) -> dict[str, Any]:
         "tie_wins": dict(state.tie_wins),
         "plan_wins": dict(state.plan_wins),
         # An own nice nobody recorded is null: `reset` must not take 0 for it.
-        "jobs": {job: [m.user_nice if m.own_known else None, m.written, m.mode] for job, m in state.jobs.items()},
+        "jobs": {
+            job: [user if own_known else None, value, mode]
+            for job, user, value, mode, own_known in zip(keys, user_nice, written, modes, known, strict=True)
+        },
         **({"controller_started": state.controller_started} if state.controller_started is not None else {}),
     }
 
@@ -95,12 +113,69 @@ def is_repaired(entry: object) -> bool:
     return isinstance(entry, list) and bool(entry) and isinstance(entry[0], int) and is_label_nice(entry[0])
 
 
+def parse_jobs(jobs: Any) -> Mapping[str, JobMemory]:
+    """The `jobs` object as JobMemories; ValueError naming the first bad entry (`parse_job_memory`).
+
+    Checked column by column in numpy; only a file with a bad entry is read
+    again entry by entry, for the message.
+    """
+    if not isinstance(jobs, dict):
+        raise AttributeError(f"jobs: expected an object, got {show(jobs)}")
+    columns = _job_columns(jobs)
+    if columns is not None:
+        return columns
+    return {str(job): parse_job_memory(job, entry) for job, entry in jobs.items()}
+
+
+def _job_columns(jobs: dict[Any, Any]) -> JobMemories | None:
+    """`jobs` as columns when every entry is a good one, else None."""
+    keys = list(jobs)
+    entries = list(jobs.values())
+    if not keys:
+        return EMPTY_MEMORY
+    if set(map(type, keys)) != {str} or set(map(type, entries)) != {list} or set(map(len, entries)) != {3}:
+        return None
+    user, written_list, mode_list = (list(map(operator.itemgetter(k), entries)) for k in range(3))
+    user_types = set(map(type, user))
+    if set(map(type, written_list)) != {int} or not user_types <= {int, type(None)}:
+        return None
+    if not set(mode_list) <= _MODES:
+        return None
+    try:
+        numbers = plain_numbers(keys, job_numbers(keys))
+        written = np.array(written_list, dtype=np.int64)
+        if type(None) in user_types:
+            known = np.array([v is not None for v in user], dtype=np.bool_)
+            user_nice = np.array([0 if v is None else v for v in user], dtype=np.int64)
+        else:
+            known = np.ones(len(user), dtype=np.bool_)
+            user_nice = np.array(user, dtype=np.int64)
+    except (OverflowError, ValueError):
+        return None
+    if (
+        numbers.min() < 1
+        or numbers.max() > MAX_JOB_ID
+        or written.min() < -NICE_RANGE
+        or written.max() > MAX_PRIORITY
+        or user_nice.min() < -NICE_RANGE
+        or user_nice.max() > NICE_RANGE
+    ):
+        return None
+    # A label kept as an own nice is nobody's: unknown (`is_repaired`).
+    label = known & (user_nice < LABEL_NICE_BELOW)
+    known &= ~label
+    user_nice[label] = 0
+    codes = {name: code for code, name in enumerate(MODES)}
+    mode = np.fromiter(map(codes.__getitem__, mode_list), dtype=np.int64, count=len(mode_list))
+    return JobMemories.from_columns(keys, numbers, user_nice, written, mode, known)
+
+
 def parse_state(data: Any) -> PolicyState:
     """A PolicyState from decoded JSON; ValueError/KeyError/TypeError when it is not one,
     or when a value is outside what the engine and Slurm can hold (the message names the key)."""
     if data.get("format") != STATE_FORMAT:
         raise ValueError(f"format is {data.get('format')!r}, expected {STATE_FORMAT!r}")
-    jobs = {str(job): parse_job_memory(job, entry) for job, entry in data["jobs"].items()}
+    jobs = parse_jobs(data["jobs"])
     fingerprint = data["fingerprint"]
     if not isinstance(fingerprint, str):
         raise ValueError(f"fingerprint: expected a string, got {show(fingerprint)}")
@@ -112,7 +187,7 @@ def parse_state(data: Any) -> PolicyState:
         fingerprint=fingerprint,
         tie_wins=MappingProxyType(_wins(data["tie_wins"], "tie_wins")),
         plan_wins=MappingProxyType(_wins(data["plan_wins"], "plan_wins")),
-        jobs=MappingProxyType(jobs),
+        jobs=jobs,
         controller_started=started,
     )
 
@@ -141,6 +216,10 @@ def salvage_user_nice(data: object) -> PolicyState:
                 if not is_label_nice(user_nice):
                     kept[job] = JobMemory(user_nice, user_nice, "nice")
     return PolicyState(jobs=MappingProxyType(kept))
+
+
+def _json_loads(raw: bytes) -> Any:
+    return json.loads(raw.decode("utf-8"))
 
 
 class StateStore:
@@ -181,25 +260,31 @@ class StateStore:
         except OSError as error:
             logger.warning("%s: cannot read the state (%s); starting fresh", self.path, error.strerror or error)
             return EMPTY_STATE
-        try:
-            data = json.loads(raw.decode("utf-8"))  # not UTF-8: a ValueError, so corrupt
-        except (ValueError, RecursionError) as error:
-            data, error_text = None, str(error)
-        else:
+        data: Any = None
+        error_text = ""
+        # orjson first, for speed; a file it refuses, or that does not parse, is read again as
+        # Python's json reads it (orjson reads integers past 64 bits as floats): judged as before.
+        for decode in (orjson.loads, _json_loads):
+            try:
+                data = decode(raw)
+            except (ValueError, RecursionError) as error:  # not UTF-8: a ValueError, so corrupt
+                data, error_text = None, str(error)
+                continue
             try:
                 state = parse_state(data)
             except (ValueError, KeyError, TypeError, AttributeError, IndexError) as error:
                 error_text = str(error)
-            else:
-                repaired = sum(map(is_repaired, data["jobs"].values()))
-                if repaired:
-                    logger.warning(
-                        "%s: %d job(s)' own nice is a label value, nobody's own: kept as unknown "
-                        "(the order counts it as 0; reset leaves those jobs alone unless given --assume-own)",
-                        self.path,
-                        repaired,
-                    )
-                return state
+                continue
+            # Only a job whose own nice is unknown can have been repaired.
+            repaired = sum(map(is_repaired, data["jobs"].values())) if state.memory.unknown else 0
+            if repaired:
+                logger.warning(
+                    "%s: %d job(s)' own nice is a label value, nobody's own: kept as unknown "
+                    "(the order counts it as 0; reset leaves those jobs alone unless given --assume-own)",
+                    self.path,
+                    repaired,
+                )
+            return state
         salvaged = salvage_user_nice(data)
         logger.warning(
             "%s: state is corrupt (%s); starting fresh but for %d job(s)' own nice: "
@@ -213,9 +298,9 @@ class StateStore:
     def save(self, state: PolicyState) -> None:
         """Atomically replace the state file; StateError (the old file kept) when it cannot be written."""
         self.ensure_directory()
-        data = json.dumps(render_state(state), separators=(",", ":"), sort_keys=True)
+        data = orjson.dumps(render_state(state), option=orjson.OPT_SORT_KEYS)
         try:
-            write_atomic(self.path, data.encode(), mode=0o640)
+            write_atomic(self.path, data, mode=0o640)
         except OSError as error:
             raise StateError(
                 f"{self.path}: cannot save the state ({error.strerror or error}); the last one is kept "

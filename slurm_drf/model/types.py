@@ -194,6 +194,36 @@ def job_numbers(job_ids: Sequence[str]) -> IntArray:
     return numbers
 
 
+_POWERS_OF_TEN: Final = np.array([10**k for k in range(19)], dtype=np.int64)
+
+
+def plain_number(job_id: str) -> int:
+    """The job id as a number when it is written as one (digits, no leading zero), else 0."""
+    if job_id.isascii() and job_id.isdigit() and job_id[0] != "0" and len(job_id) <= 18:
+        return int(job_id)
+    return 0
+
+
+def plain_numbers(job_ids: Sequence[str], numbers: IntArray) -> IntArray:
+    """`plain_number` of every id, given their `job_numbers`: each number kept where the id
+    is exactly its digits (as many characters, ASCII), else 0; in C loops."""
+    if not len(job_ids):
+        return np.zeros(0, dtype=np.int64)
+    # A number's digits are how many powers of ten are at most it. An ASCII id holds at least
+    # the digits of its number (int() and job_number take signs, spaces, underscores,
+    # leading zeros and suffixes: each a character more), so when all the ids together are
+    # as long as their numbers' digits, every one is plain (a snapshot file's always are).
+    digits = np.searchsorted(_POWERS_OF_TEN, numbers, side="right")
+    joined = "".join(job_ids)
+    if joined.isascii() and len(joined) == int(digits.sum()) and numbers.min() > 0 and int(digits.max()) <= 18:
+        return numbers
+    lengths = np.fromiter(map(len, job_ids), dtype=np.int64, count=len(job_ids))
+    ascii_ = np.fromiter(map(str.isascii, job_ids), dtype=np.bool_, count=len(job_ids))
+    plain = ascii_ & (numbers > 0) & (lengths == digits) & (lengths <= 18)
+    out: IntArray = np.where(plain, numbers, 0)
+    return out
+
+
 def _codes(values: Sequence[str]) -> tuple[IntArray, tuple[str, ...]]:
     """Dictionary encoding: an int code per value and the distinct values."""
     distinct = tuple(dict.fromkeys(values))
@@ -227,9 +257,19 @@ class JobTable:
     array_tasks: IntArray
     site_factor: Sequence[int | None]
     tres: Mapping[str, IntArray]
+    # Derived from job_id and job_number on first use (`plain_number`).
+    _plain: IntArray | None = field(default=None, init=False, compare=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.job_id)
+
+    @property
+    def plain_number(self) -> IntArray:
+        """Per job, `plain_number` of its id: how the daemon's memory (policy.state.JobMemories) finds it."""
+        if self._plain is None:
+            object.__setattr__(self, "_plain", plain_numbers(self.job_id, self.job_number))
+        assert self._plain is not None
+        return self._plain
 
     def column(self, name: str) -> IntArray:
         """The TRES column `name`, zeros when no job has it."""

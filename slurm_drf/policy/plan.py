@@ -70,7 +70,7 @@ from slurm_drf.policy.history import UsageByPool, past_term
 from slurm_drf.policy.labels import LabelSpace, assign_labels
 from slurm_drf.policy.order import Ordering, TieRecord, compute_before, order_pending
 from slurm_drf.policy.pools import build_pools, compute_capacity, weighted_share, weighted_shares
-from slurm_drf.policy.state import EMPTY_STATE, PolicyState, advance_state, running_fingerprint
+from slurm_drf.policy.state import EMPTY_STATE, PolicyState, Recalled, advance_state, running_fingerprint
 from slurm_drf.policy.tree import TreeWeights, compute_tree_weights, resolve_account_keys
 from slurm_drf.policy.tree_order import RunningJobs, TreeOrdering, TreeRow, order_tree
 from slurm_drf.policy.values import adjust_for_memory, label_space, labels_of, mode_values, value_offset
@@ -469,11 +469,10 @@ def _plan_pool(
     running_count = np.bincount(running_account, minlength=accounts)
     capacity = np.array([capacity_map[r] for r in resources], dtype=np.int64)
 
-    # Job ids and site factors only when they can matter (memory, site_factor mode).
-    ids = _pick(table.job_id, pending_rows) if state.jobs else []
+    # Site factors only when they can matter (site_factor mode).
     site_factors = _pick(table.site_factor, pending_rows) if mode == "site_factor" else []
     base, own_nice, current, held, ours = adjust_for_memory(
-        ids, table.priority[pending_rows], table.nice[pending_rows], site_factors, mode, state.jobs
+        table.priority[pending_rows], table.nice[pending_rows], site_factors, mode, _recall(table, pending_rows, state)
     )
     slurm_order = np.lexsort(
         (table.job_number[pending_rows], table.submit_time[pending_rows], -base, table.account[pending_rows])
@@ -627,6 +626,14 @@ def _room_above_jobs(table: JobTable, resource: str) -> int:
     return max(0, MAX_TRES - sum(a * t for a, t in zip(amounts, tasks, strict=True)))
 
 
+def _recall(table: JobTable, rows: IntArray, state: PolicyState) -> Recalled:
+    """What the state remembers of the jobs `rows`, joined by job number (policy.state.JobMemories)."""
+    memory = state.memory
+    if not memory:
+        return memory.recall(np.zeros(len(rows), dtype=np.int64), list)
+    return memory.recall(table.plain_number[rows], lambda: _pick(table.job_id, rows))
+
+
 def _pick(items: Sequence[Any], rows: IntArray) -> list[Any]:
     """items[r] for r in rows, at C speed."""
     if len(rows) == 0:
@@ -670,12 +677,11 @@ def _skipped_rows(
     for i in np.flatnonzero(skip).tolist():
         reason = "partition not managed" if job_pool[i] < 0 else "account excluded" if excluded[i] else "held"
         _, own, current, _, _ = adjust_for_memory(
-            [table.job_id[i]],
             table.priority[i : i + 1],
             table.nice[i : i + 1],
             [table.site_factor[i]],
             mode,
-            state.jobs,
+            _recall(table, np.array([i], dtype=np.int64), state),
         )
         row = (
             table.job_id[i],

@@ -16,16 +16,15 @@ from slurm_drf.config.settings import (
 )
 from slurm_drf.model.types import BoolArray, FloatArray, IntArray
 from slurm_drf.policy.labels import LabelSpace
-from slurm_drf.policy.state import LABEL_NICE_BELOW, JobMemory
+from slurm_drf.policy.state import LABEL_NICE_BELOW, Recalled
 
 
 def adjust_for_memory(
-    job_ids: Sequence[str],
     priority: IntArray,
     nice: IntArray,
     site_factor: Sequence[int | None],
     mode: str,
-    memory: Mapping[str, JobMemory],
+    recalled: Recalled,
 ) -> tuple[IntArray, IntArray, list[int | None], IntArray, BoolArray]:
     """Per job: base priority, the user's own nice, the value Slurm has now,
     our part of the value this mode last wrote (the nice without the user's,
@@ -57,14 +56,11 @@ def adjust_for_memory(
         current = list(site_factor)
     ours = np.zeros(len(priority), dtype=np.bool_)
     held = np.zeros(len(priority), dtype=np.int64)
-    found = list(map(memory.get, job_ids)) if memory else []
-    codes = {name: code for code, name in enumerate(MODES)}
-    recalled = [(k, m.user_nice, m.written, codes.get(m.mode, -1)) for k, m in enumerate(found) if m is not None]
     label = nice < LABEL_NICE_BELOW
-    if not recalled:
+    if not len(recalled.at):
         _not_own(label, own, base, mode, nice)
         return base, own, current, held, ours
-    at, user, written, by = np.array(recalled, dtype=np.int64).T
+    at, user, written, by = recalled.at, recalled.user_nice, recalled.written, recalled.mode
     # The user's nice, whatever mode wrote last: nice mode's value is ours
     # while Slurm shows it or an older label of ours; priority mode made
     # Slurm zero the nice.

@@ -24,7 +24,7 @@ from slurm_drf.config.load import (
     warn_unknown_accounts,
 )
 from slurm_drf.config.settings import NICE_LIMIT, Config, PoolConfig, default_config
-from slurm_drf.config.validate import load_schema
+from slurm_drf.config.validate import _surely_conforms, load_schema
 from slurm_drf.config.yaml_tree import read_yaml
 from slurm_drf.errors import ConfigError, InputError
 
@@ -467,6 +467,46 @@ BAD_CONFIGS: list[tuple[str, str, list[str]]] = [
 )
 def test_bad_config_is_refused_with_exact_messages(text: str, expected: list[str]) -> None:
     assert problems_of(text) == expected
+
+
+def _schema_examples() -> list[dict[str, Any]]:
+    """A config per example value of every option in the schema (good values, so the quick check must pass them)."""
+    return [{key: value} for key, option in load_schema()["properties"].items() for value in option.get("examples", [])]
+
+
+def test_the_quick_schema_check_passes_only_what_jsonschema_passes() -> None:
+    # The quick walk (validate._surely_conforms) spares the import of jsonschema for a good file:
+    # it must never pass what jsonschema refuses, and must pass the good files it is for.
+    validator = jsonschema.validators.validator_for(load_schema())(load_schema())
+    bad: list[Any] = []
+    for case in BAD_CONFIGS:
+        try:
+            bad.append(yaml.safe_load(case[1]))
+        except yaml.YAMLError:
+            continue
+    mutations: list[Any] = [
+        {"scale": 2.0},
+        {"scale": True},
+        {"mode": 1},
+        {"resources": [True, 1]},
+        {"resources": ["cpu", "cpu"]},
+        {"accounts": {"physics": {"weight": 0}}},
+        {"accounts": {"physics": {"users": {"alice": -1}}}},
+        {"pools": [{"name": "g"}]},
+        {"horizon": "auto"},
+        {"horizon": 0},
+        {"history": {"half_life": "1x"}},
+        {"interval": 0},
+        {"partitions": []},
+        {"unknown": 1},
+    ]
+    good = [yaml.safe_load(EXAMPLE.read_text()), yaml.safe_load(_uncommented_examples(EXAMPLE.read_text()))]
+    for data in [*bad, *mutations, *good, *_schema_examples()]:
+        if _surely_conforms(data):
+            assert not list(validator.iter_errors(data)), data
+    assert all(_surely_conforms(data) for data in good)
+    passed = [data for data in _schema_examples() if _surely_conforms(data)]
+    assert len(passed) >= len(_schema_examples()) * 3 // 4
 
 
 def test_the_bad_table_is_large_and_names_distinct() -> None:

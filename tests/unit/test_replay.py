@@ -201,7 +201,7 @@ def test_slurm_lines_compress_the_half_life_but_not_the_calc_period() -> None:
 
 @pytest.mark.parametrize("name", [n for n, a in ARMS.items() if a.daemon is not None])
 def test_each_daemon_arm_config_validates(name: str) -> None:
-    config = build_daemon_config(parse_arm(name), 60, "/var/tmp/state", {"accounts": {"vision": {"weight": 2}}})
+    config = build_daemon_config(parse_arm(name), 60, "/srv/slurm-drf/state", {"accounts": {"vision": {"weight": 2}}})
     parsed = parse_config_text(yaml.safe_dump(config), "arm")
     assert parsed.interval == 1.0 and parsed.mode == "nice"
     assert parsed.weight("vision") == 2

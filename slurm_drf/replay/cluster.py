@@ -50,18 +50,22 @@ def cancel(job_ids: Sequence[str]) -> None:
         run_command(["scancel", *chunk], TIMEOUT, error_class=SlurmWriteError)
 
 
-def remaining(job_ids: Sequence[str]) -> list[str]:
-    """Which of these jobs squeue still shows (pending, running or completing)."""
-    wanted = set(job_ids)
+def _queued() -> list[str]:
+    """The id of every job squeue shows (pending, running or completing)."""
     out = run_command(["squeue", "-h", "-o", "%i"], TIMEOUT)
-    return sorted(line.strip() for line in out.splitlines() if line.strip() in wanted)
+    return [line.strip() for line in out.splitlines() if line.strip()]
+
+
+def remaining(job_ids: Sequence[str]) -> list[str]:
+    """Which of these jobs squeue still shows."""
+    wanted = set(job_ids)
+    return sorted(job_id for job_id in _queued() if job_id in wanted)
 
 
 def other_jobs(ours: Iterable[str]) -> list[str]:
     """Jobs squeue shows that this replay did not submit."""
     mine = set(ours)
-    out = run_command(["squeue", "-h", "-o", "%i"], TIMEOUT)
-    return [line.strip() for line in out.splitlines() if line.strip() and line.strip() not in mine]
+    return [job_id for job_id in _queued() if job_id not in mine]
 
 
 @dataclass(frozen=True, slots=True)

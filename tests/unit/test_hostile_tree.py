@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -264,9 +263,7 @@ def test_a_chain_of_100000_accounts_is_refused_in_one_line_exit_2(
     }  # fmt: skip
     path = tmp_path / "chain.json"
     path.write_text(json.dumps(data))
-    began = time.perf_counter()
     code = main([verb[0], "--snapshot", str(path), "--config", "/dev/null", *verb[1:]])
-    assert time.perf_counter() - began < 10.0  # about 2 s measured; the target is 5 s
     assert code == 2
     captured = capsys.readouterr()
     assert captured.out == ""

@@ -19,7 +19,7 @@ Sits beside the CLI source, in two formats with one parser each:
 
 TRES are named as Slurm names them (`cpu`, `mem` in MiB, `node`,
 `gres/gpu`, `gres/gpu:a100`, ...) by the one reader of TRES strings,
-slurm.parse.parse_tres_string; typed GPUs without an untyped count also
+slurm.parse.amounts.parse_tres_string; typed GPUs without an untyped count also
 give `gres/gpu` as their sum. Both formats leave out what never ran by the
 same rule (`_allocation`).
 """
@@ -42,7 +42,7 @@ from slurm_drf.model.types import MAX_TRES
 from slurm_drf.policy.history import Allocation
 from slurm_drf.slurm.cli_source import CommandRunner, build_command_env
 from slurm_drf.slurm.execute import run_command
-from slurm_drf.slurm.parse import parse_tres_string
+from slurm_drf.slurm.parse.amounts import parse_tres_string
 
 logger = logging.getLogger(__name__)
 
@@ -234,7 +234,7 @@ def _epoch(text: str, where: str, column: str) -> float | None:
 
 
 def _line_tres(text: str) -> Mapping[str, int]:
-    """AllocTRES read by slurm.parse; _BadLine for an amount no job can hold (past MAX_TRES)."""
+    """AllocTRES read by slurm.parse.amounts; _BadLine for an amount no job can hold (past MAX_TRES)."""
     try:
         tres = parse_tres_string(text)
     except (ValueError, OverflowError):  # an amount of hundreds of digits

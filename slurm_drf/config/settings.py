@@ -146,7 +146,7 @@ class Config:
     metrics_address: str | None = None
     # node_exporter textfile-collector file (*.prom) rewritten every cycle; None writes none.
     metrics_textfile: str | None = None
-    # Tree gauges (trail.metrics): users too, or accounts only; at most this many nodes per pool.
+    # Tree gauges (trail.prometheus): users too, or accounts only; at most this many nodes per pool.
     metrics_tree_users: bool = False
     metrics_tree_max_paths: int = 1000
     log_level: str = "INFO"

@@ -2,7 +2,7 @@
 
 Sits at the centre of the simulator: it plays a `Workload` on a
 `cluster.Cluster` under one `policies.Policy` and returns a `SimResult`
-for `metrics`. Events are job ends (from a heap), job submissions (the
+for `run_metrics`. Events are job ends (from a heap), job submissions (the
 workload is sorted by submit time) and policy ticks every `interval`
 seconds; all events of one instant are applied before the scheduler runs,
 and time never goes back.
@@ -102,7 +102,7 @@ class SimOptions:
 
 @dataclass(frozen=True, slots=True)
 class SimResult:
-    """Everything one run produced; `metrics` turns it into numbers."""
+    """Everything one run produced; `run_metrics` turns it into numbers."""
 
     policy: str
     workload: Workload

@@ -24,9 +24,9 @@ from slurm_drf.sim.importers import (
     parse_swf,
     parse_tres_string,
 )
-from slurm_drf.sim.metrics import compute_metrics, jain_index
 from slurm_drf.sim.policies import DEFAULT_POLICIES, POLICIES, DrfPolicy, build_policy, naive_order, naive_share
 from slurm_drf.sim.render import render_json, render_table
+from slurm_drf.sim.run_metrics import compute_metrics, jain_index
 from slurm_drf.sim.scenarios import SCENARIOS, build_scenario
 from slurm_drf.sim.workload import NodeType, Workload, WorkloadError, WorkloadJob, parse_duration, parse_mem
 

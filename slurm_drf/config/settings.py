@@ -10,11 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Final, Literal
-
-if TYPE_CHECKING:
-    pass
-
+from typing import Final, Literal
 
 Mode = Literal["nice", "site_factor", "priority"]
 
@@ -118,7 +114,7 @@ class Config:
     pools: tuple[PoolConfig, ...] = ()
     exclude_accounts: frozenset[str] = frozenset()
     backend: str = "auto"
-    # Ignored since 0.3 (values are order labels); kept so that older files load.
+    # Ignored (values are order labels, no longer round(scale x level)); kept so that 0.1.0's files load.
     scale: int = DEFAULT_SCALE
     # Labels run from 0 to offset - 1 (strict weighting): nice = own nice +
     # label - offset (at most -1); site_factor and priority = offset - label

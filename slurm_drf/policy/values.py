@@ -102,7 +102,7 @@ def _not_own(label: BoolArray, own: IntArray, base: IntArray, mode: str, nice: I
 
 
 def spread_values(level_sorted: FloatArray, scale: int, step: int = 1) -> IntArray:
-    """The labels before 0.3, kept as the reference the simulator and benchmarks compare with.
+    """The values of 0.1.0, before the order labels, kept as the reference the simulator and benchmarks compare with.
 
     round(scale x level), each raised to at least its predecessor + `step`:
     spread by rank, so when `step` is large one job leaving the head moves

@@ -63,16 +63,12 @@ from itertools import chain
 from typing import Final
 
 import numpy as np
-import numpy.typing as npt
 
+from slurm_drf.model.types import BoolArray, FloatArray, IntArray
 from slurm_drf.sim.cluster import Cluster, Reservation, ReservationBook, compute_reservation
 from slurm_drf.sim.policies import Policy, QueueKey
 from slurm_drf.sim.table import Vector, build_workload_table
 from slurm_drf.sim.workload import SimulationError, Workload, validate_workload
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
 
 DEFAULT_INTERVAL: Final = 60.0
 DEFAULT_BACKFILL_DEPTH: Final = 500

@@ -37,8 +37,8 @@ submitted between ticks by `sort_key`; the queue is always sorted by
   whole percents and ties broken by account name: the bug that hands the
   first accounts by name everything when shares are small.
 - `drf-labels`, `drf-spread`: the daemon's loop as Slurm sees it (`daemon_loop`):
-  the fast engine's order every tick, written as nice values (the labels
-  of 0.3, or the spread values before them) under the write cap; the queue
+  the fast engine's order every tick, written as nice values (the order
+  labels, or the spread values of 0.1.0) under the write cap; the queue
   in Slurm's priority order from those values plus age and QOS factors,
   the main pass limited to default_queue_depth. `drf` stays the idealised
   reference. They record the values written per tick (`Policy.writes`).
@@ -71,11 +71,10 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
-import numpy.typing as npt
 
 from slurm_drf.config.settings import Config, HistoryConfig
 from slurm_drf.model.codec import format_time
-from slurm_drf.model.types import PENDING, RUNNING, Job, Node, Snapshot, Tres, freeze_tres
+from slurm_drf.model.types import PENDING, RUNNING, FloatArray, IntArray, Job, Node, Snapshot, Tres, freeze_tres
 from slurm_drf.policy.hierarchy_online import order_online
 from slurm_drf.policy.history import EMPTY_PAST, DecayedUsage, UsageByPool, UsageRecord
 from slurm_drf.policy.labels import fewest_writes
@@ -101,13 +100,11 @@ if TYPE_CHECKING:
 
 # (major, minor, array task): ascending is the queue order.
 QueueKey = tuple[float, float, int]
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
 
 POLICIES: Final = ("fifo", "multifactor", "drf", "drf-naive")
 # drf with the memory of past use (docs/rule.md §6).
 HISTORY_POLICIES: Final = ("drf-history",)
-# The daemon's loop modelled (`sim.daemon_loop`): the labels of 0.3, and the spread values before them.
+# The daemon's loop modelled (`sim.daemon_loop`): the order labels, and the spread values of 0.1.0.
 LOOP_POLICIES: Final = tuple(f"drf-{mapping}" for mapping in MAPPINGS)
 # Over the account tree (docs/rule.md §7): H-DRF and the naive roll-up.
 TREE_POLICIES: Final = ("hdrf", "hdrf-rollup")

@@ -187,7 +187,7 @@ def describe_loop(comparison: Comparison) -> str:
         f"{slurm.weight_age}, PriorityMaxAge {format_duration(slurm.max_age)}) + QOS (PriorityWeightQOS "
         f"{slurm.weight_qos} for {slurm.urgent:.0%} urgent jobs); the main scheduler stops after "
         f"{slurm.queue_depth} jobs, backfill looks at {comparison.options.backfill_depth}. drf-labels writes "
-        "the labels of 0.3, drf-spread the values before them (spread by rank); drf, the reference, "
+        "the daemon's order labels, drf-spread the values of 0.1.0 (spread by rank); drf, the reference, "
         "queues in plan order and writes nothing."
     )
 

@@ -74,13 +74,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from slurm_drf.model.types import FloatArray, IntArray
 from slurm_drf.sim.engine import SimResult
 from slurm_drf.sim.table import build_workload_table
 from slurm_drf.sim.tree_layout import TreeLayout, build_layout, node_shares
 from slurm_drf.sim.workload import RESOURCES
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True, slots=True)

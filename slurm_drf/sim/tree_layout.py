@@ -25,16 +25,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
-import numpy.typing as npt
 
+from slurm_drf.model.types import FloatArray, IntArray
 from slurm_drf.policy.hierarchy import SHARE_BITS, TreeNode
 from slurm_drf.policy.state import rotation_key
 from slurm_drf.sim.table import WorkloadTable
 from slurm_drf.sim.workload import TREE_SEPARATOR, Workload
-
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True, slots=True)

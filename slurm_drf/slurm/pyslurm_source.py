@@ -1,6 +1,6 @@
 """A ClusterSource that reads the cluster through pyslurm, in process.
 
-Sits beside cli.py between the daemon and Slurm, and gives the same
+Sits beside cli_source.py between the daemon and Slurm, and gives the same
 Snapshot: pyslurm's job and node data are first turned into records shaped
 like `squeue --json` / `sinfo --json` records (pure `build_*` functions
 below), then read by the very parsers the CLI source uses

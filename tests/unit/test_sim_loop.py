@@ -14,8 +14,8 @@ from test_sim import check_invariants
 
 from slurm_drf.cli.simulate import add_simulate_parser
 from slurm_drf.config.settings import Config
+from slurm_drf.model.types import FloatArray, IntArray
 from slurm_drf.sim.daemon_loop import (
-    FloatArray,
     SlurmSide,
     build_space,
     compute_values,
@@ -27,7 +27,6 @@ from slurm_drf.sim.engine import SimOptions, simulate
 from slurm_drf.sim.policies import LOOP_POLICIES, FifoPolicy, LoopDrfPolicy, build_policy
 from slurm_drf.sim.run_metrics import compute_metrics
 from slurm_drf.sim.scenarios import build_scenario
-from slurm_drf.sim.table import IntArray
 from slurm_drf.sim.view import SimulatorView
 from slurm_drf.sim.workload import NodeType, Workload, WorkloadJob
 

@@ -124,7 +124,7 @@ class Config:
     # Shared by two head nodes: the lease and the state file (cycle.lease); None: no lease.
     lease_dir: str | None = None
     # Days of cycle and write history kept in state_dir/history.sqlite; None keeps all.
-    history_days: int | None = 90
+    retention_days: int | None = 90
     # The decayed past blended into usage; None (the default) is pure DRF.
     history: HistoryConfig | None = None
     report_dir: str | None = None

@@ -66,7 +66,7 @@ def build_observers(config: Config, *, start: bool = True) -> list[CycleObserver
     Callers close them with `close_observers` when the service stops (it
     stops the HTTP server).
     """
-    observers: list[CycleObserver] = [AuditRecorder(config.state_dir, config.history_days)]
+    observers: list[CycleObserver] = [AuditRecorder(config.state_dir, config.retention_days)]
     if config.report_dir:
         observers.append(ReportWriter(config.report_dir))
     if config.metrics_address or config.metrics_textfile:

@@ -270,7 +270,7 @@ def test_history_holds_every_value_slurm_received(
     slurm: SlurmSandbox, scene: dict[str, list[str]], tmp_path: Path
 ) -> None:
     config = _config(tmp_path)
-    recorder = AuditRecorder(config.state_dir, config.history_days)
+    recorder = AuditRecorder(config.state_dir, config.retention_days)
     first = _cycle(config, [recorder])
     assert first.result is not None and set(scene["pending"]) <= set(first.result.applied)
     # A user changes their own nice (of their account's last job, so that its order

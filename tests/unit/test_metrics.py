@@ -219,7 +219,7 @@ def test_build_observers_follows_the_config(tmp_path: Path) -> None:
         state_dir=str(tmp_path),
         report_dir=str(tmp_path / "www"),
         metrics_textfile=str(tmp_path / "m.prom"),
-        history_days=30,
+        retention_days=30,
     )
     observers = build_observers(config)
     assert [type(o) for o in observers] == [AuditRecorder, ReportWriter, MetricsRecorder]

@@ -20,7 +20,7 @@ import numpy.typing as npt
 
 from slurm_drf.model.types import FloatArray, IntArray
 from slurm_drf.policy.pools import fraction_parts, share_vector
-from slurm_drf.policy.state import rotation_key, rotation_key_list
+from slurm_drf.policy.state import rotation_key_list
 
 # Relative distance under which two float levels are compared exactly.
 TIE_RTOL: Final = 1e-9
@@ -171,9 +171,10 @@ def order_pending(
     for g in multi.tolist():
         start, stop = int(group_starts[g]), int(group_stops[g])
         rows = order[start:stop].tolist()
-        if len(set(account_of[rows].tolist())) < 2:
+        accounts = account_of[rows].tolist()
+        if len(set(accounts)) < 2:
             continue
-        placed, record = _break_ties(rows, account_of, account_names, epoch, wins, plan_wins, start, rotation)
+        placed, record = _break_ties(rows, accounts, account_names, epoch, wins, plan_wins, start, rotation)
         order[start:stop] = placed
         ties.append(record)
         tied[rows] = True
@@ -225,7 +226,7 @@ class _ExactShares:
 
 def _break_ties(
     rows: list[int],
-    account_of: IntArray,
+    accounts: list[int],
     account_names: Sequence[str],
     epoch: int,
     wins: dict[str, float],
@@ -235,22 +236,23 @@ def _break_ties(
 ) -> tuple[list[int], TieRecord]:
     """Order rows of equal level and share vector: fewer tie wins first, then rotation.
 
-    Rows come in index order, so each account's rows are in Slurm's order.
-    An account wins a tie when it is placed while another account waits.
-    Returns the rows in their new order and the record of the tie, whose
-    group starts at position `start`. `rotation_keys` caches each account's
-    rotation key for the epoch (filled here).
+    Rows come in index order, so each account's rows are in Slurm's order;
+    `accounts` holds the account of each. An account wins a tie when it is
+    placed while another account waits. Returns the rows in their new order
+    and the record of the tie, whose group starts at position `start`.
+    `rotation_keys` caches each account's rotation key for the epoch (filled here).
     """
-    accounts = account_of[rows].tolist()
+    one_each = len(set(accounts)) == len(rows)
     queues: dict[int, list[int]] = {}
-    for row, account in zip(rows, accounts, strict=True):
-        queues.setdefault(account, []).append(row)
-    names = [account_names[account] for account in queues]
+    if not one_each:
+        for row, account in zip(rows, accounts, strict=True):
+            queues.setdefault(account, []).append(row)
+    names = [account_names[account] for account in (accounts if one_each else queues)]
     missing = [name for name in names if name not in rotation_keys]
     rotation_keys.update(zip(missing, rotation_key_list(epoch, missing), strict=True))
     record_wins = {name: wins.get(name, 0.0) for name in names}
     rotation = {name: rotation_keys[name] for name in names}
-    if len(queues) == len(rows):
+    if one_each:
         out, placed_wins = _one_row_each(rows, names, record_wins, rotation, wins, plan_wins)
     else:
         out, placed_wins = _by_heap(queues, account_names, rotation, wins, plan_wins)

@@ -13,6 +13,8 @@ list the plain way.
 
 from __future__ import annotations
 
+import itertools
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
@@ -40,40 +42,62 @@ def object_list(
 
     As orjson writes it (OPT_INDENT_2 when `indent`) as the value of a key
     `depth` levels deep (the key's line indented by 2 x depth spaces).
-    None when a column holds a value that is not a scalar.
+    A column of one object (every job's pool, a reason of None) is written
+    once, as constant text. None when a column holds a value that is not a scalar.
     """
     if not rows:
         return (b"[]",)
-    columns: list[Sequence[Any]] = []
-    prefixes: list[bytes] = []
-    pending = b""  # constant text waiting for the next column's prefix
+    layout = _Layout()
     at_key, at_nested = _line(depth + 2, indent), _line(depth + 3, indent)
     colon = b": " if indent else b":"
     for number, (key, value) in enumerate(fields):
-        head = (b" " * (2 * depth + 2) + b"{" if indent else b"{") if number == 0 else pending + b","
-        pending = b""
-        text = head + at_key + orjson.dumps(key) + colon
+        layout.text(((b" " * (2 * depth + 2) if indent else b"") + b"{" if number == 0 else b",") + at_key)
+        layout.text(orjson.dumps(key) + colon)
         if not isinstance(value, Nested):
-            prefixes.append(text)
-            columns.append(value)
+            layout.column(value)
             continue
-        if not value.fields:
-            pending = text + b"{}"
-            continue
+        layout.text(b"{")
         for inner, (name, column) in enumerate(value.fields):
-            opening = text + b"{" if inner == 0 else b","
-            prefixes.append(opening + at_nested + orjson.dumps(name) + colon)
-            columns.append(column)
-        pending = at_key + b"}"
-    if not columns:
-        return None
-    suffix = pending + _line(depth + 1, indent) + b"}"
-    grid = _interleave(columns, prefixes, suffix, b",\n" if indent else b",")
-    if grid is None:
-        return None
+            layout.text((b"," if inner else b"") + at_nested + orjson.dumps(name) + colon)
+            layout.column(column)
+        layout.text((at_key if value.fields else b"") + b"}")
+    layout.text(_line(depth + 1, indent) + b"}")
+    separator = b",\n" if indent else b","
+    if not layout.columns:
+        body: bytes | memoryview = (layout.pending + separator) * (rows - 1) + layout.pending
+    else:
+        grid = _interleave(layout.columns, layout.prefixes, layout.pending, separator)
+        if grid is None:
+            return None
+        body = grid.data
     if indent:
-        return b"[\n", grid.data, _line(depth, indent) + b"]"
-    return b"[", grid.data, b"]"
+        return b"[\n", body, _line(depth, indent) + b"]"
+    return b"[", body, b"]"
+
+
+class _Layout:
+    """A row as constant text and columns: `prefixes[k]` is the text before `columns[k]`,
+    `pending` the text after the last column."""
+
+    def __init__(self) -> None:
+        self.columns: list[Sequence[Any]] = []
+        self.prefixes: list[bytes] = []
+        self.pending = b""
+
+    def text(self, text: bytes) -> None:
+        self.pending += text
+
+    def column(self, column: Sequence[Any]) -> None:
+        """A column; as text when every row holds the same scalar object."""
+        first = column[0]
+        if all(map(operator.is_, column, itertools.repeat(first))):
+            dumped = orjson.dumps(first, option=orjson.OPT_INDENT_2)
+            if b"\n" not in dumped:  # a scalar (or [], {}): the same text indented or not
+                self.pending += dumped
+                return
+        self.prefixes.append(self.pending)
+        self.columns.append(column)
+        self.pending = b""
 
 
 def _line(depth: int, indent: bool) -> bytes:

@@ -9,6 +9,7 @@ differ from the job before it, and how each tie was broken), so that
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -247,11 +248,12 @@ def _break_ties(
     if not one_each:
         for row, account in zip(rows, accounts, strict=True):
             queues.setdefault(account, []).append(row)
-    names = [account_names[account] for account in (accounts if one_each else queues)]
-    missing = [name for name in names if name not in rotation_keys]
+    # Loops over the accounts of the tie in C (map): a tie may hold 100,000 of them.
+    names = list(map(account_names.__getitem__, accounts if one_each else queues))
+    missing = list(itertools.filterfalse(rotation_keys.__contains__, names))
     rotation_keys.update(zip(missing, rotation_key_list(epoch, missing), strict=True))
-    record_wins = {name: wins.get(name, 0.0) for name in names}
-    rotation = {name: rotation_keys[name] for name in names}
+    record_wins = dict(zip(names, map(wins.get, names, itertools.repeat(0.0)), strict=True))
+    rotation = dict(zip(names, map(rotation_keys.__getitem__, names), strict=True))
     if one_each:
         out, placed_wins = _one_row_each(rows, names, record_wins, rotation, wins, plan_wins)
     else:
@@ -274,15 +276,18 @@ def _one_row_each(
     name); every account placed but the last wins once."""
     keys = np.fromiter(map(record_wins.__getitem__, names), dtype=np.float64, count=len(names))
     turns = np.fromiter(map(rotation.__getitem__, names), dtype=np.uint64, count=len(names))
-    placed: list[int] = np.lexsort((turns, keys)).tolist()
-    ordered = keys[placed], turns[placed]
-    if ((ordered[0][1:] == ordered[0][:-1]) & (ordered[1][1:] == ordered[1][:-1])).any():
+    order = np.lexsort((turns, keys))
+    ordered_keys, ordered_turns = keys[order], turns[order]
+    if ((ordered_keys[1:] == ordered_keys[:-1]) & (ordered_turns[1:] == ordered_turns[:-1])).any():
         # Two rotation keys alike (2**-64 a pair): the name decides, as in the heap.
-        placed = sorted(range(len(names)), key=lambda k: (record_wins[names[k]], rotation[names[k]], names[k]))
-    winners = [names[k] for k in placed[:-1]]
-    wins.update(zip(winners, [record_wins[name] + 1.0 for name in winners], strict=True))
-    plan_wins.update(zip(winners, [plan_wins.get(name, 0.0) + 1.0 for name in winners], strict=True))
-    return [rows[k] for k in placed], [record_wins[names[k]] for k in placed]
+        order = np.array(sorted(range(len(names)), key=lambda k: (keys[k], turns[k], names[k])), dtype=np.int64)
+        ordered_keys = keys[order]
+    placed: list[int] = order.tolist()
+    winners = list(map(names.__getitem__, placed[:-1]))
+    wins.update(zip(winners, (ordered_keys[:-1] + 1.0).tolist(), strict=True))
+    won_before = np.fromiter(map(plan_wins.get, winners, itertools.repeat(0.0)), dtype=np.float64, count=len(winners))
+    plan_wins.update(zip(winners, (won_before + 1.0).tolist(), strict=True))
+    return list(map(rows.__getitem__, placed)), ordered_keys.tolist()
 
 
 def _by_heap(

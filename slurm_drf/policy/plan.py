@@ -647,9 +647,9 @@ def _plan_pool(
     columns.add(
         count,
         {
-            "job_id": lambda: [job_ids[i] for i in rows_sorted.tolist()],
-            "account": lambda: [names[a] for a in account_of[order].tolist()],
-            "user": lambda: [users[i] for i in rows_sorted.tolist()],
+            "job_id": lambda: _pick(job_ids, rows_sorted),
+            "account": lambda: _pick(names, account_of[order]),
+            "user": lambda: _pick(users, rows_sorted),
             "pool": lambda: [pool] * count,
             "order": lambda: list(range(count)),
             "level": level_sorted.tolist,

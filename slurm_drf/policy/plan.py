@@ -233,6 +233,13 @@ class Plan:
             return any(chunk.blends_past for chunk in self.accounts.chunks)
         return any(a.past for a in self.accounts)
 
+    def account_column(self, name: str) -> list[Any]:
+        """One scalar field (an AccountShare attribute: account, rank, ...) of every account row,
+        in `accounts` order, without making the rows when the plan keeps columns."""
+        if isinstance(self.accounts, PlanAccounts):
+            return [value for chunk in self.accounts.chunks for value in chunk.scalar(name)]
+        return [getattr(a, name) for a in self.accounts]
+
     def account_share(self, pool: str | None, account: str) -> AccountShare | None:
         """The row of `account` in `pool`, without making every account's row."""
         if isinstance(self.accounts, PlanAccounts):
@@ -296,7 +303,7 @@ class PlanJobs(LazyRows[JobPlan]):
         self.columns = columns
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, eq=False)  # no slots: `find` caches its index in the instance
 class AccountColumns:
     """One pool's AccountShare rows as columns, in the rows' order (rank, then name).
 
@@ -330,6 +337,17 @@ class AccountColumns:
     @functools.cached_property
     def _position(self) -> dict[str, int]:
         return {name: k for k, name in enumerate(self.account)}
+
+    def scalar(self, name: str) -> Sequence[Any]:
+        """The column of one scalar field of the rows (`pool` included)."""
+        if name == "pool":
+            return [self.pool] * len(self)
+        if name not in _SCALAR_ACCOUNT_FIELDS:
+            raise KeyError(name)
+        if name == "present_share" and self.present_share is None:  # the past adds nothing in the pool
+            return [None] * len(self)
+        column: Sequence[Any] = getattr(self, name)
+        return column
 
     def find(self, account: str) -> int | None:
         """The position of `account`'s row, if the pool has one."""
@@ -365,6 +383,22 @@ class AccountColumns:
             )
             for k, i in enumerate(picked)
         ]
+
+
+# The AccountShare fields that are one value per row (not a mapping per resource).
+_SCALAR_ACCOUNT_FIELDS: Final = frozenset(
+    {
+        "account",
+        "weight",
+        "running_jobs",
+        "pending_jobs",
+        "dominant_resource",
+        "dominant_share",
+        "weighted_share",
+        "rank",
+        "present_share",
+    }
+)
 
 
 class PlanAccounts(LazyRows[AccountShare]):

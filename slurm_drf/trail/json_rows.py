@@ -100,6 +100,52 @@ class _Layout:
         self.pending = b""
 
 
+class Splice:
+    """A place in a document for `dumps_spliced`: the value written there is `pieces`,
+    a list already written as it is at that depth (`object_list`). (Not a dataclass:
+    orjson would write one as an object.)"""
+
+    __slots__ = ("pieces",)
+
+    def __init__(self, pieces: tuple[bytes | memoryview, ...]) -> None:
+        self.pieces = pieces
+
+
+def dumps_spliced(data: Any, option: int) -> bytes | None:
+    """orjson.dumps(data, option=option) with every Splice in it replaced by its pieces.
+
+    Each Splice is written as a marker string first and cut out after; None
+    when a marker's text is found other than once (a string of the data
+    equal to it), for the caller to write the document the plain way.
+    """
+    splices: list[Splice] = []
+
+    def marker(value: object) -> str:
+        if not isinstance(value, Splice):
+            raise TypeError(f"{type(value).__name__} is not JSON serializable")
+        splices.append(value)
+        return f"\x00slurm-drf splice {len(splices) - 1}\x00"
+
+    text = orjson.dumps(data, default=marker, option=option)
+    pieces: list[bytes | memoryview] = []
+    rest = text
+    for number, splice in enumerate(splices):
+        mark = orjson.dumps(f"\x00slurm-drf splice {number}\x00")
+        if text.count(mark) != 1:
+            return None
+        before, rest = rest.split(mark)
+        pieces += (before, *splice.pieces)
+    return b"".join((*pieces, rest))
+
+
+def float_each(values: Sequence[Any]) -> list[float]:
+    """float() of each value, once per distinct object (the accounts share a few weight objects,
+    and a Fraction's float is Python code)."""
+    by_object = {id(v): v for v in values}
+    floats = {key: float(v) for key, v in by_object.items()}
+    return list(map(floats.__getitem__, map(id, values)))
+
+
 def _line(depth: int, indent: bool) -> bytes:
     """A new line indented `depth` levels (nothing when compact)."""
     return b"\n" + b" " * (2 * depth) if indent else b""

@@ -26,7 +26,7 @@ from slurm_drf.policy.plan import (
     PlanJobs,
 )
 from slurm_drf.policy.tree_order import TreeRow
-from slurm_drf.trail.json_rows import Nested, Value, object_list
+from slurm_drf.trail.json_rows import Nested, Value, float_each, object_list
 from slurm_drf.trail.text import format_capacity, render_table, terminal_text
 
 # Plan job entries: every key always present, the value under the mode's name;
@@ -194,7 +194,7 @@ def _account_fields(chunks: Sequence[AccountColumns], resources: Sequence[str]) 
     return [
         ("account", joined("account")),
         ("pool", [chunk.pool for chunk in chunks for _ in range(len(chunk))]),
-        ("weight", _floats(joined("weight"))),
+        ("weight", float_each(joined("weight"))),
         ("running_jobs", joined("running_jobs")),
         ("pending_jobs", joined("pending_jobs")),
         ("usage", per_resource("usage")),
@@ -204,13 +204,6 @@ def _account_fields(chunks: Sequence[AccountColumns], resources: Sequence[str]) 
         ("weighted_share", joined("weighted_share")),
         ("rank", joined("rank")),
     ]
-
-
-def _floats(values: Sequence[Any]) -> list[float]:
-    """float() of each value, once per distinct object (the accounts share a few weight objects)."""
-    by_object = {id(v): v for v in values}
-    floats = {key: float(v) for key, v in by_object.items()}
-    return list(map(floats.__getitem__, map(id, values)))
 
 
 def _render_job_list(

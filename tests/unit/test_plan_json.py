@@ -28,6 +28,7 @@ import yaml
 from builders import job, node, snapshot
 
 import slurm_drf.cli.main as cli_main
+import slurm_drf.cli.options as cli_options
 import slurm_drf.config.load as load_module
 from slurm_drf.config.load import resolve_config
 from slurm_drf.config.settings import Config, Mode, default_config
@@ -180,7 +181,7 @@ def console(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
     monkeypatch.setattr(os, "_exit", fake_exit)
     monkeypatch.setattr(logging, "shutdown", lambda: calls.append("logging.shutdown"))
-    monkeypatch.setattr(cli_main, "_left_to_exit", None)
+    monkeypatch.setattr(cli_options, "_left_to_exit", None)
     try:
         yield calls
     finally:
@@ -208,7 +209,7 @@ def test_run_plan_prints_what_main_prints_then_exits_without_teardown(
     assert console == ["logging.shutdown"]
     assert not gc.isenabled()
     # What the verb made is left to the exit, the decoded JSON included.
-    kept = cli_main._left_to_exit
+    kept = cli_options.left_to_exit()
     assert kept is not None
     sources = [item for item in kept if isinstance(item, SnapshotFileSource)]
     assert len(sources) == 1 and isinstance(sources[0].decoded, dict)
@@ -234,7 +235,7 @@ def test_run_other_verbs_exit_normally(
         cli_main.run()
     assert exited.value.code == 0
     assert "OK" in capsys.readouterr().out
-    assert console == [] and gc.isenabled() and cli_main._left_to_exit is None
+    assert console == [] and gc.isenabled() and cli_options.left_to_exit() is None
 
 
 def test_a_source_frees_its_decoded_json_unless_asked(tmp_path: Path) -> None:

@@ -215,6 +215,32 @@ def test_run_plan_prints_what_main_prints_then_exits_without_teardown(
     assert len(sources) == 1 and isinstance(sources[0].decoded, dict)
 
 
+@pytest.mark.parametrize(
+    "verb", [["report", "--format", "json"], ["report", "--color", "never"], ["explain", "1"], ["explain", "999999"]]
+)
+def test_run_report_and_explain_print_what_main_prints_then_exit_without_teardown(
+    verb: list[str],
+    tmp_path: Path,
+    console: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = _snapshot_file(tmp_path)
+    argv = [*verb, "--snapshot", str(path), "--config", "/dev/null"]
+    code = cli_main.main(argv)
+    expected = capsys.readouterr()
+    monkeypatch.setattr(sys, "argv", ["slurm-drf", *argv])
+    with pytest.raises(_Exited) as exited:
+        cli_main.run()
+    assert exited.value.code == code  # 0, or 2 for a job the snapshot does not hold
+    assert capsys.readouterr() == expected
+    assert console == ["logging.shutdown"] and not gc.isenabled()
+    kept = cli_options.left_to_exit()
+    assert kept is not None
+    sources = [item for item in kept if isinstance(item, SnapshotFileSource)]
+    assert len(sources) == 1 and isinstance(sources[0].decoded, dict)
+
+
 def test_run_plan_keeps_the_exit_code_of_bad_input(
     tmp_path: Path, console: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -108,7 +108,8 @@ def test_account_rows_made_from_the_columns_are_the_rows() -> None:
     assert plan.account_share("a", "nobody") is None and plan.account_share("b", "physics") is None
     physics = next(a for a in rows if a.account == "physics")
     assert dict(physics.usage) == {"cpu": 8, "gres/gpu": 2} and physics.dominant_resource == "gres/gpu"
-    assert [a.rank for a in rows if a.pool == "a"] == [1, 2, 3]
+    # idle uses nothing; chemistry (16/64 CPUs) and physics (2/8 GPUs) hold equal shares: one rank.
+    assert [(a.account, a.rank) for a in rows if a.pool == "a"] == [("idle", 1), ("chemistry", 2), ("physics", 2)]
 
 
 @st.composite

@@ -47,7 +47,7 @@ import functools
 import itertools
 import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, Final
@@ -385,20 +385,9 @@ class AccountColumns:
         ]
 
 
-# The AccountShare fields that are one value per row (not a mapping per resource).
-_SCALAR_ACCOUNT_FIELDS: Final = frozenset(
-    {
-        "account",
-        "weight",
-        "running_jobs",
-        "pending_jobs",
-        "dominant_resource",
-        "dominant_share",
-        "weighted_share",
-        "rank",
-        "present_share",
-    }
-)
+# The AccountShare fields that are one value per row, kept as lists (`pool` is one per chunk;
+# usage, shares and past are mappings per resource).
+_SCALAR_ACCOUNT_FIELDS: Final = frozenset(f.name for f in fields(AccountShare)) - {"pool", "usage", "shares", "past"}
 
 
 class PlanAccounts(LazyRows[AccountShare]):

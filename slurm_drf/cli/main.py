@@ -25,7 +25,6 @@ from slurm_drf.cli.options import (
     leave_to_exit,
     snapshot_limit,
 )
-from slurm_drf.config.checks import history_warnings
 from slurm_drf.config.load import load_config, resolve_config
 from slurm_drf.config.settings import Config
 from slurm_drf.errors import DrfError, InputError, StateError, shorten
@@ -209,6 +208,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         f"resources {', '.join(config.resources)})"
     )
     from slurm_drf.cli.band import band_lines, site_weights
+    from slurm_drf.config.checks import history_warnings
 
     for warning in history_warnings(config):
         print(f"warning: {warning}")

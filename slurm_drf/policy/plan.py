@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from fractions import Fraction
 from types import MappingProxyType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
@@ -73,8 +73,11 @@ from slurm_drf.policy.order import Ordering, TieRecord, compute_before, order_pe
 from slurm_drf.policy.pools import build_pools, compute_capacity, weighted_share, weighted_shares
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState, Recalled, advance_state, running_fingerprint
 from slurm_drf.policy.tree import TreeWeights, compute_tree_weights, resolve_account_keys
-from slurm_drf.policy.tree_order import RunningJobs, TreeOrdering, TreeRow, order_tree
 from slurm_drf.policy.values import adjust_for_memory, label_space, labels_of, mode_values, value_offset
+
+if TYPE_CHECKING:
+    # The H-DRF order (tree_order and the engines under it) is imported when a pool is ordered over a tree.
+    from slurm_drf.policy.tree_order import TreeOrdering, TreeRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -622,6 +625,8 @@ def _plan_pool(
             if len(resources)
             else np.zeros((len(running_rows), 0), dtype=np.int64)
         )
+        from slurm_drf.policy.tree_order import RunningJobs, order_tree  # noqa: PLC0415  (only over a tree)
+
         running = RunningJobs(running_account, list(map(table.user.__getitem__, running_rows.tolist())), allocation)
         by_tree = order_tree(
             tree.tree,

@@ -10,7 +10,7 @@ json` process).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
@@ -25,9 +25,11 @@ from slurm_drf.policy.plan import (
     PlanAccounts,
     PlanJobs,
 )
-from slurm_drf.policy.tree_order import TreeRow
 from slurm_drf.trail.json_rows import Nested, Value, float_each, object_list
 from slurm_drf.trail.text import format_capacity, render_table, terminal_text
+
+if TYPE_CHECKING:
+    from slurm_drf.policy.tree_order import TreeRow
 
 # Plan job entries: every key always present, the value under the mode's name;
 # `path` and `path_shares` only in a plan over a tree (docs/formats.md).

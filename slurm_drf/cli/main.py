@@ -18,8 +18,13 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Final, NoReturn
 
 from slurm_drf import __version__
-from slurm_drf.cli.options import add_snapshot_limit, snapshot_limit
-from slurm_drf.config.checks import config_warnings
+from slurm_drf.cli.options import (
+    add_snapshot_limit,
+    exit_without_teardown,
+    exits_without_teardown,
+    leave_to_exit,
+    snapshot_limit,
+)
 from slurm_drf.config.load import load_config, resolve_config
 from slurm_drf.config.settings import Config
 from slurm_drf.errors import DrfError, InputError, StateError, shorten
@@ -53,7 +58,7 @@ def _emit(text: bytes) -> None:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     config = resolve_config(args.config, os.environ)
-    source = SnapshotFileSource(args.snapshot, snapshot_limit(args), keep_decoded=_left_to_exit is not None)
+    source = SnapshotFileSource(args.snapshot, snapshot_limit(args), keep_decoded=exits_without_teardown())
     snapshot = source.fetch_snapshot()
     plan = compute_plan(snapshot, config)
     if args.format == "json":
@@ -62,8 +67,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         print(render_plan_table(plan, args.limit))
     for warning in plan.warnings:
         logger.warning("%s", warning)
-    if _left_to_exit is not None:
-        _left_to_exit.extend((source, snapshot, plan))
+    leave_to_exit(source, snapshot, plan)
     return 0
 
 
@@ -204,6 +208,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         f"resources {', '.join(config.resources)})"
     )
     from slurm_drf.cli.band import band_lines, site_weights
+    from slurm_drf.config.checks import config_warnings
 
     for warning in config_warnings(config):
         print(f"warning: {warning}")
@@ -287,10 +292,9 @@ def _setup_logging(args: argparse.Namespace) -> None:
     logging.basicConfig(level=level, format="slurm-drf: %(levelname)s: %(message)s", stream=sys.stderr)
 
 
-# Verbs whose process `run` ends with os._exit, and the objects they leave
-# to that exit (None while no such process runs: tests call `main`).
-_EXIT_WITHOUT_TEARDOWN: Final = frozenset({"plan"})
-_left_to_exit: list[object] | None = None
+# Verbs whose process `run` ends with os._exit (the objects they leave to
+# that exit: cli.options.leave_to_exit).
+_EXIT_WITHOUT_TEARDOWN: Final = frozenset({"plan", "report", "explain"})
 
 
 def run() -> NoReturn:
@@ -298,16 +302,16 @@ def run() -> NoReturn:
 
     `plan` on a snapshot of 150,000 jobs makes a million and a half objects
     that live to the end; freeing them one by one, and collecting them for
-    cycles there are none of, costs a tenth of a process. For that verb the
-    process runs without the cyclic collector, keeps its objects and, once
-    its output and logs are flushed, ends with os._exit (as mypy does). The
-    other verbs, the daemon above all, exit normally.
+    cycles there are none of, costs a tenth of a process. For that verb, and
+    `report` and `explain`, which read and plan as it does and write only
+    their output, the process runs without the cyclic collector, keeps its
+    objects and, once its output and logs are flushed, ends with os._exit (as
+    mypy does). The other verbs, the daemon above all, exit normally.
     """
-    global _left_to_exit  # noqa: PLW0603  (one switch for the whole process)
     if _requested_verb(sys.argv[1:]) not in _EXIT_WITHOUT_TEARDOWN:
         sys.exit(main())
     gc.disable()
-    _left_to_exit = []
+    exit_without_teardown()
     code = main()
     logging.shutdown()
     for stream in (sys.stdout, sys.stderr):

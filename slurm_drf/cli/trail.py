@@ -20,11 +20,9 @@ from typing import TextIO, TypeAlias
 
 import orjson
 
-from slurm_drf.cli.options import add_snapshot_limit, snapshot_limit
+from slurm_drf.cli.options import add_snapshot_limit, exits_without_teardown, leave_to_exit, snapshot_limit
 from slurm_drf.config.load import resolve_config
 from slurm_drf.config.settings import Config
-from slurm_drf.cycle.backends import make_source
-from slurm_drf.cycle.store import STATE_FILE, StateStore
 from slurm_drf.errors import InputError, StateError, shorten
 from slurm_drf.files import write_atomic
 from slurm_drf.model.snapshot_file import SnapshotFileSource
@@ -32,8 +30,6 @@ from slurm_drf.model.types import Snapshot
 from slurm_drf.policy.history import UsageByPool
 from slurm_drf.policy.plan import compute_plan
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState
-from slurm_drf.slurm.sacct import fetch_allocations
-from slurm_drf.trail.explain import explain_planned, render_explanation_json, render_explanation_text
 from slurm_drf.trail.history import (
     AUDIT_FORMATS,
     AUDIT_TABLES,
@@ -46,8 +42,11 @@ from slurm_drf.trail.history import (
     query_history,
     render_audit,
 )
-from slurm_drf.trail.past import HistoryPast
 from slurm_drf.trail.share_report import REPORT_FORMATS, render_report
+
+# Live Slurm (the cycle's backends, sacct), the daemon's state and history,
+# and `explain` are imported by the functions that use them: `report` on a
+# snapshot file pays for none of them at start-up.
 
 logger = logging.getLogger(__name__)
 
@@ -60,7 +59,12 @@ _CONFIG_HELP = "config YAML (default: $SLURM_DRF_CONFIG, /etc/slurm-drf/config.y
 def _snapshot(args: argparse.Namespace, config: Config) -> Snapshot:
     """The snapshot file given, or the live cluster through the configured backend."""
     if args.snapshot:
-        return SnapshotFileSource(args.snapshot, snapshot_limit(args)).fetch_snapshot()
+        source = SnapshotFileSource(args.snapshot, snapshot_limit(args), keep_decoded=exits_without_teardown())
+        snapshot = source.fetch_snapshot()
+        leave_to_exit(source)
+        return snapshot
+    from slurm_drf.cycle.backends import make_source
+
     return make_source(config).fetch_snapshot()
 
 
@@ -82,6 +86,9 @@ def _past(args: argparse.Namespace, directory: str | None, config: Config) -> Us
     """
     if directory is None:
         return None
+    from slurm_drf.slurm.sacct import fetch_allocations
+    from slurm_drf.trail.past import HistoryPast
+
     return HistoryPast(directory, fetch=None if args.snapshot else fetch_allocations).past(config)
 
 
@@ -153,6 +160,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     plan = compute_plan(snapshot, config, past=_past(args, directory, config))
     color = args.format == "table" and args.output in (None, "-") and use_color(args.color, sys.stdout, os.environ)
     _emit(render_report(plan, args.format, color=color), args.output)
+    leave_to_exit(snapshot, plan)
     for warning in plan.warnings:
         logger.warning("%s", warning)
     return 0
@@ -255,6 +263,8 @@ def _state_for_explain(directory: str | None, lease_dir: str | None = None) -> P
     """The daemon's state to plan with (in `lease_dir` with two head nodes); said when there is none."""
     if directory is None:
         return EMPTY_STATE
+    from slurm_drf.cycle.store import STATE_FILE, StateStore
+
     directory = lease_dir or directory
     if not (Path(directory) / STATE_FILE).exists():
         logger.warning(
@@ -269,6 +279,8 @@ def _state_for_explain(directory: str | None, lease_dir: str | None = None) -> P
 def cmd_explain(args: argparse.Namespace) -> int:
     config = resolve_config(args.config, os.environ)
     directory = _state_directory(args, config)
+    from slurm_drf.trail.explain import explain_planned, render_explanation_json, render_explanation_text
+
     snapshot = _snapshot(args, config)
     explanation = explain_planned(
         snapshot, config, args.job, _state_for_explain(directory, config.lease_dir), _past(args, directory, config)
@@ -280,6 +292,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         sys.stdout.flush()
     else:
         sys.stdout.write(render_explanation_text(explanation))
+    leave_to_exit(snapshot, explanation)
     return 0
 
 

@@ -69,7 +69,7 @@ class CycleReport:
 
     def summary(self) -> str:
         pending = sum(1 for order in self.plan.column("order") if order is not None)
-        accounts = len({a.account for a in self.plan.accounts})
+        accounts = len(set(self.plan.account_column("account")))
         if self.dry_run or self.result is None:
             done = f"would write {len(self.writes)}"
         else:

@@ -9,6 +9,7 @@ differ from the job before it, and how each tie was broken), so that
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -19,8 +20,8 @@ import numpy as np
 import numpy.typing as npt
 
 from slurm_drf.model.types import FloatArray, IntArray
-from slurm_drf.policy.pools import share_vector
-from slurm_drf.policy.state import rotation_key
+from slurm_drf.policy.pools import fraction_parts, share_vector
+from slurm_drf.policy.state import rotation_key_list
 
 # Relative distance under which two float levels are compared exactly.
 TIE_RTOL: Final = 1e-9
@@ -104,8 +105,7 @@ def order_pending(
     """
     count = len(account_of)
     usable = np.flatnonzero(capacity > 0)
-    numerators = np.array([w.numerator for w in weights], dtype=np.float64)
-    denominators = np.array([w.denominator for w in weights], dtype=np.float64)
+    numerators, denominators = fraction_parts(weights)
     if len(usable) == 0:
         usable_before = np.zeros((count, 1), dtype=np.int64)
         shares = np.zeros((count, 1), dtype=np.float64)
@@ -168,12 +168,14 @@ def order_pending(
     group_stops = np.r_[group_starts[1:], count]
     multi = np.flatnonzero(group_stops - group_starts > 1)
     ties: list[TieRecord] = []
+    rotation: dict[str, int] = {}  # each account's rotation key, made once however many ties it is in
     for g in multi.tolist():
         start, stop = int(group_starts[g]), int(group_stops[g])
         rows = order[start:stop].tolist()
-        if len({int(account_of[i]) for i in rows}) < 2:
+        accounts = account_of[rows].tolist()
+        if len(set(accounts)) < 2:
             continue
-        placed, record = _break_ties(rows, account_of, account_names, epoch, wins, plan_wins, start)
+        placed, record = _break_ties(rows, accounts, account_names, epoch, wins, plan_wins, start, rotation)
         order[start:stop] = placed
         ties.append(record)
         tied[rows] = True
@@ -181,8 +183,12 @@ def order_pending(
 
 
 def _weight_ids(weights: Sequence[Fraction]) -> IntArray:
+    """A code per distinct weight value. Accounts share a few weight objects, and a
+    Fraction's hash is slow: each object is hashed once (by identity, then by value)."""
+    by_object = {id(w): w for w in weights}
     ids: dict[Fraction, int] = {}
-    return np.array([ids.setdefault(w, len(ids)) for w in weights], dtype=np.int64)
+    codes = {key: ids.setdefault(w, len(ids)) for key, w in by_object.items()}
+    return np.array([codes[id(w)] for w in weights], dtype=np.int64)
 
 
 def _runs_around(positions: IntArray, near_level: npt.NDArray[np.bool_]) -> list[tuple[int, int]]:
@@ -221,29 +227,79 @@ class _ExactShares:
 
 def _break_ties(
     rows: list[int],
-    account_of: IntArray,
+    accounts: list[int],
     account_names: Sequence[str],
     epoch: int,
     wins: dict[str, float],
     plan_wins: dict[str, float],
     start: int,
+    rotation_keys: dict[str, int],
 ) -> tuple[list[int], TieRecord]:
     """Order rows of equal level and share vector: fewer tie wins first, then rotation.
 
-    Rows come in index order, so each account's rows are in Slurm's order.
-    An account wins a tie when it is placed while another account waits.
-    Returns the rows in their new order and the record of the tie, whose
-    group starts at position `start`.
+    Rows come in index order, so each account's rows are in Slurm's order;
+    `accounts` holds the account of each. An account wins a tie when it is
+    placed while another account waits. Returns the rows in their new order
+    and the record of the tie, whose group starts at position `start`.
+    `rotation_keys` caches each account's rotation key for the epoch (filled here).
     """
+    one_each = len(set(accounts)) == len(rows)
     queues: dict[int, list[int]] = {}
-    for row in rows:
-        queues.setdefault(int(account_of[row]), []).append(row)
+    if not one_each:
+        for row, account in zip(rows, accounts, strict=True):
+            queues.setdefault(account, []).append(row)
+    # Loops over the accounts of the tie in C (map): a tie may hold 100,000 of them.
+    names = list(map(account_names.__getitem__, accounts if one_each else queues))
+    missing = list(itertools.filterfalse(rotation_keys.__contains__, names))
+    rotation_keys.update(zip(missing, rotation_key_list(epoch, missing), strict=True))
+    record_wins = dict(zip(names, map(wins.get, names, itertools.repeat(0.0)), strict=True))
+    rotation = dict(zip(names, map(rotation_keys.__getitem__, names), strict=True))
+    if one_each:
+        out, placed_wins = _one_row_each(rows, names, record_wins, rotation, wins, plan_wins)
+    else:
+        out, placed_wins = _by_heap(queues, account_names, rotation, wins, plan_wins)
+    return out, TieRecord(
+        start, start + len(out), MappingProxyType(record_wins), MappingProxyType(rotation), tuple(placed_wins)
+    )
+
+
+def _one_row_each(
+    rows: list[int],
+    names: list[str],
+    record_wins: dict[str, float],
+    rotation: dict[str, int],
+    wins: dict[str, float],
+    plan_wins: dict[str, float],
+) -> tuple[list[int], list[float]]:
+    """The heap's order when every account has one row in the tie (`rows[k]` of `names[k]`; a
+    tie of many accounts, the usual case): one sort by the heap's key (wins, rotation key,
+    name); every account placed but the last wins once."""
+    keys = np.fromiter(map(record_wins.__getitem__, names), dtype=np.float64, count=len(names))
+    turns = np.fromiter(map(rotation.__getitem__, names), dtype=np.uint64, count=len(names))
+    order = np.lexsort((turns, keys))
+    ordered_keys, ordered_turns = keys[order], turns[order]
+    if ((ordered_keys[1:] == ordered_keys[:-1]) & (ordered_turns[1:] == ordered_turns[:-1])).any():
+        # Two rotation keys alike (2**-64 a pair): the name decides, as in the heap.
+        order = np.array(sorted(range(len(names)), key=lambda k: (keys[k], turns[k], names[k])), dtype=np.int64)
+        ordered_keys = keys[order]
+    placed: list[int] = order.tolist()
+    winners = list(map(names.__getitem__, placed[:-1]))
+    wins.update(zip(winners, (ordered_keys[:-1] + 1.0).tolist(), strict=True))
+    won_before = np.fromiter(map(plan_wins.get, winners, itertools.repeat(0.0)), dtype=np.float64, count=len(winners))
+    plan_wins.update(zip(winners, (won_before + 1.0).tolist(), strict=True))
+    return list(map(rows.__getitem__, placed)), ordered_keys.tolist()
+
+
+def _by_heap(
+    queues: dict[int, list[int]],
+    account_names: Sequence[str],
+    rotation: dict[str, int],
+    wins: dict[str, float],
+    plan_wins: dict[str, float],
+) -> tuple[list[int], list[float]]:
+    """The tie rule's heap: the account of fewest wins (then rotation key) places its next row."""
     for queue in queues.values():
         queue.reverse()  # pop() takes the next row
-
-    names = [account_names[account] for account in queues]
-    record_wins = {name: wins.get(name, 0.0) for name in names}
-    rotation = {name: rotation_key(epoch, name) for name in names}
 
     def entry(account: int) -> tuple[float, int, str, int]:
         name = account_names[account]
@@ -264,6 +320,4 @@ def _break_ties(
         out.append(queue.pop())
         if queue:
             heapq.heappush(heap, entry(account))
-    return out, TieRecord(
-        start, start + len(out), MappingProxyType(record_wins), MappingProxyType(rotation), tuple(placed_wins)
-    )
+    return out, placed_wins

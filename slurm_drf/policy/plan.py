@@ -47,10 +47,10 @@ import functools
 import itertools
 import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from fractions import Fraction
 from types import MappingProxyType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
@@ -61,6 +61,7 @@ from slurm_drf.model.types import (
     MAX_TRES,
     PENDING,
     BoolArray,
+    FloatArray,
     IntArray,
     JobTable,
     LazyRows,
@@ -72,8 +73,11 @@ from slurm_drf.policy.order import Ordering, TieRecord, compute_before, order_pe
 from slurm_drf.policy.pools import build_pools, compute_capacity, weighted_share, weighted_shares
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState, Recalled, advance_state, running_fingerprint
 from slurm_drf.policy.tree import TreeWeights, compute_tree_weights, resolve_account_keys
-from slurm_drf.policy.tree_order import RunningJobs, TreeOrdering, TreeRow, order_tree
 from slurm_drf.policy.values import adjust_for_memory, label_space, labels_of, mode_values, value_offset
+
+if TYPE_CHECKING:
+    # The H-DRF order (tree_order and the engines under it) is imported when a pool is ordered over a tree.
+    from slurm_drf.policy.tree_order import TreeOrdering, TreeRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +199,7 @@ class Plan:
     scale: int
     resources: tuple[str, ...]
     pools: tuple[PoolPlan, ...]
-    accounts: tuple[AccountShare, ...]
+    accounts: Sequence[AccountShare]
     jobs: Sequence[JobPlan]
     warnings: tuple[str, ...]
     state: PolicyState
@@ -228,7 +232,22 @@ class Plan:
     @property
     def blends_past(self) -> bool:
         """Whether the decayed past adds to some account's usage (docs/rule.md §6); else pure DRF, bit for bit."""
+        if isinstance(self.accounts, PlanAccounts):
+            return any(chunk.blends_past for chunk in self.accounts.chunks)
         return any(a.past for a in self.accounts)
+
+    def account_column(self, name: str) -> list[Any]:
+        """One scalar field (an AccountShare attribute: account, rank, ...) of every account row,
+        in `accounts` order, without making the rows when the plan keeps columns."""
+        if isinstance(self.accounts, PlanAccounts):
+            return [value for chunk in self.accounts.chunks for value in chunk.scalar(name)]
+        return [getattr(a, name) for a in self.accounts]
+
+    def account_share(self, pool: str | None, account: str) -> AccountShare | None:
+        """The row of `account` in `pool`, without making every account's row."""
+        if isinstance(self.accounts, PlanAccounts):
+            return self.accounts.find(pool, account)
+        return next((a for a in self.accounts if a.account == account and a.pool == pool), None)
 
     @property
     def writes(self) -> tuple[JobPlan, ...]:
@@ -285,6 +304,117 @@ class PlanJobs(LazyRows[JobPlan]):
             lambda: itertools.starmap(JobPlan, zip(*(columns[name] for name in JOB_COLUMNS), strict=True)),
         )
         self.columns = columns
+
+
+@dataclass(frozen=True, eq=False)  # no slots: `find` caches its index in the instance
+class AccountColumns:
+    """One pool's AccountShare rows as columns, in the rows' order (rank, then name).
+
+    `usage`, `shares` and `past` are (accounts, resources) arrays, `past`
+    None for pure DRF; `present_share` None unless the past adds something.
+    Renderers read the columns (`trail.plan_output`); `row` makes one row.
+    """
+
+    pool: str
+    resources: tuple[str, ...]
+    account: list[str]
+    weight: list[Fraction]
+    running_jobs: list[int]
+    pending_jobs: list[int]
+    usage: IntArray
+    shares: FloatArray
+    dominant_resource: list[str | None]
+    dominant_share: list[float]
+    weighted_share: list[float]
+    rank: list[int]
+    past: IntArray | None = None
+    present_share: list[float] | None = None
+
+    def __len__(self) -> int:
+        return len(self.account)
+
+    @property
+    def blends_past(self) -> bool:
+        return self.past is not None and bool(self.past.any())
+
+    @functools.cached_property
+    def _position(self) -> dict[str, int]:
+        return {name: k for k, name in enumerate(self.account)}
+
+    def scalar(self, name: str) -> Sequence[Any]:
+        """The column of one scalar field of the rows (`pool` included)."""
+        if name == "pool":
+            return [self.pool] * len(self)
+        if name not in _SCALAR_ACCOUNT_FIELDS:
+            raise KeyError(name)
+        if name == "present_share" and self.present_share is None:  # the past adds nothing in the pool
+            return [None] * len(self)
+        column: Sequence[Any] = getattr(self, name)
+        return column
+
+    def find(self, account: str) -> int | None:
+        """The position of `account`'s row, if the pool has one."""
+        return self._position.get(account)
+
+    def rows(self, positions: Sequence[int] | None = None) -> list[AccountShare]:
+        """The rows at `positions` (all by default) as AccountShare objects."""
+        chosen = range(len(self)) if positions is None else positions
+        picked = list(chosen)
+        if not picked:
+            return []
+        usage, shares = self.usage[picked].tolist(), self.shares[picked].tolist()
+        past = self.past[picked].tolist() if self.past is not None else None
+        resources = self.resources
+        empty: Mapping[str, int] = MappingProxyType({})
+        return [
+            AccountShare(
+                self.account[i],
+                self.pool,
+                self.weight[i],
+                self.running_jobs[i],
+                self.pending_jobs[i],
+                MappingProxyType(dict(zip(resources, usage[k], strict=True))),
+                MappingProxyType(dict(zip(resources, shares[k], strict=True))),
+                self.dominant_resource[i],
+                self.dominant_share[i],
+                self.weighted_share[i],
+                self.rank[i],
+                empty
+                if past is None
+                else MappingProxyType({r: a for r, a in zip(resources, past[k], strict=True) if a}),
+                None if self.present_share is None else self.present_share[i],
+            )
+            for k, i in enumerate(picked)
+        ]
+
+
+# The AccountShare fields that are one value per row, kept as lists (`pool` is one per chunk;
+# usage, shares and past are mappings per resource).
+_SCALAR_ACCOUNT_FIELDS: Final = frozenset(f.name for f in fields(AccountShare)) - {"pool", "usage", "shares", "past"}
+
+
+class PlanAccounts(LazyRows[AccountShare]):
+    """A plan's account rows, pool after pool, kept as columns (`chunks`, one per pool);
+    AccountShare objects made on demand."""
+
+    __slots__ = ("chunks",)
+
+    def __init__(self, chunks: Sequence[AccountColumns]) -> None:
+        self.chunks = tuple(chunks)
+        starts = list(itertools.accumulate((len(c) for c in self.chunks), initial=0))
+
+        def one(index: int) -> AccountShare:
+            chunk = bisect.bisect_right(starts, index) - 1
+            return self.chunks[chunk].rows([index - starts[chunk]])[0]
+
+        super().__init__(starts[-1], one, lambda: itertools.chain.from_iterable(c.rows() for c in self.chunks))
+
+    def find(self, pool: str | None, account: str) -> AccountShare | None:
+        for chunk in self.chunks:
+            if chunk.pool == pool:
+                position = chunk.find(account)
+                return None if position is None else chunk.rows([position])[0]
+        return None
 
 
 JOB_COLUMNS: Final = (
@@ -364,7 +494,7 @@ def compute_plan(
     space = label_space(config, snapshot.priority_weights, snapshot.scheduler_parameters)
     columns = LazyColumns()
     pool_plans: list[PoolPlan] = []
-    account_rows: list[AccountShare] = []
+    account_rows: list[AccountColumns] = []
     orders: list[PoolOrder] = []
     for number, (name, partitions) in enumerate(pools):
         capacity_map, node_count = compute_capacity(
@@ -378,7 +508,7 @@ def compute_plan(
                 f"pool {name}: no capacity in {', '.join(config.resources)}; its jobs are "
                 "ordered by tie rule and Slurm's order only"
             )
-        account_rows.extend(
+        account_rows.append(
             _plan_pool(
                 name,
                 capacity_map,
@@ -430,7 +560,7 @@ def compute_plan(
         scale=config.scale,
         resources=tuple(config.resources),
         pools=tuple(pool_plans),
-        accounts=tuple(account_rows),
+        accounts=PlanAccounts(account_rows),
         jobs=PlanJobs(columns),
         warnings=tuple(warnings),
         state=next_state,
@@ -457,7 +587,7 @@ def _plan_pool(
     orders: list[PoolOrder],
     warnings: list[str],
     tree: _TreeContext | None = None,
-) -> list[AccountShare]:
+) -> AccountColumns:
     resources = config.resources
     mode = config.mode
     accounts = len(table.accounts)
@@ -495,6 +625,8 @@ def _plan_pool(
             if len(resources)
             else np.zeros((len(running_rows), 0), dtype=np.int64)
         )
+        from slurm_drf.policy.tree_order import RunningJobs, order_tree  # noqa: PLC0415  (only over a tree)
+
         running = RunningJobs(running_account, list(map(table.user.__getitem__, running_rows.tolist())), allocation)
         by_tree = order_tree(
             tree.tree,
@@ -543,9 +675,9 @@ def _plan_pool(
     columns.add(
         count,
         {
-            "job_id": lambda: [job_ids[i] for i in rows_sorted.tolist()],
-            "account": lambda: [names[a] for a in account_of[order].tolist()],
-            "user": lambda: [users[i] for i in rows_sorted.tolist()],
+            "job_id": lambda: _pick(job_ids, rows_sorted),
+            "account": lambda: _pick(names, account_of[order]),
+            "user": lambda: _pick(users, rows_sorted),
             "pool": lambda: [pool] * count,
             "order": lambda: list(range(count)),
             "level": level_sorted.tolist,
@@ -718,7 +850,7 @@ def _account_shares(
     running_count: list[int],
     pending_count: list[int],
     past: IntArray | None = None,
-) -> list[AccountShare]:
+) -> AccountColumns:
     """One row per account present in the pool, ranked by weighted share (lowest first).
 
     `rank` is 1 + the number of accounts with a strictly lower weighted
@@ -735,42 +867,36 @@ def _account_shares(
     usable = capacity > 0
     shares = np.divide(usage, capacity, out=np.zeros(usage.shape, dtype=np.float64), where=usable)
     masked = np.where(usable, shares, -1.0)
-    dominant = masked.argmax(axis=1) if len(resources) else np.zeros(len(account_names), dtype=np.int64)
+    count = len(account_names)
+    dominant = masked.argmax(axis=1) if len(resources) else np.zeros(count, dtype=np.int64)
     weighted = weighted_shares(usage, capacity, fractions)
     present = None if past is None or not past.any() else weighted_shares(running, capacity, fractions)
-    ranking = sorted(range(len(account_names)), key=lambda i: (weighted[i], account_names[i]))
-    rows = []
-    rank = 0
-    for position, i in enumerate(ranking, start=1):
-        if position == 1 or weighted[i] != weighted[ranking[position - 2]]:
-            rank = position
-        has_dominant = bool(usable.any()) and bool(shares[i, dominant[i]] > 0)
-        resource = resources[int(dominant[i])] if has_dominant else None
-        rows.append(
-            AccountShare(
-                account_names[i],
-                pool,
-                fractions[i],
-                running_count[i],
-                pending_count[i],
-                MappingProxyType(dict(zip(resources, running[i].tolist(), strict=True))),
-                MappingProxyType(dict(zip(resources, shares[i].tolist(), strict=True))),
-                resource,
-                float(shares[i, dominant[i]]) if has_dominant else 0.0,
-                float(weighted[i]),
-                rank,
-                _past_row(resources, past, i),
-                None if present is None else float(present[i]),
-            )
-        )
-    return rows
-
-
-def _past_row(resources: Sequence[str], past: IntArray | None, row: int) -> Mapping[str, int]:
-    """The resources the past adds to for one account row; empty for pure DRF."""
-    if past is None:
-        return MappingProxyType({})
-    return MappingProxyType({r: a for r, a in zip(resources, past[row].tolist(), strict=True) if a})
+    weighted_list: list[float] = weighted.tolist()
+    ranking = sorted(range(count), key=lambda i: (weighted_list[i], account_names[i]))
+    ranked = np.array(ranking, dtype=np.int64)
+    in_order = weighted[ranked]
+    # Equal shares share the rank of the first of them.
+    first_of_equal = np.r_[True, in_order[1:] != in_order[:-1]] if count else np.zeros(0, dtype=np.bool_)
+    rank = np.maximum.accumulate(np.where(first_of_equal, np.arange(1, count + 1), 0)) if count else ranked
+    top = shares[ranked, dominant[ranked]] if len(resources) else np.zeros(count, dtype=np.float64)
+    has_dominant = (top > 0) & bool(usable.any())
+    names = list(resources)
+    return AccountColumns(
+        pool,
+        tuple(resources),
+        [account_names[i] for i in ranking],
+        [fractions[i] for i in ranking],
+        [running_count[i] for i in ranking],
+        [pending_count[i] for i in ranking],
+        running[ranked],
+        shares[ranked],
+        [names[d] if has else None for d, has in zip(dominant[ranked].tolist(), has_dominant.tolist(), strict=True)],
+        np.where(has_dominant, top, 0.0).tolist(),
+        in_order.tolist(),
+        rank.tolist(),
+        None if past is None else past[ranked],
+        None if present is None else present[ranked].tolist(),
+    )
 
 
 def plan_order_pairs(plan: Plan, pool: str) -> list[tuple[str, int]]:

@@ -75,9 +75,22 @@ def weighted_shares(
     rows = len(fractions) if of is None else len(of)
     weighted = np.zeros(rows, dtype=np.float64)
     if usable.any() and rows:
-        p = np.array([f.numerator for f in fractions], dtype=np.float64)
-        q = np.array([f.denominator for f in fractions], dtype=np.float64)
+        p, q = fraction_parts(fractions)
         if of is not None:
             p, q = p[of], q[of]
         weighted = ((usage[:, usable] * q[:, None]) / (capacity[usable][None, :] * p[:, None])).max(axis=1)
     return weighted
+
+
+def fraction_parts(fractions: Sequence[Fraction]) -> tuple[FloatArray, FloatArray]:
+    """The numerators and denominators of `fractions` as float64 arrays.
+
+    Each distinct object is read once: the accounts of a large site share a
+    few weight objects, and a Fraction's parts are Python-level properties.
+    """
+    by_object = {id(f): f for f in fractions}
+    slot = {key: k for k, key in enumerate(by_object)}
+    index = np.fromiter(map(slot.__getitem__, map(id, fractions)), dtype=np.int64, count=len(fractions))
+    numerators = np.array([f.numerator for f in by_object.values()], dtype=np.float64).reshape(-1)
+    denominators = np.array([f.denominator for f in by_object.values()], dtype=np.float64).reshape(-1)
+    return numerators[index], denominators[index]

@@ -266,6 +266,12 @@ def rotation_key(epoch: int, account: str) -> int:
     return int.from_bytes(digest, "big")
 
 
+def rotation_key_list(epoch: int, accounts: Sequence[str]) -> list[int]:
+    """`rotation_key` of each account, in one loop (a tie of 100,000 accounts makes as many)."""
+    blake2b, prefix = hashlib.blake2b, f"{epoch}\0"
+    return [int.from_bytes(blake2b((prefix + a).encode(), digest_size=8).digest(), "big") for a in accounts]
+
+
 def decay_factor(half_life: float) -> float:
     return float(0.5 ** (1.0 / half_life))
 

@@ -265,11 +265,7 @@ def _explain(plan: Plan, snapshot: Snapshot, job_id: str) -> Explanation:
         )
         partitions = set(table.partitions[table.partition[row]].split(","))
         pool = next((p for p in plan.pools if partitions.intersection(p.partitions)), None)
-        share = (
-            None
-            if pool is None
-            else next((a for a in plan.accounts if a.account == account and a.pool == pool.name), None)
-        )
+        share = None if pool is None else plan.account_share(pool.name, account)
         return Explanation(
             table.job_id[row],
             status,
@@ -288,7 +284,7 @@ def _explain(plan: Plan, snapshot: Snapshot, job_id: str) -> Explanation:
     job = plan.job(plan_index)
     state = table.states[table.state[row]] if row is not None else PENDING
     demand = {r: int(table.column(r)[row]) * job.array_tasks for r in resources} if row is not None else {}
-    share = next((a for a in plan.accounts if a.account == job.account and a.pool == job.pool), None)
+    share = plan.account_share(job.pool, job.account)
     common: dict[str, Any] = {
         "job_id": job.job_id,
         "state": state,

@@ -10,17 +10,26 @@ json` process).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import numpy as np
-import numpy.typing as npt
 import orjson
-from numpy.lib.stride_tricks import sliding_window_view
 
 from slurm_drf.model.types import PLAN_FORMAT
-from slurm_drf.policy.plan import JOB_COLUMNS, TREE_JOB_COLUMNS, AccountShare, JobPlan, Plan, PlanJobs
-from slurm_drf.policy.tree_order import TreeRow
+from slurm_drf.policy.plan import (
+    JOB_COLUMNS,
+    TREE_JOB_COLUMNS,
+    AccountColumns,
+    AccountShare,
+    JobPlan,
+    Plan,
+    PlanAccounts,
+    PlanJobs,
+)
+from slurm_drf.trail.json_rows import Nested, Value, float_each, object_list
 from slurm_drf.trail.text import format_capacity, render_table, terminal_text
+
+if TYPE_CHECKING:
+    from slurm_drf.policy.tree_order import TreeRow
 
 # Plan job entries: every key always present, the value under the mode's name;
 # `path` and `path_shares` only in a plan over a tree (docs/formats.md).
@@ -63,6 +72,15 @@ def render_plan_json(plan: Plan) -> dict[str, Any]:
 def _plan_head(plan: Plan) -> dict[str, Any]:
     """Every key of the plan JSON before `jobs`, in order."""
     return {
+        **_plan_top(plan),
+        # blends_past reads every account: once, not once per account (issue 22, item 4).
+        "accounts": [_account_entry(a, blends) for blends in [plan.blends_past] for a in plan.accounts],
+    }
+
+
+def _plan_top(plan: Plan) -> dict[str, Any]:
+    """Every key of the plan JSON before `accounts`, in order."""
+    return {
         "format": PLAN_FORMAT,
         "cluster": plan.cluster,
         "taken_at": plan.taken_at,
@@ -84,8 +102,6 @@ def _plan_head(plan: Plan) -> dict[str, Any]:
             }
             for p in plan.pools
         ],
-        # blends_past reads every account: once, not once per account (issue 22, item 4).
-        "accounts": [_account_entry(a, blends) for blends in [plan.blends_past] for a in plan.accounts],
     }
 
 
@@ -142,15 +158,54 @@ def render_plan_json_bytes(plan: Plan, *, indent: bool = True) -> bytes:
     otherwise compact, as the report files are written.
     """
     option = orjson.OPT_INDENT_2 if indent else 0
-    head = orjson.dumps(_plan_head(plan), option=option)
+    accounts = _render_account_list(plan, indent)
+    head = orjson.dumps(_plan_top(plan) if accounts is not None else _plan_head(plan), option=option)
     tail = orjson.dumps({"warnings": list(plan.warnings)}, option=option)
     jobs = _render_job_list(plan.jobs, plan.mode, indent, entry_fields(plan))
     # head ends with the closing brace (after a newline when indented), tail
-    # starts with the opening one (and a newline): the job list goes between.
-    # One join: the 30 MB of job entries are copied once.
+    # starts with the opening one (and a newline): the account and job lists
+    # go between. One join: the 30 MB of job entries are copied once.
+    between = () if accounts is None else (b',\n  "accounts": ' if indent else b',"accounts":', *accounts)
     if indent:
-        return b"".join((head[:-2], b',\n  "jobs": ', *jobs, b",\n", tail[2:], b"\n"))
-    return b"".join((head[:-1], b',"jobs":', *jobs, b",", tail[1:], b"\n"))
+        return b"".join((head[:-2], *between, b',\n  "jobs": ', *jobs, b",\n", tail[2:], b"\n"))
+    return b"".join((head[:-1], *between, b',"jobs":', *jobs, b",", tail[1:], b"\n"))
+
+
+def _render_account_list(plan: Plan, indent: bool) -> tuple[bytes | memoryview, ...] | None:
+    """The value of `accounts` from the plan's account columns; None when the plan has none
+    (or a past, whose entries hold only the resources it adds to: those are written as dicts)."""
+    accounts = plan.accounts
+    if not isinstance(accounts, PlanAccounts) or plan.blends_past:
+        return None
+    chunks = [chunk for chunk in accounts.chunks if len(chunk)]
+    fields = _account_fields(chunks, plan.resources)
+    return object_list(fields, len(accounts), 1, indent)
+
+
+def _account_fields(chunks: Sequence[AccountColumns], resources: Sequence[str]) -> list[tuple[str, Value]]:
+    """The keys and columns of the plan JSON's account entries (without a past), pool after pool."""
+
+    def joined(name: str) -> list[Any]:
+        return [value for chunk in chunks for value in getattr(chunk, name)]
+
+    def per_resource(name: str) -> Nested:
+        return Nested(
+            [(r, [v for chunk in chunks for v in getattr(chunk, name)[:, k].tolist()]) for k, r in enumerate(resources)]
+        )
+
+    return [
+        ("account", joined("account")),
+        ("pool", [chunk.pool for chunk in chunks for _ in range(len(chunk))]),
+        ("weight", float_each(joined("weight"))),
+        ("running_jobs", joined("running_jobs")),
+        ("pending_jobs", joined("pending_jobs")),
+        ("usage", per_resource("usage")),
+        ("shares", per_resource("shares")),
+        ("dominant_resource", joined("dominant_resource")),
+        ("dominant_share", joined("dominant_share")),
+        ("weighted_share", joined("weighted_share")),
+        ("rank", joined("rank")),
+    ]
 
 
 def _render_job_list(
@@ -164,96 +219,16 @@ def _render_job_list(
         if isinstance(jobs, PlanJobs)
         else [[getattr(job, name) for job in jobs] for name in fields]
     )
-    keys = [orjson.dumps(mode if name == "value" else name) for name in fields]
-    if indent:
-        # Each entry: "    {\n      KEY: VALUE,\n      KEY: VALUE\n    }"; entries joined by ",\n".
-        prefixes = [b"    {\n      " + keys[0] + b": "] + [b",\n      " + key + b": " for key in keys[1:]]
-        text = _interleave(columns, prefixes, b"\n    }", b",\n")
-        if text is not None:
-            return b"[\n", text.data, b"\n  ]"
-    else:
-        prefixes = [b"{" + keys[0] + b":"] + [b"," + key + b":" for key in keys[1:]]
-        text = _interleave(columns, prefixes, b"}", b",")
-        if text is not None:
-            return b"[", text.data, b"]"
+    keys = [mode if name == "value" else name for name in fields]
+    text = object_list(list(zip(keys, columns, strict=True)), len(jobs), 1, indent)
+    if text is not None:
+        return text
     # The plain way, for values the columns cannot be cut into (a tree plan's `path_shares` lists):
     # the list inside an object, so that orjson indents it one level deep.
     wrapped = orjson.dumps(
         {"jobs": render_job_entries(jobs, mode, fields)}, option=orjson.OPT_INDENT_2 if indent else 0
     )
     return (wrapped[len(b'{\n  "jobs": ') : -2] if indent else wrapped[len(b'{"jobs":') : -1],)
-
-
-def _interleave(
-    columns: Sequence[Sequence[Any]], prefixes: Sequence[bytes], suffix: bytes, separator: bytes
-) -> npt.NDArray[np.uint8] | None:
-    """Row i is prefixes[0] + JSON(columns[0][i]) + prefixes[1] + ... + suffix; rows joined by `separator`.
-
-    Each column is serialised by one orjson call and cut into a block of
-    fixed-width cells padded with NUL bytes; the blocks and the constant
-    prefixes are laid side by side in one byte grid, row after row, and the
-    padding is dropped. No Python object per value. None when a column
-    cannot be cut (a value that is not a scalar) or when the padding would
-    cost more memory than the text itself (a few very long names).
-    """
-    cut = [_cells(column) for column in columns]
-    if any(cells is None for cells in cut):
-        return None
-    blocks = [cells for cells in cut if cells is not None]
-    rows = len(columns[0])
-    constant = [np.frombuffer(prefix, dtype=np.uint8) for prefix in prefixes]
-    ending = np.frombuffer(suffix + separator, dtype=np.uint8)
-    width = sum(len(part) for part in constant) + sum(block.shape[1] for block, _ in blocks) + len(ending)
-    text_size = rows * (width - sum(block.shape[1] for block, _ in blocks)) + sum(int(n.sum()) for _, n in blocks)
-    if rows * width > 2 * text_size + _GRID_SLACK:
-        return None
-    # One template row with the constant parts (a broadcast copies it fast),
-    # then each column's block into its place.
-    template = np.zeros(width, dtype=np.uint8)
-    grid = np.empty((rows, width), dtype=np.uint8)
-    places = []
-    at = 0
-    for part, (block, _) in zip(constant, blocks, strict=True):
-        template[at : at + len(part)] = part
-        at += len(part)
-        places.append((at, block))
-        at += block.shape[1]
-    template[at:] = ending
-    grid[:] = template
-    for at, block in places:
-        grid[:, at : at + block.shape[1]] = block
-    flat = grid.reshape(-1)
-    text: npt.NDArray[np.uint8] = flat[flat != 0]
-    return text[: -len(separator)]
-
-
-# Padding the grid may add beyond twice the text (a mebibyte: short lists).
-_GRID_SLACK: Final = 1 << 20
-
-
-def _cells(column: Sequence[Any]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.intp]] | None:
-    """The JSON text of each value, as rows of a (len(column), width) uint8 block padded with NUL, and each length.
-
-    orjson writes an indented list of scalars as b"[\n  V0,\n  V1\n]": one
-    value a line, since a string's newlines are escaped, and never a NUL byte
-    (control characters are escaped too), so NUL can pad.
-    """
-    dumped = np.frombuffer(orjson.dumps(list(column), option=orjson.OPT_INDENT_2), dtype=np.uint8)
-    newlines = np.flatnonzero(dumped == _NEWLINE)
-    if len(newlines) != len(column) + 1 or not dumped.all():
-        return None  # a value over several lines (a list, a mapping), or a NUL byte
-    starts = newlines[:-1] + 3  # past "\n  "
-    ends = newlines[1:] - 1  # before ",", but the last value has none
-    ends[-1] += 1
-    lengths = ends - starts
-    width = int(lengths.max())
-    padded = np.concatenate((dumped, np.zeros(width, dtype=np.uint8)))
-    cells = sliding_window_view(padded, width)[starts]
-    cells[np.arange(width) >= lengths[:, None]] = 0
-    return cells, lengths
-
-
-_NEWLINE: Final = ord("\n")
 
 
 def render_plan_table(plan: Plan, limit: int = 20) -> str:

@@ -19,13 +19,17 @@ import html
 import io
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
+import numpy as np
+import numpy.typing as npt
 import orjson
 
-from slurm_drf.policy.plan import AccountShare, Plan, PoolPlan
+from slurm_drf.model.types import LazyRows
+from slurm_drf.policy.plan import AccountColumns, AccountShare, Plan, PlanAccounts, PoolPlan
 from slurm_drf.policy.tree_order import TreeRow
+from slurm_drf.trail.json_rows import Nested, Splice, Value, dumps_spliced, float_each, object_list
 from slurm_drf.trail.plan_output import present_share, tree_row_entry
 from slurm_drf.trail.text import (
     csv_cell,
@@ -76,9 +80,11 @@ class PoolReport:
     """
 
     pool: PoolPlan
-    accounts: tuple[AccountShare, ...]
+    accounts: Sequence[AccountShare]
     next_account: str | None = None
     next_by_tie: bool = False
+    # The plan's columns of `accounts`, when it keeps them: the JSON is written from them.
+    columns: AccountColumns | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,17 +105,32 @@ def build_report(plan: Plan) -> ShareReport:
     An account that uses nothing has no dominant resource (None, as in the plan).
     """
     served_next = next_accounts(plan)
+    chunks = {chunk.pool: chunk for chunk in plan.accounts.chunks} if isinstance(plan.accounts, PlanAccounts) else {}
     pools = tuple(
-        PoolReport(
-            pool,
-            tuple(sorted((a for a in plan.accounts if a.pool == pool.name), key=lambda a: a.rank)),
-            *served_next.get(pool.name, (None, False)),
+        _pool_report(
+            pool, *_pool_accounts(plan, pool, chunks.get(pool.name)), served_next.get(pool.name, (None, False))
         )
         for pool in plan.pools
     )
     return ShareReport(
         plan.cluster, plan.taken_at, tuple(plan.resources), pools, tuple(plan.warnings), plan.blends_past
     )
+
+
+def _pool_report(
+    pool: PoolPlan, accounts: Sequence[AccountShare], columns: AccountColumns | None, served: tuple[str | None, bool]
+) -> PoolReport:
+    return PoolReport(pool, accounts, served[0], served[1], columns)
+
+
+def _pool_accounts(
+    plan: Plan, pool: PoolPlan, chunk: AccountColumns | None
+) -> tuple[Sequence[AccountShare], AccountColumns | None]:
+    """A pool's accounts by rank, and their columns: from the plan's columns (rows made only when
+    read; they are in rank order already), else from its rows."""
+    if chunk is None:
+        return tuple(sorted((a for a in plan.accounts if a.pool == pool.name), key=lambda a: a.rank)), None
+    return LazyRows(len(chunk), lambda i: chunk.rows([i])[0], chunk.rows), chunk
 
 
 def next_accounts(plan: Plan) -> dict[str, tuple[str, bool]]:
@@ -141,8 +162,9 @@ def report_columns(resources: Sequence[str], with_past: bool = False) -> list[st
     ]
 
 
-def render_report_json(report: ShareReport) -> dict[str, Any]:
-    """The report as JSON-ready data; shares are exact floats."""
+def render_report_json(report: ShareReport, accounts: Callable[[PoolReport], Any] | None = None) -> dict[str, Any]:
+    """The report as JSON-ready data; shares are exact floats. `accounts`: what stands for a
+    pool's accounts (by default, one dict each)."""
     return {
         "format": REPORT_FORMAT,
         "cluster": report.cluster,
@@ -155,13 +177,58 @@ def render_report_json(report: ShareReport) -> dict[str, Any]:
                 "nodes": p.pool.nodes,
                 "capacity": dict(p.pool.capacity),
                 "next_account": p.next_account,
-                "accounts": [_account_json(a, report) for a in p.accounts],
+                "accounts": [_account_json(a, report) for a in p.accounts] if accounts is None else accounts(p),
                 **({"tree": [tree_row_entry(row) for row in p.pool.tree]} if p.pool.tree else {}),
             }
             for p in report.pools
         ],
         "warnings": list(report.warnings),
     }
+
+
+def render_report_json_bytes(report: ShareReport) -> bytes:
+    """The text of `render_report_json(report)` as the CLI prints it (indented, a final newline), byte for byte:
+    each pool's accounts written from the plan's columns when it keeps them."""
+    option = orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
+    data = render_report_json(report, lambda pool: _account_list(pool, report))
+    spliced = dumps_spliced(data, option)
+    return orjson.dumps(render_report_json(report), option=option) if spliced is None else spliced
+
+
+def _account_list(pool: PoolReport, report: ShareReport) -> Splice | list[dict[str, Any]]:
+    """A pool's accounts in the report JSON: from its columns (one level under the pool, its key
+    three deep), else one dict each."""
+    columns = pool.columns
+    if columns is not None:
+        fields: list[tuple[str, Value]] = [
+            ("rank", columns.rank),
+            ("account", columns.account),
+            ("weight", float_each(columns.weight)),
+            ("running_jobs", columns.running_jobs),
+            ("pending_jobs", columns.pending_jobs),
+            ("usage", _per_resource(columns.usage, report.resources)),
+        ]
+        if report.with_past:
+            past = columns.past if columns.past is not None else np.zeros_like(columns.usage)
+            fields.append(("past", _per_resource(past, report.resources)))
+        fields += [
+            ("shares", _per_resource(columns.shares, report.resources)),
+            ("dominant_resource", columns.dominant_resource),
+            ("dominant_share", columns.dominant_share),
+        ]
+        if report.with_past:
+            present = columns.present_share
+            fields.append(("present_share", columns.weighted_share if present is None else present))
+        fields.append(("weighted_share", columns.weighted_share))
+        pieces = object_list(fields, len(columns), 3, indent=True)
+        if pieces is not None:
+            return Splice(pieces)
+    return [_account_json(a, report) for a in pool.accounts]
+
+
+def _per_resource(values: npt.NDArray[Any], resources: Sequence[str]) -> Nested:
+    """An (accounts, resources) array as the object of every resource in each account's entry."""
+    return Nested([(r, values[:, k].tolist()) for k, r in enumerate(resources)])
 
 
 def _account_json(a: AccountShare, report: ShareReport) -> dict[str, Any]:
@@ -691,7 +758,7 @@ def render_report(plan: Plan, fmt: str, *, color: bool = False) -> str:
     """The share report of a plan in one of REPORT_FORMATS, as text."""
     report = build_report(plan)
     renderers: dict[str, Callable[[ShareReport], str]] = {
-        "json": lambda r: _json_text(render_report_json(r)),
+        "json": lambda r: render_report_json_bytes(r).decode(),
         "csv": render_report_csv,
         "markdown": render_report_markdown,
         "html": render_report_html,
@@ -701,7 +768,3 @@ def render_report(plan: Plan, fmt: str, *, color: bool = False) -> str:
     if fmt not in renderers:
         raise ValueError(f"unknown report format {fmt!r}; expected one of {', '.join(REPORT_FORMATS)}")
     return renderers[fmt](report)
-
-
-def _json_text(data: Any) -> str:
-    return orjson.dumps(data, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE).decode()

@@ -28,6 +28,7 @@ import yaml
 from builders import job, node, snapshot
 
 import slurm_drf.cli.main as cli_main
+import slurm_drf.cli.options as cli_options
 import slurm_drf.config.load as load_module
 from slurm_drf.config.load import resolve_config
 from slurm_drf.config.settings import Config, Mode, default_config
@@ -36,7 +37,8 @@ from slurm_drf.errors import ConfigError
 from slurm_drf.model.snapshot_file import SnapshotFileSource, render_snapshot_bytes
 from slurm_drf.model.types import Snapshot
 from slurm_drf.policy.plan import Plan, PlanJobs, compute_plan
-from slurm_drf.trail.plan_output import _cells, render_plan_json, render_plan_json_bytes
+from slurm_drf.trail.json_rows import cells as _cells
+from slurm_drf.trail.plan_output import render_plan_json, render_plan_json_bytes
 from tests.helpers import load_report_plan
 
 HOSTILE_NAMES = (
@@ -179,7 +181,7 @@ def console(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
     monkeypatch.setattr(os, "_exit", fake_exit)
     monkeypatch.setattr(logging, "shutdown", lambda: calls.append("logging.shutdown"))
-    monkeypatch.setattr(cli_main, "_left_to_exit", None)
+    monkeypatch.setattr(cli_options, "_left_to_exit", None)
     try:
         yield calls
     finally:
@@ -207,7 +209,33 @@ def test_run_plan_prints_what_main_prints_then_exits_without_teardown(
     assert console == ["logging.shutdown"]
     assert not gc.isenabled()
     # What the verb made is left to the exit, the decoded JSON included.
-    kept = cli_main._left_to_exit
+    kept = cli_options.left_to_exit()
+    assert kept is not None
+    sources = [item for item in kept if isinstance(item, SnapshotFileSource)]
+    assert len(sources) == 1 and isinstance(sources[0].decoded, dict)
+
+
+@pytest.mark.parametrize(
+    "verb", [["report", "--format", "json"], ["report", "--color", "never"], ["explain", "1"], ["explain", "999999"]]
+)
+def test_run_report_and_explain_print_what_main_prints_then_exit_without_teardown(
+    verb: list[str],
+    tmp_path: Path,
+    console: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    path = _snapshot_file(tmp_path)
+    argv = [*verb, "--snapshot", str(path), "--config", "/dev/null"]
+    code = cli_main.main(argv)
+    expected = capsys.readouterr()
+    monkeypatch.setattr(sys, "argv", ["slurm-drf", *argv])
+    with pytest.raises(_Exited) as exited:
+        cli_main.run()
+    assert exited.value.code == code  # 0, or 2 for a job the snapshot does not hold
+    assert capsys.readouterr() == expected
+    assert console == ["logging.shutdown"] and not gc.isenabled()
+    kept = cli_options.left_to_exit()
     assert kept is not None
     sources = [item for item in kept if isinstance(item, SnapshotFileSource)]
     assert len(sources) == 1 and isinstance(sources[0].decoded, dict)
@@ -233,7 +261,7 @@ def test_run_other_verbs_exit_normally(
         cli_main.run()
     assert exited.value.code == 0
     assert "OK" in capsys.readouterr().out
-    assert console == [] and gc.isenabled() and cli_main._left_to_exit is None
+    assert console == [] and gc.isenabled() and cli_options.left_to_exit() is None
 
 
 def test_a_source_frees_its_decoded_json_unless_asked(tmp_path: Path) -> None:

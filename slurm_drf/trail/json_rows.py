@@ -1,0 +1,223 @@
+"""A list of JSON objects of the same keys, written from columns as orjson writes it, byte for byte.
+
+The plan's job entries and account rows, and the report's accounts, are
+lists of 100,000 objects of the same keys. A dict per row and orjson over
+them cost a quarter of a second at that size; here each column is
+serialised by one orjson call and laid into one byte grid with the
+constant text between the values (`object_list`). A value that is itself
+an object of the same keys in every row (an account's usage per resource)
+is a `Nested` of columns. Where a column holds something else (a list, an
+object of varying keys) `object_list` gives None and the caller writes the
+list the plain way.
+"""
+
+from __future__ import annotations
+
+import itertools
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final, TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+from numpy.lib.stride_tricks import sliding_window_view
+
+
+@dataclass(frozen=True, slots=True)
+class Nested:
+    """A value that is an object of the same keys in every row: (key, column) pairs, maybe none (`{}`)."""
+
+    fields: Sequence[tuple[str, Sequence[Any]]]
+
+
+Value: TypeAlias = Sequence[Any] | Nested
+
+
+def object_list(
+    fields: Sequence[tuple[str, Value]], rows: int, depth: int, indent: bool
+) -> tuple[bytes | memoryview, ...] | None:
+    """The JSON list of `rows` objects of `fields` (key, column of scalars or Nested), in pieces.
+
+    As orjson writes it (OPT_INDENT_2 when `indent`) as the value of a key
+    `depth` levels deep (the key's line indented by 2 x depth spaces).
+    A column of one object (every job's pool, a reason of None) is written
+    once, as constant text. None when a column holds a value that is not a scalar.
+    """
+    if not rows:
+        return (b"[]",)
+    layout = _Layout()
+    at_key, at_nested = _line(depth + 2, indent), _line(depth + 3, indent)
+    colon = b": " if indent else b":"
+    for number, (key, value) in enumerate(fields):
+        layout.text(((b" " * (2 * depth + 2) if indent else b"") + b"{" if number == 0 else b",") + at_key)
+        layout.text(orjson.dumps(key) + colon)
+        if not isinstance(value, Nested):
+            layout.column(value)
+            continue
+        layout.text(b"{")
+        for inner, (name, column) in enumerate(value.fields):
+            layout.text((b"," if inner else b"") + at_nested + orjson.dumps(name) + colon)
+            layout.column(column)
+        layout.text((at_key if value.fields else b"") + b"}")
+    layout.text(_line(depth + 1, indent) + b"}")
+    separator = b",\n" if indent else b","
+    if not layout.columns:
+        body: bytes | memoryview = (layout.pending + separator) * (rows - 1) + layout.pending
+    else:
+        grid = _interleave(layout.columns, layout.prefixes, layout.pending, separator)
+        if grid is None:
+            return None
+        body = grid.data
+    if indent:
+        return b"[\n", body, _line(depth, indent) + b"]"
+    return b"[", body, b"]"
+
+
+class _Layout:
+    """A row as constant text and columns: `prefixes[k]` is the text before `columns[k]`,
+    `pending` the text after the last column."""
+
+    def __init__(self) -> None:
+        self.columns: list[Sequence[Any]] = []
+        self.prefixes: list[bytes] = []
+        self.pending = b""
+
+    def text(self, text: bytes) -> None:
+        self.pending += text
+
+    def column(self, column: Sequence[Any]) -> None:
+        """A column; as text when every row holds the same scalar object."""
+        first = column[0]
+        if all(map(operator.is_, column, itertools.repeat(first))):
+            dumped = orjson.dumps(first, option=orjson.OPT_INDENT_2)
+            if b"\n" not in dumped:  # a scalar (or [], {}): the same text indented or not
+                self.pending += dumped
+                return
+        self.prefixes.append(self.pending)
+        self.columns.append(column)
+        self.pending = b""
+
+
+class Splice:
+    """A place in a document for `dumps_spliced`: the value written there is `pieces`,
+    a list already written as it is at that depth (`object_list`). (Not a dataclass:
+    orjson would write one as an object.)"""
+
+    __slots__ = ("pieces",)
+
+    def __init__(self, pieces: tuple[bytes | memoryview, ...]) -> None:
+        self.pieces = pieces
+
+
+def dumps_spliced(data: Any, option: int) -> bytes | None:
+    """orjson.dumps(data, option=option) with every Splice in it replaced by its pieces.
+
+    Each Splice is written as a marker string first and cut out after; None
+    when a marker's text is found other than once (a string of the data
+    equal to it), for the caller to write the document the plain way.
+    """
+    splices: list[Splice] = []
+
+    def marker(value: object) -> str:
+        if not isinstance(value, Splice):
+            raise TypeError(f"{type(value).__name__} is not JSON serializable")
+        splices.append(value)
+        return f"\x00slurm-drf splice {len(splices) - 1}\x00"
+
+    text = orjson.dumps(data, default=marker, option=option)
+    pieces: list[bytes | memoryview] = []
+    rest = text
+    for number, splice in enumerate(splices):
+        mark = orjson.dumps(f"\x00slurm-drf splice {number}\x00")
+        if text.count(mark) != 1:
+            return None
+        before, rest = rest.split(mark)
+        pieces += (before, *splice.pieces)
+    return b"".join((*pieces, rest))
+
+
+def float_each(values: Sequence[Any]) -> list[float]:
+    """float() of each value, once per distinct object (the accounts share a few weight objects,
+    and a Fraction's float is Python code)."""
+    by_object = {id(v): v for v in values}
+    floats = {key: float(v) for key, v in by_object.items()}
+    return list(map(floats.__getitem__, map(id, values)))
+
+
+def _line(depth: int, indent: bool) -> bytes:
+    """A new line indented `depth` levels (nothing when compact)."""
+    return b"\n" + b" " * (2 * depth) if indent else b""
+
+
+def _interleave(
+    columns: Sequence[Sequence[Any]], prefixes: Sequence[bytes], suffix: bytes, separator: bytes
+) -> npt.NDArray[np.uint8] | None:
+    """Row i is prefixes[0] + JSON(columns[0][i]) + prefixes[1] + ... + suffix; rows joined by `separator`.
+
+    Each column is serialised by one orjson call and cut into a block of
+    fixed-width cells padded with NUL bytes; the blocks and the constant
+    prefixes are laid side by side in one byte grid, row after row, and the
+    padding is dropped. No Python object per value. None when a column
+    cannot be cut (a value that is not a scalar) or when the padding would
+    cost more memory than the text itself (a few very long names).
+    """
+    cut = [cells(column) for column in columns]
+    if any(block is None for block in cut):
+        return None
+    blocks = [block for block in cut if block is not None]
+    rows = len(columns[0])
+    constant = [np.frombuffer(prefix, dtype=np.uint8) for prefix in prefixes]
+    ending = np.frombuffer(suffix + separator, dtype=np.uint8)
+    width = sum(len(part) for part in constant) + sum(block.shape[1] for block, _ in blocks) + len(ending)
+    text_size = rows * (width - sum(block.shape[1] for block, _ in blocks)) + sum(int(n.sum()) for _, n in blocks)
+    if rows * width > 2 * text_size + _GRID_SLACK:
+        return None
+    # One template row with the constant parts (a broadcast copies it fast),
+    # then each column's block into its place.
+    template = np.zeros(width, dtype=np.uint8)
+    grid = np.empty((rows, width), dtype=np.uint8)
+    places = []
+    at = 0
+    for part, (block, _) in zip(constant, blocks, strict=True):
+        template[at : at + len(part)] = part
+        at += len(part)
+        places.append((at, block))
+        at += block.shape[1]
+    template[at:] = ending
+    grid[:] = template
+    for at, block in places:
+        grid[:, at : at + block.shape[1]] = block
+    flat = grid.reshape(-1)
+    text: npt.NDArray[np.uint8] = flat[flat != 0]
+    return text[: -len(separator)]
+
+
+# Padding the grid may add beyond twice the text (a mebibyte: short lists).
+_GRID_SLACK: Final = 1 << 20
+
+
+def cells(column: Sequence[Any]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.intp]] | None:
+    """The JSON text of each value, as rows of a (len(column), width) uint8 block padded with NUL, and each length.
+
+    orjson writes an indented list of scalars as b"[\\n  V0,\\n  V1\\n]": one
+    value a line, since a string's newlines are escaped, and never a NUL byte
+    (control characters are escaped too), so NUL can pad.
+    """
+    dumped = np.frombuffer(orjson.dumps(list(column), option=orjson.OPT_INDENT_2), dtype=np.uint8)
+    newlines = np.flatnonzero(dumped == _NEWLINE)
+    if len(newlines) != len(column) + 1 or not dumped.all():
+        return None  # a value over several lines (a list, a mapping), or a NUL byte
+    starts = newlines[:-1] + 3  # past "\n  "
+    ends = newlines[1:] - 1  # before ",", but the last value has none
+    ends[-1] += 1
+    lengths = ends - starts
+    width = int(lengths.max())
+    padded = np.concatenate((dumped, np.zeros(width, dtype=np.uint8)))
+    block = sliding_window_view(padded, width)[starts]
+    block[np.arange(width) >= lengths[:, None]] = 0
+    return block, lengths
+
+
+_NEWLINE: Final = ord("\n")

@@ -64,11 +64,16 @@ def order_online(
     The same order, shares and tie wins as `hierarchy.order_hierarchy(...,
     occupied=capacity)`, faster. A flat tree is `order_pending`'s order.
     """
-    tree = compile_tree(root, capacity, occupied=capacity)
+    return order_compiled(compile_tree(root, capacity, occupied=capacity), epoch, wins, plan_wins)
+
+
+def order_compiled(
+    tree: CompiledTree, epoch: int, wins: dict[str, float], plan_wins: dict[str, float]
+) -> HierarchyOrdering:
+    """`order_online` on a tree already laid out, its occupied amount its capacity (`policy.tree_order`'s join)."""
     if tree.flat:
         return order_flat(tree, epoch, wins, plan_wins)
-    engine = _Merge(tree, epoch, wins, plan_wins)
-    return engine.run()
+    return _Merge(tree, epoch, wins, plan_wins).run()
 
 
 @dataclass(slots=True)

@@ -49,17 +49,17 @@ import numpy as np
 
 from slurm_drf.config.settings import WithinAccount
 from slurm_drf.model.tree import PATH_SEPARATOR, AccountTree
-from slurm_drf.model.types import FloatArray, IntArray
+from slurm_drf.model.types import FloatArray, IntArray, LazyRows
 from slurm_drf.policy.hierarchy import (
+    SEPARATOR,
     SHARE_ONE,
     CompiledTree,
     HierarchyOrdering,
     NodeShare,
-    TreeNode,
     inner_share,
     leaf_share,
 )
-from slurm_drf.policy.hierarchy_online import order_online
+from slurm_drf.policy.hierarchy_online import order_compiled
 from slurm_drf.policy.order import Ordering, compute_before
 from slurm_drf.policy.pools import weighted_shares
 from slurm_drf.policy.tree import TreeWeights
@@ -69,6 +69,7 @@ JOBS_LEAF: Final = "jobs="
 PAST_LEAF: Final = "past="
 # The node name of an empty Slurm name (`node_name`): `%` alone never starts anything else but an escape.
 EMPTY_NAME: Final = "%00"
+ONE: Final = Fraction(1)
 
 
 NodeKind = Literal["account", "user", "jobs", "past"]
@@ -83,6 +84,7 @@ class _Branch:
     usage: list[int] | None = None  # a leaf's
     rows: list[int] | None = None  # a leaf's jobs: positions into the pool's job list, in Slurm's order
     running: int = 0  # a leaf's running jobs
+    node: int = -1  # the compiled node it is part of (`_compile`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,26 +134,71 @@ def shown_name(node: str) -> str:
     return node.replace("%3D", "=").replace("%2F", PATH_SEPARATOR).replace("%25", "%")
 
 
-def _freeze(root: _Branch, demand: IntArray, width: int) -> TreeNode:
-    """The built tree as the engine's frozen `TreeNode`s, bottom-up without recursion (a tree may be deep)."""
-    # Preorder with each node's parent, then every node made after all its children.
-    nodes: list[tuple[str, _Branch, int]] = [("", root, -1)]
-    for here, (_, branch, _) in enumerate(nodes):  # grows while it is walked: breadth-first
-        nodes.extend((name, child, here) for name, child in branch.children.items())
-    made: list[TreeNode | None] = [None] * len(nodes)
-    kids: list[list[TreeNode]] = [[] for _ in nodes]
-    for index in range(len(nodes) - 1, -1, -1):
-        name, branch, up = nodes[index]
-        if branch.rows is not None or branch.usage is not None:
-            jobs = demand[np.array(branch.rows or (), dtype=np.int64)]
-            node = TreeNode(name, branch.weight, usage=tuple(branch.usage or [0] * width), jobs=jobs)
-        else:
-            node = TreeNode(name, branch.weight, tuple(reversed(kids[index])))
-        made[index] = node
+def _compile(root: _Branch, demand: IntArray, capacity: Sequence[int]) -> tuple[CompiledTree, list[_Branch]]:
+    """The built tree laid out for the engine, and each compiled node's bottom branch.
+
+    The layout `hierarchy.compile_tree` gives the same tree as `TreeNode`s
+    (preorder, chains of single children contracted, keys by the chain's
+    top), made straight from the join without its checks: the join makes
+    every name (escaped, never empty, siblings by dict key), weight (> 0)
+    and amount (whole, >= 0) itself. Explicit stack: a tree may be deep.
+    """
+    width = len(capacity)
+    zeros = (0,) * width
+    parent: list[int] = []
+    children: list[list[int]] = []
+    weight: list[Fraction] = []
+    key: list[str] = []
+    names: list[tuple[str, ...]] = []
+    depth: list[int] = []
+    usage: list[tuple[int, ...]] = []
+    jobs: list[IntArray | tuple[()]] = []
+    bottoms: list[_Branch] = []
+    todo: list[tuple[str, _Branch, int, str]] = [("", root, -1, "")]  # (name, branch, parent's index, path)
+    while todo:
+        name, bottom, up, path = todo.pop()
+        index = len(parent)
+        chain, label, top = [name], path, bottom
+        bottom.node = index
+        while up >= 0 and len(bottom.children) == 1:
+            ((name, bottom),) = bottom.children.items()
+            chain.append(name)
+            label = f"{label}{SEPARATOR}{name}"
+            bottom.node = index
+        parent.append(up)
+        children.append([])
+        weight.append(top.weight if up >= 0 else ONE)
+        key.append(path)
+        names.append(tuple(chain))
+        depth.append(depth[up] + 1 if up >= 0 else 0)
+        bottoms.append(bottom)
         if up >= 0:
-            kids[up].append(node)
-    assert made[0] is not None
-    return made[0]
+            children[up].append(index)
+        if bottom.rows is not None or bottom.usage is not None:
+            usage.append(tuple(bottom.usage or zeros))
+            jobs.append(demand[np.array(bottom.rows or (), dtype=np.int64)])
+        else:
+            usage.append(zeros)
+            jobs.append(())
+            todo.extend(
+                (child, branch, index, f"{label}{SEPARATOR}{child}" if label else child)
+                for child, branch in reversed(bottom.children.items())
+            )
+    caps = tuple(int(c) for c in capacity)
+    tree = CompiledTree(
+        caps,
+        tuple(r for r, c in enumerate(caps) if c > 0),
+        tuple(parent),
+        tuple(map(tuple, children)),
+        tuple(weight),
+        tuple(key),
+        tuple(names),
+        tuple(depth),
+        tuple(usage),
+        tuple(jobs),
+        caps,
+    )
+    return tree, bottoms
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +220,7 @@ class TreeOrdering:
     # Each position's leaf key (`physics/theory/user=alice`).
     leaf_keys: tuple[str, ...]
     # The pool's tree as the plan shows it, in preorder.
-    rows: tuple[TreeRow, ...] = ()
+    rows: Sequence[TreeRow] = ()
 
     def all_path_shares(self) -> list[tuple[float, ...]]:
         """Per position, the weighted share, when its job was placed, of each node of its leaf key's path.
@@ -223,7 +270,7 @@ def order_tree(  # noqa: C901
     account name. `resources` names the columns (the rows' usage keys).
     """
     width = int(capacity.shape[0])
-    root = _Branch(Fraction(1), {})
+    root = _Branch(ONE, {})
     branches: dict[int, _Branch] = {}
 
     def account_branch(code: int) -> _Branch:
@@ -256,9 +303,9 @@ def order_tree(  # noqa: C901
         account = account_branch(code)
         if within == "user":
             name = USER_LEAF + node_name(user)
-            weight = weights.users.get((account_names[code], user), Fraction(1))
+            weight = weights.users.get((account_names[code], user), ONE)
         else:
-            name, weight = JOBS_LEAF, Fraction(1)
+            name, weight = JOBS_LEAF, ONE
         branch = account.children.get(name)
         if branch is None:
             branch = account.children[name] = _Branch(weight, {}, [0] * width, [])
@@ -294,23 +341,13 @@ def order_tree(  # noqa: C901
     if past is not None:
         for code in np.flatnonzero(past.any(axis=1)).tolist():
             if code in branches:
-                branches[code].children[PAST_LEAF] = _Branch(Fraction(1), {}, past[code].tolist(), [])
+                branches[code].children[PAST_LEAF] = _Branch(ONE, {}, past[code].tolist(), [])
 
-    # The bottom of every leaf by its whole path, to map the order back to rows (no recursion: a tree may be deep).
-    by_path: dict[str, list[int]] = {}
-    walk = [(name, child) for name, child in root.children.items()]
-    while walk:
-        path, branch = walk.pop()
-        if branch.rows is not None:
-            by_path[path] = branch.rows
-        else:
-            walk.extend((f"{path}{PATH_SEPARATOR}{name}", child) for name, child in branch.children.items())
-    frozen = _freeze(root, demand.astype(np.int64, copy=False), width)
-    hierarchy = order_online(frozen, capacity.tolist(), epoch, wins, plan_wins)
-    compiled = hierarchy.tree
+    compiled, bottoms = _compile(root, demand.astype(np.int64, copy=False), capacity.tolist())
+    hierarchy = order_compiled(compiled, epoch, wins, plan_wins)
     leaf_path = {n: PATH_SEPARATOR.join((compiled.key[n], *compiled.names[n][1:])) for n in compiled.leaves}
     # Each compiled leaf's jobs as rows of the pool's job list, one after the other.
-    own = [by_path[leaf_path[n]] for n in compiled.leaves]
+    own = [bottoms[n].rows or [] for n in compiled.leaves]
     first = np.zeros(len(compiled.parent), dtype=np.int64)
     first[list(compiled.leaves)] = np.cumsum([len(r) for r in own]) - [len(r) for r in own]
     rows_of = np.fromiter(chain.from_iterable(own), dtype=np.int64, count=sum(map(len, own)))
@@ -382,74 +419,99 @@ def start_shares(tree: CompiledTree, start: FloatArray | None = None) -> tuple[l
 
 
 def _by_kind(children: Mapping[str, _Branch]) -> list[tuple[str, _Branch]]:
-    return sorted(children.items(), key=lambda item: (_KIND_PLACE[_kind(item[0])[0]], item[0]))
+    return sorted(children.items(), key=lambda item: (_place(item[0]), item[0]))
+
+
+def _place(name: str) -> int:
+    """A sibling's place among its kind in the rows (`_KIND_PLACE`), from its name, as `_kind` reads it."""
+    if name.startswith(USER_LEAF) or name == JOBS_LEAF:
+        return 0
+    return 2 if name == PAST_LEAF else 1
+
+
+def _preorder(root: _Branch) -> tuple[list[str], list[str], list[int], list[_Branch], list[int]]:
+    """The nodes of the tree in the rows' preorder (a node's own leaves, then its child accounts, then its past).
+
+    Per node: its path, its name, its depth (1 below the root), its branch
+    and its parent's place in the lists (-1 for the root's children).
+    """
+    paths: list[str] = []
+    names: list[str] = []
+    depths: list[int] = []
+    branches: list[_Branch] = []
+    ups: list[int] = []
+    stack = [(name, child, name, 1, -1) for name, child in reversed(_by_kind(root.children))]
+    while stack:
+        name, branch, path, depth, up = stack.pop()
+        here = len(paths)
+        paths.append(path)
+        names.append(name)
+        depths.append(depth)
+        branches.append(branch)
+        ups.append(up)
+        if branch.children:
+            stack.extend(
+                (child_name, child, f"{path}{PATH_SEPARATOR}{child_name}", depth + 1, here)
+                for child_name, child in reversed(_by_kind(branch.children))
+            )
+    return paths, names, depths, branches, ups
+
+
+def _subtree_sums(branches: Sequence[_Branch], ups: Sequence[int], depths: Sequence[int], width: int) -> IntArray:
+    """Per node its subtree's leaves' usage (`width` columns), running and pending jobs, summed a depth at a time."""
+    leaves = [i for i, b in enumerate(branches) if b.rows is not None or b.usage is not None]
+    sums = np.zeros((len(branches), width + 2), dtype=np.int64)
+    if leaves:
+        own = [branches[i] for i in leaves]
+        sums[leaves] = [[*(b.usage or [0] * width), b.running, len(b.rows or ())] for b in own]
+    depth, up = np.array(depths, dtype=np.int64), np.array(ups, dtype=np.int64)
+    for level in range(int(depth.max(initial=0)), 1, -1):  # the deepest first: a node's children are summed
+        at = np.flatnonzero(depth == level)
+        np.add.at(sums, up[at], sums[at])
+    return sums
 
 
 def tree_rows(
     root: _Branch, tree: CompiledTree, resources: Sequence[str], start: FloatArray | None = None
-) -> tuple[TreeRow, ...]:
+) -> Sequence[TreeRow]:
     """The pool's tree in preorder, one row per node (chains not contracted); see `TreeRow`.
 
-    `start` is each compiled node's share at the start of the order where the engine gave it.
+    `start` is each compiled node's share at the start of the order where
+    the engine gave it. The numbers are columns; each `TreeRow` is made
+    when it is read (the daemon's cycle shows the tree only to the metrics
+    and the report).
     """
     shares, blocked = start_shares(tree, start)
-    compiled: dict[str, int] = {}
-    for n in range(1, len(tree.parent)):
-        path = tree.key[n]
-        for k, name in enumerate(tree.names[n]):
-            path = path if k == 0 else f"{path}{PATH_SEPARATOR}{name}"
-            compiled[path] = n
-    # The nodes in preorder (a node's own leaves, then its child accounts, then its past), then sums bottom-up.
-    nodes: list[tuple[str, str, int, _Branch, int]] = []  # (path, name, depth, branch, parent's place)
-    stack = [(name, child, name, 1, -1) for name, child in reversed(_by_kind(root.children))]
-    while stack:
-        name, branch, path, depth, up = stack.pop()
-        nodes.append((path, name, depth, branch, up))
-        here = len(nodes) - 1
-        stack.extend(
-            (child_name, child, f"{path}{PATH_SEPARATOR}{child_name}", depth + 1, here)
-            for child_name, child in reversed(_by_kind(branch.children))
-        )
+    paths, names, depths, branches, ups = _preorder(root)
     width = len(resources)
-    usage = np.zeros((len(nodes), width), dtype=np.int64)
-    counts = np.zeros((len(nodes), 2), dtype=np.int64)  # running, pending
-    for i, (_, _, _, branch, _) in enumerate(nodes):
-        if branch.rows is not None or branch.usage is not None:
-            usage[i] = branch.usage or [0] * width
-            counts[i] = branch.running, len(branch.rows or ())
-    for i in range(len(nodes) - 1, -1, -1):  # preorder: every node before its children
-        up = nodes[i][4]
-        if up >= 0:
-            usage[up] += usage[i]
-            counts[up] += counts[i]
+    sums = _subtree_sums(branches, ups, depths, width)
+    usage = sums[:, :width]
     capacity = np.array(tree.capacity, dtype=np.float64)
     fractions = np.where(capacity > 0, usage / np.where(capacity > 0, capacity, 1.0), -1.0)
-    top = fractions.argmax(axis=1) if width else np.zeros(len(nodes), dtype=np.int64)
-    best = fractions[np.arange(len(nodes)), top] if width else np.zeros(len(nodes))
-    rows: list[TreeRow] = []
-    for (path, name, depth, branch, _), amounts, (running, pending), k, share in zip(
-        nodes, usage.tolist(), counts.tolist(), top.tolist(), best.tolist(), strict=True
-    ):
-        node = compiled[path]
-        kind, label = _kind(name)
+    top = fractions.argmax(axis=1) if width else np.zeros(len(paths), dtype=np.int64)
+    best = fractions[np.arange(len(paths)), top] if width else np.zeros(len(paths))
+    amounts, counts, tops, bests = usage.tolist(), sums[:, width:].tolist(), top.tolist(), best.tolist()
+
+    def row(i: int) -> TreeRow:
+        kind, label = _kind(names[i])
+        node, share = branches[i].node, bests[i]
         dominant = share > 0
-        rows.append(
-            TreeRow(
-                path,
-                label,
-                depth,
-                kind,
-                branch.weight,
-                MappingProxyType(dict(zip(resources, amounts, strict=True))),
-                running,
-                pending,
-                resources[k] if dominant else None,
-                share if dominant else 0.0,
-                shares[node],
-                blocked[node],
-            )
+        return TreeRow(
+            paths[i],
+            label,
+            depths[i],
+            kind,
+            branches[i].weight,
+            MappingProxyType(dict(zip(resources, amounts[i], strict=True))),
+            counts[i][0],
+            counts[i][1],
+            resources[tops[i]] if dominant else None,
+            share if dominant else 0.0,
+            shares[node],
+            blocked[node],
         )
-    return tuple(rows)
+
+    return LazyRows(len(paths), row)
 
 
 def _before_in_order(order: IntArray, account_of: IntArray, demand: IntArray, usage: IntArray) -> IntArray:

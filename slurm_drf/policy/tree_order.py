@@ -129,13 +129,15 @@ def node_name(name: str) -> str:
 
 def shown_name(node: str) -> str:
     """The Slurm name a node's name (`node_name`) stands for, as people read it."""
+    if "%" not in node:
+        return node
     if node == EMPTY_NAME:
         return ""
     return node.replace("%3D", "=").replace("%2F", PATH_SEPARATOR).replace("%25", "%")
 
 
-def _compile(root: _Branch, demand: IntArray, capacity: Sequence[int]) -> tuple[CompiledTree, list[_Branch]]:
-    """The built tree laid out for the engine, and each compiled node's bottom branch.
+def _compile(root: _Branch, demand: IntArray, capacity: Sequence[int]) -> tuple[CompiledTree, IntArray]:
+    """The built tree laid out for the engine, and the rows of its leaves' jobs in the pool's job list, leaf after leaf.
 
     The layout `hierarchy.compile_tree` gives the same tree as `TreeNode`s
     (preorder, chains of single children contracted, keys by the chain's
@@ -153,30 +155,30 @@ def _compile(root: _Branch, demand: IntArray, capacity: Sequence[int]) -> tuple[
     depth: list[int] = []
     usage: list[tuple[int, ...]] = []
     jobs: list[IntArray | tuple[()]] = []
-    bottoms: list[_Branch] = []
+    leaves: list[tuple[int, list[int]]] = []  # each leaf and its rows, in preorder
     todo: list[tuple[str, _Branch, int, str]] = [("", root, -1, "")]  # (name, branch, parent's index, path)
     while todo:
         name, bottom, up, path = todo.pop()
         index = len(parent)
-        chain, label, top = [name], path, bottom
+        contracted, label, top = [name], path, bottom
         bottom.node = index
         while up >= 0 and len(bottom.children) == 1:
             ((name, bottom),) = bottom.children.items()
-            chain.append(name)
+            contracted.append(name)
             label = f"{label}{SEPARATOR}{name}"
             bottom.node = index
         parent.append(up)
         children.append([])
         weight.append(top.weight if up >= 0 else ONE)
         key.append(path)
-        names.append(tuple(chain))
+        names.append(tuple(contracted))
         depth.append(depth[up] + 1 if up >= 0 else 0)
-        bottoms.append(bottom)
         if up >= 0:
             children[up].append(index)
         if bottom.rows is not None or bottom.usage is not None:
             usage.append(tuple(bottom.usage or zeros))
-            jobs.append(demand[np.array(bottom.rows or (), dtype=np.int64)])
+            jobs.append(())  # a slice of `placed`, below
+            leaves.append((index, bottom.rows or []))
         else:
             usage.append(zeros)
             jobs.append(())
@@ -184,6 +186,12 @@ def _compile(root: _Branch, demand: IntArray, capacity: Sequence[int]) -> tuple[
                 (child, branch, index, f"{label}{SEPARATOR}{child}" if label else child)
                 for child, branch in reversed(bottom.children.items())
             )
+    lengths = [len(rows) for _, rows in leaves]
+    rows_of = np.fromiter(chain.from_iterable(rows for _, rows in leaves), dtype=np.int64, count=sum(lengths))
+    placed = demand[rows_of]  # one gather; each leaf's jobs a slice of it
+    stops = np.cumsum(lengths, dtype=np.int64).tolist()
+    for (n, _), stop, length in zip(leaves, stops, lengths, strict=True):
+        jobs[n] = placed[stop - length : stop]
     caps = tuple(int(c) for c in capacity)
     tree = CompiledTree(
         caps,
@@ -198,7 +206,7 @@ def _compile(root: _Branch, demand: IntArray, capacity: Sequence[int]) -> tuple[
         tuple(jobs),
         caps,
     )
-    return tree, bottoms
+    return tree, rows_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,21 +234,25 @@ class TreeOrdering:
         """Per position, the weighted share, when its job was placed, of each node of its leaf key's path.
 
         One share per name of `leaf_keys[position]`, root's child first; the
-        names of a chain of single children share its one share (§7). Built
-        one leaf at a time: the positions of a leaf share their path.
+        names of a chain of single children share its one share (§7). Read
+        one shape of path at a time (the columns of its nodes' depths, a
+        chain's repeated): the leaves of a tree have only a few.
         """
         hierarchy = self.hierarchy
+        tree = hierarchy.tree
+        columns: list[tuple[int, ...]] = [()] * len(tree.parent)
+        for n in range(1, len(tree.parent)):  # preorder: every parent before its children
+            columns[n] = columns[tree.parent[n]] + (tree.depth[n] - 1,) * len(tree.names[n])
+        shapes: dict[tuple[int, ...], int] = {}
+        shape_of = np.array([shapes.setdefault(c, len(shapes)) for c in columns], dtype=np.int64)
+        by_shape = shape_of[hierarchy.leaf]
         out: list[tuple[float, ...]] = [()] * len(hierarchy.leaf)
-        by_leaf = np.argsort(hierarchy.leaf, kind="stable")
-        starts = np.flatnonzero(np.r_[True, hierarchy.leaf[by_leaf][1:] != hierarchy.leaf[by_leaf][:-1]])
-        for start, stop in zip(starts.tolist(), [*starts[1:].tolist(), len(by_leaf)], strict=True):
-            positions = by_leaf[start:stop]
-            path = hierarchy.path(int(positions[0]))
-            columns = [k for k, n in enumerate(path) for _ in hierarchy.tree.names[n]]
-            for position, row in zip(
-                positions.tolist(), hierarchy.path_share[positions][:, columns].tolist(), strict=True
-            ):
-                out[position] = tuple(row)
+        for shape, number in shapes.items():
+            positions = np.flatnonzero(by_shape == number)
+            if len(positions):
+                shares = hierarchy.path_share[positions][:, list(shape)].tolist()
+                for position, row in zip(positions.tolist(), shares, strict=True):
+                    out[position] = tuple(row)
         return out
 
 
@@ -290,29 +302,15 @@ def order_tree(  # noqa: C901
         branches[code] = node
         return node
 
-    found: dict[tuple[int, str], int] = {}
-    leaves: list[_Branch] = []
-    place: dict[int, int] = {}  # a leaf's index in `leaves` by identity
-
-    def leaf(code: int, user: str) -> int:
-        """The index in `leaves` of the leaf a job of (account, user) belongs to, made the first time."""
-        key = (code, user if within == "user" else "")
-        index = found.get(key)
-        if index is not None:
-            return index
-        account = account_branch(code)
+    def leaf(code: int, user: str) -> _Branch:
+        """The leaf of the jobs of (account, user), made once per distinct pair (escaped: no account's name)."""
         if within == "user":
             name = USER_LEAF + node_name(user)
             weight = weights.users.get((account_names[code], user), ONE)
         else:
             name, weight = JOBS_LEAF, ONE
-        branch = account.children.get(name)
-        if branch is None:
-            branch = account.children[name] = _Branch(weight, {}, [0] * width, [])
-            place[id(branch)] = len(leaves)
-            leaves.append(branch)
-        found[key] = index = place[id(branch)]
-        return index
+        branch = account_branch(code).children[name] = _Branch(weight, {}, [0] * width, [])
+        return branch
 
     # Each job's (account, user) as one number, so that `leaf` runs once per leaf, not per job.
     codes = np.r_[running.account, account_of].astype(np.int64)
@@ -325,8 +323,8 @@ def order_tree(  # noqa: C901
         names, pairs = [""], codes
     distinct, inverse = np.unique(pairs, return_inverse=True)
     span = max(len(names), 1)
-    made = np.array([leaf(int(k) // span, names[int(k) % span]) for k in distinct.tolist()], dtype=np.int64)
-    per_job = made[inverse.reshape(-1)] if len(pairs) else np.zeros(0, dtype=np.int64)
+    leaves = [leaf(k // span, names[k % span]) for k in distinct.tolist()]
+    per_job = inverse.reshape(-1).astype(np.int64, copy=False)
     held, waiting = per_job[: len(running.account)], per_job[len(running.account) :]
     allocation = np.zeros((len(leaves), width), dtype=np.int64)
     np.add.at(allocation, held, running.allocation.reshape(len(held), width))
@@ -343,14 +341,13 @@ def order_tree(  # noqa: C901
             if code in branches:
                 branches[code].children[PAST_LEAF] = _Branch(ONE, {}, past[code].tolist(), [])
 
-    compiled, bottoms = _compile(root, demand.astype(np.int64, copy=False), capacity.tolist())
+    compiled, rows_of = _compile(root, demand.astype(np.int64, copy=False), capacity.tolist())
     hierarchy = order_compiled(compiled, epoch, wins, plan_wins)
     leaf_path = {n: PATH_SEPARATOR.join((compiled.key[n], *compiled.names[n][1:])) for n in compiled.leaves}
-    # Each compiled leaf's jobs as rows of the pool's job list, one after the other.
-    own = [bottoms[n].rows or [] for n in compiled.leaves]
+    # Each compiled leaf's first job in `rows_of`.
+    own = [len(compiled.jobs[n]) for n in compiled.leaves]
     first = np.zeros(len(compiled.parent), dtype=np.int64)
-    first[list(compiled.leaves)] = np.cumsum([len(r) for r in own]) - [len(r) for r in own]
-    rows_of = np.fromiter(chain.from_iterable(own), dtype=np.int64, count=sum(map(len, own)))
+    first[list(compiled.leaves)] = np.cumsum(own) - own
     order = rows_of[first[hierarchy.leaf] + hierarchy.job]
     count = len(order)
     tied = np.zeros(count, dtype=np.bool_)

@@ -62,14 +62,13 @@ from slurm_drf.policy.hierarchy import (
 from slurm_drf.policy.hierarchy_online import order_compiled
 from slurm_drf.policy.order import Ordering, compute_before
 from slurm_drf.policy.pools import weighted_shares
-from slurm_drf.policy.tree import TreeWeights
+from slurm_drf.policy.tree import ONE, TreeWeights
 
 USER_LEAF: Final = "user="
 JOBS_LEAF: Final = "jobs="
 PAST_LEAF: Final = "past="
 # The node name of an empty Slurm name (`node_name`): `%` alone never starts anything else but an escape.
 EMPTY_NAME: Final = "%00"
-ONE: Final = Fraction(1)
 
 
 NodeKind = Literal["account", "user", "jobs", "past"]

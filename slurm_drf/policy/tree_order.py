@@ -38,12 +38,13 @@ single children are one node (§7): each shows the chain's share.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from itertools import chain
+from itertools import chain, starmap
 from types import MappingProxyType
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import numpy as np
 
@@ -486,28 +487,33 @@ def tree_rows(
     fractions = np.where(capacity > 0, usage / np.where(capacity > 0, capacity, 1.0), -1.0)
     top = fractions.argmax(axis=1) if width else np.zeros(len(paths), dtype=np.int64)
     best = fractions[np.arange(len(paths)), top] if width else np.zeros(len(paths))
-    amounts, counts, tops, bests = usage.tolist(), sums[:, width:].tolist(), top.tolist(), best.tolist()
+    dominant = best > 0
+    resource = np.array([*resources, None], dtype=object)[np.where(dominant, top, width)]
+    nodes = [branch.node for branch in branches]
 
-    def row(i: int) -> TreeRow:
-        kind, label = _kind(names[i])
-        node, share = branches[i].node, bests[i]
-        dominant = share > 0
-        return TreeRow(
-            paths[i],
-            label,
-            depths[i],
-            kind,
-            branches[i].weight,
-            MappingProxyType(dict(zip(resources, amounts[i], strict=True))),
-            counts[i][0],
-            counts[i][1],
-            resources[tops[i]] if dominant else None,
-            share if dominant else 0.0,
-            shares[node],
-            blocked[node],
-        )
+    @functools.cache
+    def columns() -> list[list[Any]]:
+        """The rows' fields as columns, in `TreeRow`'s order, made once when the first row is read."""
+        kinds = list(map(_kind, names))
+        return [
+            paths,
+            [label for _, label in kinds],
+            depths,
+            [kind for kind, _ in kinds],
+            [branch.weight for branch in branches],
+            [MappingProxyType(dict(zip(resources, row, strict=True))) for row in usage.tolist()],
+            *sums[:, width:].T.tolist(),  # running, pending
+            resource.tolist(),
+            np.where(dominant, best, 0.0).tolist(),
+            np.array(shares, dtype=np.float64)[nodes].tolist(),
+            np.array(blocked, dtype=np.bool_)[nodes].tolist(),
+        ]
 
-    return LazyRows(len(paths), row)
+    return LazyRows(
+        len(paths),
+        lambda index: TreeRow(*(column[index] for column in columns())),
+        lambda: starmap(TreeRow, zip(*columns(), strict=True)),
+    )
 
 
 def _before_in_order(order: IntArray, account_of: IntArray, demand: IntArray, usage: IntArray) -> IntArray:

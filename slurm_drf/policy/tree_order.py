@@ -1,10 +1,14 @@
 """One pool's pending jobs ordered over Slurm's account tree (H-DRF, docs/rule.md §7): the join.
 
-Pure, under `policy.plan`: builds the `policy.hierarchy.TreeNode` tree of a
-pool from the snapshot's association tree (`model.tree.AccountTree`), the
-jobs and the tree's weights (`policy.tree.compute_tree_weights`), orders it
-with `hierarchy_online.order_online`, and hands `policy.plan` the same `Ordering` the
-flat engine gives, so that labels, the plan and explain read it alike.
+Pure, under `policy.plan`: builds the tree of a pool from the snapshot's
+association tree (`model.tree.AccountTree`), the jobs and the tree's
+weights (`policy.tree.compute_tree_weights`), lays it out for the engine
+straight from the join (`_compile`: the `hierarchy.CompiledTree` that
+`hierarchy.compile_tree` would make of the same tree as `TreeNode`s, without
+re-checking what the join made), orders it with
+`hierarchy_online.order_compiled`, and hands `policy.plan` the same
+`Ordering` the flat engine gives, so that labels, the plan and explain read
+it alike.
 
 The pool's tree holds the accounts with a running or pending job in the
 pool and their ancestors. Under an account hang its child accounts and,
@@ -33,7 +37,10 @@ placed): a leaf's is §2's, an internal node's is `hierarchy.inner_share`
 over its children (rescaled to the least non-blocked one), blocked and
 saturated as the engine was given them (docs/rule.md §7; the plan's
 online rule: nothing saturated, a node blocked when nothing below it waits). The nodes of a chain of
-single children are one node (§7): each shows the chain's share.
+single children are one node (§7): each shows the chain's share. The rows
+are kept as columns and made into `TreeRow`s the first time they are read
+(`model.types.LazyRows`): a cycle that shows the tree to no one pays for
+its sums only.
 """
 
 from __future__ import annotations

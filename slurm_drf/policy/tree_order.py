@@ -64,6 +64,7 @@ from slurm_drf.policy.hierarchy import (
     CompiledTree,
     HierarchyOrdering,
     NodeShare,
+    TreeLayout,
     inner_share,
     leaf_share,
 )
@@ -152,43 +153,26 @@ def _compile(root: _Branch, demand: IntArray, capacity: Sequence[int]) -> tuple[
     every name (escaped, never empty, siblings by dict key), weight (> 0)
     and amount (whole, >= 0) itself. Explicit stack: a tree may be deep.
     """
-    width = len(capacity)
-    zeros = (0,) * width
-    parent: list[int] = []
-    children: list[list[int]] = []
-    weight: list[Fraction] = []
-    key: list[str] = []
-    names: list[tuple[str, ...]] = []
-    depth: list[int] = []
-    usage: list[tuple[int, ...]] = []
-    jobs: list[IntArray | tuple[()]] = []
+    zeros = (0,) * len(capacity)
+    layout = TreeLayout()
     leaves: list[tuple[int, list[int]]] = []  # each leaf and its rows, in preorder
     todo: list[tuple[str, _Branch, int, str]] = [("", root, -1, "")]  # (name, branch, parent's index, path)
     while todo:
         name, bottom, up, path = todo.pop()
-        index = len(parent)
-        contracted, label, top = [name], path, bottom
-        bottom.node = index
+        contracted, label, members = [name], path, [bottom]
         while up >= 0 and len(bottom.children) == 1:
             ((name, bottom),) = bottom.children.items()
             contracted.append(name)
+            members.append(bottom)
             label = f"{label}{SEPARATOR}{name}"
-            bottom.node = index
-        parent.append(up)
-        children.append([])
-        weight.append(top.weight if up >= 0 else ONE)
-        key.append(path)
-        names.append(tuple(contracted))
-        depth.append(depth[up] + 1 if up >= 0 else 0)
-        if up >= 0:
-            children[up].append(index)
-        if bottom.rows is not None or bottom.usage is not None:
-            usage.append(tuple(bottom.usage or zeros))
-            jobs.append(())  # a slice of `placed`, below
-            leaves.append((index, bottom.rows or []))
+        leaf = bottom.rows is not None or bottom.usage is not None
+        usage = tuple(bottom.usage or zeros) if leaf else zeros
+        index = layout.add(up, members[0].weight if up >= 0 else ONE, path, tuple(contracted), usage)
+        for member in members:
+            member.node = index
+        if leaf:
+            leaves.append((index, bottom.rows or []))  # its jobs: a slice of `placed`, below
         else:
-            usage.append(zeros)
-            jobs.append(())
             todo.extend(
                 (child, branch, index, f"{label}{SEPARATOR}{child}" if label else child)
                 for child, branch in reversed(bottom.children.items())
@@ -198,22 +182,9 @@ def _compile(root: _Branch, demand: IntArray, capacity: Sequence[int]) -> tuple[
     placed = demand[rows_of]  # one gather; each leaf's jobs a slice of it
     stops = np.cumsum(lengths, dtype=np.int64).tolist()
     for (n, _), stop, length in zip(leaves, stops, lengths, strict=True):
-        jobs[n] = placed[stop - length : stop]
+        layout.jobs[n] = placed[stop - length : stop]
     caps = tuple(int(c) for c in capacity)
-    tree = CompiledTree(
-        caps,
-        tuple(r for r, c in enumerate(caps) if c > 0),
-        tuple(parent),
-        tuple(map(tuple, children)),
-        tuple(weight),
-        tuple(key),
-        tuple(names),
-        tuple(depth),
-        tuple(usage),
-        tuple(jobs),
-        caps,
-    )
-    return tree, rows_of
+    return layout.compiled(caps, caps), rows_of
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,8 @@
 """Benchmark of the H-DRF order (issue 12): run by hand, not a test.
 
     python benchmarks/bench_hierarchy.py [--pending 100000] [--running 50000]
-        [--fanout 4,5,10,10] [--nodes 500] [--seed 1] [--rounds 5] [--paper | --plan] [--profile]
+        [--fanout 4,5,10,10] [--nodes 500] [--seed 1] [--rounds 5] [--paper | --plan | --cli]
+        [--users N | LOW-HIGH] [--profile]
 
 Builds a synthetic tree (root, then one level per --fanout entry: 4 x 5 x
 10 x 10 = 2,000 leaves on 5 levels), spreads running and pending jobs over
@@ -21,10 +22,23 @@ With --plan it times whole plans instead: `compute_plan` on bench_engine.py's
 synthetic snapshot (--pending, --running, 2,000 accounts, --nodes; two
 pools) with an association tree laid over its accounts by --fanout, with
 `hierarchy: tree` (the default) against `hierarchy: flat`, alternating.
+Each account has one user (bench_engine.py's) unless --users gives each
+account N users, or LOW to HIGH (drawn per account), as user associations:
+its jobs are spread evenly over them, so the users are the tree's leaves.
+The issue's two cases (issue 24, item 3) are 3 levels below the root
+(20 divisions, 2,000 accounts, their users): `--fanout 20,100 --users 1-8`
+(realistic) and `--fanout 20,100 --users 70` (heavy).
+
+With --cli it times whole processes instead, as a user runs them, on that
+snapshot written to benchmarks/data/: `python -m slurm_drf.cli plan
+--snapshot FILE --format json --config etc/slurm-drf/config.yaml` (the
+daemon's config, `hierarchy: tree`) against the same config with
+`hierarchy: flat`, alternating; stdout to /dev/null.
 
 Prints each side's median and the medians of the per-round ratios (the
 figure the issue's target, <= 2x, is about). --profile prints where the
-merge engine spends its time.
+merge engine spends its time (with --plan: where `compute_plan` over the
+tree does).
 """
 
 from __future__ import annotations
@@ -32,17 +46,24 @@ from __future__ import annotations
 import argparse
 import cProfile
 import dataclasses
+import functools
+import json
 import pstats
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from fractions import Fraction
+from pathlib import Path
+from typing import Any
 
 import numpy as np
-from bench_engine import build_snapshot
+from bench_engine import HERE, build_snapshot
 
 from slurm_drf.config.settings import Config
-from slurm_drf.model.codec import parse_snapshot
+from slurm_drf.model.codec import parse_snapshot, render_association
 from slurm_drf.model.types import Association, IntArray
 from slurm_drf.policy.hierarchy import TreeNode, order_hierarchy
 from slurm_drf.policy.hierarchy_online import order_online
@@ -123,8 +144,21 @@ def flat_arrays(data: list[Leaf], capacity: Sequence[int]) -> Callable[[], objec
     return call
 
 
-def associations(fanout: Sequence[int], accounts: int) -> tuple[Association, ...]:
-    """bench_engine.py's accounts (acct0000...) as the leaves of a tree of `fanout`, in order, with their users."""
+def user_counts(spec: str, accounts: int, seed: int) -> list[int]:
+    """Users per account from --users: N for every account, or LOW-HIGH drawn per account."""
+    low, _, high = spec.partition("-")
+    if not high:
+        return [int(low)] * accounts
+    counts: list[int] = np.random.default_rng(seed + 1).integers(int(low), int(high) + 1, size=accounts).tolist()
+    return counts
+
+
+def associations(fanout: Sequence[int], accounts: int, users: Sequence[int] | None = None) -> tuple[Association, ...]:
+    """bench_engine.py's accounts (acct0000...) as the leaves of a tree of `fanout`, in order, with their users.
+
+    Without `users` each account has bench_engine.py's one user; with it,
+    account i has users[i] users of its own (`acct0000-u0`, ...).
+    """
     out = [Association("root", None, None, 1)]
     parents = ["root"]
     for level, count in enumerate(fanout[:-1]):
@@ -134,25 +168,88 @@ def associations(fanout: Sequence[int], accounts: int) -> tuple[Association, ...
     for i in range(accounts):
         name = f"acct{i:04d}"
         out += [Association(name, parents[i * len(parents) // accounts], None, 1)]
-        out += [Association(name, name, f"user{i % 500}", 1)]
+        own = [f"user{i % 500}"] if users is None else [f"{name}-u{k}" for k in range(users[i])]
+        out += [Association(name, name, user, 1) for user in own]
     return tuple(out)
 
 
-def plans(args: argparse.Namespace, fanout: Sequence[int]) -> None:
+def tree_snapshot(args: argparse.Namespace, fanout: Sequence[int]) -> dict[str, Any]:
+    """bench_engine.py's snapshot with the tree's associations; with --users, each job given a user of its account."""
     accounts = int(np.prod(fanout))
-    snap = parse_snapshot(build_snapshot(args.pending, args.running, accounts, args.nodes, args.seed))
-    snap = dataclasses.replace(snap, associations=associations(fanout, accounts))
+    raw = build_snapshot(args.pending, args.running, accounts, args.nodes, args.seed)
+    users = user_counts(args.users, accounts, args.seed) if args.users else None
+    if users is not None:
+        jobs: list[dict[str, Any]] = raw["jobs"]  # type: ignore[assignment]
+        seen = [0] * accounts
+        for job in jobs:  # each account's jobs dealt to its users in turn
+            code = int(job["account"][4:])
+            job["user"] = f"{job['account']}-u{seen[code] % users[code]}"
+            seen[code] += 1
+    raw["associations"] = [render_association(a) for a in associations(fanout, accounts, users)]
+    return raw
+
+
+def plans(args: argparse.Namespace, fanout: Sequence[int]) -> None:
+    snap = parse_snapshot(tree_snapshot(args, fanout))
     tree = Config(resources=("cpu", "mem", "gres/gpu"), partitions=("gpu", "cpu"))
     flat = dataclasses.replace(tree, hierarchy="flat")
+    print(describe(args, fanout, len(snap.associations)))
+    if args.profile:
+        profile = cProfile.Profile()
+        profile.runcall(compute_plan, snap, tree)
+        pstats.Stats(profile).sort_stats("tottime").print_stats(25)
+        return
     times: dict[str, list[float]] = {"tree": [], "flat": []}
     for _ in range(max(args.rounds, 1)):
         times["tree"].append(timed(lambda: compute_plan(snap, tree)))
         times["flat"].append(timed(lambda: compute_plan(snap, flat)))
-    print(f"{args.pending} pending, {args.running} running, {accounts} accounts on {len(fanout) + 1} levels, two pools")
+    report(times, "compute_plan, hierarchy:")
+
+
+def describe(args: argparse.Namespace, fanout: Sequence[int], associations: int) -> str:
+    users = f"{args.users} users per account" if args.users else "one user per account"
+    accounts = int(np.prod(fanout))
+    return (
+        f"{args.pending} pending, {args.running} running, {accounts} accounts under {'x'.join(map(str, fanout[:-1]))}"
+        f" ({users}, {associations} associations), two pools"
+    )
+
+
+def report(times: dict[str, list[float]], label: str) -> None:
     for name, values in times.items():
-        print(f"compute_plan, hierarchy: {name:5s} median {statistics.median(values):8.3f} s over {len(values)} rounds")
+        print(f"{label} {name:5s} median {statistics.median(values):8.3f} s over {len(values)} rounds")
     ratios = [t / f for t, f in zip(times["tree"], times["flat"], strict=True)]
     print(f"ratio tree / flat: median of rounds {statistics.median(ratios):.2f}x")
+
+
+def processes(args: argparse.Namespace, fanout: Sequence[int]) -> None:
+    """Whole `plan --format json` processes over the tree and flat, alternating (--cli)."""
+    raw = tree_snapshot(args, fanout)
+    (HERE / "data").mkdir(exist_ok=True)
+    name = f"tree-{args.pending}-{args.running}-{args.fanout.replace(',', 'x')}-{args.users or 1}-{args.seed}.json"
+    path = HERE / "data" / name
+    if not path.exists():
+        path.write_text(json.dumps(raw))
+    print(describe(args, fanout, len(raw["associations"])))
+    config = (HERE.parent / "etc" / "slurm-drf" / "config.yaml").read_text()
+    with tempfile.TemporaryDirectory() as folder:
+        argv: dict[str, list[str]] = {}
+        for hierarchy in ("tree", "flat"):
+            file = Path(folder) / f"{hierarchy}.yaml"
+            file.write_text(config.replace("hierarchy: tree", f"hierarchy: {hierarchy}"))
+            file.chmod(0o600)
+            argv[hierarchy] = [sys.executable, "-m", "slurm_drf.cli", "plan", "--snapshot", str(path)]
+            argv[hierarchy] += ["--format", "json", "--config", str(file)]
+        print(f"  {' '.join(argv['tree'][1:])} > /dev/null, against hierarchy: flat")
+        times: dict[str, list[float]] = {"tree": [], "flat": []}
+        for hierarchy in argv:  # a first run of each, not counted (.pyc written, the file in the page cache)
+            subprocess.run(argv[hierarchy], check=True, stdout=subprocess.DEVNULL)
+        for round_number in range(max(args.rounds, 1)):
+            for hierarchy in ("tree", "flat") if round_number % 2 == 0 else ("flat", "tree"):
+                times[hierarchy].append(
+                    timed(functools.partial(subprocess.run, argv[hierarchy], check=True, stdout=subprocess.DEVNULL))
+                )
+    report(times, "plan --format json, hierarchy:")
 
 
 def main() -> None:
@@ -165,12 +262,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--paper", action="store_true")
     parser.add_argument("--plan", action="store_true")
+    parser.add_argument("--cli", action="store_true")
+    parser.add_argument("--users", metavar="N|LOW-HIGH", help="users per account (--plan, --cli)")
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
 
     fanout = [int(x) for x in args.fanout.split(",")]
     if args.plan:
         plans(args, fanout)
+        return
+    if args.cli:
+        processes(args, fanout)
         return
     leaves = int(np.prod(fanout))
     capacity = (128 * args.nodes, 1_024_000 * args.nodes, 8 * (args.nodes // 4))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import chain
 from typing import Final, Literal
@@ -96,6 +96,54 @@ class CompiledTree:
         return all(not self.children[c] for c in self.children[0])
 
 
+@dataclass(slots=True)
+class TreeLayout:
+    """A tree being laid out in preorder, node by node: `CompiledTree`'s columns as lists.
+
+    `compile_tree` fills it from `TreeNode`s, `policy.tree_order` straight
+    from its join.
+    """
+
+    parent: list[int] = field(default_factory=list)
+    children: list[list[int]] = field(default_factory=list)
+    weight: list[Fraction] = field(default_factory=list)
+    key: list[str] = field(default_factory=list)
+    names: list[tuple[str, ...]] = field(default_factory=list)
+    depth: list[int] = field(default_factory=list)
+    usage: list[tuple[int, ...]] = field(default_factory=list)
+    jobs: list[Jobs] = field(default_factory=list)
+
+    def add(self, up: int, weight: Fraction, key: str, names: tuple[str, ...], usage: tuple[int, ...]) -> int:
+        """One node under node `up` (-1: the root), with no jobs yet (`jobs[index]` is set after); its index."""
+        index = len(self.parent)
+        self.parent.append(up)
+        self.children.append([])
+        self.weight.append(weight)
+        self.key.append(key)
+        self.names.append(names)
+        self.depth.append(self.depth[up] + 1 if up >= 0 else 0)
+        self.usage.append(usage)
+        self.jobs.append(())
+        if up >= 0:
+            self.children[up].append(index)
+        return index
+
+    def compiled(self, capacity: tuple[int, ...], occupied: Sequence[int]) -> CompiledTree:
+        return CompiledTree(
+            capacity,
+            tuple(r for r, c in enumerate(capacity) if c > 0),
+            tuple(self.parent),
+            tuple(map(tuple, self.children)),
+            tuple(self.weight),
+            tuple(self.key),
+            tuple(self.names),
+            tuple(self.depth),
+            tuple(self.usage),
+            tuple(self.jobs),
+            tuple(occupied),
+        )
+
+
 def compile_tree(root: TreeNode, capacity: Sequence[int], occupied: Sequence[int] | None = None) -> CompiledTree:
     """Validate the tree and lay it out; `occupied` (default: the leaves' usage summed) is the pool's allocation.
 
@@ -106,18 +154,10 @@ def compile_tree(root: TreeNode, capacity: Sequence[int], occupied: Sequence[int
     """
     width = len(capacity)
     caps = tuple(_amounts(capacity, width, "capacity"))
-    parent: list[int] = []
-    children: list[list[int]] = []
-    weight: list[Fraction] = []
-    key: list[str] = []
-    names: list[tuple[str, ...]] = []
-    depth: list[int] = []
-    usage: list[tuple[int, ...]] = []
-    jobs: list[Jobs] = []
+    layout = TreeLayout()
 
     def add(node: TreeNode, up: int, path: str) -> None:
         """Lay out one node (its chain contracted); its children go on `todo`, the first on top."""
-        index = len(parent)
         chain = [node]
         if up >= 0:
             _check_node(node, path, width)
@@ -127,17 +167,10 @@ def compile_tree(root: TreeNode, capacity: Sequence[int], occupied: Sequence[int
                 chain.append(child)
         bottom = chain[-1]
         label = _label(path, chain)
-        parent.append(up)
-        children.append([])
-        weight.append(Fraction(node.weight) if up >= 0 else Fraction(1))
-        key.append(path)
-        names.append(tuple(n.name for n in chain))
-        depth.append(depth[up] + 1 if up >= 0 else 0)
         own_usage, own_jobs = _leaf_data(bottom, label, width)
-        usage.append(own_usage)
-        jobs.append(own_jobs)
-        if up >= 0:
-            children[up].append(index)
+        weight = Fraction(node.weight) if up >= 0 else Fraction(1)
+        index = layout.add(up, weight, path, tuple(n.name for n in chain), own_usage)
+        layout.jobs[index] = own_jobs
         seen: set[str] = set()
         for child in bottom.children:
             if child.name in seen:
@@ -154,23 +187,12 @@ def compile_tree(root: TreeNode, capacity: Sequence[int], occupied: Sequence[int
     todo: list[tuple[TreeNode, int, str]] = [(root, -1, "")]
     while todo:
         add(*todo.pop())
+    usage = layout.usage
     if occupied is None:
         total = [sum(col) for col in zip(*usage, strict=True)] if usage else [0] * width
     else:
         total = _amounts(occupied, width, "occupied")
-    return CompiledTree(
-        caps,
-        tuple(r for r, c in enumerate(caps) if c > 0),
-        tuple(parent),
-        tuple(tuple(kids) for kids in children),
-        tuple(weight),
-        tuple(key),
-        tuple(names),
-        tuple(depth),
-        tuple(usage),
-        tuple(jobs),
-        tuple(total),
-    )
+    return layout.compiled(caps, total)
 
 
 def _leaf_data(node: TreeNode, label: str, width: int) -> tuple[tuple[int, ...], Jobs]:

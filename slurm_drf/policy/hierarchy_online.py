@@ -51,6 +51,7 @@ from slurm_drf.policy.state import rotation_key
 
 # Every amount stays below this in int64 (checked before), where floats hold it exactly.
 _SAFE: Final = 1 << 52
+ONE: Final = Fraction(1)
 
 # Whole numbers: int64, or Python integers (dtype object) where a pool's amounts do not fit.
 Amounts = npt.NDArray[Any]
@@ -64,11 +65,16 @@ def order_online(
     The same order, shares and tie wins as `hierarchy.order_hierarchy(...,
     occupied=capacity)`, faster. A flat tree is `order_pending`'s order.
     """
-    tree = compile_tree(root, capacity, occupied=capacity)
+    return order_compiled(compile_tree(root, capacity, occupied=capacity), epoch, wins, plan_wins)
+
+
+def order_compiled(
+    tree: CompiledTree, epoch: int, wins: dict[str, float], plan_wins: dict[str, float]
+) -> HierarchyOrdering:
+    """`order_online` on a tree already laid out, its occupied amount its capacity (`policy.tree_order`'s join)."""
     if tree.flat:
         return order_flat(tree, epoch, wins, plan_wins)
-    engine = _Merge(tree, epoch, wins, plan_wins)
-    return engine.run()
+    return _Merge(tree, epoch, wins, plan_wins).run()
 
 
 @dataclass(slots=True)
@@ -143,11 +149,24 @@ def _lexicographic(keys: Amounts) -> tuple[IntArray, npt.NDArray[np.bool_]]:
     return order, new
 
 
-def _interleave(pieces: list[Amounts], leaves: int, width: int, dtype: type) -> Amounts:
-    """Each leaf's usage row (the first `leaves` pieces) followed by its jobs' rows (the rest), leaf after leaf."""
-    ordered = [piece for pair in zip(pieces[:leaves], pieces[leaves:], strict=True) for piece in pair]
-    joined: Amounts = np.concatenate(ordered) if ordered else np.zeros((0, width), dtype=dtype)
+def _interleave(usage: Amounts, jobs: list[Amounts], width: int, dtype: type) -> Amounts:
+    """Each leaf's usage row (a row of `usage`) followed by its jobs' rows (an array of `jobs`), leaf after leaf."""
+    lengths = np.array([len(j) for j in jobs], dtype=np.int64) + 1
+    starts = np.cumsum(lengths) - lengths
+    joined: Amounts = np.zeros((int(lengths.sum()), width), dtype=dtype)
+    joined[starts] = usage
+    if jobs:
+        demand = np.ones(len(joined), dtype=np.bool_)
+        demand[starts] = False
+        joined[demand] = np.concatenate(jobs)
     return joined
+
+
+def _weight_sum(weights: list[Fraction]) -> Fraction:
+    """The exact sum of sibling weights; whole ones (the usual case) summed as integers."""
+    if all(w.denominator == 1 for w in weights):
+        return Fraction(sum(w.numerator for w in weights))
+    return sum(weights, Fraction(0))
 
 
 def _descending(values: Amounts) -> Amounts:
@@ -182,14 +201,14 @@ class _Merge:
         width = len(tree.capacity)
         try:
             # Per leaf its usage row, then its jobs' demands (summed into its states by `_leaves`).
-            pieces = [np.asarray(tree.usage[n], dtype=np.int64).reshape(1, width) for n in self.leaves]
-            pieces += [np.asarray(tree.jobs[n], dtype=np.int64).reshape(len(tree.jobs[n]), width) for n in self.leaves]
-            self.raw: Amounts = _interleave(pieces, len(self.leaves), width, np.int64)
+            usage = np.array([tree.usage[n] for n in self.leaves], dtype=np.int64).reshape(-1, width)
+            pieces = [np.asarray(tree.jobs[n], dtype=np.int64).reshape(len(tree.jobs[n]), width) for n in self.leaves]
+            self.raw: Amounts = _interleave(usage, pieces, width, np.int64)
             fits = self._fits()
         except OverflowError:  # an amount beyond int64
-            pieces = [np.array([tree.usage[n]], dtype=object).reshape(1, width) for n in self.leaves]
-            pieces += [np.array(tree.jobs[n], dtype=object).reshape(len(tree.jobs[n]), width) for n in self.leaves]
-            self.raw, fits = _interleave(pieces, len(self.leaves), width, object), False
+            usage = np.array([tree.usage[n] for n in self.leaves], dtype=object).reshape(-1, width)
+            pieces = [np.array(tree.jobs[n], dtype=object).reshape(len(tree.jobs[n]), width) for n in self.leaves]
+            self.raw, fits = _interleave(usage, pieces, width, object), False
         if not fits:
             self.raw = self.raw.astype(object)
         self.dtype: type = self.raw.dtype.type
@@ -208,7 +227,7 @@ class _Merge:
         p = max(w.numerator for w in tree.weight)
         q = max(w.denominator for w in tree.weight)
         units = max((m << SHARE_BITS) // c + 1 for m, c in zip(most, caps, strict=True))
-        siblings = max((sum(tree.weight[c] for c in kids) for kids in tree.children if kids), default=Fraction(1))
+        siblings = max((_weight_sum([tree.weight[c] for c in kids]) for kids in tree.children if kids), default=ONE)
         directions = (2 << DIRECTION_BITS) * (int(siblings * q) + 1)
         return max(most) * q < _SAFE and max(caps) * p < _SAFE and units * q < _SAFE and directions < _SAFE
 
@@ -432,12 +451,10 @@ class _Merge:
         order = np.zeros(0, dtype=np.int64)
         for h in sorted(batches):  # the root, the highest, comes alone and last
             order = self._batch(batches[h], sequences)
-        owner = np.zeros(self.jobs, dtype=np.int64)
-        position = np.zeros(self.jobs, dtype=np.int64)
-        for n in self.leaves:
-            jobs = len(tree.jobs[n])
-            owner[self.first[n] : self.first[n] + jobs] = n
-            position[self.first[n] : self.first[n] + jobs] = np.arange(jobs)
+        # Each job id's leaf and its index in the leaf's jobs (ids run leaf after leaf).
+        counts = np.array([len(tree.jobs[n]) for n in self.leaves], dtype=np.int64)
+        owner = np.repeat(np.array(self.leaves, dtype=np.int64), counts)
+        position = np.arange(self.jobs, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
         return HierarchyOrdering(
             tree, owner[order], position[order], self.path_share[order], self.tied[order], self.start
         )

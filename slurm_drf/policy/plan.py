@@ -93,7 +93,7 @@ class PoolPlan:
     gap: int = 1
     separable: int = 0
     # The pool's account tree as H-DRF sees it (docs/rule.md §7), in preorder; empty for a flat plan.
-    tree: tuple[TreeRow, ...] = ()
+    tree: Sequence[TreeRow] = ()
 
 
 @dataclass(frozen=True, slots=True)

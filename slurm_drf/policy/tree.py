@@ -32,10 +32,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 from types import MappingProxyType
+from typing import Final
 
 from slurm_drf.config.settings import Config
 from slurm_drf.config.yaml_tree import format_path
 from slurm_drf.model.tree import PATH_SEPARATOR, AccountTree
+
+ONE: Final = Fraction(1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,7 +113,7 @@ def compute_tree_weights(config: Config, tree: AccountTree) -> TreeWeights:
     accounts: dict[str, Fraction] = {}
     for account in tree.paths:
         if account == tree.root:
-            accounts[account] = Fraction(1)  # the root has no siblings
+            accounts[account] = ONE  # the root has no siblings
         elif from_slurm:
             accounts[account] = _slurm_weight(tree.shares.get(account), config.default_weight)
         else:
@@ -118,8 +121,7 @@ def compute_tree_weights(config: Config, tree: AccountTree) -> TreeWeights:
     for account, key in _resolve(config, tree, list(config.weights), warnings).items():
         accounts[account] = config.weights[key]
     users: dict[tuple[str, str], Fraction] = {
-        pair: _slurm_weight(shares, Fraction(1)) if from_slurm else Fraction(1)
-        for pair, shares in tree.user_shares.items()
+        pair: _slurm_weight(shares, ONE) if from_slurm else ONE for pair, shares in tree.user_shares.items()
     }
     for account, key in _resolve(config, tree, list(config.user_weights), warnings).items():
         for user, weight in config.user_weights[key].items():

@@ -1,10 +1,14 @@
 """One pool's pending jobs ordered over Slurm's account tree (H-DRF, docs/rule.md §7): the join.
 
-Pure, under `policy.plan`: builds the `policy.hierarchy.TreeNode` tree of a
-pool from the snapshot's association tree (`model.tree.AccountTree`), the
-jobs and the tree's weights (`policy.tree.compute_tree_weights`), orders it
-with `hierarchy_online.order_online`, and hands `policy.plan` the same `Ordering` the
-flat engine gives, so that labels, the plan and explain read it alike.
+Pure, under `policy.plan`: builds the tree of a pool from the snapshot's
+association tree (`model.tree.AccountTree`), the jobs and the tree's
+weights (`policy.tree.compute_tree_weights`), lays it out for the engine
+straight from the join (`_compile`: the `hierarchy.CompiledTree` that
+`hierarchy.compile_tree` would make of the same tree as `TreeNode`s, without
+re-checking what the join made), orders it with
+`hierarchy_online.order_compiled`, and hands `policy.plan` the same
+`Ordering` the flat engine gives, so that labels, the plan and explain read
+it alike.
 
 The pool's tree holds the accounts with a running or pending job in the
 pool and their ancestors. Under an account hang its child accounts and,
@@ -33,36 +37,41 @@ placed): a leaf's is §2's, an internal node's is `hierarchy.inner_share`
 over its children (rescaled to the least non-blocked one), blocked and
 saturated as the engine was given them (docs/rule.md §7; the plan's
 online rule: nothing saturated, a node blocked when nothing below it waits). The nodes of a chain of
-single children are one node (§7): each shows the chain's share.
+single children are one node (§7): each shows the chain's share. The rows
+are kept as columns and made into `TreeRow`s the first time they are read
+(`model.types.LazyRows`): a cycle that shows the tree to no one pays for
+its sums only.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from itertools import chain
+from itertools import chain, starmap
 from types import MappingProxyType
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import numpy as np
 
 from slurm_drf.config.settings import WithinAccount
 from slurm_drf.model.tree import PATH_SEPARATOR, AccountTree
-from slurm_drf.model.types import FloatArray, IntArray
+from slurm_drf.model.types import FloatArray, IntArray, LazyRows
 from slurm_drf.policy.hierarchy import (
+    SEPARATOR,
     SHARE_ONE,
     CompiledTree,
     HierarchyOrdering,
     NodeShare,
-    TreeNode,
+    TreeLayout,
     inner_share,
     leaf_share,
 )
-from slurm_drf.policy.hierarchy_online import order_online
+from slurm_drf.policy.hierarchy_online import order_compiled
 from slurm_drf.policy.order import Ordering, compute_before
 from slurm_drf.policy.pools import weighted_shares
-from slurm_drf.policy.tree import TreeWeights
+from slurm_drf.policy.tree import ONE, TreeWeights
 
 USER_LEAF: Final = "user="
 JOBS_LEAF: Final = "jobs="
@@ -83,6 +92,7 @@ class _Branch:
     usage: list[int] | None = None  # a leaf's
     rows: list[int] | None = None  # a leaf's jobs: positions into the pool's job list, in Slurm's order
     running: int = 0  # a leaf's running jobs
+    node: int = -1  # the compiled node it is part of (`_compile`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,31 +137,54 @@ def node_name(name: str) -> str:
 
 def shown_name(node: str) -> str:
     """The Slurm name a node's name (`node_name`) stands for, as people read it."""
+    if "%" not in node:
+        return node
     if node == EMPTY_NAME:
         return ""
     return node.replace("%3D", "=").replace("%2F", PATH_SEPARATOR).replace("%25", "%")
 
 
-def _freeze(root: _Branch, demand: IntArray, width: int) -> TreeNode:
-    """The built tree as the engine's frozen `TreeNode`s, bottom-up without recursion (a tree may be deep)."""
-    # Preorder with each node's parent, then every node made after all its children.
-    nodes: list[tuple[str, _Branch, int]] = [("", root, -1)]
-    for here, (_, branch, _) in enumerate(nodes):  # grows while it is walked: breadth-first
-        nodes.extend((name, child, here) for name, child in branch.children.items())
-    made: list[TreeNode | None] = [None] * len(nodes)
-    kids: list[list[TreeNode]] = [[] for _ in nodes]
-    for index in range(len(nodes) - 1, -1, -1):
-        name, branch, up = nodes[index]
-        if branch.rows is not None or branch.usage is not None:
-            jobs = demand[np.array(branch.rows or (), dtype=np.int64)]
-            node = TreeNode(name, branch.weight, usage=tuple(branch.usage or [0] * width), jobs=jobs)
+def _compile(root: _Branch, demand: IntArray, capacity: Sequence[int]) -> tuple[CompiledTree, IntArray]:
+    """The built tree laid out for the engine, and the rows of its leaves' jobs in the pool's job list, leaf after leaf.
+
+    The layout `hierarchy.compile_tree` gives the same tree as `TreeNode`s
+    (preorder, chains of single children contracted, keys by the chain's
+    top), made straight from the join without its checks: the join makes
+    every name (escaped, never empty, siblings by dict key), weight (> 0)
+    and amount (whole, >= 0) itself. Explicit stack: a tree may be deep.
+    """
+    zeros = (0,) * len(capacity)
+    layout = TreeLayout()
+    leaves: list[tuple[int, list[int]]] = []  # each leaf and its rows, in preorder
+    todo: list[tuple[str, _Branch, int, str]] = [("", root, -1, "")]  # (name, branch, parent's index, path)
+    while todo:
+        name, bottom, up, path = todo.pop()
+        contracted, label, members = [name], path, [bottom]
+        while up >= 0 and len(bottom.children) == 1:
+            ((name, bottom),) = bottom.children.items()
+            contracted.append(name)
+            members.append(bottom)
+            label = f"{label}{SEPARATOR}{name}"
+        leaf = bottom.rows is not None or bottom.usage is not None
+        usage = tuple(bottom.usage or zeros) if leaf else zeros
+        index = layout.add(up, members[0].weight if up >= 0 else ONE, path, tuple(contracted), usage)
+        for member in members:
+            member.node = index
+        if leaf:
+            leaves.append((index, bottom.rows or []))  # its jobs: a slice of `placed`, below
         else:
-            node = TreeNode(name, branch.weight, tuple(reversed(kids[index])))
-        made[index] = node
-        if up >= 0:
-            kids[up].append(node)
-    assert made[0] is not None
-    return made[0]
+            todo.extend(
+                (child, branch, index, f"{label}{SEPARATOR}{child}" if label else child)
+                for child, branch in reversed(bottom.children.items())
+            )
+    lengths = [len(rows) for _, rows in leaves]
+    rows_of = np.fromiter(chain.from_iterable(rows for _, rows in leaves), dtype=np.int64, count=sum(lengths))
+    placed = demand[rows_of]  # one gather; each leaf's jobs a slice of it
+    stops = np.cumsum(lengths, dtype=np.int64).tolist()
+    for (n, _), stop, length in zip(leaves, stops, lengths, strict=True):
+        layout.jobs[n] = placed[stop - length : stop]
+    caps = tuple(int(c) for c in capacity)
+    return layout.compiled(caps, caps), rows_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,27 +206,31 @@ class TreeOrdering:
     # Each position's leaf key (`physics/theory/user=alice`).
     leaf_keys: tuple[str, ...]
     # The pool's tree as the plan shows it, in preorder.
-    rows: tuple[TreeRow, ...] = ()
+    rows: Sequence[TreeRow] = ()
 
     def all_path_shares(self) -> list[tuple[float, ...]]:
         """Per position, the weighted share, when its job was placed, of each node of its leaf key's path.
 
         One share per name of `leaf_keys[position]`, root's child first; the
-        names of a chain of single children share its one share (§7). Built
-        one leaf at a time: the positions of a leaf share their path.
+        names of a chain of single children share its one share (§7). Read
+        one shape of path at a time (the columns of its nodes' depths, a
+        chain's repeated): the leaves of a tree have only a few.
         """
         hierarchy = self.hierarchy
+        tree = hierarchy.tree
+        columns: list[tuple[int, ...]] = [()] * len(tree.parent)
+        for n in range(1, len(tree.parent)):  # preorder: every parent before its children
+            columns[n] = columns[tree.parent[n]] + (tree.depth[n] - 1,) * len(tree.names[n])
+        shapes: dict[tuple[int, ...], int] = {}
+        shape_of = np.array([shapes.setdefault(c, len(shapes)) for c in columns], dtype=np.int64)
+        by_shape = shape_of[hierarchy.leaf]
         out: list[tuple[float, ...]] = [()] * len(hierarchy.leaf)
-        by_leaf = np.argsort(hierarchy.leaf, kind="stable")
-        starts = np.flatnonzero(np.r_[True, hierarchy.leaf[by_leaf][1:] != hierarchy.leaf[by_leaf][:-1]])
-        for start, stop in zip(starts.tolist(), [*starts[1:].tolist(), len(by_leaf)], strict=True):
-            positions = by_leaf[start:stop]
-            path = hierarchy.path(int(positions[0]))
-            columns = [k for k, n in enumerate(path) for _ in hierarchy.tree.names[n]]
-            for position, row in zip(
-                positions.tolist(), hierarchy.path_share[positions][:, columns].tolist(), strict=True
-            ):
-                out[position] = tuple(row)
+        for shape, number in shapes.items():
+            positions = np.flatnonzero(by_shape == number)
+            if len(positions):
+                shares = hierarchy.path_share[positions][:, list(shape)].tolist()
+                for position, row in zip(positions.tolist(), shares, strict=True):
+                    out[position] = tuple(row)
         return out
 
 
@@ -223,7 +260,7 @@ def order_tree(  # noqa: C901
     account name. `resources` names the columns (the rows' usage keys).
     """
     width = int(capacity.shape[0])
-    root = _Branch(Fraction(1), {})
+    root = _Branch(ONE, {})
     branches: dict[int, _Branch] = {}
 
     def account_branch(code: int) -> _Branch:
@@ -243,29 +280,15 @@ def order_tree(  # noqa: C901
         branches[code] = node
         return node
 
-    found: dict[tuple[int, str], int] = {}
-    leaves: list[_Branch] = []
-    place: dict[int, int] = {}  # a leaf's index in `leaves` by identity
-
-    def leaf(code: int, user: str) -> int:
-        """The index in `leaves` of the leaf a job of (account, user) belongs to, made the first time."""
-        key = (code, user if within == "user" else "")
-        index = found.get(key)
-        if index is not None:
-            return index
-        account = account_branch(code)
+    def leaf(code: int, user: str) -> _Branch:
+        """The leaf of the jobs of (account, user), made once per distinct pair (escaped: no account's name)."""
         if within == "user":
             name = USER_LEAF + node_name(user)
-            weight = weights.users.get((account_names[code], user), Fraction(1))
+            weight = weights.users.get((account_names[code], user), ONE)
         else:
-            name, weight = JOBS_LEAF, Fraction(1)
-        branch = account.children.get(name)
-        if branch is None:
-            branch = account.children[name] = _Branch(weight, {}, [0] * width, [])
-            place[id(branch)] = len(leaves)
-            leaves.append(branch)
-        found[key] = index = place[id(branch)]
-        return index
+            name, weight = JOBS_LEAF, ONE
+        branch = account_branch(code).children[name] = _Branch(weight, {}, [0] * width, [])
+        return branch
 
     # Each job's (account, user) as one number, so that `leaf` runs once per leaf, not per job.
     codes = np.r_[running.account, account_of].astype(np.int64)
@@ -278,8 +301,8 @@ def order_tree(  # noqa: C901
         names, pairs = [""], codes
     distinct, inverse = np.unique(pairs, return_inverse=True)
     span = max(len(names), 1)
-    made = np.array([leaf(int(k) // span, names[int(k) % span]) for k in distinct.tolist()], dtype=np.int64)
-    per_job = made[inverse.reshape(-1)] if len(pairs) else np.zeros(0, dtype=np.int64)
+    leaves = [leaf(k // span, names[k % span]) for k in distinct.tolist()]
+    per_job = inverse.reshape(-1).astype(np.int64, copy=False)
     held, waiting = per_job[: len(running.account)], per_job[len(running.account) :]
     allocation = np.zeros((len(leaves), width), dtype=np.int64)
     np.add.at(allocation, held, running.allocation.reshape(len(held), width))
@@ -294,26 +317,15 @@ def order_tree(  # noqa: C901
     if past is not None:
         for code in np.flatnonzero(past.any(axis=1)).tolist():
             if code in branches:
-                branches[code].children[PAST_LEAF] = _Branch(Fraction(1), {}, past[code].tolist(), [])
+                branches[code].children[PAST_LEAF] = _Branch(ONE, {}, past[code].tolist(), [])
 
-    # The bottom of every leaf by its whole path, to map the order back to rows (no recursion: a tree may be deep).
-    by_path: dict[str, list[int]] = {}
-    walk = [(name, child) for name, child in root.children.items()]
-    while walk:
-        path, branch = walk.pop()
-        if branch.rows is not None:
-            by_path[path] = branch.rows
-        else:
-            walk.extend((f"{path}{PATH_SEPARATOR}{name}", child) for name, child in branch.children.items())
-    frozen = _freeze(root, demand.astype(np.int64, copy=False), width)
-    hierarchy = order_online(frozen, capacity.tolist(), epoch, wins, plan_wins)
-    compiled = hierarchy.tree
+    compiled, rows_of = _compile(root, demand.astype(np.int64, copy=False), capacity.tolist())
+    hierarchy = order_compiled(compiled, epoch, wins, plan_wins)
     leaf_path = {n: PATH_SEPARATOR.join((compiled.key[n], *compiled.names[n][1:])) for n in compiled.leaves}
-    # Each compiled leaf's jobs as rows of the pool's job list, one after the other.
-    own = [by_path[leaf_path[n]] for n in compiled.leaves]
+    # Each compiled leaf's first job in `rows_of`.
+    own = [len(compiled.jobs[n]) for n in compiled.leaves]
     first = np.zeros(len(compiled.parent), dtype=np.int64)
-    first[list(compiled.leaves)] = np.cumsum([len(r) for r in own]) - [len(r) for r in own]
-    rows_of = np.fromiter(chain.from_iterable(own), dtype=np.int64, count=sum(map(len, own)))
+    first[list(compiled.leaves)] = np.cumsum(own) - own
     order = rows_of[first[hierarchy.leaf] + hierarchy.job]
     count = len(order)
     tied = np.zeros(count, dtype=np.bool_)
@@ -382,74 +394,104 @@ def start_shares(tree: CompiledTree, start: FloatArray | None = None) -> tuple[l
 
 
 def _by_kind(children: Mapping[str, _Branch]) -> list[tuple[str, _Branch]]:
-    return sorted(children.items(), key=lambda item: (_KIND_PLACE[_kind(item[0])[0]], item[0]))
+    return sorted(children.items(), key=lambda item: (_place(item[0]), item[0]))
+
+
+def _place(name: str) -> int:
+    """A sibling's place among its kind in the rows (`_KIND_PLACE`), from its name, as `_kind` reads it."""
+    if name.startswith(USER_LEAF) or name == JOBS_LEAF:
+        return 0
+    return 2 if name == PAST_LEAF else 1
+
+
+def _preorder(root: _Branch) -> tuple[list[str], list[str], list[int], list[_Branch], list[int]]:
+    """The nodes of the tree in the rows' preorder (a node's own leaves, then its child accounts, then its past).
+
+    Per node: its path, its name, its depth (1 below the root), its branch
+    and its parent's place in the lists (-1 for the root's children).
+    """
+    paths: list[str] = []
+    names: list[str] = []
+    depths: list[int] = []
+    branches: list[_Branch] = []
+    ups: list[int] = []
+    stack = [(name, child, name, 1, -1) for name, child in reversed(_by_kind(root.children))]
+    while stack:
+        name, branch, path, depth, up = stack.pop()
+        here = len(paths)
+        paths.append(path)
+        names.append(name)
+        depths.append(depth)
+        branches.append(branch)
+        ups.append(up)
+        if branch.children:
+            stack.extend(
+                (child_name, child, f"{path}{PATH_SEPARATOR}{child_name}", depth + 1, here)
+                for child_name, child in reversed(_by_kind(branch.children))
+            )
+    return paths, names, depths, branches, ups
+
+
+def _subtree_sums(branches: Sequence[_Branch], ups: Sequence[int], depths: Sequence[int], width: int) -> IntArray:
+    """Per node its subtree's leaves' usage (`width` columns), running and pending jobs, summed a depth at a time."""
+    leaves = [i for i, b in enumerate(branches) if b.rows is not None or b.usage is not None]
+    sums = np.zeros((len(branches), width + 2), dtype=np.int64)
+    if leaves:
+        own = [branches[i] for i in leaves]
+        sums[leaves] = [[*(b.usage or [0] * width), b.running, len(b.rows or ())] for b in own]
+    depth, up = np.array(depths, dtype=np.int64), np.array(ups, dtype=np.int64)
+    for level in range(int(depth.max(initial=0)), 1, -1):  # the deepest first: a node's children are summed
+        at = np.flatnonzero(depth == level)
+        np.add.at(sums, up[at], sums[at])
+    return sums
 
 
 def tree_rows(
     root: _Branch, tree: CompiledTree, resources: Sequence[str], start: FloatArray | None = None
-) -> tuple[TreeRow, ...]:
+) -> Sequence[TreeRow]:
     """The pool's tree in preorder, one row per node (chains not contracted); see `TreeRow`.
 
-    `start` is each compiled node's share at the start of the order where the engine gave it.
+    `start` is each compiled node's share at the start of the order where
+    the engine gave it. The numbers are columns; each `TreeRow` is made
+    when it is read (the daemon's cycle shows the tree only to the metrics
+    and the report).
     """
     shares, blocked = start_shares(tree, start)
-    compiled: dict[str, int] = {}
-    for n in range(1, len(tree.parent)):
-        path = tree.key[n]
-        for k, name in enumerate(tree.names[n]):
-            path = path if k == 0 else f"{path}{PATH_SEPARATOR}{name}"
-            compiled[path] = n
-    # The nodes in preorder (a node's own leaves, then its child accounts, then its past), then sums bottom-up.
-    nodes: list[tuple[str, str, int, _Branch, int]] = []  # (path, name, depth, branch, parent's place)
-    stack = [(name, child, name, 1, -1) for name, child in reversed(_by_kind(root.children))]
-    while stack:
-        name, branch, path, depth, up = stack.pop()
-        nodes.append((path, name, depth, branch, up))
-        here = len(nodes) - 1
-        stack.extend(
-            (child_name, child, f"{path}{PATH_SEPARATOR}{child_name}", depth + 1, here)
-            for child_name, child in reversed(_by_kind(branch.children))
-        )
+    paths, names, depths, branches, ups = _preorder(root)
     width = len(resources)
-    usage = np.zeros((len(nodes), width), dtype=np.int64)
-    counts = np.zeros((len(nodes), 2), dtype=np.int64)  # running, pending
-    for i, (_, _, _, branch, _) in enumerate(nodes):
-        if branch.rows is not None or branch.usage is not None:
-            usage[i] = branch.usage or [0] * width
-            counts[i] = branch.running, len(branch.rows or ())
-    for i in range(len(nodes) - 1, -1, -1):  # preorder: every node before its children
-        up = nodes[i][4]
-        if up >= 0:
-            usage[up] += usage[i]
-            counts[up] += counts[i]
+    sums = _subtree_sums(branches, ups, depths, width)
+    usage = sums[:, :width]
     capacity = np.array(tree.capacity, dtype=np.float64)
     fractions = np.where(capacity > 0, usage / np.where(capacity > 0, capacity, 1.0), -1.0)
-    top = fractions.argmax(axis=1) if width else np.zeros(len(nodes), dtype=np.int64)
-    best = fractions[np.arange(len(nodes)), top] if width else np.zeros(len(nodes))
-    rows: list[TreeRow] = []
-    for (path, name, depth, branch, _), amounts, (running, pending), k, share in zip(
-        nodes, usage.tolist(), counts.tolist(), top.tolist(), best.tolist(), strict=True
-    ):
-        node = compiled[path]
-        kind, label = _kind(name)
-        dominant = share > 0
-        rows.append(
-            TreeRow(
-                path,
-                label,
-                depth,
-                kind,
-                branch.weight,
-                MappingProxyType(dict(zip(resources, amounts, strict=True))),
-                running,
-                pending,
-                resources[k] if dominant else None,
-                share if dominant else 0.0,
-                shares[node],
-                blocked[node],
-            )
-        )
-    return tuple(rows)
+    top = fractions.argmax(axis=1) if width else np.zeros(len(paths), dtype=np.int64)
+    best = fractions[np.arange(len(paths)), top] if width else np.zeros(len(paths))
+    dominant = best > 0
+    resource = np.array([*resources, None], dtype=object)[np.where(dominant, top, width)]
+    nodes = [branch.node for branch in branches]
+
+    @functools.cache
+    def columns() -> list[list[Any]]:
+        """The rows' fields as columns, in `TreeRow`'s order, made once when the first row is read."""
+        kinds = list(map(_kind, names))
+        return [
+            paths,
+            [label for _, label in kinds],
+            depths,
+            [kind for kind, _ in kinds],
+            [branch.weight for branch in branches],
+            [MappingProxyType(dict(zip(resources, row, strict=True))) for row in usage.tolist()],
+            *sums[:, width:].T.tolist(),  # running, pending
+            resource.tolist(),
+            np.where(dominant, best, 0.0).tolist(),
+            np.array(shares, dtype=np.float64)[nodes].tolist(),
+            np.array(blocked, dtype=np.bool_)[nodes].tolist(),
+        ]
+
+    return LazyRows(
+        len(paths),
+        lambda index: TreeRow(*(column[index] for column in columns())),
+        lambda: starmap(TreeRow, zip(*columns(), strict=True)),
+    )
 
 
 def _before_in_order(order: IntArray, account_of: IntArray, demand: IntArray, usage: IntArray) -> IntArray:

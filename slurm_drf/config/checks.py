@@ -324,6 +324,7 @@ def build_config(data: dict[str, Any], root: Node, lines: Mapping[str, int], sou
         state_dir=data.get("state_dir", defaults.state_dir),
         lease_dir=data.get("lease_dir", defaults.lease_dir),
         history_days=data.get("history_days", defaults.history_days),
+        history_max_mb=data.get("history_max_mb", defaults.history_max_mb),
         history=_history_config(data.get("history")),
         report_dir=data.get("report_dir", defaults.report_dir),
         dry_run=data.get("dry_run", defaults.dry_run),

@@ -128,11 +128,35 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     # this index every deleted cycle scanned all of writes, and pruning an hour
     # of a 90-day history took 30 s (benchmarks/README.md).
     ("CREATE INDEX writes_cycle ON writes(cycle_id)",),
+    # Compacted hours (trail.compaction, docs/formats.md): per stretch of known time
+    # in one hour, each account's usage integrated over it, packed; the past at
+    # start reads these instead of every cycle's shares rows.
+    (
+        """CREATE TABLE hours (
+            id INTEGER PRIMARY KEY,
+            hour REAL NOT NULL,
+            start REAL NOT NULL,
+            stop REAL NOT NULL,
+            first_cycle INTEGER NOT NULL,
+            last_cycle INTEGER NOT NULL,
+            cycles INTEGER NOT NULL,
+            max_gap REAL NOT NULL,
+            keys TEXT NOT NULL,
+            resources TEXT NOT NULL,
+            usage BLOB NOT NULL,
+            moment BLOB NOT NULL,
+            thinned INTEGER NOT NULL DEFAULT 0)""",
+        "CREATE INDEX hours_start ON hours(start)",
+        "CREATE INDEX hours_last_cycle ON hours(last_cycle)",
+        "CREATE INDEX hours_thinned ON hours(thinned, hour)",
+    ),
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
-# Versions whose tables and columns are SCHEMA_VERSION's (3 only adds an index):
-# read alike before the daemon has migrated the file.
-READABLE_VERSIONS: Final = (2, SCHEMA_VERSION)
+# Versions `audit` reads alike before the daemon has migrated the file: 3 only
+# adds an index, 4 the compacted hours (none yet in an older file).
+READABLE_VERSIONS: Final = (2, 3, SCHEMA_VERSION)
+# The first version with compacted hours.
+HOURS_VERSION: Final = 4
 
 
 def error_kind(error: BaseException) -> str:
@@ -411,6 +435,8 @@ def prune(connection: sqlite3.Connection, before: float) -> int:
         ).rowcount
         deleted += connection.execute("DELETE FROM cycles WHERE time < ?", (before,)).rowcount
         deleted += connection.execute("DELETE FROM errors WHERE time < ?", (before,)).rowcount
+        if schema_version(connection) >= HOURS_VERSION:
+            deleted += connection.execute("DELETE FROM hours WHERE start < ?", (before,)).rowcount
         connection.execute("COMMIT")
     except BaseException:
         connection.execute("ROLLBACK")

@@ -43,6 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, TypeGuard
 
+import numpy as np
+import numpy.typing as npt
 import orjson
 
 from slurm_drf.config.settings import Config
@@ -56,10 +58,12 @@ from slurm_drf.policy.history import (
     UsageByPool,
     UsageRecord,
     UsageSpan,
+    UsageStretch,
     build_partition_pools,
     build_usage_span,
+    decay_weight,
 )
-from slurm_drf.trail.history import history_path, open_history_readonly
+from slurm_drf.trail.history import HOURS_VERSION, history_path, open_history_readonly, schema_version
 
 logger = logging.getLogger(__name__)
 
@@ -84,9 +88,14 @@ class UsageRows:
 
 
 def read_usage_records(
-    connection: sqlite3.Connection, *, since: float, until: float = math.inf, after_id: int = 0
+    connection: sqlite3.Connection,
+    *,
+    since: float,
+    until: float = math.inf,
+    after_id: int = 0,
+    upto_id: int = 2**63 - 1,
 ) -> UsageRows:
-    """Every cycle with id > after_id and time >= since, in id order; bad ones skipped.
+    """Every cycle with after_id < id <= upto_id and time >= since, in id order; bad ones skipped.
 
     A file others can write, or a damaged one, can hold anything in any
     column: a cycle whose time is not a number, or after `until` (a record
@@ -99,8 +108,9 @@ def read_usage_records(
     rows = connection.execute(
         "SELECT c.id, c.time, s.pool, s.account, s.usage FROM cycles c"
         # NULL compares as nothing, so it is asked for by name (text and BLOBs sort above every number).
-        " LEFT JOIN shares s ON s.cycle_id = c.id WHERE c.id > ? AND (c.time >= ? OR c.time IS NULL) ORDER BY c.id",
-        (after_id, since),
+        " LEFT JOIN shares s ON s.cycle_id = c.id WHERE c.id > ? AND c.id <= ? AND (c.time >= ? OR c.time IS NULL)"
+        " ORDER BY c.id",
+        (after_id, upto_id, since),
     ).fetchall()
     records: list[tuple[int, UsageRecord]] = []
     skipped: list[str] = []
@@ -118,6 +128,195 @@ def read_usage_records(
         except ValueError as error:
             skipped.append(f"cycle {cycle_id}: {error}")
     return UsageRows(records, skipped, last_id, last_id_time)
+
+
+# How the compacted hours pack their arrays (trail.compaction writes them, docs/formats.md):
+# little-endian, one row per key (pool, account), one column per resource.
+USAGE_DTYPE: Final = "<f8"  # TRES-seconds over the stretch; NaN: the account never had the resource then
+MOMENT_DTYPE: Final = "<f4"  # TRES-seconds x seconds since the stretch's start
+
+
+@dataclass(frozen=True, slots=True)
+class Stretches:
+    """What `read_stretches` read: the known stretches, oldest first, the bad rows said, the last cycle covered."""
+
+    stretches: list[UsageStretch]
+    skipped: list[str]
+    last_cycle: int
+
+
+def read_stretches(
+    connection: sqlite3.Connection, *, since: float, until: float, half_life: float, max_gap: float
+) -> Stretches:
+    """The compacted hours from `since` on, integrated against the decay, as few stretches as the gaps allow.
+
+    Each row is one stretch [start, stop) of known time: the reader adds
+    its whole decay weight (exact) and, per account and resource, its
+    usage integral placed at its centre of mass (docs/rule.md §6 bounds the
+    error). Rows that follow each other within `max_gap` become one
+    stretch; a longer pause stays unknown, for sacct to fill. A row whose
+    arrays do not fit its keys, hold what no amount is or lies after
+    `until` is left out (a gap), said in `skipped`. Vectorised: 90 days
+    of 2,000 accounts are some 2,000 rows, not millions.
+    """
+    last_cycle = int(connection.execute("SELECT coalesce(max(last_cycle), 0) FROM hours").fetchone()[0] or 0)
+    rows = connection.execute(
+        "SELECT id, start, stop, keys, resources, usage, moment FROM hours WHERE start >= ? ORDER BY start, id",
+        (since,),
+    )
+    summing = _StretchSum(half_life, max_gap)
+    skipped: list[str] = []
+    for row_id, start, stop, keys, resources, usage, moment in rows:
+        if _is_number(start) and _is_number(stop) and stop == start:
+            continue  # an hour with nothing known (records between gaps): only its cycles counted as compacted
+        try:
+            summing.add(*_hour_arrays(start, stop, until, keys, resources, usage, moment, summing))
+        except ValueError as error:
+            skipped.append(f"compacted hour row {show(row_id)}: {error}")
+    return Stretches(summing.finish(), skipped, last_cycle)
+
+
+class _StretchSum:
+    """Sums packed hours into stretches: one matrix per stretch, every key and resource by index."""
+
+    def __init__(self, half_life: float, max_gap: float) -> None:
+        self.half_life = half_life
+        self.max_gap = max_gap
+        self.keys: dict[tuple[str, str], int] = {}
+        self.resources: dict[str, int] = {}
+        self._key_lists: dict[str, npt.NDArray[np.intp]] = {}
+        self._resource_lists: dict[str, npt.NDArray[np.intp]] = {}
+        self.done: list[UsageStretch] = []
+        self._start = 0.0
+        self._stop: float | None = None
+        self._weight = 0.0
+        self._sums = np.zeros((0, 0))
+        self._seen = np.zeros((0, 0), dtype=bool)
+
+    def key_index(self, text: str) -> npt.NDArray[np.intp]:
+        """The keys of a row (JSON [[pool, account], ...]) as indexes; one parse per distinct list."""
+        found = self._key_lists.get(text)
+        if found is None:
+            keys = orjson.loads(text)
+            if not isinstance(keys, list) or not all(
+                isinstance(k, list) and len(k) == 2 and all(isinstance(n, str) for n in k) for k in keys
+            ):
+                raise ValueError("keys is not a list of [pool, account]")
+            found = np.array([self.keys.setdefault((k[0], k[1]), len(self.keys)) for k in keys], dtype=np.intp)
+            if len(set(found.tolist())) != len(found):
+                raise ValueError("keys names an account twice")
+            self._key_lists[text] = found
+        return found
+
+    def resource_index(self, text: str) -> npt.NDArray[np.intp]:
+        found = self._resource_lists.get(text)
+        if found is None:
+            names = orjson.loads(text)
+            if (
+                not isinstance(names, list)
+                or not all(isinstance(n, str) for n in names)
+                or len(set(names)) != len(names)
+            ):
+                raise ValueError("resources is not a list of names")
+            found = np.array([self.resources.setdefault(n, len(self.resources)) for n in names], dtype=np.intp)
+            self._resource_lists[text] = found
+        return found
+
+    def add(
+        self,
+        start: float,
+        stop: float,
+        keys: npt.NDArray[np.intp],
+        resources: npt.NDArray[np.intp],
+        usage: npt.NDArray[np.float64],
+        centre: npt.NDArray[np.float64],
+    ) -> None:
+        if self._stop is not None and start - self._stop > self.max_gap:
+            self._flush()
+        if self._stop is None:
+            self._start = self._stop = start
+        reference = max(self._stop, stop)
+        factor = 2.0 ** (-(reference - self._stop) / self.half_life)
+        self._sums *= factor
+        # The pause before this row (none between hours of a running daemon) held no
+        # record: known idle time when it is short, as `DecayedUsage.add` counts it.
+        self._weight = self._weight * factor + decay_weight(min(self._stop, start), stop, reference, self.half_life)
+        self._grow()
+        present = ~np.isnan(usage)
+        amounts = np.where(present, usage, 0.0) * np.exp2(-(reference - start - centre) / self.half_life)
+        grid = np.ix_(keys, resources)
+        self._sums[grid] += amounts
+        self._seen[grid] |= present
+        self._stop = reference
+
+    def _grow(self) -> None:
+        rows, columns = len(self.keys), len(self.resources)
+        if self._sums.shape != (rows, columns):
+            sums, seen = np.zeros((rows, columns)), np.zeros((rows, columns), dtype=bool)
+            old_rows, old_columns = self._sums.shape
+            sums[:old_rows, :old_columns] = self._sums
+            seen[:old_rows, :old_columns] = self._seen
+            self._sums, self._seen = sums, seen
+
+    def _flush(self) -> None:
+        if self._stop is None:
+            return
+        self._grow()
+        names = list(self.resources)
+        integrals: dict[str, dict[str, dict[str, float]]] = {}
+        sums, seen = self._sums.tolist(), self._seen.tolist()
+        for (pool, account), index in self.keys.items():
+            row, known = sums[index], seen[index]
+            if any(known):
+                integrals.setdefault(pool, {})[account] = {
+                    name: row[column] for column, name in enumerate(names) if known[column]
+                }
+        self.done.append(UsageStretch(self._start, self._stop, self._weight, integrals))
+        self._stop, self._weight = None, 0.0
+        self._sums[:] = 0.0
+        self._seen[:] = False
+
+    def finish(self) -> list[UsageStretch]:
+        self._flush()
+        return self.done
+
+
+def _hour_arrays(
+    start: object,
+    stop: object,
+    until: float,
+    keys: object,
+    resources: object,
+    usage: object,
+    moment: object,
+    summing: _StretchSum,
+) -> tuple[float, float, npt.NDArray[np.intp], npt.NDArray[np.intp], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    """One compacted row as (start, stop, key indexes, resource indexes, usage, centre); ValueError if bad."""
+    if not (_is_number(start) and _is_number(stop) and math.isfinite(start) and start <= stop < math.inf):
+        raise ValueError(f"start {show(start)} and stop {show(stop)} are no stretch of time")
+    if stop > until:
+        raise ValueError(f"stop {_shown_time(stop)} is after now, {_shown_time(until)}: not yet the past")
+    if not isinstance(keys, str) or not isinstance(resources, str):
+        raise ValueError("keys or resources is not JSON text")
+    if not isinstance(usage, bytes) or not isinstance(moment, bytes):
+        raise ValueError("usage or moment is not packed numbers")
+    try:
+        key_index, resource_index = summing.key_index(keys), summing.resource_index(resources)
+    except orjson.JSONDecodeError as error:
+        raise ValueError(f"keys or resources is not JSON ({error})") from None
+    shape = (len(key_index), len(resource_index))
+    size = shape[0] * shape[1]
+    if len(usage) != size * 8 or len(moment) != size * 4:
+        raise ValueError(f"usage or moment does not hold {shape[0]} x {shape[1]} numbers")
+    length = float(stop) - float(start)
+    integral = np.frombuffer(usage, dtype=USAGE_DTYPE).reshape(shape).astype(np.float64)
+    moments = np.frombuffer(moment, dtype=MOMENT_DTYPE).reshape(shape).astype(np.float64)
+    known = integral[~np.isnan(integral)]
+    if not (np.all(known >= 0) and np.all(known <= MAX_TRES * max(length, 1.0))) or not np.all(np.isfinite(moments)):
+        raise ValueError(f"usage is not amounts from 0 to {MAX_TRES} over {length:g} s, or moment not finite")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        centre = np.clip(np.nan_to_num(moments / integral, nan=0.0, posinf=0.0), 0.0, length)
+    return float(start), float(stop), key_index, resource_index, integral, centre
 
 
 def _usage_record(rows: Sequence[Sequence[object]], until: float) -> UsageRecord:
@@ -246,31 +445,47 @@ class HistoryPast:
         retry = self._sacct_failed is not None and now - self._sacct_failed >= SACCT_RETRY_INTERVALS * config.interval
         if retry or usage is None or usage.half_life != history.half_life or usage.max_gap != max_gap:
             restored = None if retry else self._restore(history.half_life, max_gap, now)
-            if restored is not None:
-                usage = self._usage = restored
-            else:
-                usage = self._usage = DecayedUsage(history.half_life, max_gap)
-                self._since = now - LOOKBACK_HALF_LIVES * history.half_life
-                self._last_id = 0
-                self._last_time = None
-                self._last_cycle = None
-                self._started = False
-                self._checked = None
-        records = self._read(now)
+            usage = self._usage = restored or self._fresh(history.half_life, max_gap, now)
+        records = self._read(now, history.half_life, max_gap)
+        if records is None:  # the history compacted cycles this reader had not read yet: read it afresh
+            usage = self._usage = self._fresh(history.half_life, max_gap, now)
+            records = self._read(now, history.half_life, max_gap) or []
         spans = self._unknown_spans(records, now, max_gap)
         fills = self._fill(spans, config, history.half_life, now)
-        for index, record in enumerate(records):
-            for span in fills.get(index, ()):
-                usage.add_span(span)
-            usage.add(record)
-            self._last_time = record.time
-        for span in fills.get(len(records), ()):
-            usage.add_span(span)
+        self._add(usage, records, fills)
         if not self._started:
             self._started, self._checked = True, now
         if self.keep:
             self._save(usage)
         return usage.past_at(now)
+
+    def _add(
+        self,
+        usage: DecayedUsage,
+        records: Sequence[UsageRecord | UsageStretch],
+        fills: dict[int, list[UsageSpan]],
+    ) -> None:
+        """The records read, oldest first, each after the spans sacct filled before it."""
+        for index, record in enumerate(records):
+            for span in fills.get(index, ()):
+                usage.add_span(span)
+            if isinstance(record, UsageStretch):
+                usage.add_stretch(record)
+            else:
+                usage.add(record)
+            self._last_time = _stop(record)
+        for span in fills.get(len(records), ()):
+            usage.add_span(span)
+
+    def _fresh(self, half_life: float, max_gap: float, now: float) -> DecayedUsage:
+        """A past to read from the start of the window: nothing read yet."""
+        self._since = now - LOOKBACK_HALF_LIVES * half_life
+        self._last_id = 0
+        self._last_time = None
+        self._last_cycle = None
+        self._started = False
+        self._checked = None
+        return DecayedUsage(half_life, max_gap)
 
     def _save(self, usage: DecayedUsage) -> None:
         """PAST_FILE: where a later start goes on from. Not while sacct fails (its spans are missing then)."""
@@ -346,13 +561,30 @@ class HistoryPast:
             return False
         return row is not None and _is_number(row[0]) and float(row[0]) == cycle[1]
 
-    def _read(self, now: float) -> list[UsageRecord]:
+    def _read(self, now: float, half_life: float, max_gap: float) -> list[UsageRecord | UsageStretch] | None:
+        """What the history holds after what was read: at the first read its compacted hours, then cycles.
+
+        None when cycles this reader has not read yet were thinned
+        (trail.compaction): only a read from the start of the window counts them.
+        """
         if not self.path.exists():
             return []  # a fresh install: no record yet
+        stretches: list[UsageStretch] = []
         try:
             connection = open_history_readonly(self.path)
             try:
-                rows = read_usage_records(connection, since=self._since, until=now, after_id=self._last_id)
+                after = self._last_id
+                if schema_version(connection) >= HOURS_VERSION:
+                    if self._last_id == 0 and not self._started:
+                        read = read_stretches(
+                            connection, since=self._since, until=now, half_life=half_life, max_gap=max_gap
+                        )
+                        stretches, after = read.stretches, read.last_cycle
+                        self._report_skipped(read.skipped)
+                    elif thinned_through(connection) > self._last_id:
+                        logger.info("%s: cycles not yet read were compacted; reading the history afresh", self.path)
+                        return None
+                rows = read_usage_records(connection, since=self._since, until=now, after_id=after)
             finally:
                 connection.close()
         except (sqlite3.Error, StateError, HistoryError, OSError, ValueError) as error:
@@ -360,9 +592,9 @@ class HistoryPast:
             return []
         if rows.last_id > self._last_id and _is_number(rows.last_id_time) and math.isfinite(rows.last_id_time):
             self._last_cycle = (rows.last_id, float(rows.last_id_time))
-        self._last_id = rows.last_id
+        self._last_id = max(rows.last_id, after)
         self._report_skipped(rows.skipped)
-        return [record for _, record in rows.records]
+        return [*stretches, *(record for _, record in rows.records)]
 
     def _report_skipped(self, skipped: Sequence[str]) -> None:
         """Each bad record once per process (a later read of the same file may meet it again)."""
@@ -375,7 +607,7 @@ class HistoryPast:
                 "%s: %d more bad cycle record(s) left out of the past", self.path, len(new) - MAX_SKIPPED_LOGGED
             )
 
-    def _unknown_spans(self, records: Sequence[UsageRecord], now: float, max_gap: float) -> list[_Span]:
+    def _unknown_spans(self, records: Sequence[UsageRecord | UsageStretch], now: float, max_gap: float) -> list[_Span]:
         """What the record leaves unknown, each span with the index of the record that ends it.
 
         At the first read: before the first record, every pause longer than
@@ -388,11 +620,11 @@ class HistoryPast:
         if self._checked is not None:
             previous = self._checked if previous is None else max(previous, self._checked)
         if not self._started:
-            spans.append(_Span(None, records[0].time if records else now, 0))
+            spans.append(_Span(None, _start(records[0]) if records else now, 0))
         for index, record in enumerate(records):
-            if previous is not None and record.time - previous > max_gap:
-                spans.append(_Span(previous, record.time, index))
-            previous = record.time if previous is None else max(previous, record.time)
+            if previous is not None and _start(record) - previous > max_gap:
+                spans.append(_Span(previous, _start(record), index))
+            previous = _stop(record) if previous is None else max(previous, _stop(record))
         if not self._started and previous is not None and now - previous > max_gap:
             spans.append(_Span(previous, now, len(records)))
         return spans
@@ -484,3 +716,16 @@ class _Span:
     start: float | None
     stop: float
     before: int
+
+
+def _start(item: UsageRecord | UsageStretch) -> float:
+    return item.start if isinstance(item, UsageStretch) else item.time
+
+
+def _stop(item: UsageRecord | UsageStretch) -> float:
+    return item.stop if isinstance(item, UsageStretch) else item.time
+
+
+def thinned_through(connection: sqlite3.Connection) -> int:
+    """The last cycle id whose hour was thinned (its cycles' shares rows but the last deleted); 0 if none."""
+    return int(connection.execute("SELECT coalesce(max(last_cycle), 0) FROM hours WHERE thinned = 1").fetchone()[0])

@@ -187,6 +187,19 @@ def _compact(connection: sqlite3.Connection, max_gap: float, now: float) -> Comp
     stretches = build_stretches(records, None if following is None else float(following[0]), max_gap)
     if not stretches:  # every cycle of the hour was bad: keep the place without a stretch
         stretches = [Stretch(hour, hour, (), (), np.zeros((0, 0)), np.zeros((0, 0)))]
+    insert_stretches(connection, hour, stretches, (after + 1, upto), len(records), max_gap)
+    return Compacted(hour, upto - after, len(stretches))
+
+
+def insert_stretches(
+    connection: sqlite3.Connection,
+    hour: float,
+    stretches: Sequence[Stretch],
+    cycles: tuple[int, int],
+    records: int,
+    max_gap: float,
+) -> None:
+    """The `hours` rows of one hour's stretches, covering the cycles with ids from cycles[0] to cycles[1]."""
     connection.executemany(
         "INSERT INTO hours (hour, start, stop, first_cycle, last_cycle, cycles, max_gap, keys, resources, usage,"
         " moment) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -195,9 +208,8 @@ def _compact(connection: sqlite3.Connection, max_gap: float, now: float) -> Comp
                 hour,
                 stretch.start,
                 stretch.stop,
-                after + 1,
-                upto,
-                len(records),
+                *cycles,
+                records,
                 max_gap,
                 orjson.dumps([list(key) for key in stretch.keys]).decode(),
                 orjson.dumps(list(stretch.resources)).decode(),
@@ -207,7 +219,6 @@ def _compact(connection: sqlite3.Connection, max_gap: float, now: float) -> Comp
             for stretch in stretches
         ],
     )
-    return Compacted(hour, upto - after, len(stretches))
 
 
 def thin_next_hour(connection: sqlite3.Connection, now: float) -> float | None:

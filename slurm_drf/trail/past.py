@@ -93,7 +93,7 @@ def read_usage_records(
     since: float,
     until: float = math.inf,
     after_id: int = 0,
-    upto_id: int = 2**63 - 1,
+    upto_id: int | None = None,
 ) -> UsageRows:
     """Every cycle with after_id < id <= upto_id and time >= since, in id order; bad ones skipped.
 
@@ -108,9 +108,9 @@ def read_usage_records(
     rows = connection.execute(
         "SELECT c.id, c.time, s.pool, s.account, s.usage FROM cycles c"
         # NULL compares as nothing, so it is asked for by name (text and BLOBs sort above every number).
-        " LEFT JOIN shares s ON s.cycle_id = c.id WHERE c.id > ? AND c.id <= ? AND (c.time >= ? OR c.time IS NULL)"
-        " ORDER BY c.id",
-        (after_id, upto_id, since),
+        " LEFT JOIN shares s ON s.cycle_id = c.id WHERE c.id > ? AND (c.time >= ? OR c.time IS NULL)"
+        " AND (? IS NULL OR c.id <= ?) ORDER BY c.id",
+        (after_id, since, upto_id, upto_id),
     ).fetchall()
     records: list[tuple[int, UsageRecord]] = []
     skipped: list[str] = []

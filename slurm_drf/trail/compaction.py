@@ -31,7 +31,7 @@ import math
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
@@ -42,7 +42,7 @@ import orjson
 from slurm_drf import failpoints
 from slurm_drf.errors import HistoryError, StateError
 from slurm_drf.policy.history import UsageRecord
-from slurm_drf.trail.history import history_path, open_history
+from slurm_drf.trail.history import history_path, open_history, write_transaction
 from slurm_drf.trail.past import MOMENT_DTYPE, USAGE_DTYPE, read_usage_records
 
 if TYPE_CHECKING:
@@ -148,14 +148,9 @@ def compact_next_hour(connection: sqlite3.Connection, max_gap: float, now: float
     cycles (a usage that is no amounts) are left out as the past leaves
     them out: the interval before them runs on.
     """
-    connection.execute("BEGIN IMMEDIATE")
-    try:
+    with write_transaction(connection):
         done = _compact(connection, max_gap, now)
         failpoints.reached("compaction_commit")
-        connection.execute("COMMIT")
-    except BaseException:
-        connection.execute("ROLLBACK")
-        raise
     return done
 
 
@@ -226,14 +221,12 @@ def thin_next_hour(connection: sqlite3.Connection, now: float) -> float | None:
 
     One transaction; None when no hour is due.
     """
-    connection.execute("BEGIN IMMEDIATE")
-    try:
+    with write_transaction(connection):
         row = connection.execute(
             "SELECT hour, min(first_cycle), max(last_cycle) FROM hours WHERE thinned = 0 AND hour = "
             "(SELECT min(hour) FROM hours WHERE thinned = 0) GROUP BY hour"
         ).fetchone()
         if row is None or row[0] + HOUR > now - DETAIL_KEPT:
-            connection.execute("COMMIT")
             return None
         hour, first, last = row
         kept = connection.execute(
@@ -244,10 +237,6 @@ def thin_next_hour(connection: sqlite3.Connection, now: float) -> float | None:
             "DELETE FROM shares WHERE cycle_id >= ? AND cycle_id <= ? AND cycle_id != ?", (first, last, kept or -1)
         )
         connection.execute("UPDATE hours SET thinned = 1 WHERE hour = ? AND thinned = 0", (hour,))
-        connection.execute("COMMIT")
-    except BaseException:
-        connection.execute("ROLLBACK")
-        raise
     return float(hour)
 
 
@@ -304,7 +293,7 @@ class HistoryUpkeep:
         if not self.path.exists():
             return
         try:
-            with self._connection() as connection:
+            with contextlib.closing(open_history(self.path)) as connection:
                 compact_history(connection, self.max_gap, now, self.budget, self.monotonic)
         except (sqlite3.Error, OSError, StateError, HistoryError) as error:
             logger.warning("%s: cannot compact the history: %s", self.path, error)
@@ -316,14 +305,6 @@ class HistoryUpkeep:
 
     def close(self) -> None:
         """Nothing held between cycles."""
-
-    @contextlib.contextmanager
-    def _connection(self) -> Iterator[sqlite3.Connection]:
-        connection = open_history(self.path)
-        try:
-            yield connection
-        finally:
-            connection.close()
 
     def _check_size(self, now: float) -> None:
         if self.max_mb is None:

@@ -310,6 +310,18 @@ def migrate(connection: sqlite3.Connection, name: str = "history") -> int:
 # Recording
 
 
+@contextlib.contextmanager
+def write_transaction(connection: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception (a kill leaves SQLite's journal to undo it)."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        yield connection
+        connection.execute("COMMIT")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+
+
 def record_cycle(connection: sqlite3.Connection, report: CycleReport, now: float) -> int:
     """One cycle: its shares and, unless it was a dry run, its writes with their outcomes; the cycle id."""
     plan = report.plan

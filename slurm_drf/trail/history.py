@@ -149,7 +149,7 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
             thinned INTEGER NOT NULL DEFAULT 0)""",
         "CREATE INDEX hours_start ON hours(start)",
         "CREATE INDEX hours_last_cycle ON hours(last_cycle)",
-        "CREATE INDEX hours_thinned ON hours(thinned, hour)",
+        "CREATE INDEX hours_thinned ON hours(thinned, last_cycle)",
     ),
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)

@@ -26,6 +26,7 @@ fails is logged and the cycle goes on.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import math
 import os
@@ -111,8 +112,9 @@ def _stretch(pieces: Sequence[tuple[float, float, UsageRecord]]) -> Stretch:
                 keys.setdefault((pool, account), len(keys))
                 for resource in amounts:
                     resources.setdefault(resource, len(resources))
-    usage = np.full((len(keys), len(resources)), np.nan)
-    moment = np.zeros((len(keys), len(resources)))
+    # Python lists, not numpy cells: 60 cycles of 2,000 accounts are 360,000 additions.
+    usage = [[math.nan] * len(resources) for _ in keys]
+    moment = [[0.0] * len(resources) for _ in keys]
     for begin, end, record in pieces:
         length = end - begin
         # ∫ (t - start) dt over [begin, end)
@@ -120,12 +122,21 @@ def _stretch(pieces: Sequence[tuple[float, float, UsageRecord]]) -> Stretch:
         for pool, accounts in record.usage.items():
             for account, amounts in accounts.items():
                 row = keys[(pool, account)]
+                sums, moments = usage[row], moment[row]
                 for resource, amount in amounts.items():
                     column = resources[resource]
-                    held = usage[row, column]
-                    usage[row, column] = (0.0 if math.isnan(held) else held) + amount * length
-                    moment[row, column] += amount * lever
-    return Stretch(start, pieces[-1][1], tuple(keys), tuple(resources), usage, moment)
+                    held = sums[column]
+                    sums[column] = (0.0 if math.isnan(held) else held) + amount * length
+                    moments[column] += amount * lever
+    shape = (len(keys), len(resources))
+    return Stretch(
+        start,
+        pieces[-1][1],
+        tuple(keys),
+        tuple(resources),
+        np.array(usage, dtype=np.float64).reshape(shape),
+        np.array(moment, dtype=np.float64).reshape(shape),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +207,7 @@ def insert_stretches(
 ) -> None:
     """The `hours` rows of one hour's stretches, covering the cycles with ids from cycles[0] to cycles[1]."""
     connection.executemany(
-        "INSERT INTO hours (hour, start, stop, first_cycle, last_cycle, cycles, max_gap, keys, resources, usage,"
+        "INSERT INTO hours (hour, start, stop, first_cycle, last_cycle, cycles, max_gap, keys_id, resources, usage,"
         " moment) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
             (
@@ -206,7 +217,7 @@ def insert_stretches(
                 *cycles,
                 records,
                 max_gap,
-                orjson.dumps([list(key) for key in stretch.keys]).decode(),
+                _keys_id(connection, stretch.keys),
                 orjson.dumps(list(stretch.resources)).decode(),
                 stretch.usage.astype(USAGE_DTYPE).tobytes(),
                 stretch.moment.astype(MOMENT_DTYPE).tobytes(),
@@ -214,6 +225,14 @@ def insert_stretches(
             for stretch in stretches
         ],
     )
+
+
+def _keys_id(connection: sqlite3.Connection, keys: Sequence[tuple[str, str]]) -> int:
+    """The `hour_keys` row of this list of (pool, account), added when new."""
+    text = orjson.dumps([list(key) for key in keys])
+    digest = hashlib.sha256(text).hexdigest()
+    connection.execute("INSERT OR IGNORE INTO hour_keys (digest, keys) VALUES (?, ?)", (digest, text.decode()))
+    return int(connection.execute("SELECT id FROM hour_keys WHERE digest = ?", (digest,)).fetchone()[0])
 
 
 def thin_next_hour(connection: sqlite3.Connection, now: float) -> float | None:

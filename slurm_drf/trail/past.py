@@ -161,10 +161,10 @@ def read_stretches(
     """
     last_cycle = int(connection.execute("SELECT coalesce(max(last_cycle), 0) FROM hours").fetchone()[0] or 0)
     rows = connection.execute(
-        "SELECT id, start, stop, keys, resources, usage, moment FROM hours WHERE start >= ? ORDER BY start, id",
+        "SELECT id, start, stop, keys_id, resources, usage, moment FROM hours WHERE start >= ? ORDER BY start, id",
         (since,),
-    )
-    summing = _StretchSum(half_life, max_gap)
+    ).fetchall()
+    summing = _StretchSum(half_life, max_gap, connection)
     skipped: list[str] = []
     for row_id, start, stop, keys, resources, usage, moment in rows:
         if _is_number(start) and _is_number(stop) and stop == start:
@@ -179,12 +179,13 @@ def read_stretches(
 class _StretchSum:
     """Sums packed hours into stretches: one matrix per stretch, every key and resource by index."""
 
-    def __init__(self, half_life: float, max_gap: float) -> None:
+    def __init__(self, half_life: float, max_gap: float, connection: sqlite3.Connection) -> None:
+        self.connection = connection
         self.half_life = half_life
         self.max_gap = max_gap
         self.keys: dict[tuple[str, str], int] = {}
         self.resources: dict[str, int] = {}
-        self._key_lists: dict[str, npt.NDArray[np.intp]] = {}
+        self._key_lists: dict[object, npt.NDArray[np.intp]] = {}
         self._resource_lists: dict[str, npt.NDArray[np.intp]] = {}
         self.done: list[UsageStretch] = []
         self._start = 0.0
@@ -193,11 +194,14 @@ class _StretchSum:
         self._sums = np.zeros((0, 0))
         self._seen = np.zeros((0, 0), dtype=bool)
 
-    def key_index(self, text: str) -> npt.NDArray[np.intp]:
-        """The keys of a row (JSON [[pool, account], ...]) as indexes; one parse per distinct list."""
-        found = self._key_lists.get(text)
+    def key_index(self, keys_id: object) -> npt.NDArray[np.intp]:
+        """The keys of a row (`hour_keys`: JSON [[pool, account], ...]) as indexes; one parse per list."""
+        found = self._key_lists.get(keys_id)
         if found is None:
-            keys = orjson.loads(text)
+            row = self.connection.execute("SELECT keys FROM hour_keys WHERE id = ?", (keys_id,)).fetchone()
+            if row is None or not isinstance(row[0], str):
+                raise ValueError(f"keys_id {show(keys_id)} names no list of keys")
+            keys = orjson.loads(row[0])
             if not isinstance(keys, list) or not all(
                 isinstance(k, list) and len(k) == 2 and all(isinstance(n, str) for n in k) for k in keys
             ):
@@ -205,7 +209,7 @@ class _StretchSum:
             found = np.array([self.keys.setdefault((k[0], k[1]), len(self.keys)) for k in keys], dtype=np.intp)
             if len(set(found.tolist())) != len(found):
                 raise ValueError("keys names an account twice")
-            self._key_lists[text] = found
+            self._key_lists[keys_id] = found
         return found
 
     def resource_index(self, text: str) -> npt.NDArray[np.intp]:
@@ -296,8 +300,8 @@ def _hour_arrays(
         raise ValueError(f"start {show(start)} and stop {show(stop)} are no stretch of time")
     if stop > until:
         raise ValueError(f"stop {_shown_time(stop)} is after now, {_shown_time(until)}: not yet the past")
-    if not isinstance(keys, str) or not isinstance(resources, str):
-        raise ValueError("keys or resources is not JSON text")
+    if not isinstance(resources, str):
+        raise ValueError("resources is not JSON text")
     if not isinstance(usage, bytes) or not isinstance(moment, bytes):
         raise ValueError("usage or moment is not packed numbers")
     try:

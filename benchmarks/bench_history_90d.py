@@ -364,21 +364,26 @@ def _measure_past(directory: Path, path: Path, now: float, rounds: int) -> None:
     kept = directory / PAST_FILE
     kept.unlink(missing_ok=True)
     past = HistoryPast(directory, clock=lambda: clock[0], keep=True)
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.process_time()
     result = past.past(CONFIG)
-    read_seconds = time.perf_counter() - began
+    read_seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
     accounts = len(result.get(POOL, {})) if result else 0
-    print(f"past at start, reading the history (no {PAST_FILE}): {read_seconds:.2f} s, {accounts} accounts")
-    per_cycle = []
+    print(
+        f"past at start, reading the history (no {PAST_FILE}): {read_seconds:.2f} s ({cpu:.2f} s of CPU),"
+        f" {accounts} accounts"
+    )
+    per_cycle, per_cycle_cpu = [], []
     for step in range(rounds * 3):
         clock[0] = now + (step + 1) * CONFIG.interval
         _add_cycle(path, clock[0] - 1.0)
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.process_time()
         past.past(CONFIG)
         per_cycle.append(time.perf_counter() - began)
+        per_cycle_cpu.append(time.process_time() - cpu)
     print(
         f"past per cycle afterwards (one new cycle read, {PAST_FILE} saved, {kept.stat().st_size / 2**20:.1f} MiB):"
-        f" median {statistics.median(per_cycle) * 1000:.0f} ms over {len(per_cycle)} cycles"
+        f" median {statistics.median(per_cycle) * 1000:.0f} ms ({statistics.median(per_cycle_cpu) * 1000:.0f} ms"
+        f" of CPU) over {len(per_cycle)} cycles"
     )
     starts = []
     for _ in range(rounds):

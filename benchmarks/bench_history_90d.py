@@ -42,6 +42,15 @@ from pathlib import Path
 from typing import Any
 
 from slurm_drf.config.settings import Config, HistoryConfig
+from slurm_drf.policy.history import UsageRecord
+from slurm_drf.trail.compaction import (
+    DETAIL_KEPT,
+    HOUR,
+    build_stretches,
+    compact_next_hour,
+    insert_stretches,
+    thin_next_hour,
+)
 from slurm_drf.trail.history import history_path, open_history, prune
 from slurm_drf.trail.past import PAST_FILE, HistoryPast
 
@@ -79,9 +88,9 @@ def _usage_variants(rng: random.Random, count: int) -> list[tuple[str, str, str,
 
 
 def _cycle_rows(
-    args: argparse.Namespace, start: float
+    args: argparse.Namespace, start: float, detail: Callable[[int], bool] = lambda _index: True
 ) -> Iterator[tuple[tuple[Any, ...], list[tuple[Any, ...]], list[tuple[Any, ...]]]]:
-    """(cycles row, shares rows, writes rows) per cycle, oldest first; ids from 1."""
+    """(cycles row, shares rows, writes rows) per cycle, oldest first; ids from 1; shares where `detail(index)`."""
     rng = random.Random(args.seed)
     variants = [_usage_variants(rng, 4) for _ in range(args.accounts)]
     names = [f"acct{number:04d}" for number in range(args.accounts)]
@@ -95,7 +104,7 @@ def _cycle_rows(
         # A window of `active` accounts that slides by one account every SESSION_CYCLES / accounts ... cycles.
         offset = (index // SESSION_CYCLES) * max(1, args.active // 8)
         shares = []
-        for slot in range(args.active):
+        for slot in range(args.active if detail(index) else 0):
             number = (offset + slot) % args.accounts
             usage, share, dominant, dominant_share, weighted = variants[number][(index // 60 + slot) % 4]
             shares.append(
@@ -118,6 +127,15 @@ def _cycle_rows(
 
 
 def build(args: argparse.Namespace) -> int:
+    """The file as the daemon leaves it: compacted and thinned hours, then the last day of every cycle.
+
+    Hours older than DETAIL_KEPT are written as compaction leaves them:
+    their cycles and writes rows, the shares rows of their last cycle, and
+    the `hours` row `build_stretches` makes of their usage (the synthetic
+    cycles of an hour all hold the same usage, so one record held for the
+    hour is the hour's 60). The last day is written cycle by cycle, then
+    compacted by the daemon's own `compact_next_hour`, timed per hour.
+    """
     directory = Path(args.directory)
     directory.mkdir(parents=True, exist_ok=True)
     path = history_path(directory)
@@ -125,11 +143,16 @@ def build(args: argparse.Namespace) -> int:
         raise SystemExit(f"{path} exists; build into an empty directory")
     cycles = int(args.days * DAY / args.interval)
     start = NOW - args.interval * cycles
+    per_hour = int(HOUR / args.interval)
+    detailed = cycles - int(DETAIL_KEPT / args.interval)  # the first cycle of the last day
+    usage_cache = _HourUsage(args)
     connection = open_history(path)
     began = time.perf_counter()
     try:
         connection.execute("BEGIN")
-        for number, (cycle, shares, writes) in enumerate(_cycle_rows(args, start), 1):
+        for number, (cycle, shares, writes) in enumerate(
+            _cycle_rows(args, start, lambda index: index >= detailed or index % per_hour == per_hour - 1), 1
+        ):
             connection.execute("INSERT INTO cycles VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", cycle)
             connection.executemany("INSERT INTO shares VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", shares)
             connection.executemany(
@@ -138,17 +161,54 @@ def build(args: argparse.Namespace) -> int:
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 writes,
             )
+            index = number - 1
+            if index < detailed and index % per_hour == per_hour - 1:
+                first = index - per_hour + 1
+                hour = start + first * args.interval
+                record = UsageRecord(hour, usage_cache.at(first).usage)
+                stretches = build_stretches([record], hour + HOUR, HOUR)
+                insert_stretches(connection, hour, stretches, (first + 1, number), per_hour, 2 * args.interval)
+                connection.execute("UPDATE hours SET thinned = 1 WHERE hour = ?", (hour,))
             if number % BATCH_CYCLES == 0:
                 connection.execute("COMMIT")
                 connection.execute("BEGIN")
                 if number % (BATCH_CYCLES * 20) == 0:
                     print(f"  {number:,} of {cycles:,} cycles, {time.perf_counter() - began:.0f} s", flush=True)
         connection.execute("COMMIT")
+        print(f"built {path}: {cycles:,} cycles in {time.perf_counter() - began:.0f} s", flush=True)
+        slices = []
+        while True:
+            sliced = time.perf_counter()
+            if compact_next_hour(connection, 2 * args.interval, NOW) is None:
+                break
+            slices.append(time.perf_counter() - sliced)
         connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     finally:
         connection.close()
-    print(f"built {path}: {cycles:,} cycles in {time.perf_counter() - began:.0f} s")
+    if slices:
+        print(
+            f"compaction of an hour of the last day (the daemon's slice, {per_hour} cycles x {args.active} accounts):"
+            f" median {statistics.median(slices):.2f} s, max {max(slices):.2f} s over {len(slices)} hours"
+        )
     return 0
+
+
+class _HourUsage:
+    """`_hour_usage` with the variants drawn once."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        rng = random.Random(args.seed)
+        self.variants = [[json.loads(v[0]) for v in _usage_variants(rng, 4)] for _ in range(args.accounts)]
+
+    def at(self, index: int) -> UsageRecord:
+        args = self.args
+        offset = (index // SESSION_CYCLES) * max(1, args.active // 8)
+        usage: dict[str, dict[str, float]] = {}
+        for slot in range(args.active):
+            number = (offset + slot) % args.accounts
+            usage[f"acct{number:04d}"] = self.variants[number][(index // 60 + slot) % 4]
+        return UsageRecord(0.0, {POOL: usage})
 
 
 def _median_seconds(run: Callable[[], object], rounds: int) -> float:
@@ -207,6 +267,27 @@ def _add_cycle(path: Path, moment: float) -> None:
         connection.close()
 
 
+def _thin_copy(path: Path, now: float) -> list[float]:
+    """Seconds of each `thin_next_hour` a day later (every hour of the last day thinned), on a copy."""
+    copy = path.with_name("thin-copy.sqlite")
+    shutil.copyfile(path, copy)
+    try:
+        target = open_history(copy)
+        try:
+            slices = []
+            while True:
+                began = time.perf_counter()
+                if thin_next_hour(target, now + DETAIL_KEPT) is None:
+                    break
+                slices.append(time.perf_counter() - began)
+            return slices
+        finally:
+            target.close()
+    finally:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{copy}{suffix}").unlink(missing_ok=True)
+
+
 def _prune_copy(path: Path, span: float) -> tuple[float, int]:
     """`prune` (retention_days) of the oldest `span` seconds, on a copy of the file: seconds and rows deleted."""
     copy = path.with_name("prune-copy.sqlite")
@@ -246,6 +327,13 @@ def measure(args: argparse.Namespace) -> int:
         for label, span in (("the oldest hour (the daemon's hourly step)", 3600.0), ("the oldest day", DAY)):
             seconds, deleted = _prune_copy(path, span)
             print(f"prune of {label}: {seconds:.2f} s, {deleted:,} rows")
+    if "upkeep" in parts:
+        slices = _thin_copy(path, now)
+        if slices:
+            print(
+                f"thinning of an hour a day later: median {statistics.median(slices):.2f} s,"
+                f" max {max(slices):.2f} s over {len(slices)} hours"
+            )
     return 0
 
 
@@ -276,21 +364,26 @@ def _measure_past(directory: Path, path: Path, now: float, rounds: int) -> None:
     kept = directory / PAST_FILE
     kept.unlink(missing_ok=True)
     past = HistoryPast(directory, clock=lambda: clock[0], keep=True)
-    began = time.perf_counter()
+    began, cpu = time.perf_counter(), time.process_time()
     result = past.past(CONFIG)
-    read_seconds = time.perf_counter() - began
+    read_seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
     accounts = len(result.get(POOL, {})) if result else 0
-    print(f"past at start, reading the history (no {PAST_FILE}): {read_seconds:.2f} s, {accounts} accounts")
-    per_cycle = []
+    print(
+        f"past at start, reading the history (no {PAST_FILE}): {read_seconds:.2f} s ({cpu:.2f} s of CPU),"
+        f" {accounts} accounts"
+    )
+    per_cycle, per_cycle_cpu = [], []
     for step in range(rounds * 3):
         clock[0] = now + (step + 1) * CONFIG.interval
         _add_cycle(path, clock[0] - 1.0)
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.process_time()
         past.past(CONFIG)
         per_cycle.append(time.perf_counter() - began)
+        per_cycle_cpu.append(time.process_time() - cpu)
     print(
         f"past per cycle afterwards (one new cycle read, {PAST_FILE} saved, {kept.stat().st_size / 2**20:.1f} MiB):"
-        f" median {statistics.median(per_cycle) * 1000:.0f} ms over {len(per_cycle)} cycles"
+        f" median {statistics.median(per_cycle) * 1000:.0f} ms ({statistics.median(per_cycle_cpu) * 1000:.0f} ms"
+        f" of CPU) over {len(per_cycle)} cycles"
     )
     starts = []
     for _ in range(rounds):
@@ -318,7 +411,9 @@ def main() -> int:
     measuring.add_argument("directory")
     measuring.add_argument("--rounds", type=int, default=3)
     measuring.add_argument(
-        "--parts", default="audit,past,prune", help="what to measure, a comma list of audit, past, prune"
+        "--parts",
+        default="audit,past,prune,upkeep",
+        help="what to measure, a comma list of audit, past, prune, upkeep",
     )
     args = parser.parse_args()
     return build(args) if args.verb == "build" else measure(args)

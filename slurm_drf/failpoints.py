@@ -9,7 +9,8 @@ tests) every point is one dictionary look-up. The points, in cycle order:
 - `read`: the cluster has been read, nothing decided yet;
 - `saved`: the new memory is saved, nothing written to Slurm yet;
 - `mid_writes`: half of the cycle's writes sent to Slurm, the rest not;
-- `history_commit`: the cycle's history rows inserted, not committed.
+- `history_commit`: the cycle's history rows inserted, not committed;
+- `compaction_commit`: an hour's compacted rows inserted, not committed.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import signal
 from typing import Final
 
 VARIABLE: Final = "SLURM_DRF_FAILPOINT"
-POINTS: Final = ("read", "saved", "mid_writes", "history_commit")
+POINTS: Final = ("read", "saved", "mid_writes", "history_commit", "compaction_commit")
 
 
 def armed(point: str) -> bool:

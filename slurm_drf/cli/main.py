@@ -122,11 +122,13 @@ def cmd_once(args: argparse.Namespace) -> int:
     # files (not metrics: a one-off run must not reset the daemon's counters).
     observers: list[CycleObserver] = []
     if not dry_run:
+        from slurm_drf.trail.compaction import HistoryUpkeep
         from slurm_drf.trail.history import AuditRecorder
         from slurm_drf.trail.observers import ReportWriter
 
         store.lock()
         observers.append(AuditRecorder(store.directory, config.retention_days))
+        observers.append(HistoryUpkeep(store.directory, config.interval, config.history_max_mb))
         if config.report_dir:
             observers.append(ReportWriter(config.report_dir))
     try:

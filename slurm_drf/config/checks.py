@@ -357,6 +357,7 @@ def build_config(data: dict[str, Any], root: Node, lines: Mapping[str, int], sou
         state_dir=data.get("state_dir", defaults.state_dir),
         lease_dir=data.get("lease_dir", defaults.lease_dir),
         retention_days=data.get("retention_days", defaults.retention_days),
+        history_max_mb=data.get("history_max_mb", defaults.history_max_mb),
         history=_history_config(data.get("history")),
         report_dir=data.get("report_dir", defaults.report_dir),
         dry_run=data.get("dry_run", defaults.dry_run),

@@ -125,6 +125,8 @@ class Config:
     lease_dir: str | None = None
     # Days of cycle and write history kept in state_dir/history.sqlite; None keeps all.
     retention_days: int | None = 90
+    # history.sqlite larger than this many MiB is warned about once a day; None: never.
+    history_max_mb: int | None = None
     # The decayed past blended into usage; None (the default) is pure DRF.
     history: HistoryConfig | None = None
     report_dir: str | None = None

@@ -122,6 +122,22 @@ class DecayedUsage:
         self.last_time = span.start + length
         self._last = span.running
 
+    def add_stretch(self, stretch: UsageStretch) -> None:
+        """A known stretch integrated elsewhere (compacted hours of the record), not before the last record.
+
+        The interval from the last record to the stretch's start closes as
+        `add` would close it; the stretch adds its weight and integrals
+        (decayed to its stop). Nothing is known to hold after it: what
+        follows is a record at its stop, or a gap.
+        """
+        self.add(UsageRecord(stretch.start, EMPTY_PAST))
+        length = max(0.0, stretch.stop - stretch.start)
+        self._decay(2.0 ** (-length / self.half_life))
+        self._weight += stretch.weight
+        self._add_sums(stretch.integrals, 1.0)
+        self.last_time = stretch.start + length
+        self._last = EMPTY_PAST
+
     def extend(self, records: Iterable[UsageRecord]) -> None:
         for record in records:
             self.add(record)
@@ -259,6 +275,22 @@ class UsageSpan:
     half_life: float
     integrals: UsageByPool
     running: UsageByPool
+
+
+@dataclass(frozen=True, slots=True)
+class UsageStretch:
+    """A known stretch [start, stop) of the record, integrated against the decay from its compacted hours.
+
+    `weight` is its sum of D and `integrals`, per pool, account and
+    resource, its sum of usage x D, both decayed to `stop`
+    (trail.past.read_stretches builds them; docs/rule.md §6 bounds the
+    error of the compaction).
+    """
+
+    start: float
+    stop: float
+    weight: float
+    integrals: UsageByPool
 
 
 def build_usage_span(

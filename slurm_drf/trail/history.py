@@ -27,6 +27,7 @@ import functools
 import io
 import json
 import logging
+import operator
 import os
 import re
 import sqlite3
@@ -128,11 +129,41 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
     # this index every deleted cycle scanned all of writes, and pruning an hour
     # of a 90-day history took 30 s (benchmarks/README.md).
     ("CREATE INDEX writes_cycle ON writes(cycle_id)",),
+    # Compacted hours (trail.compaction, docs/formats.md): per stretch of known time
+    # in one hour, each account's usage integrated over it, packed; the past at
+    # start reads these instead of every cycle's shares rows.
+    (
+        # The (pool, account) lists of the hours' arrays, each once: an hour of 2,000
+        # accounts names them in 46 kB, and most hours name the same ones.
+        """CREATE TABLE hour_keys (
+            id INTEGER PRIMARY KEY,
+            digest TEXT NOT NULL UNIQUE,
+            keys TEXT NOT NULL)""",
+        """CREATE TABLE hours (
+            id INTEGER PRIMARY KEY,
+            hour REAL NOT NULL,
+            start REAL NOT NULL,
+            stop REAL NOT NULL,
+            first_cycle INTEGER NOT NULL,
+            last_cycle INTEGER NOT NULL,
+            cycles INTEGER NOT NULL,
+            max_gap REAL NOT NULL,
+            keys_id INTEGER NOT NULL REFERENCES hour_keys(id),
+            resources TEXT NOT NULL,
+            usage BLOB NOT NULL,
+            moment BLOB NOT NULL,
+            thinned INTEGER NOT NULL DEFAULT 0)""",
+        "CREATE INDEX hours_start ON hours(start)",
+        "CREATE INDEX hours_last_cycle ON hours(last_cycle)",
+        "CREATE INDEX hours_thinned ON hours(thinned, last_cycle)",
+    ),
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
-# Versions whose tables and columns are SCHEMA_VERSION's (3 only adds an index):
-# read alike before the daemon has migrated the file.
-READABLE_VERSIONS: Final = (2, SCHEMA_VERSION)
+# Versions `audit` reads alike before the daemon has migrated the file: 3 only
+# adds an index, 4 the compacted hours (none yet in an older file).
+READABLE_VERSIONS: Final = (2, 3, SCHEMA_VERSION)
+# The first version with compacted hours.
+HOURS_VERSION: Final = 4
 
 
 def error_kind(error: BaseException) -> str:
@@ -285,6 +316,18 @@ def migrate(connection: sqlite3.Connection, name: str = "history") -> int:
 # Recording
 
 
+@contextlib.contextmanager
+def write_transaction(connection: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """BEGIN IMMEDIATE ... COMMIT, rolled back on any exception (a kill leaves SQLite's journal to undo it)."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        yield connection
+        connection.execute("COMMIT")
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+
+
 def record_cycle(connection: sqlite3.Connection, report: CycleReport, now: float) -> int:
     """One cycle: its shares and, unless it was a dry run, its writes with their outcomes; the cycle id."""
     plan = report.plan
@@ -411,6 +454,9 @@ def prune(connection: sqlite3.Connection, before: float) -> int:
         ).rowcount
         deleted += connection.execute("DELETE FROM cycles WHERE time < ?", (before,)).rowcount
         deleted += connection.execute("DELETE FROM errors WHERE time < ?", (before,)).rowcount
+        if schema_version(connection) >= HOURS_VERSION:
+            deleted += connection.execute("DELETE FROM hours WHERE start < ?", (before,)).rowcount
+            connection.execute("DELETE FROM hour_keys WHERE id NOT IN (SELECT keys_id FROM hours)")
         connection.execute("COMMIT")
     except BaseException:
         connection.execute("ROLLBACK")
@@ -691,9 +737,10 @@ def _row_name(table: str, row: Sequence[Any]) -> str:
 def _record(table: str, row: Sequence[Any]) -> dict[str, Any]:
     """One row as `audit` shows it; ValueError naming the column when it holds what no slurm-drf writes."""
     names = {"writes": WRITE_COLUMNS, "cycles": CYCLE_COLUMNS, "errors": ERROR_COLUMNS}.get(table, SHARE_COLUMNS)
-    for name, value in zip(names, row, strict=True):
-        if isinstance(value, bytes):
-            raise ValueError(f"{name} is a BLOB of {len(value)} byte(s), not text or a number")
+    if bytes in map(type, row):
+        for name, value in zip(names, row, strict=True):
+            if isinstance(value, bytes):
+                raise ValueError(f"{name} is a BLOB of {len(value)} byte(s), not text or a number")
     record = dict(zip(names, row, strict=True))
     if table == "writes":
         record["tie"] = bool(record["tie"])
@@ -728,9 +775,13 @@ def _shown_time(moment: object) -> str:
     if isinstance(moment, bool) or not isinstance(moment, int | float):
         raise ValueError(f"time {show(moment)} is not a number")
     try:
-        return format_time(float(moment))
+        return _format_time(float(moment))
     except (ValueError, OverflowError, OSError):
         raise ValueError(f"time {show(moment)} is not a time a date can say") from None
+
+
+# The writes of one cycle share its time: a day of them is 30,000 rows and 1,440 times.
+_format_time: Final = functools.lru_cache(maxsize=4096)(format_time)
 
 
 def _amounts(text: object, column: str) -> dict[str, Any]:
@@ -793,13 +844,19 @@ def render_audit_csv(records: Sequence[Mapping[str, Any]]) -> str:
 def render_audit_table(records: Sequence[Mapping[str, Any]], table: str = "writes") -> str:
     if not records:
         return f"no {table} recorded for this query\n"
-    flat = [_flatten(r) for r in records]
-    # The table leaves usage out (it is in JSON and CSV): shares say it relative to the pool.
-    columns = [c for c in _columns(flat) if not c.startswith("usage:")]
-    rows = [[record.get(c) for c in columns] for record in flat]
-    if any(None in row for row in rows):
-        # render_table aligns numbers right only when every cell is one; keep numbers numbers.
-        rows = [[cell if cell is not None else "-" for cell in row] for row in rows]
+    # Only shares nest (usage, shares per resource); the records of the other tables are flat already.
+    first = records[0].keys()
+    nested = any(not isinstance(value, str | int | float | None) for value in records[0].values())
+    if nested or any(record.keys() != first for record in records):
+        flat = [_flatten(r) for r in records]
+        # The table leaves usage out (it is in JSON and CSV): shares say it relative to the pool.
+        columns = [c for c in _columns(flat) if not c.startswith("usage:")]
+        rows: list[Sequence[Any]] = [[record.get(c) for c in columns] for record in flat]
+    else:
+        # Flat records of one table have the same columns: read them by position, in C.
+        columns = list(first)
+        pick = operator.itemgetter(*columns)
+        rows = list(map(pick, records)) if len(columns) > 1 else [[pick(record)] for record in records]
     return render_table(columns, rows) + "\n"
 
 

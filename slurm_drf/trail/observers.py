@@ -24,6 +24,7 @@ from typing import Final
 from slurm_drf.config.settings import Config
 from slurm_drf.cycle.run import CycleObserver, CycleReport
 from slurm_drf.files import write_atomic
+from slurm_drf.trail.compaction import HistoryUpkeep
 from slurm_drf.trail.history import AuditRecorder
 from slurm_drf.trail.plan_output import render_plan_json_bytes
 from slurm_drf.trail.prometheus import MetricsRecorder
@@ -66,7 +67,10 @@ def build_observers(config: Config, *, start: bool = True) -> list[CycleObserver
     Callers close them with `close_observers` when the service stops (it
     stops the HTTP server).
     """
-    observers: list[CycleObserver] = [AuditRecorder(config.state_dir, config.retention_days)]
+    observers: list[CycleObserver] = [
+        AuditRecorder(config.state_dir, config.retention_days),
+        HistoryUpkeep(config.state_dir, config.interval, config.history_max_mb),
+    ]
     if config.report_dir:
         observers.append(ReportWriter(config.report_dir))
     if config.metrics_address or config.metrics_textfile:

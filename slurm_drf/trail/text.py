@@ -15,6 +15,7 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
+from itertools import repeat
 from typing import Final
 
 # Escaped: C0 and C1 control characters and DEL; every invisible format
@@ -76,20 +77,39 @@ def csv_cell(value: object) -> object:
 
 
 def render_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """Columns aligned; numbers to the right, text to the left."""
-    cells = [[_cell(v) for v in row] for row in rows]
-    for row in cells:
+    """Columns aligned; numbers to the right, text to the left.
+
+    Column by column, one conversion per column's kind of value: a day of
+    `audit` writes is 30,000 rows of 15 cells (benchmarks/README.md).
+    """
+    for row in rows:
         if len(row) != len(headers):
             raise ValueError(f"a row of {len(row)} cells under {len(headers)} headers")
-    columns = list(zip(*cells, strict=True)) if cells else [() for _ in headers]
-    widths = [max(len(h), *map(len, column)) if column else len(h) for h, column in zip(headers, columns, strict=True)]
-    numeric = [all(_is_number(row[i]) for row in rows) and bool(rows) for i in range(len(headers))]
+    columns: list[Sequence[object]] = list(zip(*rows, strict=True)) if rows else [() for _ in headers]
+    justified = []
+    for header, column in zip(headers, columns, strict=True):
+        kinds = set(map(type, column))
+        cells = _column_cells(column, kinds)
+        width = max(len(header), *map(len, cells)) if cells else len(header)
+        numeric = bool(column) and (kinds <= {int, float} or all(map(_is_number, column)))
+        justify = str.rjust if numeric else str.ljust
+        justified.append([justify(header, width), "-" * width, *map(justify, cells, repeat(width))])
+    return "\n".join("  ".join(line).rstrip() for line in zip(*justified, strict=True))
 
-    def line(values: Sequence[str]) -> str:
-        parts = [v.rjust(w) if num else v.ljust(w) for v, w, num in zip(values, widths, numeric, strict=True)]
-        return "  ".join(parts).rstrip()
 
-    return "\n".join([line(list(headers)), line(["-" * w for w in widths]), *(line(r) for r in cells)])
+def _column_cells(column: Sequence[object], kinds: set[type]) -> list[str]:
+    if kinds <= {int}:
+        return list(map(str, column))
+    if kinds <= {float}:
+        return [f"{value:.4f}" for value in column]
+    if kinds <= {bool}:
+        return ["True" if value else "False" for value in column]
+    if kinds <= {str}:
+        texts: Sequence[str] = column  # type: ignore[assignment]
+        whole = "".join(texts)
+        # One look at the whole column: most are plain ASCII, and then no cell needs escaping.
+        return list(texts) if whole.isascii() and whole.isprintable() else list(map(terminal_text, texts))
+    return [_cell(value) for value in column]
 
 
 def _is_number(value: object) -> bool:

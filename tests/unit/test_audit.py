@@ -90,7 +90,7 @@ def test_a_version_2_history_is_read_before_and_after_its_migration(
     path = tmp_path / HISTORY_FILE
     _version_2_history(path, planned)
     config = Config(history=HistoryConfig(half_life=DAY, weight=1.0))
-    # Version 3 only adds an index: audit, the past and the ledger read version 2 alike.
+    # Version 3 only adds an index, 4 the compacted hours: audit, the past and the ledger read version 2 alike.
     before = open_history_readonly(path)
     writes = query_history(before, AuditQuery("writes"))
     before.close()
@@ -99,9 +99,10 @@ def test_a_version_2_history_is_read_before_and_after_its_migration(
     assert writes and past and ledger
     connection = open_history(path)  # what the daemon's next cycle does
     try:
-        assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 3
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
         indexes = {r[1] for r in connection.execute("PRAGMA index_list(writes)")}
         assert "writes_cycle" in indexes
+        assert connection.execute("SELECT count(*) FROM hours").fetchone()[0] == 0
         assert query_history(connection, AuditQuery("writes")) == writes
     finally:
         connection.close()

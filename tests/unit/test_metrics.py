@@ -16,6 +16,7 @@ from slurm_drf.cycle.run import CycleReport
 from slurm_drf.errors import ConfigError, SlurmReadError, SlurmWriteError
 from slurm_drf.model.types import Snapshot
 from slurm_drf.policy.plan import Plan
+from slurm_drf.trail.compaction import HistoryUpkeep
 from slurm_drf.trail.history import AuditRecorder
 from slurm_drf.trail.observers import LATEST_HTML, LATEST_JSON, ReportWriter, build_observers, close_observers
 from slurm_drf.trail.plan_output import render_plan_json
@@ -214,18 +215,21 @@ def test_report_writer_only_warns(
 
 def test_build_observers_follows_the_config(tmp_path: Path) -> None:
     observers = build_observers(Config(state_dir=str(tmp_path)))
-    assert [type(o) for o in observers] == [AuditRecorder]
+    assert [type(o) for o in observers] == [AuditRecorder, HistoryUpkeep]
     config = Config(
         state_dir=str(tmp_path),
         report_dir=str(tmp_path / "www"),
         metrics_textfile=str(tmp_path / "m.prom"),
         retention_days=30,
+        history_max_mb=2048,
+        interval=30.0,
     )
     observers = build_observers(config)
-    assert [type(o) for o in observers] == [AuditRecorder, ReportWriter, MetricsRecorder]
-    audit = observers[0]
+    assert [type(o) for o in observers] == [AuditRecorder, HistoryUpkeep, ReportWriter, MetricsRecorder]
+    audit, upkeep = observers[0], observers[1]
     assert isinstance(audit, AuditRecorder) and audit.history_days == 30
-    metrics = observers[2]
+    assert isinstance(upkeep, HistoryUpkeep) and (upkeep.max_mb, upkeep.max_gap) == (2048, 60.0)
+    metrics = observers[3]
     assert isinstance(metrics, MetricsRecorder) and metrics.port is None  # no address: no server
 
 

@@ -24,7 +24,7 @@ from slurm_drf.sim.compare import Comparison, choose_engine
 from slurm_drf.sim.engine import SimOptions, SimResult, simulate
 from slurm_drf.sim.metrics import PolicyMetrics, compute_metrics
 from slurm_drf.sim.policies import MultifactorPolicy, Policy, build_policy
-from slurm_drf.sim.render import html_table, render_aligned, render_html, render_table
+from slurm_drf.sim.render import SAMPLE_INTERVAL, html_table, render_aligned, render_html, render_table
 from slurm_drf.sim.workload import format_duration
 
 PREDICTED_PREFIX = "sim:"
@@ -139,7 +139,7 @@ def summary_rows(comparison: Comparison, results: Sequence[ReplayResult]) -> tup
 
 def render_text(comparison: Comparison, results: Sequence[ReplayResult]) -> str:
     """The replay for a terminal: the simulator's tables, the replay's figures, calibration, notes."""
-    out = [render_table(comparison, timings=False, loop=False), render_aligned(*summary_rows(comparison, results))]
+    out = [render_table(comparison, timings=False, loop=False, interval_label=SAMPLE_INTERVAL), render_aligned(*summary_rows(comparison, results))]
     for index, result in enumerate(results):
         if len(comparison.metrics) > len(results):
             out.append(f"{result.arm}: measured against the simulator's prediction")
@@ -163,4 +163,11 @@ def render_replay_html(comparison: Comparison, results: Sequence[ReplayResult], 
                 html_table(*calibration_table(comparison.metrics[index], comparison.metrics[len(results) + index]))
             )
         parts.extend(f"<p>note ({html.escape(result.arm)}): {html.escape(note)}</p>" for note in result.notes)
-    return render_html(comparison, png, title="slurm-drf replay", loop=False, extra="\n".join(parts) + "\n")
+    return render_html(
+        comparison,
+        png,
+        title="slurm-drf replay",
+        loop=False,
+        extra="\n".join(parts) + "\n",
+        interval_label=SAMPLE_INTERVAL,
+    )

@@ -49,7 +49,12 @@ def _pct(value: float) -> str:
     return "-" if math.isnan(value) else f"{value:.0%}"
 
 
-def describe_workload(comparison: Comparison) -> list[str]:
+# What the comparison's interval is: the simulator's policy interval, or a replay's sample interval.
+POLICY_INTERVAL = "policy interval"
+SAMPLE_INTERVAL = "sample interval"
+
+
+def describe_workload(comparison: Comparison, interval_label: str = POLICY_INTERVAL) -> list[str]:
     workload = comparison.workload
     seed = f" (seed {workload.seed})" if workload.seed is not None else ""
     weights = {a: workload.weight(a) for a in workload.accounts}
@@ -57,7 +62,7 @@ def describe_workload(comparison: Comparison) -> list[str]:
     lines = [
         f"{workload.name}{seed}: {len(workload.jobs)} jobs of {len(workload.accounts)} accounts on "
         f"{workload.node_count} nodes of {workload.node_type.render()}; "
-        f"policy interval {format_duration(comparison.options.interval)}",
+        f"{interval_label} {format_duration(comparison.options.interval)}",
         workload.description,
     ]
     if weighted:
@@ -233,13 +238,15 @@ def render_aligned(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(_align(header, rows)) + "\n"
 
 
-def render_table(comparison: Comparison, timings: bool = True, loop: bool = True) -> str:
+def render_table(
+    comparison: Comparison, timings: bool = True, loop: bool = True, interval_label: str = POLICY_INTERVAL
+) -> str:
     """The comparison for a terminal: one line per policy, then per account.
 
     `loop`: describe the simulator's model of the daemon's loop above the writes (not for a replay,
-    whose daemon was the real one).
+    whose daemon was the real one); `interval_label`: what the interval is (a replay's: its samples').
     """
-    lines = describe_workload(comparison)
+    lines = describe_workload(comparison, interval_label)
     lines.append("")
     header, rows = _summary_rows(comparison)
     if timings:
@@ -454,12 +461,17 @@ def html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def render_html(
-    comparison: Comparison, png: bytes, title: str = "slurm-drf simulate", loop: bool = True, extra: str = ""
+    comparison: Comparison,
+    png: bytes,
+    title: str = "slurm-drf simulate",
+    loop: bool = True,
+    extra: str = "",
+    interval_label: str = POLICY_INTERVAL,
 ) -> str:
     """A self-contained page: description, both tables, the plot inline.
 
     `loop`: describe the simulator's model of the daemon's loop above the writes; `extra`: HTML
-    placed before the plot (a replay's own figures).
+    placed before the plot (a replay's own figures); `interval_label` as for `render_table`.
     """
     summary_header, summary_rows = _summary_rows(comparison)
     account_header, account_rows = _account_rows(comparison)
@@ -473,7 +485,7 @@ def render_html(
         if history is not None
         else ""
     )
-    description = "".join(f"<p>{html.escape(line)}</p>" for line in describe_workload(comparison))
+    description = "".join(f"<p>{html.escape(line)}</p>" for line in describe_workload(comparison, interval_label))
     image = base64.b64encode(png).decode("ascii")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">

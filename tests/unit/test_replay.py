@@ -20,7 +20,7 @@ from slurm_drf.config.load import parse_config_text
 from slurm_drf.config.settings import Config
 from slurm_drf.replay.arms import ARMS, build_billing_weights, build_daemon_config, build_slurm_lines, parse_arm
 from slurm_drf.replay.cluster import parse_sdiag_rpcs
-from slurm_drf.replay.report import cut_result, predict
+from slurm_drf.replay.report import build_comparison, cut_result, predict, render_replay_html
 from slurm_drf.replay import run as run_module
 from slurm_drf.replay.result import ReplayResult, parse_result, render_result, to_sim_result
 from slurm_drf.replay.trace import (
@@ -540,6 +540,8 @@ def test_report_compares_saved_results_offline(tmp_path: Path, capsys: pytest.Ca
     out = capsys.readouterr().out
     assert "sim:slurm" in out and "sim:drf" in out and "fairness error" in out
     assert "slurm: measured against the simulator's prediction" in out
+    # The replay's interval is its samples', not a policy's.
+    assert "sample interval 1m" in out and "policy interval" not in out
     assert main(["replay", "--report", *files, "--format", "json", "--no-predict"]) == 0
     shown = orjson.loads(capsys.readouterr().out)
     assert [p["policy"] for p in shown["policies"]] == ["slurm", "drf"]
@@ -569,3 +571,10 @@ def test_a_report_of_a_file_that_is_not_json_is_one_line(tmp_path: Path, capsys:
     assert main(["replay", "--report", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "bad.json" in err[0]
+
+
+def test_the_replay_page_calls_its_interval_the_sample_interval() -> None:
+    workload = build_scenario("gpu-newcomer", 1, nodes=4, jobs=40)
+    result = _replayed(simulate(workload, build_policy("drf", engine="fast")))
+    page = render_replay_html(build_comparison([result]), [result], b"")
+    assert "sample interval 1m" in page and "policy interval" not in page

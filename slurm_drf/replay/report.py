@@ -139,7 +139,10 @@ def summary_rows(comparison: Comparison, results: Sequence[ReplayResult]) -> tup
 
 def render_text(comparison: Comparison, results: Sequence[ReplayResult]) -> str:
     """The replay for a terminal: the simulator's tables, the replay's figures, calibration, notes."""
-    out = [render_table(comparison, timings=False, loop=False, interval_label=SAMPLE_INTERVAL), render_aligned(*summary_rows(comparison, results))]
+    out = [
+        render_table(comparison, timings=False, loop=False, interval_label=SAMPLE_INTERVAL),
+        render_aligned(*summary_rows(comparison, results)),
+    ]
     for index, result in enumerate(results):
         if len(comparison.metrics) > len(results):
             out.append(f"{result.arm}: measured against the simulator's prediction")

@@ -78,7 +78,7 @@ class ReplayOptions:
     stop_after: float | None = None  # trace seconds
     create_accounts: bool = False
     force: bool = False
-    users: UserChoice = UserChoice()
+    users: UserChoice = field(default_factory=UserChoice)
     create_unix_users: bool = False
     partition: str | None = None
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable
 from dataclasses import replace
 from fractions import Fraction
@@ -18,11 +19,13 @@ from builders import node
 from slurm_drf.cli.main import main
 from slurm_drf.config.load import parse_config_text
 from slurm_drf.config.settings import Config
+from slurm_drf.replay import cluster as replay_cluster
+from slurm_drf.replay import run as run_module
 from slurm_drf.replay.arms import ARMS, build_billing_weights, build_daemon_config, build_slurm_lines, parse_arm
 from slurm_drf.replay.cluster import parse_sdiag_rpcs
 from slurm_drf.replay.report import build_comparison, cut_result, predict, render_replay_html
-from slurm_drf.replay import run as run_module
 from slurm_drf.replay.result import ReplayResult, parse_result, render_result, to_sim_result
+from slurm_drf.replay.run import ReplayOptions, prepare_users
 from slurm_drf.replay.trace import (
     JOB_NAME_PREFIX,
     ReplayInputError,
@@ -35,14 +38,12 @@ from slurm_drf.replay.trace import (
     job_name,
     scheduling_interval,
 )
-from slurm_drf.replay.run import ReplayOptions, prepare_users
 from slurm_drf.replay.users import UserChoice, parse_users, plan_associations, plan_users
 from slurm_drf.sim.engine import SimResult, simulate
+from slurm_drf.sim.importers import parse_swf
 from slurm_drf.sim.metrics import compute_metrics, fair_shares, render_metrics, times_to_fair_share, water_fill
 from slurm_drf.sim.policies import build_policy
-from slurm_drf.sim.scenarios import build_scenario
-from slurm_drf.sim.importers import parse_swf
-from slurm_drf.sim.scenarios import TREE_USERS
+from slurm_drf.sim.scenarios import TREE_USERS, build_scenario
 from slurm_drf.sim.workload import AccountTree, NodeType, Workload, WorkloadJob
 
 
@@ -329,11 +330,11 @@ def test_missing_associations_are_refused_naming_accounts_and_users() -> None:
 
 def test_nothing_is_created_when_a_check_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
     made: list[str] = []
-    monkeypatch.setattr(run_module.cluster, "fetch_associations", lambda cluster: {("theory", "")})
+    monkeypatch.setattr(replay_cluster, "fetch_associations", lambda cluster: {("theory", "")})
     for name in ("create_unix_user", "create_account", "create_user"):
-        monkeypatch.setattr(run_module.cluster, name, lambda *args, name=name: made.append(name))
+        monkeypatch.setattr(replay_cluster, name, lambda *args, name=name: made.append(name))
     monkeypatch.setattr(run_module, "_is_unix_user", lambda name: False)
-    monkeypatch.setattr(run_module.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
     workload = _users(("alpha", "newuser"))
     options = ReplayOptions(arm=parse_arm("slurm"), compression=60, config=Config(), create_unix_users=True)
     with pytest.raises(ReplayInputError, match="account\\(s\\) alpha"):

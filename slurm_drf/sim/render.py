@@ -79,6 +79,7 @@ def _summary_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
         "share max/min",
         "longest wait",
         "mean wait",
+        "rho max",
         "util cpu",
         "mem",
         "gpu",
@@ -95,6 +96,7 @@ def _summary_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
                 _fmt(metrics.share_ratio, 2),
                 f"{format_duration(metrics.longest_wait)} ({metrics.longest_wait_account})",
                 format_duration(metrics.mean_wait),
+                _fmt(metrics.rho_max, 2),
                 _pct(util["cpu"]),
                 _pct(util["mem"]),
                 _pct(util["gres/gpu"]),
@@ -220,7 +222,7 @@ def _account_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
         for table in by_policy:
             row = table[account]
             waits = f"{format_duration(row.wait_p50)}{slash}{format_duration(row.wait_p95)}"
-            cells.append(f"{_fmt(row.mean_share)}{space}{waits}")
+            cells.append(f"{_fmt(row.mean_share)}{space}{waits}{space}rho {_fmt(row.rho, 2)}")
         rows.append(cells)
     return header, rows
 
@@ -277,7 +279,10 @@ def render_table(
         lines.extend(textwrap.wrap(LEVEL_NOTE, width=118))
         lines.extend(_align(*levels))
         lines.append("")
-    lines.append("Per account: mean weighted dominant share while backlogged, wait p50 / p95")
+    lines.append(
+        "Per account: mean weighted dominant share while backlogged, wait p50 / p95, finish-time fairness rho "
+        "(Themis: time in the cluster over time on the account's own slice of it, mean over its jobs)"
+    )
     header, rows = _account_rows(comparison)
     lines.extend(_align(header, rows))
     return "\n".join(lines) + "\n"
@@ -505,7 +510,8 @@ img {{ max-width: 100%; }}
 Share max/min: of each account's mean weighted share while it waits. Utilisation: allocated / capacity
 while jobs wait.</p>
 <h2>Accounts</h2>
-<p>Mean weighted dominant share while backlogged; wait p50 / p95.</p>
+<p>Mean weighted dominant share while backlogged; wait p50 / p95; finish-time fairness rho (Themis: time in
+the cluster over time on the account's own slice of it, mean over its jobs; rho max: the largest account's).</p>
 {table(account_header, account_rows)}
 {loop_section}{over_time}{extra}<h2>Shares over time</h2>
 <img alt="weighted dominant share per account over time, per policy" src="data:image/png;base64,{image}">

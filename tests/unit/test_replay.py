@@ -41,7 +41,14 @@ from slurm_drf.replay.trace import (
 from slurm_drf.replay.users import UserChoice, parse_users, plan_associations, plan_users
 from slurm_drf.sim.engine import SimResult, simulate
 from slurm_drf.sim.importers import parse_swf
-from slurm_drf.sim.metrics import compute_metrics, fair_shares, render_metrics, times_to_fair_share, water_fill
+from slurm_drf.sim.metrics import (
+    compute_metrics,
+    fair_shares,
+    finish_time_fairness,
+    render_metrics,
+    times_to_fair_share,
+    water_fill,
+)
 from slurm_drf.sim.policies import build_policy
 from slurm_drf.sim.scenarios import TREE_USERS, build_scenario
 from slurm_drf.sim.workload import AccountTree, NodeType, Workload, WorkloadJob
@@ -445,6 +452,8 @@ def test_a_replay_result_is_measured_as_the_simulator_measures_the_same_run() ->
     assert ours.time_to_fair_share == theirs.time_to_fair_share
     assert [a.wait_p50 for a in ours.accounts] == pytest.approx([a.wait_p50 for a in theirs.accounts])
     assert ours.utilisation == pytest.approx(theirs.utilisation)
+    assert [a.rho for a in ours.accounts] == pytest.approx([a.rho for a in theirs.accounts])
+    assert ours.rho_max == pytest.approx(theirs.rho_max) and ours.rho_max >= 1.0
     assert ours.writes is not None and ours.writes.total == 4
 
 
@@ -579,3 +588,30 @@ def test_the_replay_page_calls_its_interval_the_sample_interval() -> None:
     result = _replayed(simulate(workload, build_policy("drf", engine="fast")))
     page = render_replay_html(build_comparison([result]), [result], b"")
     assert "sample interval 1m" in page and "policy interval" not in page
+
+
+def test_finish_time_fairness_is_time_shared_over_time_on_the_accounts_slice() -> None:
+    # Two equal accounts on two nodes of 64 CPUs: each one's slice is one node's worth.
+    jobs = [_job("x-1", "x", cpu=64), _job("y-1", "y", cpu=64), _job("x-2", "x", submit=1, cpu=64)]
+    workload = _workload(*jobs, _job("y-big", "y", submit=1200, cpu=64, nodes=2))
+    sim = simulate(workload, build_policy("drf", engine="fast"))
+    rho = finish_time_fairness(sim)
+    # x-1 and y-1 run at once (1); x-2 waits until x-1 ends (1199 s in the cluster for 600 s of run time);
+    # y-big holds the whole cluster, twice its slice, and runs at once: half the time it takes on its slice.
+    assert rho.tolist() == pytest.approx([1.0, 1.0, 1199 / 600, 0.5])
+    metrics = compute_metrics(sim)
+    by = {a.account: a.rho for a in metrics.accounts}
+    assert by == pytest.approx({"x": (1 + 1199 / 600) / 2, "y": 0.75})
+    assert metrics.rho_max == pytest.approx(by["x"])
+    rendered = render_metrics(metrics)
+    assert rendered["finish_time_fairness_max"] == round(by["x"], 4)
+    assert rendered["accounts"][0]["finish_time_fairness"] == round(by["x"], 4)
+
+
+def test_finish_time_fairness_slices_follow_the_weights() -> None:
+    # x weighs 3, y 1: x's slice is 3/4 of the cluster, y's 1/4. A job of half the cluster runs on x's slice
+    # as fast as here; on y's it would take twice as long, so y, served at once, is at 1/2.
+    weights = {"x": Fraction(3), "y": Fraction(1)}
+    workload = _workload(_job("x-1", "x", cpu=64), _job("y-1", "y", cpu=64), weights=weights)
+    rho = finish_time_fairness(simulate(workload, build_policy("drf", engine="fast")))
+    assert rho.tolist() == pytest.approx([1.0, 0.5])

@@ -71,6 +71,13 @@ def describe_workload(comparison: Comparison, interval_label: str = POLICY_INTER
     return lines
 
 
+ACCOUNT_NOTE = (
+    "Per account: mean weighted dominant share while backlogged, wait p50 / p95, finish-time fairness rho "
+    "(Themis: a job's time in the cluster over its time on the account's own slice of it, 1/N of the cluster "
+    "for N equal accounts; the mean over its jobs)"
+)
+
+
 def _summary_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
     header = [
         "policy",
@@ -261,7 +268,11 @@ def render_table(
         "Jain: mean Jain's index of weighted dominant shares over the samples where >= 2 accounts "
         "wait; share max/min: of each"
     )
-    lines.append("account's mean share while it waits; util: allocated / capacity while jobs wait.")
+    lines.append(
+        "account's mean share while it waits; rho max: the largest account's finish-time fairness (below); "
+        "util: allocated /"
+    )
+    lines.append("capacity while jobs wait.")
     lines.append("")
     writes = _writes_rows(comparison)
     if writes is not None:
@@ -279,10 +290,7 @@ def render_table(
         lines.extend(textwrap.wrap(LEVEL_NOTE, width=118))
         lines.extend(_align(*levels))
         lines.append("")
-    lines.append(
-        "Per account: mean weighted dominant share while backlogged, wait p50 / p95, finish-time fairness rho "
-        "(Themis: time in the cluster over time on the account's own slice of it, mean over its jobs)"
-    )
+    lines.extend(textwrap.wrap(ACCOUNT_NOTE, width=118))
     header, rows = _account_rows(comparison)
     lines.extend(_align(header, rows))
     return "\n".join(lines) + "\n"
@@ -510,8 +518,7 @@ img {{ max-width: 100%; }}
 Share max/min: of each account's mean weighted share while it waits. Utilisation: allocated / capacity
 while jobs wait.</p>
 <h2>Accounts</h2>
-<p>Mean weighted dominant share while backlogged; wait p50 / p95; finish-time fairness rho (Themis: time in
-the cluster over time on the account's own slice of it, mean over its jobs; rho max: the largest account's).</p>
+<p>{html.escape(ACCOUNT_NOTE)}; rho max: the largest account's.</p>
 {table(account_header, account_rows)}
 {loop_section}{over_time}{extra}<h2>Shares over time</h2>
 <img alt="weighted dominant share per account over time, per policy" src="data:image/png;base64,{image}">

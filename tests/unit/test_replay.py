@@ -564,6 +564,8 @@ def test_report_compares_saved_results_offline(tmp_path: Path, capsys: pytest.Ca
         (["--compress", "0"], "--compress"),
         (["--compress", "inf"], "--compress"),
         (["--sample-interval", "nan"], "--sample-interval"),
+        (["--users", "everyone"], "--users"),
+        (["--users", "pool=a;b"], "'a;b' is not a user name"),
     ],
 )
 def test_bad_options_are_refused_before_anything_runs(

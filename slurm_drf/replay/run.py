@@ -164,7 +164,7 @@ class _Daemon:
         self.path = directory / "config.yaml"
         self.path.write_text(yaml.safe_dump(dict(config), sort_keys=True), encoding="utf-8")
         self.path.chmod(0o600)
-        load_config(self.path)  # a bad base config is refused before anything is submitted
+        load_config(self.path)  # a bad base config is refused before anything is made or submitted
         self.log = directory / "daemon.log"
         self.history = Path(str(config["state_dir"])) / "history.sqlite"
         self.process: subprocess.Popen[bytes] | None = None
@@ -273,22 +273,23 @@ def run_arm(workload: Workload, options: ReplayOptions, progress: Progress | Non
             f"the cluster has {len(busy)} job(s) of its own (first: {busy[0]}); a replay submits jobs and must not "
             "mix into real work: wait until it is empty, or pass --force"
         )
-    users, user_notes = prepare_users(workload, snapshot.cluster, options)
-    notes = [
-        f"compression {options.compression:g}: one wall second is {options.compression:g} trace seconds",
-        *user_notes,
-        "Slurm recalculates fair share every PriorityCalcPeriod (whole minutes, at least 1): "
-        f"{options.compression:g} trace minutes per recalculation",
-    ]
-    if any(j.array_id is not None for j in workload.jobs):
-        notes.append("job arrays replayed as one job per task")
     with tempfile.TemporaryDirectory(prefix="slurm-drf-replay-") as scratch:
         directory = Path(scratch)
         daemon = None
         daemon_config = None
         if arm.daemon is not None:
             daemon_config = build_daemon_config(arm, options.compression, str(directory / "state"), options.config_keys)
+            # A bad base config is refused here, before any user, account or job is made.
             daemon = _Daemon(daemon_config, directory)
+        users, user_notes = prepare_users(workload, snapshot.cluster, options)
+        notes = [
+            f"compression {options.compression:g}: one wall second is {options.compression:g} trace seconds",
+            *user_notes,
+            "Slurm recalculates fair share every PriorityCalcPeriod (whole minutes, at least 1): "
+            f"{options.compression:g} trace minutes per recalculation",
+        ]
+        if any(j.array_id is not None for j in workload.jobs):
+            notes.append("job arrays replayed as one job per task")
         ready = _Arm(workload, tuple(subs), options, source, daemon, daemon_config, notes, directory, users)
         return _play(ready, progress)
 

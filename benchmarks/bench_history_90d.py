@@ -22,7 +22,7 @@ writes, one account's writes, one job's writes, one account's shares of a
 day), median of `--rounds`; the decayed past (`trail.past.HistoryPast`
 without sacct, as the daemon at start and then per cycle, with a new cycle
 recorded through `AuditRecorder`-shaped rows before each); and pruning at
-`history_days` (`trail.history.prune` of the oldest day, on a copy).
+`retention_days` (`trail.history.prune` of the oldest day, on a copy).
 """
 
 from __future__ import annotations
@@ -208,7 +208,7 @@ def _add_cycle(path: Path, moment: float) -> None:
 
 
 def _prune_copy(path: Path, span: float) -> tuple[float, int]:
-    """`prune` (history_days) of the oldest `span` seconds, on a copy of the file: seconds and rows deleted."""
+    """`prune` (retention_days) of the oldest `span` seconds, on a copy of the file: seconds and rows deleted."""
     copy = path.with_name("prune-copy.sqlite")
     shutil.copyfile(path, copy)
     try:

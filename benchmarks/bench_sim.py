@@ -24,8 +24,8 @@ from typing import Any
 import slurm_drf.sim.policies as policies_module
 from slurm_drf.sim.compare import choose_engine
 from slurm_drf.sim.engine import BACKFILL_MODES, DEFAULT_BACKFILL, SimOptions, simulate
-from slurm_drf.sim.metrics import compute_metrics
 from slurm_drf.sim.policies import POLICIES, build_policy
+from slurm_drf.sim.run_metrics import compute_metrics
 from slurm_drf.sim.scenarios import SCENARIOS, build_scenario
 
 TARGET_SECONDS = 60.0

@@ -8,7 +8,7 @@ cluster does between two runs of the daemon: 1% of the running jobs end,
 the daemon plans and writes (nice mode, no write cap), and Slurm starts as
 many jobs as ended, the head of *its* order: priority = a factor of each
 job's own between 0 and the PriorityWeight* sum (age, QOS, ...) - nice.
-For each sum it runs the labels (0.3) and the mapping before them
+For each sum it runs the labels, the mapping of 0.1.0 before them
 (`spread_values`), and labels in factor weighting (DRF as one factor of
 weight 1,000,000), and prints per cycle, as medians over the cycles after
 the first: jobs written, the order-theoretic minimum (fewest writes after

@@ -1,4 +1,4 @@
-"""The project's exceptions; cli.py maps them to exit codes in one place.
+"""The project's exceptions; `cli.main` maps them to exit codes in one place.
 
 Exit 2 for bad input (`InputError` and its subclasses), 1 for the rest.
 """

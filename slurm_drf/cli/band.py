@@ -10,7 +10,7 @@ from slurm_drf.model.snapshot_file import SnapshotFileSource
 from slurm_drf.policy.values import label_space, priority_weight_sum
 from slurm_drf.slurm.cli_source import build_scontrol_config_argv
 from slurm_drf.slurm.execute import run_command
-from slurm_drf.slurm.parse import parse_priority_weights, parse_scheduler_parameters
+from slurm_drf.slurm.parse.scontrol import parse_priority_weights, parse_scheduler_parameters
 
 SCONTROL_TIMEOUT = 10.0
 

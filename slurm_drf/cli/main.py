@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Final, NoReturn
 
 from slurm_drf import __version__
 from slurm_drf.cli.options import add_snapshot_limit, snapshot_limit
-from slurm_drf.config.checks import history_warnings
+from slurm_drf.config.checks import config_warnings
 from slurm_drf.config.load import load_config, resolve_config
 from slurm_drf.config.settings import Config
 from slurm_drf.errors import DrfError, InputError, StateError, shorten
@@ -122,7 +122,7 @@ def cmd_once(args: argparse.Namespace) -> int:
         from slurm_drf.trail.observers import ReportWriter
 
         store.lock()
-        observers.append(AuditRecorder(store.directory, config.history_days))
+        observers.append(AuditRecorder(store.directory, config.retention_days))
         if config.report_dir:
             observers.append(ReportWriter(config.report_dir))
     try:
@@ -205,7 +205,7 @@ def cmd_check_config(args: argparse.Namespace) -> int:
     )
     from slurm_drf.cli.band import band_lines, site_weights
 
-    for warning in history_warnings(config):
+    for warning in config_warnings(config):
         print(f"warning: {warning}")
     found = site_weights(args.snapshot)
     print(f"note: {found}" if isinstance(found, str) else "\n".join(band_lines(config, *found)))

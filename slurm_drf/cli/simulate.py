@@ -25,6 +25,7 @@ from slurm_drf.config.settings import (
     Config,
 )
 from slurm_drf.sim.compare import ProgressLine, parse_policies, run_comparison
+from slurm_drf.sim.daemon_loop import DEFAULT_URGENT, DEFAULT_WEIGHT_AGE, DEFAULT_WEIGHT_QOS, SlurmSide
 from slurm_drf.sim.engine import (
     BACKFILL_MODES,
     DEFAULT_BACKFILL,
@@ -35,7 +36,6 @@ from slurm_drf.sim.engine import (
     default_backfill_depth,
 )
 from slurm_drf.sim.importers import FORMATS, guess_format, load_workload
-from slurm_drf.sim.loop import DEFAULT_URGENT, DEFAULT_WEIGHT_AGE, DEFAULT_WEIGHT_QOS, SlurmSide
 from slurm_drf.sim.policies import ALL_POLICIES, DEFAULT_POLICIES
 from slurm_drf.sim.render import (
     check_plotting,

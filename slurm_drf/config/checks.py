@@ -31,7 +31,7 @@ from slurm_drf.config.settings import (
     WeightSource,
     WithinAccount,
 )
-from slurm_drf.config.validate import describe
+from slurm_drf.config.validate import describe, load_schema
 from slurm_drf.config.yaml_tree import KeyPath, Problem, node_at
 
 MIN_INTERVAL: Final = 1.0
@@ -45,7 +45,7 @@ MIN_HISTORY_HALF_LIFE: Final = 3600.0
 # (`time.localtime` of a start before the year 1 fails), and no site's
 # memory of use is meant to outlast its accounts.
 MAX_HISTORY_HALF_LIFE: Final = 365 * 86400.0
-# history_days should keep this many half-lives of history.sqlite: after 3, a
+# retention_days should keep this many half-lives of history.sqlite: after 3, a
 # record weighs 1/8; pruning earlier cuts the past short (a warning, not an error).
 HISTORY_KEPT_HALF_LIVES: Final = 3
 # Weights that give every account a finite share, compared exactly: the
@@ -62,6 +62,7 @@ def logical_problems(data: Any) -> list[Problem]:
     if not isinstance(data, dict):
         return []
     return [
+        *_renamed_problems(data),
         *_interval_problems(data),
         *_history_problems(data),
         *_pool_problems(data),
@@ -69,6 +70,33 @@ def logical_problems(data: Any) -> list[Problem]:
         *_weighting_problems(data),
         *_metrics_address_problems(data),
     ]
+
+
+def renamed_keys() -> dict[str, str]:
+    """Old key -> its new name, from the schema's `x-renamed-to`: still read, with a warning."""
+    properties: Mapping[str, Any] = load_schema()["properties"]
+    return {old: option["x-renamed-to"] for old, option in properties.items() if "x-renamed-to" in option}
+
+
+def _renamed_problems(data: dict[str, Any]) -> Iterator[Problem]:
+    for old, new in renamed_keys().items():
+        if old in data and new in data:
+            yield Problem((old,), f"the old name of {new}, which is set too; remove {old}")
+
+
+def renamed_key_warnings(config: Config) -> list[str]:
+    """`check-config`'s and the daemon's warning for each old key name the file still uses."""
+    where = config.source_path or "config"
+    return [
+        f"{where}:{config.lines[old]}: {old} is the old name of {new}, read as it; rename it to {new}"
+        for old, new in renamed_keys().items()
+        if old in config.lines
+    ]
+
+
+def config_warnings(config: Config) -> list[str]:
+    """What `check-config` and the daemon warn of in a config that loads."""
+    return [*renamed_key_warnings(config), *history_warnings(config)]
 
 
 def _interval_problems(data: dict[str, Any]) -> Iterator[Problem]:
@@ -104,25 +132,28 @@ def _history_problems(data: dict[str, Any]) -> Iterator[Problem]:
 
 
 def history_warnings(config: Config) -> list[str]:
-    """`check-config`'s warning when `history_days` prunes history.sqlite before the decayed past has faded.
+    """`check-config`'s warning when `retention_days` prunes history.sqlite before the decayed past has faded.
 
     The past is integrated from that file (docs/rule.md §6): what is pruned
     is forgotten early, so the past is cut short. Not an error: the plan
     still works, with a shorter memory.
     """
     history = config.history
-    if history is None or not history.active or config.history_days is None:
+    if history is None or not history.active or config.retention_days is None:
         return []
     wanted = HISTORY_KEPT_HALF_LIVES * history.half_life / 86400.0
-    if config.history_days >= wanted:
+    if config.retention_days >= wanted:
         return []
+    # The key as the file writes it (perhaps by its old name), or the one to add.
+    names = ["retention_days", *(old for old, new in renamed_keys().items() if new == "retention_days")]
+    key = next((name for name in names if name in config.lines), "retention_days")
     where = config.source_path or "config"
-    line = config.lines.get("history_days") or config.lines.get("history.half_life")
+    line = config.lines.get(key) or config.lines.get("history.half_life")
     prefix = f"{where}:{line}" if line else where
     return [
-        f"{prefix}: history_days: {config.history_days} day(s) is shorter than {HISTORY_KEPT_HALF_LIVES} "
+        f"{prefix}: {key}: {config.retention_days} day(s) is shorter than {HISTORY_KEPT_HALF_LIVES} "
         f"half-lives of history.half_life ({wanted:g} days): the history is pruned before the past fades, "
-        f"so the past is cut short; keep history_days at {math.ceil(wanted)} or more"
+        f"so the past is cut short; keep {key} at {math.ceil(wanted)} or more"
     ]
 
 
@@ -280,6 +311,8 @@ def _exact(value: float, node: Node | None) -> Fraction:
 
 def build_config(data: dict[str, Any], root: Node, lines: Mapping[str, int], source: str) -> Config:
     """Convert data that passed every check; no check may be left to this point."""
+    renamed = renamed_keys()
+    data = {renamed.get(key, key): value for key, value in data.items()}
     defaults = Config()
     weights: dict[str, Fraction] = {}
     user_weights: dict[str, Mapping[str, Fraction]] = {}
@@ -323,7 +356,7 @@ def build_config(data: dict[str, Any], root: Node, lines: Mapping[str, int], sou
         offset=int(data.get("offset", defaults.offset)),
         state_dir=data.get("state_dir", defaults.state_dir),
         lease_dir=data.get("lease_dir", defaults.lease_dir),
-        history_days=data.get("history_days", defaults.history_days),
+        retention_days=data.get("retention_days", defaults.retention_days),
         history=_history_config(data.get("history")),
         report_dir=data.get("report_dir", defaults.report_dir),
         dry_run=data.get("dry_run", defaults.dry_run),

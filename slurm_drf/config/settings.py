@@ -10,11 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Final, Literal
-
-if TYPE_CHECKING:
-    pass
-
+from typing import Final, Literal
 
 Mode = Literal["nice", "site_factor", "priority"]
 
@@ -118,7 +114,7 @@ class Config:
     pools: tuple[PoolConfig, ...] = ()
     exclude_accounts: frozenset[str] = frozenset()
     backend: str = "auto"
-    # Ignored since 0.3 (values are order labels); kept so that older files load.
+    # Ignored (values are order labels, no longer round(scale x level)); kept so that 0.1.0's files load.
     scale: int = DEFAULT_SCALE
     # Labels run from 0 to offset - 1 (strict weighting): nice = own nice +
     # label - offset (at most -1); site_factor and priority = offset - label
@@ -128,7 +124,7 @@ class Config:
     # Shared by two head nodes: the lease and the state file (cycle.lease); None: no lease.
     lease_dir: str | None = None
     # Days of cycle and write history kept in state_dir/history.sqlite; None keeps all.
-    history_days: int | None = 90
+    retention_days: int | None = 90
     # The decayed past blended into usage; None (the default) is pure DRF.
     history: HistoryConfig | None = None
     report_dir: str | None = None
@@ -146,7 +142,7 @@ class Config:
     metrics_address: str | None = None
     # node_exporter textfile-collector file (*.prom) rewritten every cycle; None writes none.
     metrics_textfile: str | None = None
-    # Tree gauges (trail.metrics): users too, or accounts only; at most this many nodes per pool.
+    # Tree gauges (trail.prometheus): users too, or accounts only; at most this many nodes per pool.
     metrics_tree_users: bool = False
     metrics_tree_max_paths: int = 1000
     log_level: str = "INFO"

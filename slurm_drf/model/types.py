@@ -185,13 +185,16 @@ def job_number(job_id: str) -> int:
 
 def job_numbers(job_ids: Sequence[str]) -> IntArray:
     """`job_number` of every id; plain numeric ids (the usual case) in one numpy call."""
-    try:
-        numbers = np.fromiter(map(int, job_ids), dtype=np.int64, count=len(job_ids))
-    except ValueError:  # array or het ids such as 1234_5
-        return np.fromiter(map(job_number, job_ids), dtype=np.int64, count=len(job_ids))
-    if len(numbers) and numbers.min() < 0:  # int() takes "-5"; job_number does not
-        return np.fromiter(map(job_number, job_ids), dtype=np.int64, count=len(job_ids))
-    return numbers
+    # int() alone would take more than job_number does ("1234_5" as 12345, " 12", "+5",
+    # non-ASCII digits, more than 10 digits): the one call is only for ids that are all
+    # ASCII digits, at most 10 each, checked in C loops over the joined ids.
+    joined = "".join(job_ids)
+    if joined.isascii() and joined.isdigit() and max(map(len, job_ids)) <= 10:
+        try:
+            return np.fromiter(map(int, job_ids), dtype=np.int64, count=len(job_ids))
+        except ValueError:  # an empty id among digits
+            pass
+    return np.fromiter(map(job_number, job_ids), dtype=np.int64, count=len(job_ids))
 
 
 _POWERS_OF_TEN: Final = np.array([10**k for k in range(19)], dtype=np.int64)

@@ -1,8 +1,10 @@
 """Hierarchical DRF (H-DRF) over a tree of accounts and users: the input types, the rule at one node, the engine.
 
 Pure, in the policy layer, with its own input types (no snapshot, no config):
-the lead's `compute_plan` builds a `TreeNode` tree from Slurm's associations
-and calls `order_hierarchy`. The rule is docs/rule.md §7: dynamic H-DRF of
+for `compute_plan`, `policy.tree_order.order_tree` builds a `TreeNode` tree
+from Slurm's associations and orders it with
+`policy.hierarchy_online.order_online`, which gives the order of
+`order_hierarchy` here. The rule is docs/rule.md §7: dynamic H-DRF of
 Bhattacharya et al. (SoCC 2013), rescaling and blocked nodes, saturated
 resources ignored at internal nodes, the flat tie rule at every level. The
 textbook loop the tests compare the engine with is `policy.hierarchy_oracle`.

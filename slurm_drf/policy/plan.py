@@ -12,8 +12,8 @@ of all pending jobs is the order of their levels: one exclusive cumulative
 sum per account and one sort, vectorised with numpy. Floats only find the
 candidates for a tie: runs of levels within a relative 1e-9 of each other
 are re-sorted with exact fractions, and exactly equal levels go to the tie
-rule. `reference_order` below is the textbook heap loop on exact fractions,
-kept as the oracle the tests and benchmarks compare against.
+rule. `policy.oracle.reference_order` is the textbook heap loop on exact
+fractions, the oracle the tests and benchmarks compare against.
 
 The tie rule, applied to exactly equal levels, in turn: the accounts'
 weighted share vectors sorted largest first (lexicographically, smaller
@@ -471,7 +471,7 @@ def _plan_pool(
 
     # Site factors only when they can matter (site_factor mode).
     site_factors = _pick(table.site_factor, pending_rows) if mode == "site_factor" else []
-    base, own_nice, current, held, ours = adjust_for_memory(
+    base, own_nice, current, our_part, ours = adjust_for_memory(
         table.priority[pending_rows], table.nice[pending_rows], site_factors, mode, _recall(table, pending_rows, state)
     )
     slurm_order = np.lexsort(
@@ -521,7 +521,7 @@ def _plan_pool(
     own = own_nice[taken]
     now = _pick(current, taken)
     offset = value_offset(config)
-    labelling = assign_labels(labels_of(mode, held[taken], offset), ours[taken], space)
+    labelling = assign_labels(labels_of(mode, our_part[taken], offset), ours[taken], space)
     if labelling.exact < min(space.horizon, len(order)):
         warnings.append(_band_warning(pool, config, space, labelling.exact))
     written = mode_values(mode, labelling.labels, offset, own)

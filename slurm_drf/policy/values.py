@@ -55,11 +55,11 @@ def adjust_for_memory(
     else:
         current = list(site_factor)
     ours = np.zeros(len(priority), dtype=np.bool_)
-    held = np.zeros(len(priority), dtype=np.int64)
+    our_part = np.zeros(len(priority), dtype=np.int64)
     label = nice < LABEL_NICE_BELOW
     if not len(recalled.at):
         _not_own(label, own, base, mode, nice)
-        return base, own, current, held, ours
+        return base, own, current, our_part, ours
     at, user, written, by = recalled.at, recalled.user_nice, recalled.written, recalled.mode
     # The user's nice, whatever mode wrote last: nice mode's value is ours
     # while Slurm shows it or an older label of ours; priority mode made
@@ -77,7 +77,7 @@ def adjust_for_memory(
         # Our part of what we last wrote: its label is kept, and a job that
         # shows anything else (a new own nice, an older value of ours) is
         # written again with it.
-        held[at] = written - user
+        our_part[at] = written - user
         ours[at] = True
     elif mode == "site_factor":
         for k, value in zip(at.tolist(), written.tolist(), strict=True):
@@ -85,11 +85,11 @@ def adjust_for_memory(
                 current[k] = value
             ours[k] = current[k] == value
         base[at] -= written
-        held[at] = written
+        our_part[at] = written
     else:
         ours[at] = priority[at] == written
-        held[at] = written
-    return base, own, current, held, ours
+        our_part[at] = written
+    return base, own, current, our_part, ours
 
 
 def _not_own(label: BoolArray, own: IntArray, base: IntArray, mode: str, nice: IntArray) -> None:
@@ -102,7 +102,7 @@ def _not_own(label: BoolArray, own: IntArray, base: IntArray, mode: str, nice: I
 
 
 def spread_values(level_sorted: FloatArray, scale: int, step: int = 1) -> IntArray:
-    """The labels before 0.3, kept as the reference the simulator and benchmarks compare with.
+    """The values of 0.1.0, before the order labels, kept as the reference the simulator and benchmarks compare with.
 
     round(scale x level), each raised to at least its predecessor + `step`:
     spread by rank, so when `step` is large one job leaving the head moves
@@ -157,11 +157,11 @@ def label_space(
     return LabelSpace(lo=lo, hi=offset - 1, gap=gap, horizon=horizon(config, scheduler_parameters))
 
 
-def labels_of(mode: str, held: IntArray, offset: int) -> IntArray:
+def labels_of(mode: str, our_part: IntArray, offset: int) -> IntArray:
     """The labels that our parts of the values last written (`adjust_for_memory`) were made from."""
     if mode == "nice":
-        return held + offset
-    return offset - held
+        return our_part + offset
+    return offset - our_part
 
 
 def mode_values(mode: str, values: IntArray, offset: int, user_nice: IntArray) -> IntArray:

@@ -7,5 +7,5 @@ turns a simulator workload into timed `sbatch` submissions (pure),
 config), `cluster` is the replay's door to Slurm (sbatch, scancel, sacct,
 sacctmgr, sdiag), `run` plays one arm and samples the cluster, `result`
 is the result file and its conversion to the simulator's `SimResult`, so
-that one metrics module (`sim.metrics`) measures both.
+that one metrics module (`sim.run_metrics`) measures both.
 """

@@ -22,9 +22,9 @@ from slurm_drf.replay.arms import SLURM_CALC_PERIOD_WALL, SLURM_HALF_LIFE, TRACE
 from slurm_drf.replay.result import ReplayResult, to_sim_result
 from slurm_drf.sim.compare import Comparison, choose_engine
 from slurm_drf.sim.engine import SimOptions, SimResult, simulate
-from slurm_drf.sim.metrics import PolicyMetrics, compute_metrics
 from slurm_drf.sim.policies import MultifactorPolicy, Policy, build_policy
 from slurm_drf.sim.render import SAMPLE_INTERVAL, html_table, render_aligned, render_html, render_table
+from slurm_drf.sim.run_metrics import PolicyMetrics, compute_metrics
 from slurm_drf.sim.workload import format_duration
 
 PREDICTED_PREFIX = "sim:"

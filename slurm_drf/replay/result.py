@@ -4,7 +4,7 @@ Sits after `replay.run`: `ReplayResult` holds the replayed jobs (with the
 submit, start and end times sacct recorded, in trace seconds), the
 samples of the cluster, the daemon's writes per cycle, slurmctld's RPCs
 and the settings both ran with. `to_sim_result` turns it into the
-simulator's `SimResult`, so that `sim.metrics` computes every figure of a
+simulator's `SimResult`, so that `sim.run_metrics` computes every figure of a
 replay exactly as it does for a simulation. `render_result` and
 `parse_result` are the result file (docs/formats.md, *Replay result*).
 """

@@ -42,7 +42,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from slurm_drf.config.checks import history_warnings
+from slurm_drf.config.checks import config_warnings
 from slurm_drf.config.load import warn_unknown_accounts
 from slurm_drf.config.settings import Config
 from slurm_drf.cycle.backends import make_source, make_writer
@@ -517,8 +517,8 @@ class Service:
 
 
 def _log_config_warnings(config: Config) -> None:
-    """What `check-config` warns of in a config that loads (a history pruned before its past fades)."""
-    for warning in history_warnings(config):
+    """What `check-config` warns of in a config that loads (an old key name, a history pruned before its past fades)."""
+    for warning in config_warnings(config):
         logger.warning("%s", warning)
 
 

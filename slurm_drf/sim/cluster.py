@@ -17,13 +17,10 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-import numpy.typing as npt
 
+from slurm_drf.model.types import BoolArray
 from slurm_drf.sim.table import Vector
 from slurm_drf.sim.workload import NodeType
-
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
 
 
 class Cluster:

@@ -1,7 +1,7 @@
 """One workload under several policies: the comparison the CLI, docs and benchmark show.
 
 Sits between the entry points (`cli`, `scripts/render-evaluation`,
-`benchmarks/bench_sim.py`) and `engine`/`metrics`: runs each policy on the
+`benchmarks/bench_sim.py`) and `engine`/`run_metrics`: runs each policy on the
 same workload and gathers results, metrics and wall-clock times. Also the
 progress line: on stderr, and only when stderr is a terminal.
 """
@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from typing import Final, TextIO
 
 from slurm_drf.config.settings import Config
+from slurm_drf.sim.daemon_loop import DEFAULT_SLURM_SIDE, SlurmSide
 from slurm_drf.sim.engine import SimOptions, SimResult, simulate
-from slurm_drf.sim.loop import DEFAULT_SLURM_SIDE, SlurmSide
-from slurm_drf.sim.metrics import PolicyMetrics, compute_metrics
 from slurm_drf.sim.policies import ALL_POLICIES, DEFAULT_HALF_LIFE, build_policy
+from slurm_drf.sim.run_metrics import PolicyMetrics, compute_metrics
 from slurm_drf.sim.workload import Workload, WorkloadError
 
 # Up to this many jobs the drf policy builds a full snapshot and plan every

@@ -2,7 +2,7 @@
 
 Sits at the centre of the simulator: it plays a `Workload` on a
 `cluster.Cluster` under one `policies.Policy` and returns a `SimResult`
-for `metrics`. Events are job ends (from a heap), job submissions (the
+for `run_metrics`. Events are job ends (from a heap), job submissions (the
 workload is sorted by submit time) and policy ticks every `interval`
 seconds; all events of one instant are applied before the scheduler runs,
 and time never goes back.
@@ -63,16 +63,12 @@ from itertools import chain
 from typing import Final
 
 import numpy as np
-import numpy.typing as npt
 
+from slurm_drf.model.types import BoolArray, FloatArray, IntArray
 from slurm_drf.sim.cluster import Cluster, Reservation, ReservationBook, compute_reservation
 from slurm_drf.sim.policies import Policy, QueueKey
 from slurm_drf.sim.table import Vector, build_workload_table
 from slurm_drf.sim.workload import SimulationError, Workload, validate_workload
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
-BoolArray = npt.NDArray[np.bool_]
 
 DEFAULT_INTERVAL: Final = 60.0
 DEFAULT_BACKFILL_DEPTH: Final = 500
@@ -102,7 +98,7 @@ class SimOptions:
 
 @dataclass(frozen=True, slots=True)
 class SimResult:
-    """Everything one run produced; `metrics` turns it into numbers."""
+    """Everything one run produced; `run_metrics` turns it into numbers."""
 
     policy: str
     workload: Workload

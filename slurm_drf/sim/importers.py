@@ -22,13 +22,10 @@ larger than one node spans ceil(processors / CPUs per node) nodes.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
 
@@ -40,7 +37,6 @@ from slurm_drf.sim.workload import (
     WorkloadJob,
     fit_node_type,
     nodes_for_load,
-    parse_mem,
 )
 from slurm_drf.slurm import sacct
 
@@ -71,138 +67,13 @@ class _Tres:
     nodes: int
 
 
-def _per_node(total: _Tres) -> tuple[int, int, int, int]:
-    nodes = max(1, total.nodes)
-    return (math.ceil(total.cpu / nodes), math.ceil(total.mem / nodes), math.ceil(total.gpu / nodes), nodes)
-
-
-def _gpu_count(untyped: int | None, typed: int) -> int:
-    return untyped if untyped is not None else typed
-
-
-# --------------------------------------------------------------------------
-# sacct -P (pipe-separated, with a header)
-
-
-def parse_tres_string(text: str) -> _Tres | None:
-    """`billing=8,cpu=8,gres/gpu:a100=2,gres/gpu=2,mem=64G,node=1` -> TRES; None if empty."""
-    cpu = mem = typed = 0
-    untyped: int | None = None
-    nodes = 1
-    found = False
-    for part in (p.strip() for p in text.split(",") if p.strip()):
-        name, _, value = part.partition("=")
-        name = name.lower()
-        try:
-            if name == "cpu":
-                cpu, found = int(value), True
-            elif name == "mem":
-                mem, found = parse_mem(value), True
-            elif name == "node":
-                nodes = int(value)
-            elif name == "gres/gpu":
-                untyped, found = int(value), True
-            elif name.startswith("gres/gpu:"):
-                typed, found = typed + int(value), True
-        except (ValueError, WorkloadError) as error:
-            raise WorkloadError(f"TRES {part!r}: {error}") from error
-    if not found:
-        return None
-    return _Tres(cpu, mem, _gpu_count(untyped, typed), nodes)
-
-
-_ELAPSED = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)$")
-
-
-def parse_elapsed(text: str) -> float | None:
-    """Seconds from Slurm's `[D-][HH:]MM:SS`; None for `UNLIMITED`, `Partition_Limit`, empty."""
-    match = _ELAPSED.match(text.strip())
-    if match is None:
-        return None
-    days, hours, minutes, seconds = match.groups()
-    return int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes) * 60 + float(seconds)
-
-
-def _parse_sacct_time(text: str) -> float | None:
-    """Seconds since the epoch from sacct's `2026-11-30T01:00:00` (read as UTC); None for Unknown/None."""
-    value = text.strip()
-    if not value or value in ("Unknown", "None", "N/A"):
-        return None
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        if value.isdigit():  # SLURM_TIME_FORMAT=%s
-            return float(value)
-        raise WorkloadError(f"expected a time such as 2026-11-30T01:00:00, got {value!r}") from None
-    if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
-    return parsed.timestamp()
-
-
+# `1234_5`: task 5 of array 1234.
 _ARRAY_TASK = re.compile(r"^(\d+)_(\d+)$")
 
 
-def parse_sacct_pipe(text: str, source: str = "sacct") -> ParsedTrace:  # noqa: C901
-    """Jobs from `sacct -P` (or `--parsable2`) output with its header line."""
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines:
-        raise WorkloadError(f"{source}: empty; expected sacct -P output with a header line")
-    header = [h.strip() for h in lines[0].rstrip("|").split("|")]
-    columns = {name.lower(): index for index, name in enumerate(header)}
-    needed = ("jobid", "account", "submit")
-    missing = [n for n in needed if n not in columns]
-    if missing:
-        raise WorkloadError(
-            f"{source}:1: header lacks {', '.join(missing)}; run sacct -P --format="
-            "JobID,Account,User,Submit,Start,End,Elapsed,Timelimit,State,AllocTRES,ReqTRES"
-        )
-    if "elapsed" not in columns and not ("start" in columns and "end" in columns):
-        raise WorkloadError(f"{source}:1: header needs Elapsed, or Start and End")
-    if "alloctres" not in columns and "reqtres" not in columns:
-        raise WorkloadError(f"{source}:1: header needs AllocTRES or ReqTRES")
-    trace = ParsedTrace()
-    for number, row in enumerate(
-        csv.reader(io.StringIO("\n".join(lines[1:])), delimiter="|", quoting=csv.QUOTE_NONE), start=2
-    ):
-        fields = row[:-1] if len(row) == len(header) + 1 and row[-1] == "" else row
-        if len(fields) != len(header):
-            raise WorkloadError(f"{source}:{number}: {len(fields)} fields, the header has {len(header)}")
-
-        def get(name: str, fields: list[str] = fields) -> str:
-            index = columns.get(name)
-            return fields[index].strip() if index is not None else ""
-
-        job_id = get("jobid")
-        if "." in job_id:
-            trace.skip("job steps")
-            continue
-        where = f"{source}:{number}: job {job_id}"
-        try:
-            submit = _parse_sacct_time(get("submit"))
-            start = _parse_sacct_time(get("start"))
-            end = _parse_sacct_time(get("end"))
-            elapsed = parse_elapsed(get("elapsed")) if "elapsed" in columns else None
-            limit = parse_elapsed(get("timelimit"))
-            tres = parse_tres_string(get("alloctres")) or parse_tres_string(get("reqtres"))
-        except WorkloadError as error:
-            raise WorkloadError(f"{where}: {error}") from error
-        if submit is None:
-            trace.skip("no submit time")
-            continue
-        if start is None:
-            trace.skip("never started")
-            continue
-        duration = elapsed if elapsed is not None else (end - start if end is not None else None)
-        if duration is None or duration <= 0:
-            trace.skip("no run time")
-            continue
-        if tres is None:
-            trace.skip("no TRES")
-            continue
-        if "nnodes" in columns and get("nnodes").isdigit():
-            tres = _Tres(tres.cpu, tres.mem, tres.gpu, max(1, int(get("nnodes"))))
-        trace.jobs.append(_job(job_id, get("account") or "(none)", get("user"), submit, duration, limit, tres))
-    return trace
+def _per_node(total: _Tres) -> tuple[int, int, int, int]:
+    nodes = max(1, total.nodes)
+    return (math.ceil(total.cpu / nodes), math.ceil(total.mem / nodes), math.ceil(total.gpu / nodes), nodes)
 
 
 def _job(
@@ -227,51 +98,61 @@ def _job(
 
 
 # --------------------------------------------------------------------------
-# sacct --json (Slurm 22.05 to 24.x): records read by slurm.sacct
+# sacct -P and sacct --json: records read by slurm.sacct, the daemon's reader of sacct
 
 
 def _tres_of(tres: Mapping[str, int]) -> _Tres | None:
-    """The simulator's TRES from Slurm's names; None without CPUs, memory or GPUs."""
+    """The simulator's TRES from Slurm's names; None without CPUs, memory or GPUs.
+
+    `gres/gpu` is the GPU count, or the sum of `gres/gpu:TYPE` when only typed
+    GPUs were written (slurm.parse.amounts counts them so, never twice).
+    """
     if not any(name in ("cpu", "mem", "gres/gpu") or name.startswith("gres/gpu:") for name in tres):
         return None
     return _Tres(tres.get("cpu", 0), tres.get("mem", 0), tres.get("gres/gpu", 0), tres.get("node", 1))
 
 
-def parse_sacct_json(text: str | bytes, source: str = "sacct --json") -> ParsedTrace:
-    """Jobs from `sacct --json` output (data_parser 22.05 to 24.x)."""
-    try:
-        records = sacct.parse_sacct_json(text, source)
-    except SlurmReadError as error:
-        raise WorkloadError(str(error)) from error
+def _sacct_trace(records: Sequence[sacct.SacctJob]) -> ParsedTrace:
+    """The jobs of sacct's records; steps, what never ran and what holds no TRES counted as left out."""
     trace = ParsedTrace()
     for record in records:
-        tres = _tres_of(record.allocated) or _tres_of(record.requested)
-        if not record.submit:
+        if "." in record.job_id:
+            trace.skip("job steps")
+            continue
+        if record.submit is None:
             trace.skip("no submit time")
             continue
-        if not record.start or record.state == "PENDING":
+        if record.start is None or record.state == "PENDING":
             trace.skip("never started")
             continue
         if record.elapsed is None or record.elapsed <= 0:
             trace.skip("no run time")
             continue
+        tres = _tres_of(record.allocated) or _tres_of(record.requested)
         if tres is None:
             trace.skip("no TRES")
             continue
         if record.nodes:
             tres = _Tres(tres.cpu, tres.mem, tres.gpu, record.nodes)
-        trace.jobs.append(
-            _job(
-                record.job_id,
-                record.account or "(none)",
-                record.user,
-                record.submit,
-                record.elapsed,
-                record.limit,
-                tres,
-            )
-        )
+        account = record.account or "(none)"
+        trace.jobs.append(_job(record.job_id, account, record.user, record.submit, record.elapsed, record.limit, tres))
     return trace
+
+
+def parse_sacct_pipe(text: str, source: str = "sacct") -> ParsedTrace:
+    """Jobs from `sacct -P` (or `--parsable2`) output with its header line (`slurm.sacct.parse_sacct_table`)."""
+    try:
+        return _sacct_trace(sacct.parse_sacct_table(text, source))
+    except SlurmReadError as error:
+        raise WorkloadError(str(error)) from error
+
+
+def parse_sacct_json(text: str | bytes, source: str = "sacct --json") -> ParsedTrace:
+    """Jobs from `sacct --json` output, data_parser 22.05 to 24.x (`slurm.sacct.parse_sacct_json`)."""
+    try:
+        return _sacct_trace(sacct.parse_sacct_json(text, source))
+    except SlurmReadError as error:
+        raise WorkloadError(str(error)) from error
 
 
 # --------------------------------------------------------------------------

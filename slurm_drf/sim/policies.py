@@ -36,9 +36,9 @@ submitted between ticks by `sort_key`; the queue is always sorted by
 - `drf-naive`: the textbook progressive-filling loop with shares floored to
   whole percents and ties broken by account name: the bug that hands the
   first accounts by name everything when shares are small.
-- `drf-labels`, `drf-spread`: the daemon's loop as Slurm sees it (`loop`):
-  the fast engine's order every tick, written as nice values (the labels
-  of 0.3, or the spread values before them) under the write cap; the queue
+- `drf-labels`, `drf-spread`: the daemon's loop as Slurm sees it (`daemon_loop`):
+  the fast engine's order every tick, written as nice values (the order
+  labels, or the spread values of 0.1.0) under the write cap; the queue
   in Slurm's priority order from those values plus age and QOS factors,
   the main pass limited to default_queue_depth. `drf` stays the idealised
   reference. They record the values written per tick (`Policy.writes`).
@@ -47,14 +47,14 @@ submitted between ticks by `sort_key`; the queue is always sorted by
   no saturation) with the users of each account as
   its leaves: every tick, each leaf's running allocation and its pending
   records in submit order (Slurm's order) become a `TreeNode` tree
-  (`sim.tree.build_tree`), ordered with the carried tie state as `drf`
+  (`sim.tree_layout.build_tree`), ordered with the carried tie state as `drf`
   carries it. A flat workload is the accounts under the root, each with
   its users below it, so `hdrf` also shares an account between its users;
   where every account has one user it is `drf` exactly. `drf` on a tree
   workload is the flat rule over the accounts (the tree and the users
   ignored).
 - `hdrf-rollup`: the same walk with the naive roll-up (a parent's
-  consumption is the plain sum of its children's, `sim.tree.rollup_order`,
+  consumption is the plain sum of its children's, `sim.tree_layout.rollup_order`,
   equal to the oracle's variant "rollup"): the paper's counterexample,
   where a child holding what no sibling wants starves its siblings.
 """
@@ -71,11 +71,10 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Final
 
 import numpy as np
-import numpy.typing as npt
 
 from slurm_drf.config.settings import Config, HistoryConfig
 from slurm_drf.model.codec import format_time
-from slurm_drf.model.types import PENDING, RUNNING, Job, Node, Snapshot, Tres, freeze_tres
+from slurm_drf.model.types import PENDING, RUNNING, FloatArray, IntArray, Job, Node, Snapshot, Tres, freeze_tres
 from slurm_drf.policy.hierarchy_online import order_online
 from slurm_drf.policy.history import EMPTY_PAST, DecayedUsage, UsageByPool, UsageRecord
 from slurm_drf.policy.labels import fewest_writes
@@ -83,7 +82,7 @@ from slurm_drf.policy.order import compute_before, order_pending
 from slurm_drf.policy.plan import compute_plan, past_usage
 from slurm_drf.policy.pools import DEFAULT_POOL
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState, advance_state, running_fingerprint
-from slurm_drf.sim.loop import (
+from slurm_drf.sim.daemon_loop import (
     MAPPINGS,
     SlurmSide,
     build_space,
@@ -92,7 +91,7 @@ from slurm_drf.sim.loop import (
     slurm_priority,
     strict_gap,
 )
-from slurm_drf.sim.tree import build_layout, build_tree, rollup_order
+from slurm_drf.sim.tree_layout import build_layout, build_tree, rollup_order
 from slurm_drf.sim.workload import RESOURCES, SimulationError
 
 if TYPE_CHECKING:
@@ -101,13 +100,11 @@ if TYPE_CHECKING:
 
 # (major, minor, array task): ascending is the queue order.
 QueueKey = tuple[float, float, int]
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
 
 POLICIES: Final = ("fifo", "multifactor", "drf", "drf-naive")
 # drf with the memory of past use (docs/rule.md §6).
 HISTORY_POLICIES: Final = ("drf-history",)
-# The daemon's loop modelled (`sim.loop`): the labels of 0.3, and the spread values before them.
+# The daemon's loop modelled (`sim.daemon_loop`): the order labels, and the spread values of 0.1.0.
 LOOP_POLICIES: Final = tuple(f"drf-{mapping}" for mapping in MAPPINGS)
 # Over the account tree (docs/rule.md §7): H-DRF and the naive roll-up.
 TREE_POLICIES: Final = ("hdrf", "hdrf-rollup")
@@ -613,7 +610,7 @@ class HdrfPolicy(DrfPolicy):
 
 
 class LoopDrfPolicy(DrfPolicy):
-    """The daemon's loop as Slurm sees it (`sim.loop`): the DRF order, written as nice values by
+    """The daemon's loop as Slurm sees it (`sim.daemon_loop`): the DRF order, written as nice values by
     `mapping` under the write cap, and the queue in Slurm's priority order from them plus age and QOS."""
 
     def __init__(

@@ -1,6 +1,6 @@
 """A comparison as a terminal table, JSON, a PNG plot or an HTML page.
 
-Sits at the end of the simulator's flow, after `compare`/`metrics`.
+Sits at the end of the simulator's flow, after `compare`/`run_metrics`.
 `render_table`, `render_json`, `render_markdown` and `render_html` are
 pure; `write_plot` draws with matplotlib (the optional `plot` extra,
 imported only when a plot is asked for) and writes the file atomically,
@@ -25,9 +25,9 @@ import numpy as np
 from slurm_drf.config.settings import Config
 from slurm_drf.errors import InputError
 from slurm_drf.sim.compare import Comparison
-from slurm_drf.sim.loop import build_space
-from slurm_drf.sim.metrics import render_metrics
+from slurm_drf.sim.daemon_loop import build_space
 from slurm_drf.sim.policies import HISTORY_POLICIES
+from slurm_drf.sim.run_metrics import render_metrics
 from slurm_drf.sim.workload import RESOURCES, Workload, WorkloadError, format_duration
 
 SIM_FORMAT: Final = "slurm-drf-simulation/1"
@@ -201,7 +201,7 @@ def describe_loop(comparison: Comparison) -> str:
         f"{slurm.weight_age}, PriorityMaxAge {format_duration(slurm.max_age)}) + QOS (PriorityWeightQOS "
         f"{slurm.weight_qos} for {slurm.urgent:.0%} urgent jobs); the main scheduler stops after "
         f"{slurm.queue_depth} jobs, backfill looks at {comparison.options.backfill_depth}. drf-labels writes "
-        "the labels of 0.3, drf-spread the values before them (spread by rank); drf, the reference, "
+        "the daemon's order labels, drf-spread the values of 0.1.0 (spread by rank); drf, the reference, "
         "queues in plan order and writes nothing."
     )
 

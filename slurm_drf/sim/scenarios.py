@@ -28,8 +28,8 @@ from types import MappingProxyType
 from typing import Final
 
 import numpy as np
-import numpy.typing as npt
 
+from slurm_drf.model.types import FloatArray, IntArray
 from slurm_drf.sim.workload import (
     AccountTree,
     NodeType,
@@ -39,9 +39,6 @@ from slurm_drf.sim.workload import (
     check_sizes,
     format_duration,
 )
-
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
 
 NODE: Final = NodeType(cpu=64, mem=512_000, gpu=8)
 MEDIAN_RUN: Final = 40 * 60.0

@@ -14,11 +14,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
-import numpy.typing as npt
 
+from slurm_drf.model.types import IntArray
 from slurm_drf.sim.workload import Workload
 
-IntArray = npt.NDArray[np.int64]
 # TRES in the simulator's order: cpu, mem (MiB), gres/gpu.
 Vector = tuple[int, int, int]
 

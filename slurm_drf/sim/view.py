@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from slurm_drf.sim.table import IntArray, Vector, WorkloadTable
+from slurm_drf.model.types import IntArray
+from slurm_drf.sim.table import Vector, WorkloadTable
 from slurm_drf.sim.workload import Workload
 
 

@@ -14,7 +14,7 @@ Sits between the daemon and Slurm: `fetch_snapshot` runs
   scheduler uses, read without a round trip to slurmdbd; at most every
   `TREE_MAX_AGE` seconds (`AssociationReader`);
 
-and turns their output into a Snapshot with the pure parsers of parse.py.
+and turns their output into a Snapshot with the pure readers of slurm.parse.
 The argv lists and the environment are built by pure `build_*` functions;
 execute.run_command runs them.
 """
@@ -33,19 +33,12 @@ from slurm_drf.errors import SlurmReadError
 from slurm_drf.model.codec import format_time
 from slurm_drf.model.types import Association, Node, Snapshot
 from slurm_drf.slurm.execute import run_command
-from slurm_drf.slurm.parse import (
-    build_snapshot,
-    check_associations,
-    parse_assoc_mgr,
-    parse_cluster_name,
-    parse_het_leaders,
-    parse_json_cluster,
-    parse_priority_type,
-    parse_sinfo_json,
-    parse_slurm_version,
-    parse_squeue_json,
-    parse_version_tuple,
-)
+from slurm_drf.slurm.parse.assoc_mgr import check_associations, parse_assoc_mgr
+from slurm_drf.slurm.parse.envelope import parse_json_cluster, parse_slurm_version, parse_version_tuple
+from slurm_drf.slurm.parse.jobs import parse_het_leaders, parse_squeue_json
+from slurm_drf.slurm.parse.nodes import parse_sinfo_json
+from slurm_drf.slurm.parse.scontrol import parse_cluster_name, parse_priority_type
+from slurm_drf.slurm.parse.snapshot import build_snapshot
 
 logger = logging.getLogger(__name__)
 

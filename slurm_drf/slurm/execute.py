@@ -1,6 +1,6 @@
 """The one place that runs a subprocess.
 
-Sits under the Slurm sources (cli.py, and the writer): they build argv
+Sits under the Slurm sources (cli_source.py, sacct.py and the writer): they build argv
 lists with pure `build_*` functions and hand them here. Commands run from a
 list, never through a shell; a failure becomes one line a person can act
 on, naming the command and the first line of what it printed on stderr.

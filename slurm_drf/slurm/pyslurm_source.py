@@ -1,6 +1,6 @@
 """A ClusterSource that reads the cluster through pyslurm, in process.
 
-Sits beside cli.py between the daemon and Slurm, and gives the same
+Sits beside cli_source.py between the daemon and Slurm, and gives the same
 Snapshot: pyslurm's job and node data are first turned into records shaped
 like `squeue --json` / `sinfo --json` records (pure `build_*` functions
 below), then read by the very parsers the CLI source uses
@@ -59,16 +59,11 @@ from slurm_drf.model.codec import format_time
 from slurm_drf.model.types import Job, Node, Snapshot
 from slurm_drf.slurm.cli_source import AssociationReader, CommandRunner, build_command_env, build_scontrol_config_argv
 from slurm_drf.slurm.execute import run_command
-from slurm_drf.slurm.parse import (
-    build_snapshot,
-    parse_cluster_name,
-    parse_het_leaders,
-    parse_priority_type,
-    parse_scontrol_config,
-    parse_sinfo_json,
-    parse_squeue_json,
-    parse_version_tuple,
-)
+from slurm_drf.slurm.parse.envelope import parse_version_tuple
+from slurm_drf.slurm.parse.jobs import parse_het_leaders, parse_squeue_json
+from slurm_drf.slurm.parse.nodes import parse_sinfo_json
+from slurm_drf.slurm.parse.scontrol import parse_cluster_name, parse_priority_type, parse_scontrol_config
+from slurm_drf.slurm.parse.snapshot import build_snapshot
 
 logger = logging.getLogger(__name__)
 
@@ -474,7 +469,7 @@ class PyslurmSource:
             raise
         except Exception as error:  # RPCError (object API), ValueError(message, errno) (dict API)
             detail = error.args[0] if isinstance(error, ValueError) and error.args else error
-            # As the CLI backend says it (parse._error_message): the likely cause and how to check.
+            # As the CLI backend says it (slurm.parse.envelope._error_message): the likely cause and how to check.
             raise SlurmReadError(
                 f"pyslurm: loading {what} failed: {detail}; is slurmctld running? `scontrol ping` tells"
             ) from error

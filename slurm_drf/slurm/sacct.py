@@ -16,16 +16,21 @@ Sits beside the CLI source, in two formats with one parser each:
   minutes, `time.end` 0 while running) to 24.x (numbers wrapped as {"set",
   "infinite", "number"}, `state.current` a list) into `SacctJob`s, and
   `build_allocations` gives their allocations.
+- `sacct -P` with its header line (the simulator's other sacct importer):
+  `parse_sacct_table` reads whatever columns a site exported, times as
+  dates or epoch seconds, into the same `SacctJob`s, steps included.
 
 TRES are named as Slurm names them (`cpu`, `mem` in MiB, `node`,
 `gres/gpu`, `gres/gpu:a100`, ...) by the one reader of TRES strings,
-slurm.parse.parse_tres_string; typed GPUs without an untyped count also
+slurm.parse.amounts.parse_tres_string; typed GPUs without an untyped count also
 give `gres/gpu` as their sum. Both formats leave out what never ran by the
 same rule (`_allocation`).
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import logging
 import os
 import re
@@ -33,6 +38,7 @@ import shlex
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import orjson
@@ -42,7 +48,7 @@ from slurm_drf.model.types import MAX_TRES
 from slurm_drf.policy.history import Allocation
 from slurm_drf.slurm.cli_source import CommandRunner, build_command_env
 from slurm_drf.slurm.execute import run_command
-from slurm_drf.slurm.parse import parse_tres_string
+from slurm_drf.slurm.parse.amounts import parse_tres_entries, parse_tres_string
 
 logger = logging.getLogger(__name__)
 
@@ -55,7 +61,7 @@ SACCT_TIMEOUT: Final = 60.0
 class SacctJob:
     """One job allocation as sacct recorded it; times in seconds since the epoch, None when unset."""
 
-    job_id: str  # `1234`, or `1234_5` for a task of array 1234
+    job_id: str  # `1234`, or `1234_5` for a task of array 1234 (`1234.batch`: a step, in sacct -P only)
     account: str | None
     user: str
     partition: str  # where it ran; a comma list for a job that never started
@@ -63,7 +69,7 @@ class SacctJob:
     submit: float | None
     start: float | None  # None: never started
     end: float | None  # None: still running (or never started)
-    elapsed: float | None
+    elapsed: float | None  # sacct -P without Elapsed: End - Start
     limit: float | None  # seconds; None: unlimited or unset
     nodes: int | None
     allocated: Mapping[str, int]  # TRES by Slurm's name; empty when sacct gave none
@@ -198,6 +204,115 @@ def build_allocations(jobs: Sequence[SacctJob]) -> list[Allocation]:
     return out
 
 
+# --- sacct -P with its header: the simulator's trace ----------------------------------
+
+# The columns a trace needs, and one export that has them all.
+_TABLE_NEEDS: Final = ("jobid", "account", "submit")
+_TABLE_FORMAT: Final = "JobID,Account,User,Submit,Start,End,Elapsed,Timelimit,State,AllocTRES,ReqTRES"
+_ELAPSED: Final = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+(?:\.\d+)?)$")
+
+
+def parse_elapsed(text: str) -> float | None:
+    """Seconds from Slurm's `[D-][HH:]MM:SS` (Elapsed, Timelimit); None for `UNLIMITED`, `Partition_Limit`, empty."""
+    match = _ELAPSED.match(text.strip())
+    if match is None:
+        return None
+    days, hours, minutes, seconds = match.groups()
+    return int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes) * 60 + float(seconds)
+
+
+def _table_time(text: str) -> float | None:
+    """Seconds since the epoch from `2026-11-30T01:00:00` (read as UTC) or epoch digits; None for Unknown/None."""
+    value = text.strip()
+    if not value or value in ("Unknown", "None", "N/A"):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        if value.isdigit():  # SLURM_TIME_FORMAT=%s
+            return float(value)
+        raise ValueError(f"expected a time such as 2026-11-30T01:00:00, got {value!r}") from None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    return parsed.timestamp()
+
+
+def _table_columns(header_line: str, source: str) -> tuple[list[str], dict[str, int]]:
+    """The header's column names, and each lower-cased name's index; SlurmReadError when a trace cannot be read."""
+    header = [name.strip() for name in header_line.rstrip("|").split("|")]
+    columns = {name.lower(): index for index, name in enumerate(header)}
+    missing = [name for name in _TABLE_NEEDS if name not in columns]
+    if missing:
+        raise SlurmReadError(f"{source}:1: header lacks {', '.join(missing)}; run sacct -P --format={_TABLE_FORMAT}")
+    if "elapsed" not in columns and not ("start" in columns and "end" in columns):
+        raise SlurmReadError(f"{source}:1: header needs Elapsed, or Start and End")
+    if "alloctres" not in columns and "reqtres" not in columns:
+        raise SlurmReadError(f"{source}:1: header needs AllocTRES or ReqTRES")
+    return header, columns
+
+
+def _table_tres(text: str, field: str) -> dict[str, int]:
+    """A TRES column, every entry an amount (ValueError naming the column and the entry)."""
+    return parse_tres_entries(text, field)[0] if text else {}
+
+
+class _Row(dict[str, str]):
+    """A row's fields by lower-cased column name; a column the export lacks reads as ''."""
+
+    def __missing__(self, key: str) -> str:
+        return ""
+
+
+def _table_job(row: _Row) -> SacctJob:
+    """One row as a SacctJob; ValueError for a time or TRES amount it cannot read."""
+    start, end = _table_time(row["start"]), _table_time(row["end"])
+    elapsed = parse_elapsed(row["elapsed"])
+    if elapsed is None and start is not None and end is not None:
+        elapsed = end - start
+    return SacctJob(
+        job_id=row["jobid"],
+        account=row["account"] or None,
+        user=row["user"],
+        partition=row["partition"],
+        state=row["state"],
+        submit=_table_time(row["submit"]),
+        start=start,
+        end=end,
+        elapsed=elapsed,
+        limit=parse_elapsed(row["timelimit"]),
+        nodes=int(row["nnodes"]) if row["nnodes"].isdigit() else None,
+        allocated=_table_tres(row["alloctres"], "AllocTRES"),
+        requested=_table_tres(row["reqtres"], "ReqTRES"),
+    )
+
+
+def parse_sacct_table(text: str, source: str = "sacct -P") -> list[SacctJob]:
+    """Every row of `sacct -P` (or `--parsable2`) output with its header line, job steps included.
+
+    The columns may be any of sacct's, in any order: a trace needs JobID,
+    Account, Submit, Elapsed (or Start and End) and AllocTRES or ReqTRES.
+    A row that cannot be read (its number of fields, a time, a TRES amount)
+    is a SlurmReadError naming the source, the line and the job.
+    """
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise SlurmReadError(f"{source}: empty; expected sacct -P output with a header line")
+    header, columns = _table_columns(lines[0], source)
+    jobs: list[SacctJob] = []
+    lines_read = csv.reader(io.StringIO("\n".join(lines[1:])), delimiter="|", quoting=csv.QUOTE_NONE)
+    for number, written in enumerate(lines_read, start=2):
+        # A line may end in the separator (sacct -p): one empty field more.
+        fields = written[:-1] if len(written) == len(header) + 1 and written[-1] == "" else written
+        if len(fields) != len(header):
+            raise SlurmReadError(f"{source}:{number}: {len(fields)} fields, the header has {len(header)}")
+        row = _Row((name, fields[index].strip()) for name, index in columns.items())
+        try:
+            jobs.append(_table_job(row))
+        except ValueError as error:
+            raise SlurmReadError(f"{source}:{number}: job {row['jobid']}: {error}") from error
+    return jobs
+
+
 # --- sacct --parsable2: the daemon's bootstrap ----------------------------------------
 
 # The columns the daemon asks for, in this order.
@@ -234,7 +349,7 @@ def _epoch(text: str, where: str, column: str) -> float | None:
 
 
 def _line_tres(text: str) -> Mapping[str, int]:
-    """AllocTRES read by slurm.parse; _BadLine for an amount no job can hold (past MAX_TRES)."""
+    """AllocTRES read by slurm.parse.amounts; _BadLine for an amount no job can hold (past MAX_TRES)."""
     try:
         tres = parse_tres_string(text)
     except (ValueError, OverflowError):  # an amount of hundreds of digits

@@ -9,7 +9,7 @@ log it, because a missing report must not stop the scheduling.
 - `AuditRecorder` (slurm_drf.trail.history): always; history.sqlite in state_dir.
 - `ReportWriter` (here): when report_dir is set; latest.json (the plan,
   docs/formats.md) and latest.html (the share report), each replaced atomically.
-- `MetricsRecorder` (slurm_drf.trail.metrics): when metrics_address or
+- `MetricsRecorder` (slurm_drf.trail.prometheus): when metrics_address or
   metrics_textfile is set; build_observers starts its HTTP server.
 """
 
@@ -25,8 +25,8 @@ from slurm_drf.config.settings import Config
 from slurm_drf.cycle.run import CycleObserver, CycleReport
 from slurm_drf.files import write_atomic
 from slurm_drf.trail.history import AuditRecorder
-from slurm_drf.trail.metrics import MetricsRecorder
 from slurm_drf.trail.plan_output import render_plan_json_bytes
+from slurm_drf.trail.prometheus import MetricsRecorder
 from slurm_drf.trail.share_report import build_report, render_report_html
 
 logger = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ def build_observers(config: Config, *, start: bool = True) -> list[CycleObserver
     Callers close them with `close_observers` when the service stops (it
     stops the HTTP server).
     """
-    observers: list[CycleObserver] = [AuditRecorder(config.state_dir, config.history_days)]
+    observers: list[CycleObserver] = [AuditRecorder(config.state_dir, config.retention_days)]
     if config.report_dir:
         observers.append(ReportWriter(config.report_dir))
     if config.metrics_address or config.metrics_textfile:

@@ -43,7 +43,7 @@ from slurm_drf.cycle.store import StateStore
 from slurm_drf.slurm.cli_source import CliSource
 from slurm_drf.slurm.write import ScontrolWriter
 from slurm_drf.trail.history import AuditQuery, AuditRecorder, history_path, open_history_readonly, query_history
-from slurm_drf.trail.metrics import MetricsRecorder
+from slurm_drf.trail.prometheus import MetricsRecorder
 from slurm_drf.trail.share_report import RESOURCE_COLOURS, TABLE_HEADER_COLOUR, render_report
 from tests.helpers import SampleKey, load_report_plan, parse_samples, run_observe_verb
 
@@ -270,7 +270,7 @@ def test_history_holds_every_value_slurm_received(
     slurm: SlurmSandbox, scene: dict[str, list[str]], tmp_path: Path
 ) -> None:
     config = _config(tmp_path)
-    recorder = AuditRecorder(config.state_dir, config.history_days)
+    recorder = AuditRecorder(config.state_dir, config.retention_days)
     first = _cycle(config, [recorder])
     assert first.result is not None and set(scene["pending"]) <= set(first.result.applied)
     # A user changes their own nice (of their account's last job, so that its order

@@ -280,7 +280,7 @@ def test_recorder_records_prunes_and_logs_errors(tmp_path: Path, planned: tuple[
     assert stat.S_IMODE((tmp_path / "state").stat().st_mode) == 0o750
 
 
-def test_history_days_none_keeps_everything(tmp_path: Path, planned: tuple[Plan, Snapshot]) -> None:
+def test_retention_days_none_keeps_everything(tmp_path: Path, planned: tuple[Plan, Snapshot]) -> None:
     plan, snapshot = planned
     clock = _Clock(NOW - 1000 * DAY)
     recorder = AuditRecorder(tmp_path, None, clock=clock)

@@ -14,6 +14,8 @@ import jsonschema
 import pytest
 import yaml
 
+from slurm_drf.cli.main import main
+from slurm_drf.config.checks import config_warnings, renamed_key_warnings, renamed_keys
 from slurm_drf.config.durations import parse_duration
 from slurm_drf.config.load import (
     CONFIG_ENV,
@@ -570,9 +572,14 @@ def test_example_file_is_valid_and_shows_exactly_the_defaults() -> None:
     assert config.source_path == str(EXAMPLE)
 
 
+def _current_options() -> dict[str, Any]:
+    """The schema's top-level options but the old names still read (`x-renamed-to`)."""
+    return {name: option for name, option in load_schema()["properties"].items() if "x-renamed-to" not in option}
+
+
 def test_example_file_shows_every_option() -> None:
     shown = yaml.safe_load(EXAMPLE.read_text())
-    options = load_schema()["properties"]
+    options = _current_options()
     # In the order of the reference page.
     assert list(shown) == sorted(options, key=lambda key: options[key]["x-order"])
 
@@ -986,9 +993,51 @@ def test_every_example_is_valid() -> None:
 
 def test_schema_defaults_are_the_dataclass_defaults() -> None:
     schema = load_schema()
-    defaults = {name: option["default"] for name, option in schema["properties"].items()}
-    assert set(defaults) == set(schema["properties"])
+    defaults = {name: option["default"] for name, option in _current_options().items()}
+    assert set(defaults) | set(renamed_keys()) == set(schema["properties"])
     assert parse_config_text(yaml.safe_dump(defaults), "defaults") == Config(source_path="defaults")
+
+
+# --- keys by their old names -------------------------------------------------
+
+
+def test_history_days_is_read_as_retention_days_with_a_warning() -> None:
+    config = parse_config_text("interval: 60s\nhistory_days: 30\n", "c.yaml")
+    assert config.retention_days == 30
+    assert renamed_key_warnings(config) == [
+        "c.yaml:2: history_days is the old name of retention_days, read as it; rename it to retention_days"
+    ]
+    assert config_warnings(config) == renamed_key_warnings(config)
+
+
+def test_retention_days_has_no_warning() -> None:
+    config = parse_config_text("retention_days: 30\n", "c.yaml")
+    assert (config.retention_days, config_warnings(config)) == (30, [])
+    assert parse_config_text("history_days: null\n", "c.yaml").retention_days is None
+
+
+def test_history_days_and_retention_days_at_once_is_an_error() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config_text("retention_days: 30\nhistory_days: 40\n", "c.yaml")
+    assert caught.value.problems == [
+        "c.yaml:2: history_days: the old name of retention_days, which is set too; remove history_days"
+    ]
+
+
+def test_history_days_is_checked_under_its_own_name() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config_text("history_days: 0\n", "c.yaml")
+    assert caught.value.problems == ["c.yaml:1: history_days: 0 is not >= 1"]
+
+
+def test_check_config_says_the_old_name_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("interval: 60s\nhistory_days: 30\n")
+    assert main(["check-config", str(path)]) == 0
+    warnings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        f"warning: {path}:2: history_days is the old name of retention_days, read as it; rename it to retention_days"
+    ]
 
 
 def test_reference_doc_is_up_to_date() -> None:

@@ -19,7 +19,8 @@ from slurm_drf.model.snapshot_file import SnapshotFileSource
 from slurm_drf.model.types import Snapshot
 from slurm_drf.policy.history import DecayedUsage, UsageByPool, UsageRecord, decay_weight, decayed_past, past_term
 from slurm_drf.policy.plan import Plan, compute_plan
-from slurm_drf.slurm.parse import parse_sinfo_json, parse_squeue_json
+from slurm_drf.slurm.parse.jobs import parse_squeue_json
+from slurm_drf.slurm.parse.nodes import parse_sinfo_json
 from slurm_drf.trail.history import AuditRecorder
 from slurm_drf.trail.past import HistoryPast
 from slurm_drf.trail.plan_output import render_plan_json

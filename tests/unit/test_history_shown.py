@@ -39,8 +39,8 @@ from slurm_drf.model.snapshot_file import render_snapshot_bytes
 from slurm_drf.policy.plan import Plan, compute_plan
 from slurm_drf.trail.explain import explain_job, explain_planned, render_explanation_json, render_explanation_text
 from slurm_drf.trail.history import AuditRecorder
-from slurm_drf.trail.metrics import MetricsRecorder
 from slurm_drf.trail.plan_output import render_plan_json, render_plan_json_bytes
+from slurm_drf.trail.prometheus import MetricsRecorder
 from slurm_drf.trail.share_report import REPORT_FORMATS, render_report
 from tests.helpers import parse_samples, run_observe_verb
 
@@ -284,15 +284,17 @@ def test_metrics_show_the_past_per_account_and_resource_and_drop_it_without() ->
 @pytest.mark.parametrize(
     ("text", "warned"),
     [
+        ("retention_days: 30\nhistory: {half_life: 14d}\n", "c.yaml:1: retention_days: 30 day(s) is shorter than 3"),
+        ("history: {half_life: 40d}\n", "c.yaml:1: retention_days: 90 day(s) is shorter than 3"),  # the default 90
+        ("retention_days: 42\nhistory: {half_life: 14d}\n", None),
+        ("retention_days: null\nhistory: {half_life: 14d}\n", None),
+        ("retention_days: 1\nhistory: {half_life: 14d, weight: 0}\n", None),
+        ("retention_days: 1\n", None),
+        # The old name: the warning names the key the file writes.
         ("history_days: 30\nhistory: {half_life: 14d}\n", "c.yaml:1: history_days: 30 day(s) is shorter than 3"),
-        ("history: {half_life: 40d}\n", "c.yaml:1: history_days: 90 day(s) is shorter than 3"),  # the default 90
-        ("history_days: 42\nhistory: {half_life: 14d}\n", None),
-        ("history_days: null\nhistory: {half_life: 14d}\n", None),
-        ("history_days: 1\nhistory: {half_life: 14d, weight: 0}\n", None),
-        ("history_days: 1\n", None),
     ],
 )
-def test_check_config_warns_when_history_days_cuts_the_past_short(text: str, warned: str | None) -> None:
+def test_check_config_warns_when_retention_days_cuts_the_past_short(text: str, warned: str | None) -> None:
     warnings = history_warnings(parse_config_text(text, "c.yaml"))
     if warned is None:
         assert warnings == []
@@ -303,11 +305,11 @@ def test_check_config_warns_when_history_days_cuts_the_past_short(text: str, war
 
 def test_check_config_prints_the_warning(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = tmp_path / "c.yaml"
-    path.write_text("interval: 60s\nhistory_days: 7\nhistory:\n  half_life: 7d\n")
+    path.write_text("interval: 60s\nretention_days: 7\nhistory:\n  half_life: 7d\n")
     assert main(["check-config", str(path)]) == 0
     out = capsys.readouterr().out
-    assert f"warning: {path}:2: history_days: 7 day(s) is shorter than 3 half-lives" in out
-    assert "keep history_days at 21 or more" in out
+    assert f"warning: {path}:2: retention_days: 7 day(s) is shorter than 3 half-lives" in out
+    assert "keep retention_days at 21 or more" in out
 
 
 # --- the verbs read the past from the daemon's history ----------------------------------------------

@@ -49,8 +49,8 @@ ABOVE: list[tuple[str, str]] = [
     ("interval: 1441m", "c.yaml:1: interval: '1441m' is longer than 1 day"),
     ("interval: " + "9" * 400 + "s", "c.yaml:1: interval: '99999"),
     ("interval: 10000000000000d", "c.yaml:1: interval: '10000000000000d' is longer than 1 day"),
-    ("history_days: 36501", "c.yaml:1: history_days: 36501 is not <= 36500"),
-    (f"history_days: {BIG}", f"c.yaml:1: history_days: {BIG} is not <= 36500"),
+    ("retention_days: 36501", "c.yaml:1: retention_days: 36501 is not <= 36500"),
+    (f"retention_days: {BIG}", f"c.yaml:1: retention_days: {BIG} is not <= 36500"),
     (f"max_writes_per_cycle: {BIG}", f"c.yaml:1: max_writes_per_cycle: {BIG} is not <= 4294967293"),
     ("max_writes_per_cycle: 4294967294", "c.yaml:1: max_writes_per_cycle: 4294967294 is not <= 4294967293"),
     ("tie_half_life: 1e300", "c.yaml:1: tie_half_life: 1e+300 is not <= 1000000"),
@@ -115,7 +115,7 @@ def test_every_numeric_key_of_the_schema_has_a_maximum() -> None:
             walk(sub, path)
 
     walk(dict(load_schema()), "")
-    assert {"interval", "horizon", "history_days", "history.half_life", "tie_half_life"} <= set(found)
+    assert {"interval", "horizon", "retention_days", "history.half_life", "tie_half_life"} <= set(found)
     unbounded = {p for p, bounded in found.items() if not bounded} - bounded_after_parsing - bounded_by_checks
     assert unbounded == set()
 
@@ -123,7 +123,7 @@ def test_every_numeric_key_of_the_schema_has_a_maximum() -> None:
 # --- at the maximum, everything that uses the value works ---------------------------------------
 
 AT_MAXIMUM = (
-    "interval: 1d\nhorizon: 2147483645\nhistory_days: 36500\nmax_writes_per_cycle: 4294967293\n"
+    "interval: 1d\nhorizon: 2147483645\nretention_days: 36500\nmax_writes_per_cycle: 4294967293\n"
     "tie_half_life: 1000000\nhistory: {half_life: 365d, weight: 100}\nscale: 2147483644\n"
     "factor_weight: 2147483645\nmetrics_tree_max_paths: 1000000\ndefault_weight: 1000000\n"
 )
@@ -136,7 +136,7 @@ def test_every_maximum_at_once_loads_and_check_config_passes(tmp_path: Path) -> 
     config = load_config(path, private=True)
     assert config.interval == MAX_INTERVAL
     assert config.history is not None and config.history.half_life == MAX_HISTORY_HALF_LIFE
-    assert (config.horizon, config.history_days, config.max_writes_per_cycle) == (2147483645, 36500, 4294967293)
+    assert (config.horizon, config.retention_days, config.max_writes_per_cycle) == (2147483645, 36500, 4294967293)
     assert main(["check-config", str(path)]) == 0
 
 
@@ -174,7 +174,7 @@ def test_the_history_reads_and_asks_sacct_over_the_longest_half_life(tmp_path: P
         asked.append(build_sacct_argv(start))  # -S in local time: time.localtime of 5 half-lives back
         return []
 
-    recorder = AuditRecorder(tmp_path, config.history_days)
+    recorder = AuditRecorder(tmp_path, config.retention_days)
     snap = snapshot([node(cpu=64)], [job("a", state="RUNNING", cpu=8)])
     recorder.on_cycle(CycleReport(compute_plan(snap, config), snap, (), None, 0.0, 0.0, 0, False))
     past = HistoryPast(tmp_path, fetch=fetch).past(config)  # type: ignore[arg-type]

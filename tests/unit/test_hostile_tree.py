@@ -12,7 +12,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -28,10 +27,10 @@ from slurm_drf.model.types import Association, Job, Snapshot
 from slurm_drf.policy.plan import Plan, compute_plan
 from slurm_drf.policy.pools import DEFAULT_POOL
 from slurm_drf.slurm.cli_source import AssociationReader
-from slurm_drf.slurm.parse import check_associations
+from slurm_drf.slurm.parse.assoc_mgr import check_associations
 from slurm_drf.trail.explain import explain_job, render_explanation_json, render_explanation_text
-from slurm_drf.trail.metrics import MetricsRecorder
 from slurm_drf.trail.plan_output import render_plan_json, render_plan_table
+from slurm_drf.trail.prometheus import MetricsRecorder
 from slurm_drf.trail.share_report import REPORT_FORMATS, render_report
 from tests.helpers import build_cycle_report
 
@@ -264,9 +263,7 @@ def test_a_chain_of_100000_accounts_is_refused_in_one_line_exit_2(
     }  # fmt: skip
     path = tmp_path / "chain.json"
     path.write_text(json.dumps(data))
-    began = time.perf_counter()
     code = main([verb[0], "--snapshot", str(path), "--config", "/dev/null", *verb[1:]])
-    assert time.perf_counter() - began < 10.0  # about 2 s measured; the target is 5 s
     assert code == 2
     captured = capsys.readouterr()
     assert captured.out == ""

@@ -17,9 +17,9 @@ from slurm_drf.errors import ConfigError, SlurmReadError, SlurmWriteError
 from slurm_drf.model.types import Snapshot
 from slurm_drf.policy.plan import Plan
 from slurm_drf.trail.history import AuditRecorder
-from slurm_drf.trail.metrics import MetricsRecorder, parse_address
 from slurm_drf.trail.observers import LATEST_HTML, LATEST_JSON, ReportWriter, build_observers, close_observers
 from slurm_drf.trail.plan_output import render_plan_json
+from slurm_drf.trail.prometheus import MetricsRecorder, parse_address
 from slurm_drf.trail.share_report import build_report, render_report_html
 from tests.helpers import SampleKey, build_cycle_report, parse_samples
 
@@ -219,7 +219,7 @@ def test_build_observers_follows_the_config(tmp_path: Path) -> None:
         state_dir=str(tmp_path),
         report_dir=str(tmp_path / "www"),
         metrics_textfile=str(tmp_path / "m.prom"),
-        history_days=30,
+        retention_days=30,
     )
     observers = build_observers(config)
     assert [type(o) for o in observers] == [AuditRecorder, ReportWriter, MetricsRecorder]

@@ -245,7 +245,8 @@ def test_plan_uses_config_weights(tmp_path: Path, capsys: pytest.CaptureFixture[
 
 def test_captured_fixture_snapshot_plans(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The engine on the real 22.05 capture, through the CLI parser."""
-    from slurm_drf.slurm.parse import parse_sinfo_json, parse_squeue_json
+    from slurm_drf.slurm.parse.jobs import parse_squeue_json
+    from slurm_drf.slurm.parse.nodes import parse_sinfo_json
 
     squeue = json.loads((FIXTURES / "slurm-22.05" / "squeue.json").read_text())
     sinfo = json.loads((FIXTURES / "slurm-22.05" / "sinfo.json").read_text())

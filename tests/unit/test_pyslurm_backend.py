@@ -45,7 +45,8 @@ from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import SlurmReadError, SlurmWriteError
 from slurm_drf.model.types import Job, Node, Snapshot
 from slurm_drf.slurm.cli_source import CliSource
-from slurm_drf.slurm.parse import parse_sinfo_json, parse_squeue_json
+from slurm_drf.slurm.parse.jobs import parse_squeue_json
+from slurm_drf.slurm.parse.nodes import parse_sinfo_json
 from slurm_drf.slurm.pyslurm_source import (
     PyslurmSource,
     parse_pyslurm_node_state,
@@ -780,7 +781,7 @@ def test_arrays_het_jobs_and_negative_nice_read_alike(shape: dict[str, Any]) -> 
     for job in got.jobs:
         by_id.setdefault(job.job_id, []).append(job)
     assert by_id["30"][0].array_tasks == 10  # the throttle does not reduce the count
-    [het] = by_id["40"]  # both components under the leader's id, summed (parse.py)
+    [het] = by_id["40"]  # both components under the leader's id, summed (slurm.parse.jobs)
     assert (het.tres["cpu"], het.tres["gres/gpu"], het.tres["gres/gpu:a100"]) == (5, 1, 1)
     assert by_id["50"][0].nice == -5
     assert got.het_leaders == want.het_leaders == frozenset({"40"})
@@ -896,7 +897,7 @@ def test_drained_node_is_left_out_of_capacity_by_both_shapes() -> None:
     ],
 )
 def test_gres_dicts_read_like_gres_strings(gres: str, text: str, tres: dict[str, int]) -> None:
-    from slurm_drf.slurm.parse import parse_gres
+    from slurm_drf.slurm.parse.amounts import parse_gres
 
     assert render_gres_dict(to_gres_dict(gres)) == text
     assert parse_gres(text) == tres == parse_gres(gres)

@@ -312,7 +312,7 @@ def test_write_records_that_contradict_themselves_are_ignored_with_one_warning(
 
 def test_site_factors_are_written_again_after_slurmctld_restarted(tmp_path: Path) -> None:
     """squeue cannot show site factors: a new BOOT_TIME means ours may be older ones, so all are written."""
-    from slurm_drf.slurm.parse import build_snapshot
+    from slurm_drf.slurm.parse.snapshot import build_snapshot
 
     jobs = queue(6)
     config = Config(resources=("cpu", "mem"), mode="site_factor", state_dir=str(tmp_path))

@@ -41,7 +41,8 @@ from slurm_drf.replay.trace import (
 from slurm_drf.replay.users import UserChoice, parse_users, plan_associations, plan_users
 from slurm_drf.sim.engine import SimResult, simulate
 from slurm_drf.sim.importers import parse_swf
-from slurm_drf.sim.metrics import (
+from slurm_drf.sim.policies import build_policy
+from slurm_drf.sim.run_metrics import (
     compute_metrics,
     fair_shares,
     finish_time_fairness,
@@ -49,7 +50,6 @@ from slurm_drf.sim.metrics import (
     times_to_fair_share,
     water_fill,
 )
-from slurm_drf.sim.policies import build_policy
 from slurm_drf.sim.scenarios import TREE_USERS, build_scenario
 from slurm_drf.sim.workload import AccountTree, NodeType, Workload, WorkloadJob
 
@@ -408,9 +408,9 @@ Remote Procedure Call statistics by user
 
 def _replayed(sim: SimResult, compression: float = 60.0) -> ReplayResult:
     """A simulated run dressed as a replay's result (samples per account from the simulation's jobs)."""
-    from slurm_drf.sim.metrics import tree_samples
+    from slurm_drf.sim.run_metrics import tree_samples
     from slurm_drf.sim.table import build_workload_table
-    from slurm_drf.sim.tree import build_layout
+    from slurm_drf.sim.tree_layout import build_layout
 
     layout = build_layout(sim.workload, build_workload_table(sim.workload))
     usage, _ = tree_samples(sim, layout)

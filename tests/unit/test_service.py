@@ -379,10 +379,11 @@ def test_reload_logs_a_history_pruned_before_its_past_fades(tmp_path: Path, capl
     path = write_config(tmp_path / "config.yaml", GOOD)
     load = config_loader(str(path), {}, str(tmp_path / "state"))
     service = make_service(tmp_path, FakeSource(), config=load(), load=load)
-    write_config(path, GOOD + "history_days: 7\nhistory: {half_life: 7d}\n")
+    write_config(path, GOOD + "retention_days: 7\nhistory: {half_life: 7d}\n")
     assert service.reload() is True
     warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
-    assert any(w.startswith(f"{path}:") and "history_days: 7 day(s) is shorter than 3 half-lives" in w for w in warned)
+    shorter = "retention_days: 7 day(s) is shorter than 3 half-lives"
+    assert any(w.startswith(f"{path}:") and shorter in w for w in warned)
 
 
 def test_reload_refuses_a_file_others_can_write(tmp_path: Path) -> None:

@@ -18,17 +18,16 @@ from slurm_drf.sim.engine import SimOptions, SimResult, simulate
 from slurm_drf.sim.importers import (
     build_trace_workload,
     load_workload,
-    parse_elapsed,
     parse_sacct_json,
     parse_sacct_pipe,
     parse_swf,
-    parse_tres_string,
 )
-from slurm_drf.sim.metrics import compute_metrics, jain_index
 from slurm_drf.sim.policies import DEFAULT_POLICIES, POLICIES, DrfPolicy, build_policy, naive_order, naive_share
 from slurm_drf.sim.render import render_json, render_table
+from slurm_drf.sim.run_metrics import compute_metrics, jain_index
 from slurm_drf.sim.scenarios import SCENARIOS, build_scenario
 from slurm_drf.sim.workload import NodeType, Workload, WorkloadError, WorkloadJob, parse_duration, parse_mem
+from slurm_drf.slurm.sacct import parse_elapsed, parse_sacct_table
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sim"
 
@@ -310,8 +309,44 @@ def test_small_parsers() -> None:
     assert parse_elapsed("UNLIMITED") is None
     assert parse_mem("64G") == 65536 and parse_mem("4000M") == 4000 and parse_mem("512") == 512
     assert parse_duration("15m") == 900 and parse_duration("2d") == 172800
-    tres = parse_tres_string("billing=4,cpu=4,gres/gpu:a100=1,gres/gpu:v100=1,mem=1T,node=1")
-    assert tres is not None and (tres.cpu, tres.gpu, tres.mem) == (4, 2, 1024**2)
+
+
+SACCT_HEADER = "JobID|Account|Submit|Start|Elapsed|AllocTRES\n"
+
+
+def test_sacct_tres_is_read_by_the_daemons_reader() -> None:
+    row = "7|a|2026-01-01T00:00:00|1767225601|01:00:00|billing=4,cpu=4,gres/gpu:a100=1,gres/gpu:v100=1,mem=1T,node=1\n"
+    [record] = parse_sacct_table(SACCT_HEADER + row, "t")
+    assert record.allocated == {
+        "billing": 4,
+        "cpu": 4,
+        "mem": 1024**2,
+        "node": 1,
+        "gres/gpu": 2,
+        "gres/gpu:a100": 1,
+        "gres/gpu:v100": 1,
+    }
+    assert (record.job_id, record.account, record.start, record.elapsed) == ("7", "a", 1767225601, 3600)
+    assert (record.end, record.limit, record.nodes, record.requested) == (None, None, None, {})
+    [job] = parse_sacct_pipe(SACCT_HEADER + row, "t").jobs
+    assert (job.cpu, job.gpu, job.mem) == (4, 2, 1024**2)
+
+
+SUBMITTED = "2026-01-01T00:00:00|1767225601"
+
+
+@pytest.mark.parametrize(
+    ("row", "message"),
+    [
+        ("7|a|yesterday|1767225601|01:00|cpu=1", "x:2: job 7: expected a time such as 2026-11-30T01:00:00"),
+        (f"7|a|{SUBMITTED}|01:00|cpu=lots", "x:2: job 7: AllocTRES: cpu=lots is not an amount from 0 to"),
+        (f"7|a|{SUBMITTED}|01:00|cpu=-1", "x:2: job 7: AllocTRES: cpu=-1 is not an amount from 0 to"),
+    ],
+)
+def test_sacct_rows_that_cannot_be_read_name_the_line_and_job(row: str, message: str) -> None:
+    with pytest.raises(WorkloadError) as caught:
+        parse_sacct_pipe(SACCT_HEADER + row + "\n", "x")
+    assert str(caught.value).startswith(message)
 
 
 # --------------------------------------------------------------------------

@@ -16,9 +16,9 @@ from slurm_drf.policy.history import UsageRecord, decayed_past
 from slurm_drf.policy.pools import DEFAULT_POOL
 from slurm_drf.sim.compare import run_comparison
 from slurm_drf.sim.engine import SimOptions, SimResult, simulate
-from slurm_drf.sim.metrics import compute_metrics, shares_to_date
 from slurm_drf.sim.policies import DrfPolicy, HistoryDrfPolicy, build_policy
 from slurm_drf.sim.render import render_json, render_table
+from slurm_drf.sim.run_metrics import compute_metrics, shares_to_date
 from slurm_drf.sim.scenarios import HISTORY_SCENARIOS, SCENARIOS, build_scenario
 from slurm_drf.sim.table import build_workload_table
 from slurm_drf.sim.workload import NodeType, Workload, WorkloadError, WorkloadJob, validate_workload

@@ -1,4 +1,4 @@
-"""The daemon's loop in the simulator (sim/loop.py, drf-labels and drf-spread):
+"""The daemon's loop in the simulator (sim/daemon_loop.py, drf-labels and drf-spread):
 writes per cycle, the write cap, Slurm's priority order against the plan's, the
 main scheduler's depth."""
 
@@ -14,9 +14,8 @@ from test_sim import check_invariants
 
 from slurm_drf.cli.simulate import add_simulate_parser
 from slurm_drf.config.settings import Config
-from slurm_drf.sim.engine import SimOptions, simulate
-from slurm_drf.sim.loop import (
-    FloatArray,
+from slurm_drf.model.types import FloatArray, IntArray
+from slurm_drf.sim.daemon_loop import (
     SlurmSide,
     build_space,
     compute_values,
@@ -24,10 +23,10 @@ from slurm_drf.sim.loop import (
     slurm_priority,
     strict_gap,
 )
-from slurm_drf.sim.metrics import compute_metrics
+from slurm_drf.sim.engine import SimOptions, simulate
 from slurm_drf.sim.policies import LOOP_POLICIES, FifoPolicy, LoopDrfPolicy, build_policy
+from slurm_drf.sim.run_metrics import compute_metrics
 from slurm_drf.sim.scenarios import build_scenario
-from slurm_drf.sim.table import IntArray
 from slurm_drf.sim.view import SimulatorView
 from slurm_drf.sim.workload import NodeType, Workload, WorkloadJob
 

@@ -1,4 +1,4 @@
-"""The simulator over an account tree: hdrf, hdrf-rollup, the tree scenario, per-level Jain (sim.tree)."""
+"""The simulator over an account tree: hdrf, hdrf-rollup, the tree scenario, per-level Jain (sim.tree_layout)."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from slurm_drf.cli.simulate import add_simulate_parser
 from slurm_drf.policy.hierarchy import TreeNode, order_hierarchy
 from slurm_drf.policy.hierarchy_oracle import reference_hierarchy_order
 from slurm_drf.sim.engine import SimOptions, simulate
-from slurm_drf.sim.metrics import compute_metrics
 from slurm_drf.sim.policies import ALL_POLICIES, DEFAULT_POLICIES, TREE_POLICIES, DrfPolicy, build_policy
+from slurm_drf.sim.run_metrics import compute_metrics
 from slurm_drf.sim.scenarios import TREE_PARENTS, build_scenario
 from slurm_drf.sim.table import build_workload_table
-from slurm_drf.sim.tree import build_layout, build_tree, node_shares, rollup_order
+from slurm_drf.sim.tree_layout import build_layout, build_tree, node_shares, rollup_order
 from slurm_drf.sim.workload import (
     AccountTree,
     NodeType,

@@ -33,28 +33,13 @@ from slurm_drf.slurm.cli_source import (
     build_sinfo_argv,
     build_squeue_argv,
 )
-from slurm_drf.slurm.parse import (
-    INFINITE_PRIORITY,
-    ArrayTasks,
-    build_snapshot,
-    parse_array_task_string,
-    parse_cluster_name,
-    parse_gres,
-    parse_job_state,
-    parse_json_cluster,
-    parse_node_state,
-    parse_number,
-    parse_priority_type,
-    parse_priority_weights,
-    parse_sinfo_json,
-    parse_slurm_version,
-    parse_squeue_json,
-    parse_squeue_record,
-    parse_tres_per,
-    parse_tres_string,
-    parse_version_tuple,
-    select_partitions,
-)
+from slurm_drf.slurm.parse.amounts import parse_gres, parse_number, parse_tres_per, parse_tres_string
+from slurm_drf.slurm.parse.arrays import ArrayTasks, parse_array_task_string
+from slurm_drf.slurm.parse.envelope import parse_json_cluster, parse_slurm_version, parse_version_tuple
+from slurm_drf.slurm.parse.jobs import INFINITE_PRIORITY, parse_job_state, parse_squeue_json, parse_squeue_record
+from slurm_drf.slurm.parse.nodes import parse_node_state, parse_sinfo_json
+from slurm_drf.slurm.parse.scontrol import parse_cluster_name, parse_priority_type, parse_priority_weights
+from slurm_drf.slurm.parse.snapshot import build_snapshot, select_partitions
 from slurm_drf.slurm.source import ClusterSource
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

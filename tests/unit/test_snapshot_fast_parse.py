@@ -1,4 +1,4 @@
-"""The snapshot parser's fast paths against the careful ones: submit times, TRES names, defaults.
+"""The snapshot parser's fast paths against the careful ones: submit times, TRES names, defaults, job numbers.
 
 `_plain_stamps` reads 'YYYY-MM-DDTHH:MM:SSZ' with integer arithmetic; it
 must give what `parse_time` (datetime.fromisoformat) gives for every real
@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from slurm_drf.errors import SnapshotError
 from slurm_drf.model.codec import _fast_times, _plain_stamps, parse_snapshot, parse_time
-from slurm_drf.model.types import SNAPSHOT_FORMAT
+from slurm_drf.model.types import SNAPSHOT_FORMAT, job_number, job_numbers
 
 EDGES = [
     "1970-01-01T00:00:00Z",
@@ -129,3 +129,18 @@ def test_jobs_with_the_same_tres_names_in_another_order() -> None:
     records = [_record("1", {"cpu": 1, "mem": 2}), _record("2", {"mem": 3, "cpu": 4})]
     table = parse_snapshot({"format": SNAPSHOT_FORMAT, "nodes": [], "jobs": records}).table
     assert {name: column.tolist() for name, column in table.tres.items()} == {"cpu": [1, 4], "mem": [2, 3]}
+
+
+# What int() takes and job_number does not: underscores, spaces, signs, other digits, length.
+ID_TEXTS = ["1234_5", "12_34", " 12", "12 ", "+5", "-5", "\u0663", "12345678901", "", "0012", "7", "4294967295"]
+
+
+@pytest.mark.parametrize("odd", ID_TEXTS)
+def test_job_numbers_equal_job_number_beside_plain_ids(odd: str) -> None:
+    ids = ["101", odd, "102"]
+    assert job_numbers(ids).tolist() == [job_number(text) for text in ids]
+
+
+@given(st.lists(st.one_of(st.sampled_from(ID_TEXTS), st.integers(0, 10**12).map(str), st.text(max_size=6))))
+def test_job_numbers_equal_job_number_for_any_ids(ids: list[str]) -> None:
+    assert job_numbers(ids).tolist() == [job_number(text) for text in ids]

@@ -22,7 +22,7 @@ from slurm_drf.model.tree import EMPTY_TREE, build_tree
 from slurm_drf.model.types import Association, Snapshot
 from slurm_drf.policy.tree import TreeWeights, compute_tree_weights
 from slurm_drf.slurm.cli_source import TREE_MAX_AGE, AssociationReader, build_assoc_mgr_argv
-from slurm_drf.slurm.parse import check_associations, parse_assoc_mgr
+from slurm_drf.slurm.parse.assoc_mgr import check_associations, parse_assoc_mgr
 
 FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "slurm-22.05" / "scontrol-show-assoc-mgr.txt"
 

@@ -1,7 +1,7 @@
 """The account tree of a simulated run: its layout, the per-tick H-DRF input, and the naive roll-up order.
 
 Sits between `workload`/`table` and the tree policies (`policies.HdrfPolicy`,
-`policies.RollupPolicy`) and `metrics`: `build_layout` numbers the nodes of
+`policies.RollupPolicy`) and `run_metrics`: `build_layout` numbers the nodes of
 a workload's tree once per run (the root, the accounts along their
 paths, and the users of each account as leaves); `build_tree` turns the
 leaves' running usage and pending records at one tick into the
@@ -9,7 +9,7 @@ leaves' running usage and pending records at one tick into the
 is the naive roll-up of the paper (a parent's consumption is the plain sum
 of its children's), cheap enough to run every tick; `node_shares` gives
 every node's weighted dominant share at every sample for the per-level
-Jain of `metrics`. Pure.
+Jain of `run_metrics`. Pure.
 
 Keys follow docs/rule.md §7: a node's key is its path below the root, and
 a chain of single children is one node keyed by its top. The order comes
@@ -25,16 +25,12 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
-import numpy.typing as npt
 
+from slurm_drf.model.types import FloatArray, IntArray
 from slurm_drf.policy.hierarchy import SHARE_BITS, TreeNode
 from slurm_drf.policy.state import rotation_key
 from slurm_drf.sim.table import WorkloadTable
 from slurm_drf.sim.workload import TREE_SEPARATOR, Workload
-
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
 
 
 @dataclass(frozen=True, slots=True)

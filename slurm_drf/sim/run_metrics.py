@@ -30,16 +30,16 @@ Sits after `engine` and before `render`. Definitions:
 - utilisation: allocated / capacity per resource, averaged over the
   samples at which some job was pending (the part of the run the policy
   can affect), and over the whole run.
-- writes per cycle (policies that model the daemon's writes, `sim.loop`):
+- writes per cycle (policies that model the daemon's writes, `sim.daemon_loop`):
   the jobs written to Slurm at each plan; mean, median and maximum over
   the plans, and their total. Ticks skipped while nothing ran or waited
   wrote nothing and are not counted.
-- per-level Jain (workloads with an account tree, `sim.tree`): the tree's
+- per-level Jain (workloads with an account tree, `sim.tree_layout`): the tree's
   nodes are the parent accounts, the accounts and, below each account, its
   users. A node is *backlogged* at a sample when its subtree has a pending
   job. A node's weighted dominant share is that of its subtree's running
   allocation (the users' allocations summed) over its weight
-  (`tree.node_shares`). At each depth, Jain's index is taken over the
+  (`tree_layout.node_shares`). At each depth, Jain's index is taken over the
   backlogged children of each node of the depth above that has at least
   two (siblings, since weights and shares are relative to siblings), and
   averaged over those parents; reported: the mean over the samples where
@@ -85,13 +85,11 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from slurm_drf.model.types import FloatArray, IntArray
 from slurm_drf.sim.engine import SimResult
 from slurm_drf.sim.table import build_workload_table
-from slurm_drf.sim.tree import TreeLayout, build_layout, node_shares
+from slurm_drf.sim.tree_layout import TreeLayout, build_layout, node_shares
 from slurm_drf.sim.workload import RESOURCES, Workload
-
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True, slots=True)

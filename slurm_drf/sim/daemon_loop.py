@@ -8,7 +8,7 @@ really happens between the daemon and Slurm every cycle:
 1. the DRF order is turned into nice values by a mapping: `labels`, the
    daemon's own (`policy.labels.assign_labels`, with its memory of what it
    wrote, the exact band and the coarse band), or `spread`, the mapping
-   before 0.3 (`policy.values.spread_values`: round(scale x level) raised
+   of 0.1.0 (`policy.values.spread_values`: round(scale x level) raised
    to at least its predecessor + the gap);
 2. only values that differ from what Slurm holds are written, the head of
    the order first, at most `max_writes_per_cycle` of them (as
@@ -34,9 +34,9 @@ from types import MappingProxyType
 from typing import Final
 
 import numpy as np
-import numpy.typing as npt
 
 from slurm_drf.config.settings import SLURM_DEFAULT_QUEUE_DEPTH, Config
+from slurm_drf.model.types import BoolArray, FloatArray, IntArray
 from slurm_drf.policy.labels import LabelSpace, assign_labels
 from slurm_drf.policy.values import (
     label_space,
@@ -46,10 +46,6 @@ from slurm_drf.policy.values import (
     spread_values,
     value_offset,
 )
-
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
 
 MAPPINGS: Final = ("labels", "spread")
 # Slurm clamps a job's priority to [1, 2^32 - 1].
@@ -116,7 +112,7 @@ def compute_values(
         labelling = assign_labels(labels_of("nice", current, offset), known, space)
         return mode_values("nice", labelling.labels, offset, zeros)
     if mapping == "spread":
-        # As before 0.3: one band, always strict, the config's scale and offset.
+        # As 0.1.0 wrote them: one band, always strict, the config's scale and offset.
         spread = spread_values(level_sorted, config.scale, strict_gap)
         return mode_values("nice", spread, config.offset, zeros)
     raise ValueError(f"unknown mapping {mapping!r}; choose from {', '.join(MAPPINGS)}")

@@ -1,0 +1,88 @@
+"""The Snapshot every source hands the daemon, built from what the readers of `slurm.parse` read.
+
+The last step of reading Slurm: the partitions asked for, what `scontrol
+show config` adds, and the consistency checks a snapshot file gets too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from slurm_drf.errors import SlurmReadError, SnapshotError
+from slurm_drf.model.codec import check_job_table, check_nodes
+from slurm_drf.model.types import Association, Job, Node, Snapshot, freeze_tres
+from slurm_drf.slurm.parse.scontrol import (
+    parse_priority_type,
+    parse_priority_weights,
+    parse_scheduler_parameters,
+    parse_scontrol_config,
+)
+
+
+def select_partitions(
+    nodes: Sequence[Node], jobs: Sequence[Job], partitions: Iterable[str] | None
+) -> tuple[list[Node], list[Job]]:
+    """Nodes and jobs in any of `partitions` (all of them when None).
+
+    A job pending in several partitions stays when one of them is wanted.
+    """
+    if partitions is None:
+        return list(nodes), list(jobs)
+    wanted = set(partitions)
+    return (
+        [n for n in nodes if wanted.intersection(n.partitions)],
+        [j for j in jobs if wanted.intersection(j.partitions)],
+    )
+
+
+def build_snapshot(
+    cluster: str,
+    taken_at: str,
+    nodes: Sequence[Node],
+    jobs: Sequence[Job],
+    partitions: Sequence[str] | None,
+    version: str | None,
+    config_text: str,
+    het_leaders: Iterable[str] = (),
+    associations: tuple[Association, ...] = (),
+) -> Snapshot:
+    """The Snapshot every source hands the daemon, from what it read.
+
+    `config_text` is `scontrol show config`: priority weights and type, and
+    the SchedulerParameters that set how deep Slurm looks into the queue.
+    `het_leaders` (`parse_het_leaders`) are kept for the pending jobs the
+    snapshot holds. `associations` is the checked tree
+    (`check_associations`), or () when it is unknown.
+    """
+    nodes, jobs = select_partitions(list(nodes), list(jobs), partitions)
+    pending = {job.job_id for job in jobs if job.pending}
+    snapshot = Snapshot(
+        cluster=cluster,
+        taken_at=taken_at,
+        nodes=tuple(nodes),
+        jobs=tuple(jobs),
+        slurm_version=version,
+        priority_weights=freeze_tres(parse_priority_weights(config_text)),
+        priority_type=parse_priority_type(config_text),
+        het_leaders=frozenset(het_leaders) & pending,
+        scheduler_parameters=freeze_tres(parse_scheduler_parameters(config_text)),
+        associations=associations,
+        controller_started=parse_scontrol_config(config_text).get("BOOT_TIME") or None,
+    )
+    check_snapshot(snapshot)
+    return snapshot
+
+
+def check_snapshot(snapshot: Snapshot) -> None:
+    """The consistency checks of a snapshot file (`model.codec`), for what Slurm said.
+
+    A node listed twice would double the pool's capacity, a job listed
+    twice give two plan rows for one job: the same refusal as for a file,
+    as a SlurmReadError, since what Slurm said is no input of the user's
+    (the daemon skips the cycle and backs off, `once` exits 1).
+    """
+    try:
+        check_nodes(snapshot.nodes)
+        check_job_table(snapshot.table)  # the table is kept: the plan uses it
+    except SnapshotError as error:
+        raise SlurmReadError(f"inconsistent data from Slurm: {error}") from error

@@ -3,7 +3,7 @@
 Sits on top of `slurm_drf.replay`, called by `slurm_drf.cli` (which maps
 errors to exit codes). Three uses:
 
-    slurm-drf replay --arm drf --scenario newcomer --compress 60 -o drf.json
+    slurm-drf replay --arm drf --scenario newcomer --compress 60 --users pool=alice,bob -o drf.json
     slurm-drf replay --slurm-conf --compress 60     # the slurm.conf lines every arm runs against
     slurm-drf replay --report slurm.json drf.json --html replay.html
 """
@@ -29,6 +29,8 @@ from slurm_drf.replay.arms import ARMS, build_billing_weights, build_slurm_lines
 from slurm_drf.replay.report import build_comparison, predict, render_replay_html, render_text
 from slurm_drf.replay.result import ReplayResult, parse_result, render_result, to_sim_result
 from slurm_drf.replay.run import ReplayOptions, pool_nodes, run_arm
+from slurm_drf.replay.trace import ReplayInputError
+from slurm_drf.replay.users import UserChoice, parse_users
 from slurm_drf.sim.compare import Comparison, ProgressLine
 from slurm_drf.sim.engine import SimResult
 from slurm_drf.sim.render import check_plotting, render_json, render_plot_png, write_text
@@ -52,6 +54,13 @@ def _factor(text: str) -> float:
     return value
 
 
+def _users(text: str) -> UserChoice:
+    try:
+        return parse_users(text)
+    except ReplayInputError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def add_replay_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Register `replay` on the CLI's subparsers."""
     arms = "; ".join(f"{a.name}: {a.summary}" for a in ARMS.values())
@@ -59,7 +68,7 @@ def add_replay_parser(subparsers: Any) -> argparse.ArgumentParser:
         "replay",
         help="replay a workload through a real Slurm in compressed time (one arm), or compare saved results",
         description="Submit a workload's jobs (sleeps of the compressed run time, with the trace's CPUs, memory, "
-        "GPUs and account) to the Slurm this host talks to, sample the cluster, and write one result file with "
+        "GPUs, account and user) to the Slurm this host talks to, sample the cluster, and write one result file with "
         "fairness, waits, utilisation, writes and RPCs, beside the simulator's prediction. It refuses a cluster "
         "with other jobs (--force overrides) and cancels every job it submitted when it ends or is interrupted.",
         epilog=f"Arms: {arms}.",
@@ -79,7 +88,24 @@ def add_replay_parser(subparsers: Any) -> argparse.ArgumentParser:
     )
     run.add_argument("--stop-after", metavar="DUR", help="end the replay after this much trace time (e.g. 3h)")
     run.add_argument(
-        "--create-accounts", action="store_true", help="create the trace's accounts (and tree) with sacctmgr"
+        "--create-accounts",
+        action="store_true",
+        help="create the trace's accounts (and tree) and its users' associations in them with sacctmgr",
+    )
+    run.add_argument(
+        "--users",
+        type=_users,
+        default=UserChoice(),
+        metavar="WHO",
+        help="who submits each job: trace (default: its trace user, who must be a Unix user here), invoking "
+        "(you, for every job), or pool=NAME,NAME,... (each account's trace users onto these Unix users in turn); "
+        "as anyone but yourself needs root",
+    )
+    run.add_argument(
+        "--create-unix-users",
+        action="store_true",
+        help="with --users trace: create the trace users this host lacks (useradd --system, no home, no login "
+        "shell; they stay). A test host only: never on a real cluster",
     )
     run.add_argument("--force", action="store_true", help="replay even though the cluster has other jobs")
     run.add_argument("--partition", metavar="NAME", help="submit to this partition (default: Slurm's default)")
@@ -145,6 +171,8 @@ def _run(args: argparse.Namespace) -> int:
         create_accounts=args.create_accounts,
         force=args.force,
         partition=args.partition,
+        users=args.users,
+        create_unix_users=args.create_unix_users,
     )
     progress = ProgressLine(sys.stderr, label="replay")
     try:

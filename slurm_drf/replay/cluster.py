@@ -25,13 +25,18 @@ TIMEOUT = 60.0
 CHUNK = 500
 
 
-def submit(sub: Submission, partition: str | None, workdir: str) -> str:
-    """Submit one job; its Slurm job id."""
+# Where sbatch runs and the job starts: a directory every user can enter.
+WORKDIR = "/"
+
+
+def submit(sub: Submission, partition: str | None, run_as: str | None = None) -> str:
+    """Submit one job (as `run_as`, through runuser, if given); its Slurm job id."""
     out = run_command(
-        build_sbatch_argv(sub, partition, workdir),
+        build_sbatch_argv(sub, partition, WORKDIR, run_as),
         TIMEOUT,
         input_text=build_job_script(sub),
         error_class=SlurmWriteError,
+        cwd=WORKDIR,
     )
     job_id = out.strip().split(";")[0]
     if not job_id.isdigit():
@@ -45,7 +50,8 @@ def _chunks(ids: Sequence[str]) -> Iterable[Sequence[str]]:
 
 
 def cancel(job_ids: Sequence[str]) -> None:
-    """scancel these jobs (and only these); jobs that already ended are no error."""
+    """scancel these jobs (and only these), by id, whoever submitted them (root may cancel any job);
+    jobs that already ended are no error."""
     for chunk in _chunks(list(job_ids)):
         run_command(["scancel", *chunk], TIMEOUT, error_class=SlurmWriteError)
 
@@ -85,9 +91,9 @@ def fetch_job_times(job_ids: Sequence[str]) -> dict[str, JobTimes]:
     env["SLURM_TIME_FORMAT"] = "%s"
     out: dict[str, JobTimes] = {}
     for chunk in _chunks(list(job_ids)):
-        text = run_command(
-            ["sacct", "-X", "-n", "-P", "-j", ",".join(chunk), "-o", "JobIDRaw,Submit,Start,End"], TIMEOUT, env=env
-        )
+        # --allusers: the jobs of every user the replay submitted as, not only the invoking user's.
+        argv = ["sacct", "-X", "-n", "-P", "--allusers", "-j", ",".join(chunk), "-o", "JobIDRaw,Submit,Start,End"]
+        text = run_command(argv, TIMEOUT, env=env)
         for line in text.splitlines():
             fields = line.split("|")
             if len(fields) == 4 and fields[0] in chunk:
@@ -114,8 +120,18 @@ def create_account(cluster: str, account: str, parent: str | None, fairshare: in
 
 
 def create_user(cluster: str, user: str, account: str) -> None:
+    """The user's association in `account`: a leaf of its tree, weighing 1 beside the account's other users."""
     run_command(
-        ["sacctmgr", "-i", "add", "user", user, f"account={account}", f"cluster={cluster}"],
+        ["sacctmgr", "-i", "add", "user", user, f"account={account}", f"cluster={cluster}", "fairshare=1"],
+        TIMEOUT,
+        error_class=SlurmWriteError,
+    )
+
+
+def create_unix_user(user: str) -> None:
+    """A system user without a home or a login shell (--create-unix-users, a test host only), as the sandbox's."""
+    run_command(
+        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", user],
         TIMEOUT,
         error_class=SlurmWriteError,
     )

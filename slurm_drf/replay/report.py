@@ -23,7 +23,7 @@ from slurm_drf.replay.result import ReplayResult, to_sim_result
 from slurm_drf.sim.compare import Comparison, choose_engine
 from slurm_drf.sim.engine import SimOptions, SimResult, simulate
 from slurm_drf.sim.policies import MultifactorPolicy, Policy, build_policy
-from slurm_drf.sim.render import html_table, render_aligned, render_html, render_table
+from slurm_drf.sim.render import SAMPLE_INTERVAL, html_table, render_aligned, render_html, render_table
 from slurm_drf.sim.run_metrics import PolicyMetrics, compute_metrics
 from slurm_drf.sim.workload import format_duration
 
@@ -106,11 +106,13 @@ def calibration_rows(measured: PolicyMetrics, predicted: PolicyMetrics) -> list[
             _figure(predicted.time_to_fair_share, True),
         ],
     ]
+    rows.append(["finish-time fairness rho max", _figure(measured.rho_max), _figure(predicted.rho_max)])
     theirs = {a.account: a for a in predicted.accounts}
     for account in measured.accounts:
         other = theirs.get(account.account)
         if other is not None:
             rows.append([f"wait p50 {account.account}", _figure(account.wait_p50, True), _figure(other.wait_p50, True)])
+            rows.append([f"rho {account.account}", _figure(account.rho), _figure(other.rho)])
     for resource, value in measured.utilisation.items():
         rows.append([f"util {resource} while waiting", _figure(value), _figure(predicted.utilisation[resource])])
     return rows
@@ -118,7 +120,7 @@ def calibration_rows(measured: PolicyMetrics, predicted: PolicyMetrics) -> list[
 
 def summary_rows(comparison: Comparison, results: Sequence[ReplayResult]) -> tuple[list[str], list[list[str]]]:
     """Fairness error, time to fair share, writes and RPCs per cycle of every arm (and prediction)."""
-    header = ["arm", "fairness error", "time to fair share", "writes/cycle", "RPCs/cycle", "wall"]
+    header = ["arm", "fairness error", "time to fair share", "rho max", "writes/cycle", "RPCs/cycle", "wall"]
     by_arm = {r.arm: r for r in results}
     rows = []
     for metrics in comparison.metrics:
@@ -129,6 +131,7 @@ def summary_rows(comparison: Comparison, results: Sequence[ReplayResult]) -> tup
                 metrics.policy,
                 _figure(metrics.fairness_error),
                 _figure(metrics.time_to_fair_share, True),
+                _figure(metrics.rho_max),
                 "-" if metrics.writes is None else f"{metrics.writes.mean:.1f}",
                 "-" if math.isnan(rpcs) else f"{rpcs:.1f}",
                 "-" if result is None else format_duration(result.wall_seconds),
@@ -139,7 +142,10 @@ def summary_rows(comparison: Comparison, results: Sequence[ReplayResult]) -> tup
 
 def render_text(comparison: Comparison, results: Sequence[ReplayResult]) -> str:
     """The replay for a terminal: the simulator's tables, the replay's figures, calibration, notes."""
-    out = [render_table(comparison, timings=False, loop=False), render_aligned(*summary_rows(comparison, results))]
+    out = [
+        render_table(comparison, timings=False, loop=False, interval_label=SAMPLE_INTERVAL),
+        render_aligned(*summary_rows(comparison, results)),
+    ]
     for index, result in enumerate(results):
         if len(comparison.metrics) > len(results):
             out.append(f"{result.arm}: measured against the simulator's prediction")
@@ -163,4 +169,11 @@ def render_replay_html(comparison: Comparison, results: Sequence[ReplayResult], 
                 html_table(*calibration_table(comparison.metrics[index], comparison.metrics[len(results) + index]))
             )
         parts.extend(f"<p>note ({html.escape(result.arm)}): {html.escape(note)}</p>" for note in result.notes)
-    return render_html(comparison, png, title="slurm-drf replay", loop=False, extra="\n".join(parts) + "\n")
+    return render_html(
+        comparison,
+        png,
+        title="slurm-drf replay",
+        loop=False,
+        extra="\n".join(parts) + "\n",
+        interval_label=SAMPLE_INTERVAL,
+    )

@@ -51,6 +51,10 @@ class ReplayResult:
     backend: str
     notes: tuple[str, ...] = ()
     wall_seconds: float = 0.0
+    # The Unix user each job was submitted as (one per workload job; empty in files of before), and how
+    # they were chosen (`--users`: trace, invoking, pool; "" in files of before).
+    submitted_as: tuple[str, ...] = ()
+    users: str = ""
 
     @property
     def interval(self) -> float:
@@ -122,12 +126,14 @@ def render_result(
     result: ReplayResult, metrics: Mapping[str, Any], predicted: Mapping[str, Any] | None
 ) -> dict[str, Any]:
     """The result file's data: everything measured, the figures, and the simulator's prediction."""
+    submitted_as = result.submitted_as
     jobs = [
         {
             "trace_id": job.job_id,
             "job_id": job_id,
             "account": job.account,
             "user": job.user,
+            **({"submitted_as": submitted_as[index]} if index < len(submitted_as) else {}),
             "submit_s": round(job.submit, 3),
             "start_s": None if not math.isfinite(start) else round(start, 3),
             "end_s": None if not math.isfinite(end) else round(end, 3),
@@ -138,7 +144,9 @@ def render_result(
             "gpu": job.gpu,
             "nodes": job.nodes,
         }
-        for job, job_id, start, end in zip(result.workload.jobs, result.job_ids, result.start, result.end, strict=True)
+        for index, (job, job_id, start, end) in enumerate(
+            zip(result.workload.jobs, result.job_ids, result.start, result.end, strict=True)
+        )
     ]
     return {
         "format": RESULT_FORMAT,
@@ -153,6 +161,7 @@ def render_result(
         "slurm_settings": list(result.slurm_settings),
         "daemon_config": None if result.daemon_config is None else dict(result.daemon_config),
         "notes": list(result.notes),
+        "users": result.users,
         "workload": render_workload_jobs(result.workload),
         "capacity": dict(zip(RESOURCES, result.capacity, strict=True)),
         "accounts": list(result.workload.accounts),
@@ -238,6 +247,10 @@ def parse_result(data: Any, source: str) -> ReplayResult:
             backend=str(data.get("backend", "")),
             notes=tuple(str(n) for n in data.get("notes", ())),
             wall_seconds=float(data.get("wall_seconds", 0.0)),
+            submitted_as=tuple(str(j["submitted_as"]) for j in data["jobs"])
+            if data["jobs"] and "submitted_as" in data["jobs"][0]
+            else (),
+            users=str(data.get("users", "")),
         )
     except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as error:
         raise ReplayInputError(f"{source}: {error}") from None

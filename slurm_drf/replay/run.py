@@ -1,8 +1,9 @@
 """One arm of a replay on a live Slurm: submit on time, sample, measure, leave nothing behind.
 
 Sits under `cli/replay.py`. `run_arm` checks the cluster (no other jobs
-unless forced, every account known or created, every job fits, jobs no
-shorter than Slurm's scheduling interval), starts the daemon for a drf
+unless forced, every job fits, jobs no shorter than Slurm's scheduling
+interval, every job's submitter a Unix user, every account and user
+association known or created), starts the daemon for a drf
 arm (`slurm-drf daemon` with the arm's config, in a private temporary
 state directory), then submits each trace job at its compressed time and
 samples the cluster every `sample_interval` wall seconds through the
@@ -13,9 +14,10 @@ job it submitted, and only those, is cancelled before it returns.
 
 from __future__ import annotations
 
-import getpass
 import logging
 import math
+import os
+import pwd
 import signal
 import sqlite3
 import subprocess
@@ -43,12 +45,12 @@ from slurm_drf.replay.result import ReplayResult
 from slurm_drf.replay.trace import (
     ReplayInputError,
     Submission,
-    account_paths,
     build_submissions,
     check_compression,
     check_fits,
     scheduling_interval,
 )
+from slurm_drf.replay.users import UserChoice, UserPlan, plan_associations, plan_users
 from slurm_drf.sim.workload import RESOURCES, Workload
 from slurm_drf.slurm.source import ClusterSource
 
@@ -76,6 +78,8 @@ class ReplayOptions:
     stop_after: float | None = None  # trace seconds
     create_accounts: bool = False
     force: bool = False
+    users: UserChoice = field(default_factory=UserChoice)
+    create_unix_users: bool = False
     partition: str | None = None
 
 
@@ -94,26 +98,46 @@ def pool_capacity(nodes: Sequence[Node]) -> tuple[int, int, int]:
     return cpu, mem, gpu
 
 
-def check_accounts(workload: Workload, cluster_name: str, user: str, create: bool) -> list[str]:
-    """Refuse accounts Slurm does not know for `user` (or create them); what was created."""
-    known = cluster.fetch_associations(cluster_name)
-    missing = [a for a in workload.accounts if (a, user) not in known]
-    if not missing:
-        return []
-    if not create:
-        raise ReplayInputError(
-            f"account(s) unknown to Slurm for user {user}: {', '.join(missing)}; "
-            "create them with --create-accounts (sacctmgr) or map the trace to existing accounts"
-        )
-    existing = {account for account, _ in known}
-    created = []
-    for account, parent, fairshare in account_paths(workload):
-        if account not in existing:
-            cluster.create_account(cluster_name, account, parent, fairshare)
-            created.append(account)
-    for account in missing:
+def _is_unix_user(name: str) -> bool:
+    """Whether this host knows the user (its passwd, or LDAP and the like through NSS)."""
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True
+
+
+def _invoking_user() -> str:
+    """Who runs the replay (the effective user, whatever $USER says)."""
+    return pwd.getpwuid(os.geteuid()).pw_name
+
+
+def prepare_users(workload: Workload, cluster_name: str, options: ReplayOptions) -> tuple[UserPlan, list[str]]:
+    """Who submits each job, with its Unix users and Slurm associations made as asked; the notes saying so.
+
+    Everything is checked (one line, nothing made) before the first useradd or sacctmgr.
+    """
+    plan = plan_users(
+        workload,
+        options.users,
+        _invoking_user(),
+        _is_unix_user,
+        create_unix_users=options.create_unix_users,
+        root=os.geteuid() == 0,
+    )
+    made = plan_associations(workload, plan, cluster.fetch_associations(cluster_name), options.create_accounts)
+    for user in plan.create:
+        cluster.create_unix_user(user)
+    for account, parent, fairshare in made.accounts:
+        cluster.create_account(cluster_name, account, parent, fairshare)
+    for account, user in made.users:
         cluster.create_user(cluster_name, user, account)
-    return created
+    notes = [plan.note()]
+    if made.accounts:
+        notes.append(f"created account(s) with sacctmgr: {', '.join(a for a, _, _ in made.accounts)}")
+    if made.users:
+        notes.append(f"created user association(s) with sacctmgr: {', '.join(f'{u} in {a}' for a, u in made.users)}")
+    return plan, notes
 
 
 @contextmanager
@@ -140,7 +164,7 @@ class _Daemon:
         self.path = directory / "config.yaml"
         self.path.write_text(yaml.safe_dump(dict(config), sort_keys=True), encoding="utf-8")
         self.path.chmod(0o600)
-        load_config(self.path)  # a bad base config is refused before anything is submitted
+        load_config(self.path)  # a bad base config is refused before anything is made or submitted
         self.log = directory / "daemon.log"
         self.history = Path(str(config["state_dir"])) / "history.sqlite"
         self.process: subprocess.Popen[bytes] | None = None
@@ -249,26 +273,25 @@ def run_arm(workload: Workload, options: ReplayOptions, progress: Progress | Non
             f"the cluster has {len(busy)} job(s) of its own (first: {busy[0]}); a replay submits jobs and must not "
             "mix into real work: wait until it is empty, or pass --force"
         )
-    user = getpass.getuser()
-    created = check_accounts(workload, snapshot.cluster, user, options.create_accounts)
-    notes = [
-        f"compression {options.compression:g}: one wall second is {options.compression:g} trace seconds",
-        f"jobs submitted by {user} under the trace's accounts; the trace's user of each job is in its comment",
-        "Slurm recalculates fair share every PriorityCalcPeriod (whole minutes, at least 1): "
-        f"{options.compression:g} trace minutes per recalculation",
-    ]
-    if created:
-        notes.append(f"created account(s) with sacctmgr: {', '.join(created)}")
-    if any(j.array_id is not None for j in workload.jobs):
-        notes.append("job arrays replayed as one job per task")
     with tempfile.TemporaryDirectory(prefix="slurm-drf-replay-") as scratch:
         directory = Path(scratch)
         daemon = None
         daemon_config = None
         if arm.daemon is not None:
             daemon_config = build_daemon_config(arm, options.compression, str(directory / "state"), options.config_keys)
+            # A bad base config is refused here, before any user, account or job is made.
             daemon = _Daemon(daemon_config, directory)
-        return _play(_Arm(workload, tuple(subs), options, source, daemon, daemon_config, notes, directory), progress)
+        users, user_notes = prepare_users(workload, snapshot.cluster, options)
+        notes = [
+            f"compression {options.compression:g}: one wall second is {options.compression:g} trace seconds",
+            *user_notes,
+            "Slurm recalculates fair share every PriorityCalcPeriod (whole minutes, at least 1): "
+            f"{options.compression:g} trace minutes per recalculation",
+        ]
+        if any(j.array_id is not None for j in workload.jobs):
+            notes.append("job arrays replayed as one job per task")
+        ready = _Arm(workload, tuple(subs), options, source, daemon, daemon_config, notes, directory, users)
+        return _play(ready, progress)
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,6 +306,7 @@ class _Arm:
     daemon_config: Mapping[str, Any] | None
     notes: list[str]
     directory: Path
+    users: UserPlan
 
 
 class _Player:
@@ -301,7 +325,7 @@ class _Player:
     def submit_due(self, now: float) -> None:
         while self.waiting and self.waiting[0].at <= now:
             sub = self.waiting.pop(0)
-            job_id = cluster.submit(sub, self.ready.options.partition, str(self.ready.directory))
+            job_id = cluster.submit(sub, self.ready.options.partition, self.ready.users.run_as(sub.job))
             self.ours[job_id] = sub.job.account
             self.submitted.append((sub, job_id))
 
@@ -415,6 +439,8 @@ def _measure(ready: _Arm, player: _Player, origin_epoch: float, wall: float, res
         result,
         workload=replayed,
         job_ids=tuple(job_id for _, job_id in player.submitted),
+        submitted_as=tuple(ready.users.submitter(sub.job) for sub, _ in player.submitted),
+        users=ready.users.mode,
         start=tuple(starts),
         end=tuple(ends),
         sample_time=tuple(t * compression for t in player.samples.times),

@@ -6,7 +6,7 @@ compression wall seconds after the replay starts and sleeps its run time
 / compression), `check_*` refuse what cannot be replayed faithfully, and
 `build_sbatch_argv` and `build_job_script` say exactly what is handed to
 sbatch (an argv list and a script on stdin; nothing goes through a shell
-on our side).
+on our side), as the user `users.plan_users` picked.
 """
 
 from __future__ import annotations
@@ -124,10 +124,16 @@ def _clock(seconds: float) -> str:
     return f"{whole // 60}:{whole % 60:02d}"
 
 
-def build_sbatch_argv(sub: Submission, partition: str | None, workdir: str) -> list[str]:
-    """The argv of the sbatch that submits `sub` (its script comes on stdin)."""
+# Slurm 22.05's sbatch has no --uid: root submits as another user through runuser.
+RUNUSER: Final = "runuser"
+
+
+def build_sbatch_argv(sub: Submission, partition: str | None, workdir: str, run_as: str | None = None) -> list[str]:
+    """The argv of the sbatch that submits `sub` (its script comes on stdin), as `run_as` if given
+    (`runuser -u USER -- sbatch ...`: root only; from a directory that user can enter)."""
     job = sub.job
     argv = [
+        *([RUNUSER, "-u", run_as, "--"] if run_as else []),
         "sbatch",
         "--parsable",
         f"--job-name={job_name(job)}",

@@ -16,7 +16,7 @@ part of its TRES on each (rounded up).
 
 SWF (Standard Workload Format, Feitelson's Parallel Workloads Archive) has
 no accounts: the group id stands for the account (`g<id>`), the user id
-for the user. Processors are CPUs; memory per processor is KB; a job
+for the user (`u<id>`: `u123`; none for -1). Processors are CPUs; memory per processor is KB; a job
 larger than one node spans ceil(processors / CPUs per node) nodes.
 """
 

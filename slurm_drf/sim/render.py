@@ -49,7 +49,12 @@ def _pct(value: float) -> str:
     return "-" if math.isnan(value) else f"{value:.0%}"
 
 
-def describe_workload(comparison: Comparison) -> list[str]:
+# What the comparison's interval is: the simulator's policy interval, or a replay's sample interval.
+POLICY_INTERVAL = "policy interval"
+SAMPLE_INTERVAL = "sample interval"
+
+
+def describe_workload(comparison: Comparison, interval_label: str = POLICY_INTERVAL) -> list[str]:
     workload = comparison.workload
     seed = f" (seed {workload.seed})" if workload.seed is not None else ""
     weights = {a: workload.weight(a) for a in workload.accounts}
@@ -57,13 +62,20 @@ def describe_workload(comparison: Comparison) -> list[str]:
     lines = [
         f"{workload.name}{seed}: {len(workload.jobs)} jobs of {len(workload.accounts)} accounts on "
         f"{workload.node_count} nodes of {workload.node_type.render()}; "
-        f"policy interval {format_duration(comparison.options.interval)}",
+        f"{interval_label} {format_duration(comparison.options.interval)}",
         workload.description,
     ]
     if weighted:
         lines.append(f"weights: {weighted} (others 1)")
     lines.extend(f"note: {n}" for n in workload.notes)
     return lines
+
+
+ACCOUNT_NOTE = (
+    "Per account: mean weighted dominant share while backlogged, wait p50 / p95, finish-time fairness rho "
+    "(Themis: a job's time in the cluster over its time on the account's own slice of it, 1/N of the cluster "
+    "for N equal accounts; the mean over its jobs)"
+)
 
 
 def _summary_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
@@ -74,6 +86,7 @@ def _summary_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
         "share max/min",
         "longest wait",
         "mean wait",
+        "rho max",
         "util cpu",
         "mem",
         "gpu",
@@ -90,6 +103,7 @@ def _summary_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
                 _fmt(metrics.share_ratio, 2),
                 f"{format_duration(metrics.longest_wait)} ({metrics.longest_wait_account})",
                 format_duration(metrics.mean_wait),
+                _fmt(metrics.rho_max, 2),
                 _pct(util["cpu"]),
                 _pct(util["mem"]),
                 _pct(util["gres/gpu"]),
@@ -215,7 +229,7 @@ def _account_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
         for table in by_policy:
             row = table[account]
             waits = f"{format_duration(row.wait_p50)}{slash}{format_duration(row.wait_p95)}"
-            cells.append(f"{_fmt(row.mean_share)}{space}{waits}")
+            cells.append(f"{_fmt(row.mean_share)}{space}{waits}{space}rho {_fmt(row.rho, 2)}")
         rows.append(cells)
     return header, rows
 
@@ -233,13 +247,15 @@ def render_aligned(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(_align(header, rows)) + "\n"
 
 
-def render_table(comparison: Comparison, timings: bool = True, loop: bool = True) -> str:
+def render_table(
+    comparison: Comparison, timings: bool = True, loop: bool = True, interval_label: str = POLICY_INTERVAL
+) -> str:
     """The comparison for a terminal: one line per policy, then per account.
 
     `loop`: describe the simulator's model of the daemon's loop above the writes (not for a replay,
-    whose daemon was the real one).
+    whose daemon was the real one); `interval_label`: what the interval is (a replay's: its samples').
     """
-    lines = describe_workload(comparison)
+    lines = describe_workload(comparison, interval_label)
     lines.append("")
     header, rows = _summary_rows(comparison)
     if timings:
@@ -252,7 +268,11 @@ def render_table(comparison: Comparison, timings: bool = True, loop: bool = True
         "Jain: mean Jain's index of weighted dominant shares over the samples where >= 2 accounts "
         "wait; share max/min: of each"
     )
-    lines.append("account's mean share while it waits; util: allocated / capacity while jobs wait.")
+    lines.append(
+        "account's mean share while it waits; rho max: the largest account's finish-time fairness (below); "
+        "util: allocated /"
+    )
+    lines.append("capacity while jobs wait.")
     lines.append("")
     writes = _writes_rows(comparison)
     if writes is not None:
@@ -270,7 +290,7 @@ def render_table(comparison: Comparison, timings: bool = True, loop: bool = True
         lines.extend(textwrap.wrap(LEVEL_NOTE, width=118))
         lines.extend(_align(*levels))
         lines.append("")
-    lines.append("Per account: mean weighted dominant share while backlogged, wait p50 / p95")
+    lines.extend(textwrap.wrap(ACCOUNT_NOTE, width=118))
     header, rows = _account_rows(comparison)
     lines.extend(_align(header, rows))
     return "\n".join(lines) + "\n"
@@ -454,12 +474,17 @@ def html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def render_html(
-    comparison: Comparison, png: bytes, title: str = "slurm-drf simulate", loop: bool = True, extra: str = ""
+    comparison: Comparison,
+    png: bytes,
+    title: str = "slurm-drf simulate",
+    loop: bool = True,
+    extra: str = "",
+    interval_label: str = POLICY_INTERVAL,
 ) -> str:
     """A self-contained page: description, both tables, the plot inline.
 
     `loop`: describe the simulator's model of the daemon's loop above the writes; `extra`: HTML
-    placed before the plot (a replay's own figures).
+    placed before the plot (a replay's own figures); `interval_label` as for `render_table`.
     """
     summary_header, summary_rows = _summary_rows(comparison)
     account_header, account_rows = _account_rows(comparison)
@@ -473,7 +498,7 @@ def render_html(
         if history is not None
         else ""
     )
-    description = "".join(f"<p>{html.escape(line)}</p>" for line in describe_workload(comparison))
+    description = "".join(f"<p>{html.escape(line)}</p>" for line in describe_workload(comparison, interval_label))
     image = base64.b64encode(png).decode("ascii")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
@@ -493,7 +518,7 @@ img {{ max-width: 100%; }}
 Share max/min: of each account's mean weighted share while it waits. Utilisation: allocated / capacity
 while jobs wait.</p>
 <h2>Accounts</h2>
-<p>Mean weighted dominant share while backlogged; wait p50 / p95.</p>
+<p>{html.escape(ACCOUNT_NOTE)}; rho max: the largest account's.</p>
 {table(account_header, account_rows)}
 {loop_section}{over_time}{extra}<h2>Shares over time</h2>
 <img alt="weighted dominant share per account over time, per policy" src="data:image/png;base64,{image}">

@@ -63,11 +63,22 @@ Sits after `engine` and before `render`. Definitions:
   its dominant share is at least 90% of its fair share (inf: never).
   Reported per such account, and overall the longest of them (nan when no
   account joined a full cluster).
+- *finish-time fairness* rho (Themis, Mahajan et al., NSDI 2020) of a job:
+  its time in the shared cluster (end - submit) over its run time with
+  its account's slice of the cluster to itself. The slice is the account's
+  fair share when every account wants everything: 1/N of the cluster for
+  N equal accounts, by the weights and the tree otherwise. A job whose
+  dominant share is larger than the slice runs proportionally longer on it
+  (run time x dominant share / slice). rho = 1: as fast as on its own
+  slice; above 1: slower for sharing. Per account: the mean over its jobs;
+  overall: the largest account's (Themis minimises it). A job a replay
+  cut off counts to the cut, as its wait does.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,7 +89,7 @@ from slurm_drf.model.types import FloatArray, IntArray
 from slurm_drf.sim.engine import SimResult
 from slurm_drf.sim.table import build_workload_table
 from slurm_drf.sim.tree_layout import TreeLayout, build_layout, node_shares
-from slurm_drf.sim.workload import RESOURCES
+from slurm_drf.sim.workload import RESOURCES, Workload
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,6 +116,7 @@ class AccountMetrics:
     share_to_date: float = math.nan  # at the last fairness sample
     run_share: float = math.nan  # over the whole run
     time_to_fair_share: float = math.nan  # nan: did not join a full cluster; inf: never reached it
+    rho: float = math.nan  # Themis' finish-time fairness, the mean over its jobs
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +151,7 @@ class PolicyMetrics:
     levels: tuple[LevelJain, ...] = ()  # per depth of the account tree; empty for a flat workload
     fairness_error: float = math.nan  # Armada's, mean over fairness samples
     time_to_fair_share: float = math.nan  # the longest of the accounts that joined a full cluster
+    rho_max: float = math.nan  # Themis' finish-time fairness: the largest account's
 
 
 def compute_write_metrics(writes: IntArray) -> WriteMetrics:
@@ -194,9 +207,11 @@ def compute_metrics(result: SimResult) -> PolicyMetrics:
     to_fair = times_to_fair_share(result, target, actual)
 
     wait = result.start - result.submit
+    rho = finish_time_fairness(result)
     rows = []
     for index, account in enumerate(result.accounts):
         mine = wait[result.job_account == index]
+        my_rho = rho[(result.job_account == index) & ~np.isnan(rho)]
         rows.append(
             AccountMetrics(
                 account=account,
@@ -210,8 +225,10 @@ def compute_metrics(result: SimResult) -> PolicyMetrics:
                 share_to_date=float(at_end[index]),
                 run_share=float(run_share[index]),
                 time_to_fair_share=float(to_fair[index]),
+                rho=float(my_rho.mean()) if len(my_rho) else math.nan,
             )
         )
+    rhos = [a.rho for a in rows if not math.isnan(a.rho)]
     longest = int(np.argmax(wait))
 
     used = result.sample_used.astype(np.float64) / np.maximum(np.array(result.capacity, dtype=np.float64), 1)
@@ -242,6 +259,7 @@ def compute_metrics(result: SimResult) -> PolicyMetrics:
         levels=compute_level_jain(result),
         fairness_error=fairness_error,
         time_to_fair_share=float(to_fair[~np.isnan(to_fair)].max()) if (~np.isnan(to_fair)).any() else math.nan,
+        rho_max=max(rhos) if rhos else math.nan,
     )
 
 
@@ -282,15 +300,32 @@ def water_fill(amount: float, demand: FloatArray, weight: FloatArray) -> FloatAr
     return out
 
 
+def _fill_tree(
+    layout: TreeLayout, accounts: Mapping[int, int], weight: FloatArray, node_demand: FloatArray
+) -> FloatArray:
+    """(N,) what each node of the tree gets of the whole cluster, water-filled from the root down."""
+    allotted = np.zeros(layout.size, dtype=np.float64)
+    allotted[0] = 1.0
+    for node in range(layout.size):  # preorder: a parent before its children
+        kids = [k for k in layout.children[node] if node not in accounts]
+        if kids:
+            allotted[kids] = water_fill(allotted[node], node_demand[kids], weight[kids])
+    return allotted
+
+
+def _tree_of(workload: Workload) -> tuple[TreeLayout, dict[int, int], FloatArray]:
+    layout = build_layout(workload, build_workload_table(workload))
+    accounts = {node: index for index, node in enumerate(layout.account_node)}
+    return layout, accounts, np.array([float(w) for w in layout.weight], dtype=np.float64)
+
+
 def fair_shares(result: SimResult) -> FloatArray:
     """(S, A) each account's demand-capped weighted fair share (module docstring), over its tree if any."""
     workload = result.workload
     demand = demand_samples(result)
     if not len(demand):
         return demand
-    layout = build_layout(workload, build_workload_table(workload))
-    accounts = {node: index for index, node in enumerate(layout.account_node)}
-    weight = np.array([float(w) for w in layout.weight], dtype=np.float64)
+    layout, accounts, weight = _tree_of(workload)
     # Each node's demand: its accounts' summed, at most 1 (the users below an account hold none here).
     node_demand = np.zeros((len(demand), layout.size), dtype=np.float64)
     node_demand[:, list(accounts)] = demand[:, list(accounts.values())]
@@ -299,14 +334,27 @@ def fair_shares(result: SimResult) -> FloatArray:
     node_demand = np.minimum(node_demand, 1.0)
     out = np.zeros_like(demand)
     for sample in range(len(demand)):
-        allotted = np.zeros(layout.size, dtype=np.float64)
-        allotted[0] = 1.0
-        for node in range(layout.size):  # preorder: a parent before its children
-            kids = [k for k in layout.children[node] if node not in accounts]
-            if kids:
-                allotted[kids] = water_fill(allotted[node], node_demand[sample, kids], weight[kids])
-        out[sample] = allotted[list(layout.account_node)]
+        out[sample] = _fill_tree(layout, accounts, weight, node_demand[sample])[list(layout.account_node)]
     return out
+
+
+def finish_time_fairness(result: SimResult) -> FloatArray:
+    """(J,) Themis' finish-time fairness rho of each job (module docstring); nan for a job of no run time."""
+    jobs = result.workload.jobs
+    if not jobs:
+        return np.zeros(0, dtype=np.float64)
+    layout, accounts, weight = _tree_of(result.workload)
+    # Every node wanting all of it: each account's slice of the cluster (1/N for N equal accounts).
+    slices = _fill_tree(layout, accounts, weight, np.ones(layout.size))[list(layout.account_node)]
+    caps = np.maximum(np.array(result.capacity, dtype=np.float64), 1.0)
+    dominant = (np.array([j.total() for j in jobs], dtype=np.float64) / caps).max(axis=1)
+    duration = np.array([j.duration for j in jobs], dtype=np.float64)
+    mine = slices[result.job_account]
+    alone = duration * np.maximum(1.0, np.divide(dominant, mine, out=np.full_like(mine, np.inf), where=mine > 0))
+    rho: FloatArray = np.divide(
+        result.end - result.submit, alone, out=np.full_like(alone, np.nan), where=(alone > 0) & np.isfinite(alone)
+    )
+    return rho
 
 
 def times_to_fair_share(result: SimResult, fair: FloatArray, actual: FloatArray) -> FloatArray:
@@ -439,6 +487,7 @@ def render_metrics(metrics: PolicyMetrics) -> dict[str, Any]:
         "jain_over_time": _number(metrics.jain_over_time),
         "fairness_error": _number(metrics.fairness_error),
         "time_to_fair_share_s": _seconds(metrics.time_to_fair_share),
+        "finish_time_fairness_max": _number(metrics.rho_max),
         "jain_by_level": [
             {"depth": level.depth, "nodes": level.nodes, "jain": _number(level.jain), "samples": level.samples}
             for level in metrics.levels
@@ -468,6 +517,7 @@ def render_metrics(metrics: PolicyMetrics) -> dict[str, Any]:
                 "weighted_share_to_date_at_contention_end": _number(a.share_to_date),
                 "weighted_share_over_run": _number(a.run_share),
                 "time_to_fair_share_s": _seconds(a.time_to_fair_share),
+                "finish_time_fairness": _number(a.rho),
             }
             for a in metrics.accounts
         ],

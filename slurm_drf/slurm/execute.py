@@ -51,15 +51,17 @@ def run_command(
     env: Mapping[str, str] | None = None,
     input_text: str | None = None,
     error_class: type[SlurmError] = SlurmReadError,
+    cwd: str | None = None,
 ) -> str:
     """Run `argv` and return its standard output as text.
 
-    `env` is the child's whole environment (None: inherit ours). Raises
+    `env` is the child's whole environment (None: inherit ours), `cwd` its
+    working directory (None: ours). Raises
     `error_class` (SlurmReadError unless the caller picks another
     SlurmError) when the executable is missing or cannot run, when it runs
     longer than `timeout` seconds, or when it exits non-zero.
     """
-    completed = run_process(argv, timeout, env=env, input_text=input_text, error_class=error_class)
+    completed = run_process(argv, timeout, env=env, input_text=input_text, error_class=error_class, cwd=cwd)
     if completed.returncode != 0:
         detail = _with_hint(_first_line(completed.stderr) or _first_line(completed.stdout) or "no message")
         raise error_class(f"{shlex.join(argv)}: exit status {completed.returncode}: {detail}")
@@ -73,6 +75,7 @@ def run_process(
     env: Mapping[str, str] | None = None,
     input_text: str | None = None,
     error_class: type[SlurmError] = SlurmReadError,
+    cwd: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
     """Run `argv`; its exit status is the caller's to judge (scontrol exits 1
     when one update of many failed, and says which on stderr).
@@ -93,6 +96,7 @@ def run_process(
             errors="replace",
             timeout=timeout,
             env=dict(env) if env is not None else None,
+            cwd=cwd,
             check=False,
         )
     except FileNotFoundError as error:

@@ -37,8 +37,16 @@ COMPRESS = "60"
 # minutes. 120 jobs, the first 100 trace minutes: about 1 min 45 s of wall time per arm.
 SCENARIO = ["--scenario", "gpu-newcomer", "--jobs", "120", "--seed", "1", "--compress", COMPRESS]
 STOP_AFTER = "100m"
+# The sandbox's Unix users (scripts/slurm-sandbox): each account's three trace users are submitted as these.
+POOL = ("drfalice", "drfbob", "drfcarol")
+USERS = ["--users", "pool=" + ",".join(POOL)]
+FORCED = ["--create-accounts", "--force"]
 ARM_TIMEOUT_S = 600
 NEWCOMER = "vision"
+
+
+# What ReplaySandbox sets on top of the environment: the sandbox's shape, not which sandbox it is.
+SHAPE_VARIABLES = ("SLURM_SANDBOX_NODES", "SLURM_SANDBOX_PRIORITY_FILE", "SLURM_SANDBOX_PARTITION_OPTIONS")
 
 
 def _sandbox(*args: str, env: dict[str, str]) -> None:
@@ -82,13 +90,23 @@ class ReplaySandbox:
     def replay(self, *args: str, timeout: float = ARM_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
         return self.run(sys.executable, "-m", "slurm_drf.cli", "replay", *args, timeout=timeout)
 
+    def queue(self) -> dict[str, tuple[str, str]]:
+        """Job id -> (name, user) of every job squeue shows."""
+        out = self.run("squeue", "-h", "-o", "%i %u %j").stdout
+        rows = (line.split(" ", 2) for line in out.splitlines() if line.strip())
+        return {job_id: (name, user) for job_id, user, name in rows}
+
     def jobs(self) -> dict[str, str]:
         """Job id -> name of every job squeue shows."""
-        out = self.run("squeue", "-h", "-o", "%i %j").stdout
-        return dict(line.split(" ", 1) for line in out.splitlines() if line.strip())
+        return {job_id: name for job_id, (name, _) in self.queue().items()}
 
     def replay_jobs(self) -> list[str]:
         return [i for i, name in self.jobs().items() if name.startswith(JOB_NAME_PREFIX)]
+
+    def submitters(self, job_ids: list[str]) -> dict[str, str]:
+        """Job id -> the user sacct recorded as its submitter."""
+        out = self.run("sacct", "-X", "-n", "-P", "--allusers", "-j", ",".join(job_ids), "-o", "JobIDRaw,User").stdout
+        return dict(line.split("|", 1) for line in out.splitlines() if "|" in line)
 
 
 @pytest.fixture(scope="module")
@@ -101,18 +119,24 @@ def replay_sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReplayS
     try:
         yield sandbox
     finally:
-        env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_SANDBOX_")}
+        # The same sandbox (SLURM_SANDBOX_DIR and its ports stay), with its default node and priorities.
+        env = {k: v for k, v in os.environ.items() if k not in SHAPE_VARIABLES}
         _sandbox("fresh", env=env)
 
 
 def _arm(sandbox: ReplaySandbox, arm: str) -> dict[str, Any]:
     sandbox.fresh()
     output = sandbox.directory / f"{arm}.json"
-    proc = sandbox.replay("--arm", arm, *SCENARIO, "--stop-after", STOP_AFTER, "--create-accounts", "-o", str(output))
+    proc = sandbox.replay(
+        "--arm", arm, *SCENARIO, "--stop-after", STOP_AFTER, *USERS, "--create-accounts", "-o", str(output)
+    )
     assert proc.returncode == 0, proc.stderr
     # Every job it submitted has ended or was cancelled: squeue shows none of them.
     assert sandbox.replay_jobs() == []
     data: dict[str, Any] = json.loads(output.read_text(encoding="utf-8"))
+    # Each job was submitted as the pool user its trace user maps to, and Slurm recorded it so.
+    jobs = data["jobs"]
+    assert sandbox.submitters([j["job_id"] for j in jobs]) == {j["job_id"]: j["submitted_as"] for j in jobs}
     return data
 
 
@@ -144,6 +168,13 @@ def test_two_arms_measure_every_figure_and_leave_nothing_behind(arms: dict[str, 
         assert data["rpcs_total"] > 0 and data["rpcs"].get("REQUEST_SUBMIT_BATCH_JOB", 0) == len(jobs)
         assert any(line.startswith("PriorityFlags") and "MAX_TRES" in line for line in data["slurm_settings"])
         assert data["predicted"] is not None and _finite(data["predicted"]["jain"])
+    # The jobs went in as the sandbox's users, every one of them, each account's trace users apart.
+    for data in results.values():
+        assert data["users"] == "pool" and {j["submitted_as"] for j in data["jobs"]} == set(POOL)
+        per_user = {(j["account"], j["user"]): j["submitted_as"] for j in data["jobs"]}
+        for account in data["accounts"]:
+            mine = sorted((u, s) for (a, u), s in per_user.items() if a == account)
+            assert len({s for _, s in mine}) == len(mine), (account, mine)
     # Only the drf arm ran the daemon, and it wrote.
     assert results["slurm"]["writes_per_cycle"] is None and results["slurm"]["daemon_config"] is None
     writes = results["drf"]["writes_per_cycle"]
@@ -180,7 +211,7 @@ def test_a_signal_cancels_every_job_it_submitted_and_only_those(
     ).stdout.strip()
     assert theirs.isdigit()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "slurm_drf.cli", "replay", "--arm", "slurm", *SCENARIO, "--create-accounts", "--force"],
+        [sys.executable, "-m", "slurm_drf.cli", "replay", "--arm", "slurm", *SCENARIO, *USERS, *FORCED],
         env=replay_sandbox.env,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -189,6 +220,9 @@ def test_a_signal_cancels_every_job_it_submitted_and_only_those(
     )
     try:
         wait_for(lambda: len(replay_sandbox.replay_jobs()) >= 5, 120, "the replay to submit 5 jobs")
+        # Submitted as the sandbox's users, not as root (who submitted theirs).
+        queue = replay_sandbox.queue()
+        assert {queue[i][1] for i in replay_sandbox.replay_jobs()} <= set(POOL) and queue[theirs][1] == "root"
         proc.send_signal(signal_number)
         _, err = proc.communicate(timeout=120)
     finally:
@@ -215,8 +249,14 @@ def test_refusals_are_one_line_and_submit_nothing(replay_sandbox: ReplaySandbox)
         return lines[0]
 
     # Accounts Slurm does not know, without --create-accounts: named.
-    line = refused("--scenario", "weighted", "--jobs", "30", "--compress", COMPRESS)
+    line = refused("--scenario", "weighted", "--jobs", "30", "--compress", COMPRESS, "--users", "invoking")
     assert "alpha" in line and "beta" in line and "gamma" in line and "--create-accounts" in line
+    # Trace users that are not Unix users here (the scenario's ACCOUNT-uN), without a mapping: named.
+    line = refused(*SCENARIO, "--create-accounts")
+    assert "not Unix users on this host" in line and "climate-u0" in line and "--users invoking" in line
+    # A pool user this host does not know.
+    line = refused(*SCENARIO, "--create-accounts", "--users", "pool=drfalice,drfnobody")
+    assert "drfnobody" in line
     # A compression that makes jobs shorter than Slurm's scheduling interval: the job named.
     line = refused(*SCENARIO[:-1], "100000", "--create-accounts")
     assert "--compress" in line and "trace job" in line

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+from collections.abc import Callable
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
@@ -16,10 +18,14 @@ from builders import node
 
 from slurm_drf.cli.main import main
 from slurm_drf.config.load import parse_config_text
+from slurm_drf.config.settings import Config
+from slurm_drf.replay import cluster as replay_cluster
+from slurm_drf.replay import run as run_module
 from slurm_drf.replay.arms import ARMS, build_billing_weights, build_daemon_config, build_slurm_lines, parse_arm
 from slurm_drf.replay.cluster import parse_sdiag_rpcs
-from slurm_drf.replay.report import cut_result, predict
+from slurm_drf.replay.report import build_comparison, cut_result, predict, render_replay_html
 from slurm_drf.replay.result import ReplayResult, parse_result, render_result, to_sim_result
+from slurm_drf.replay.run import ReplayOptions, prepare_users
 from slurm_drf.replay.trace import (
     JOB_NAME_PREFIX,
     ReplayInputError,
@@ -32,10 +38,19 @@ from slurm_drf.replay.trace import (
     job_name,
     scheduling_interval,
 )
+from slurm_drf.replay.users import UserChoice, parse_users, plan_associations, plan_users
 from slurm_drf.sim.engine import SimResult, simulate
+from slurm_drf.sim.importers import parse_swf
 from slurm_drf.sim.policies import build_policy
-from slurm_drf.sim.run_metrics import compute_metrics, fair_shares, render_metrics, times_to_fair_share, water_fill
-from slurm_drf.sim.scenarios import build_scenario
+from slurm_drf.sim.run_metrics import (
+    compute_metrics,
+    fair_shares,
+    finish_time_fairness,
+    render_metrics,
+    times_to_fair_share,
+    water_fill,
+)
+from slurm_drf.sim.scenarios import TREE_USERS, build_scenario
 from slurm_drf.sim.workload import AccountTree, NodeType, Workload, WorkloadJob
 
 
@@ -58,6 +73,10 @@ def _workload(
     *jobs: WorkloadJob, tree: AccountTree | None = None, weights: dict[str, Fraction] | None = None
 ) -> Workload:
     return Workload("t", "test", tuple(jobs), 2, NodeType(), MappingProxyType(weights or {}), tree=tree)
+
+
+def parse_swf_workload(text: str) -> Workload:
+    return _workload(*parse_swf(text).jobs)
 
 
 NODES = [node("a", cpu=64, mem=512_000, gpu=8), node("b", cpu=32, mem=128_000, gpu=0)]
@@ -175,6 +194,168 @@ def test_account_paths_put_parents_first_with_whole_number_shares() -> None:
 
 
 # --------------------------------------------------------------------------
+# Who submits: the trace's users, the invoking user, or a pool (slurm_drf.replay.users)
+
+
+def _users(*pairs: tuple[str, str]) -> Workload:
+    """Jobs of (account, user) pairs, one each."""
+    return _workload(*(replace(_job(f"{a}-{i}", a), user=u) for i, (a, u) in enumerate(pairs)))
+
+
+def _unix(*names: str) -> Callable[[str], bool]:
+    return lambda name: name in names
+
+
+def test_sbatch_runs_as_the_trace_user_through_runuser_as_an_argv_list() -> None:
+    sub = build_submissions(_workload(_job("climate-7", "climate")), 60)[0]
+    argv = build_sbatch_argv(sub, None, "/", "drfalice")
+    # runuser, never a shell; the user's account and the job stay sbatch's own arguments.
+    assert argv[:5] == ["runuser", "-u", "drfalice", "--", "sbatch"]
+    assert "--account=climate" in argv and "--chdir=/" in argv
+    assert build_sbatch_argv(sub, None, "/")[0] == "sbatch"
+
+
+@pytest.mark.parametrize(
+    ("text", "mode", "pool"),
+    [
+        ("trace", "trace", ()),
+        ("invoking", "invoking", ()),
+        ("pool=drfalice, drfbob,drfalice", "pool", ("drfalice", "drfbob")),
+    ],
+)
+def test_users_option_reads_the_three_choices(text: str, mode: str, pool: tuple[str, ...]) -> None:
+    assert parse_users(text) == UserChoice(mode, pool)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("text", "what"), [("everyone", "expected trace, invoking"), ("pool=a,,b", "''"), ("pool=a=b", "'a=b'")]
+)
+def test_a_bad_users_option_is_one_line(text: str, what: str) -> None:
+    with pytest.raises(ReplayInputError) as caught:
+        parse_users(text)
+    assert what in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_each_job_is_submitted_as_its_trace_user() -> None:
+    workload = _users(("theory", "drfalice"), ("theory", "drfbob"), ("lab", "drfcarol"), ("lab", "root"))
+    plan = plan_users(workload, UserChoice(), "root", _unix("drfalice", "drfbob", "drfcarol", "root"), root=True)
+    assert [plan.submitter(j) for j in workload.jobs] == ["drfalice", "drfbob", "drfcarol", "root"]
+    # The replay's own user submits directly; everyone else through runuser.
+    assert [plan.run_as(j) for j in workload.jobs] == ["drfalice", "drfbob", "drfcarol", None]
+    assert plan.associations() == {("theory", "drfalice"), ("theory", "drfbob"), ("lab", "drfcarol"), ("lab", "root")}
+    assert plan.create == () and "as their trace users" in plan.note()
+
+
+def test_trace_users_that_are_not_unix_users_are_refused_in_one_line_naming_them() -> None:
+    workload = _users(*((f"a{i % 2}", f"user{i:02d}") for i in range(12)))
+    with pytest.raises(ReplayInputError) as caught:
+        plan_users(workload, UserChoice(), "root", _unix("user00"), root=True)
+    message = str(caught.value)
+    assert "\n" not in message and "not Unix users on this host" in message
+    assert "user01" in message and "user00," not in message and "and 1 more (11)" in message
+    assert "--users invoking" in message and "--users pool=" in message and "--create-unix-users" in message
+
+
+def test_a_trace_job_without_a_user_is_refused_by_name() -> None:
+    workload = _workload(_job("ok", "x"), replace(_job("swf-9", "g3"), user=""))
+    with pytest.raises(ReplayInputError, match="trace job swf-9 \\(account g3\\) has no user"):
+        plan_users(workload, UserChoice(), "root", _unix("x-u"), root=True)
+
+
+def test_submitting_as_others_needs_root_and_as_oneself_does_not() -> None:
+    workload = _users(("x", "alice"), ("x", "bob"))
+    with pytest.raises(ReplayInputError, match="needs root") as caught:
+        plan_users(workload, UserChoice(), "alice", _unix("alice", "bob"))
+    assert "bob" in str(caught.value) and "alice" not in str(caught.value).split("needs root")[0]
+    alone = _users(("x", "alice"))
+    plan = plan_users(alone, UserChoice(), "alice", _unix("alice"))
+    assert plan.run_as(alone.jobs[0]) is None
+
+
+def test_invoking_submits_every_job_as_the_replay_and_says_so() -> None:
+    workload = _users(("x", "climate-u0"), ("y", "genomics-u1"))
+    plan = plan_users(workload, UserChoice("invoking"), "hpcadmin", _unix())
+    assert {plan.submitter(j) for j in workload.jobs} == {"hpcadmin"}
+    assert all(plan.run_as(j) is None for j in workload.jobs)
+    assert plan.associations() == {("x", "hpcadmin"), ("y", "hpcadmin")}
+    assert "by hpcadmin" in plan.note() and "--users invoking" in plan.note()
+
+
+def test_a_pool_maps_each_accounts_users_in_turn_by_name() -> None:
+    # The scenarios' users (ACCOUNT-uN): each account's three users onto the three sandbox users.
+    workload = build_scenario("gpu-newcomer", 1, nodes=4, jobs=60)
+    pool = ("drfalice", "drfbob", "drfcarol")
+    plan = plan_users(workload, UserChoice("pool", pool), "root", _unix(*pool), root=True)
+    for account in workload.accounts:
+        users = sorted({j.user for j in workload.jobs if j.account == account})
+        assert users == [f"{account}-u0", f"{account}-u1", f"{account}-u2"]
+        assert [plan.submitters[(account, u)] for u in users] == list(pool)
+    # A user in two accounts maps per account.
+    two = _users(("b", "zed"), ("a", "amy"), ("a", "zed"))
+    mapped = plan_users(two, UserChoice("pool", ("p1", "p2")), "root", _unix("p1", "p2"), root=True)
+    assert mapped.submitters == {("a", "amy"): "p1", ("a", "zed"): "p2", ("b", "zed"): "p1"}
+    with pytest.raises(ReplayInputError, match="not Unix users on this host: nobody2"):
+        plan_users(two, UserChoice("pool", ("p1", "nobody2")), "root", _unix("p1"), root=True)
+
+
+def test_create_unix_users_makes_only_the_missing_ones_and_only_valid_names() -> None:
+    # SWF's user ids are u<id> (importers): names useradd takes.
+    workload = parse_swf_workload(
+        "1 0 0 600 4 -1 -1 4 600 -1 1 123 7 -1 1 -1 -1 -1\n2 5 0 600 4 -1 -1 4 600 -1 1 9 7 -1 1 -1 -1 -1\n"
+    )
+    assert sorted({j.user for j in workload.jobs}) == ["u123", "u9"]
+    plan = plan_users(workload, UserChoice(), "root", _unix("u9"), create_unix_users=True, root=True)
+    assert plan.create == ("u123",) and "created Unix user(s) u123" in plan.note()
+    with pytest.raises(ReplayInputError, match="useradd would not take: Alice"):
+        plan_users(_users(("x", "Alice")), UserChoice(), "root", _unix(), create_unix_users=True, root=True)
+    with pytest.raises(ReplayInputError, match="--create-unix-users goes with --users trace"):
+        plan_users(workload, UserChoice("invoking"), "root", _unix(), create_unix_users=True, root=True)
+
+
+def test_the_tree_scenarios_users_are_leaves_of_their_accounts() -> None:
+    workload = build_scenario("tree", 1, nodes=4, jobs=80)
+    names = {u for u, *_ in TREE_USERS}
+    plan = plan_users(workload, UserChoice(), "root", _unix(*names), root=True)
+    made = plan_associations(workload, plan, {("root", "")}, create=True)
+    # The tree first (parents before their accounts), then each user in its account.
+    assert [a for a, _, _ in made.accounts] == ["cs", "physics", "astro", "lab", "ml", "systems"]
+    assert set(made.users) == {(account, user) for user, account, *_ in TREE_USERS}
+
+
+def test_missing_associations_are_refused_naming_accounts_and_users() -> None:
+    workload = _users(("theory", "drfalice"), ("theory", "drfbob"), ("alpha", "drfalice"))
+    plan = plan_users(workload, UserChoice(), "root", _unix("drfalice", "drfbob"), root=True)
+    known = {("theory", ""), ("theory", "drfalice")}
+    with pytest.raises(ReplayInputError) as caught:
+        plan_associations(workload, plan, known, create=False)
+    message = str(caught.value)
+    assert "account(s) alpha" in message and "user(s) drfbob in theory" in message and "--create-accounts" in message
+    made = plan_associations(workload, plan, known, create=True)
+    assert made.accounts == (("alpha", None, 1),) and made.users == (("alpha", "drfalice"), ("theory", "drfbob"))
+    assert plan_associations(workload, plan, known | set(made.users) | {("alpha", "")}, create=False).users == ()
+
+
+def test_nothing_is_created_when_a_check_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[str] = []
+    monkeypatch.setattr(replay_cluster, "fetch_associations", lambda cluster: {("theory", "")})
+    for name in ("create_unix_user", "create_account", "create_user"):
+        monkeypatch.setattr(replay_cluster, name, lambda *args, name=name: made.append(name))
+    monkeypatch.setattr(run_module, "_is_unix_user", lambda name: False)
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    workload = _users(("alpha", "newuser"))
+    options = ReplayOptions(arm=parse_arm("slurm"), compression=60, config=Config(), create_unix_users=True)
+    with pytest.raises(ReplayInputError, match="account\\(s\\) alpha"):
+        prepare_users(workload, "drftest", options)
+    assert made == []
+    plan, notes = prepare_users(workload, "drftest", replace(options, create_accounts=True))
+    assert made == ["create_unix_user", "create_account", "create_user"]
+    assert plan.submitter(workload.jobs[0]) == "newuser"
+    assert any("newuser in alpha" in n for n in notes) and any(
+        "created account(s) with sacctmgr: alpha" in n for n in notes
+    )
+
+
+# --------------------------------------------------------------------------
 # Arms and the Slurm they run against
 
 
@@ -271,6 +452,8 @@ def test_a_replay_result_is_measured_as_the_simulator_measures_the_same_run() ->
     assert ours.time_to_fair_share == theirs.time_to_fair_share
     assert [a.wait_p50 for a in ours.accounts] == pytest.approx([a.wait_p50 for a in theirs.accounts])
     assert ours.utilisation == pytest.approx(theirs.utilisation)
+    assert [a.rho for a in ours.accounts] == pytest.approx([a.rho for a in theirs.accounts])
+    assert ours.rho_max == pytest.approx(theirs.rho_max) and ours.rho_max >= 1.0
     assert ours.writes is not None and ours.writes.total == 4
 
 
@@ -367,6 +550,8 @@ def test_report_compares_saved_results_offline(tmp_path: Path, capsys: pytest.Ca
     out = capsys.readouterr().out
     assert "sim:slurm" in out and "sim:drf" in out and "fairness error" in out
     assert "slurm: measured against the simulator's prediction" in out
+    # The replay's interval is its samples', not a policy's.
+    assert "sample interval 1m" in out and "policy interval" not in out
     assert main(["replay", "--report", *files, "--format", "json", "--no-predict"]) == 0
     shown = orjson.loads(capsys.readouterr().out)
     assert [p["policy"] for p in shown["policies"]] == ["slurm", "drf"]
@@ -379,6 +564,8 @@ def test_report_compares_saved_results_offline(tmp_path: Path, capsys: pytest.Ca
         (["--compress", "0"], "--compress"),
         (["--compress", "inf"], "--compress"),
         (["--sample-interval", "nan"], "--sample-interval"),
+        (["--users", "everyone"], "--users"),
+        (["--users", "pool=a;b"], "'a;b' is not a user name"),
     ],
 )
 def test_bad_options_are_refused_before_anything_runs(
@@ -396,3 +583,37 @@ def test_a_report_of_a_file_that_is_not_json_is_one_line(tmp_path: Path, capsys:
     assert main(["replay", "--report", str(bad)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "bad.json" in err[0]
+
+
+def test_the_replay_page_calls_its_interval_the_sample_interval() -> None:
+    workload = build_scenario("gpu-newcomer", 1, nodes=4, jobs=40)
+    result = _replayed(simulate(workload, build_policy("drf", engine="fast")))
+    page = render_replay_html(build_comparison([result]), [result], b"")
+    assert "sample interval 1m" in page and "policy interval" not in page
+
+
+def test_finish_time_fairness_is_time_shared_over_time_on_the_accounts_slice() -> None:
+    # Two equal accounts on two nodes of 64 CPUs: each one's slice is one node's worth.
+    jobs = [_job("x-1", "x", cpu=64), _job("y-1", "y", cpu=64), _job("x-2", "x", submit=1, cpu=64)]
+    workload = _workload(*jobs, _job("y-big", "y", submit=1200, cpu=64, nodes=2))
+    sim = simulate(workload, build_policy("drf", engine="fast"))
+    rho = finish_time_fairness(sim)
+    # x-1 and y-1 run at once (1); x-2 waits until x-1 ends (1199 s in the cluster for 600 s of run time);
+    # y-big holds the whole cluster, twice its slice, and runs at once: half the time it takes on its slice.
+    assert rho.tolist() == pytest.approx([1.0, 1.0, 1199 / 600, 0.5])
+    metrics = compute_metrics(sim)
+    by = {a.account: a.rho for a in metrics.accounts}
+    assert by == pytest.approx({"x": (1 + 1199 / 600) / 2, "y": 0.75})
+    assert metrics.rho_max == pytest.approx(by["x"])
+    rendered = render_metrics(metrics)
+    assert rendered["finish_time_fairness_max"] == round(by["x"], 4)
+    assert rendered["accounts"][0]["finish_time_fairness"] == round(by["x"], 4)
+
+
+def test_finish_time_fairness_slices_follow_the_weights() -> None:
+    # x weighs 3, y 1: x's slice is 3/4 of the cluster, y's 1/4. A job of half the cluster runs on x's slice
+    # as fast as here; on y's it would take twice as long, so y, served at once, is at 1/2.
+    weights = {"x": Fraction(3), "y": Fraction(1)}
+    workload = _workload(_job("x-1", "x", cpu=64), _job("y-1", "y", cpu=64), weights=weights)
+    rho = finish_time_fairness(simulate(workload, build_policy("drf", engine="fast")))
+    assert rho.tolist() == pytest.approx([1.0, 0.5])

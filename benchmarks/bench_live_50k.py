@@ -182,16 +182,16 @@ def _exists(pid: str) -> bool:
     return os.path.isdir(f"/proc/{pid}/task")
 
 
-def children(pid: int) -> list[int]:
-    found = []
+def parents() -> dict[int, int]:
+    """Every process's parent, from one pass over /proc."""
+    found = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 stat = Path(f"/proc/{entry}/stat").read_text(encoding="ascii")
             except OSError:
                 continue
-            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
-                found.append(int(entry))
+            found[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
     return found
 
 
@@ -216,7 +216,8 @@ def job_processes_pss(job_ids: Sequence[str]) -> tuple[int, int]:
                 continue
             if len(words) == 2 and words[0] == "slurmstepd:" and words[1] in wanted:
                 steps.append(int(entry))
-    procs = steps + [c for s in steps for c in children(s)]
+    chosen = set(steps)
+    procs = steps + [pid for pid, parent in parents().items() if parent in chosen]
     return len(procs), sum(pss_kib(p) for p in procs)
 
 
@@ -393,6 +394,7 @@ def setup(args: argparse.Namespace, scratch: Path) -> int:
     free = meminfo("MemAvailable")
     per_job_guess = 2048  # KiB, measured at a few hundred: about 1.3 MiB PSS per job
     in_use = tasks_in_use()
+    have = ours("R")
     pid_max = int(Path("/proc/sys/kernel/pid_max").read_text(encoding="ascii"))
     fit_pids = int((PID_SHARE * pid_max - in_use) / TASKS_PER_RUNNING_JOB)
     fit_memory = int(free * 0.5 / per_job_guess)
@@ -400,27 +402,32 @@ def setup(args: argparse.Namespace, scratch: Path) -> int:
         f"machine: MemAvailable {free / 1024**2:.1f} GiB, {in_use} tasks of pid_max {pid_max}: "
         f"room for {fit_pids} running jobs by pids ({PID_SHARE:.0%} of pid_max), {fit_memory} by memory (half)"
     )
-    if running > min(fit_pids, fit_memory):
+    if running - len(have) > min(fit_pids, fit_memory):
         most = min(fit_pids, fit_memory)
         sys.exit(f"bench_live_50k: {running} running jobs do not fit safely; ask for at most {most}")
     if cpus != running:
         sys.exit(f"bench_live_50k: the node has {cpus} CPUs; make it {running}: SLURM_SANDBOX_NODE_CPUS={running}")
 
     started = time.perf_counter()
-    fill = submit(scratch, RUNNING_NAME, [ACCOUNTS[i % 4] for i in range(running)], False, args.threads)
+    fill = have + submit(
+        scratch, RUNNING_NAME, [ACCOUNTS[i % 4] for i in range(len(have), running)], False, args.threads
+    )
     wait_for(lambda: len(ours("R")) == running, 900, f"{running} jobs to run", every=5)
     # Let slurmd settle (launch threads end), then measure.
     time.sleep(5)
     count, pss = job_processes_pss(fill)
     after = meminfo("MemAvailable")
+    drop = f"{(free - after) / running:.0f} KiB of MemAvailable, " if not have else ""
     print(
         f"setup: {len(fill)} running in {time.perf_counter() - started:.0f} s; per running job "
-        f"{(free - after) / running:.0f} KiB of MemAvailable, {pss / running:.0f} KiB PSS "
-        f"({count} processes under slurmd); tasks now {tasks_in_use()} of {pid_max}"
+        f"{drop}{pss / running:.0f} KiB PSS ({count} processes: slurmstepd and sleep); "
+        f"tasks now {tasks_in_use()} of {pid_max}",
+        flush=True,
     )
 
     started = time.perf_counter()
-    pending = submit(scratch, PENDING_NAME, [ACCOUNTS[i % 4] for i in range(args.pending)], True, args.threads)
+    queued = len(ours("PD"))
+    pending = submit(scratch, PENDING_NAME, [ACCOUNTS[i % 4] for i in range(queued, args.pending)], True, args.threads)
     submitted = time.perf_counter() - started
     for start in range(0, len(pending), 10000):  # one argument stays below the kernel's 128 KiB
         run(["scontrol", "release", ",".join(pending[start : start + 10000])])
@@ -583,7 +590,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=4, help="concurrent sbatch processes (default 4)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--keep", action="store_true", help="leave the jobs queued (a later run with --reuse)")
-    parser.add_argument("--reuse", action="store_true", help="measure the jobs a --keep run left")
+    parser.add_argument("--reuse", action="store_true", help="go on with the jobs a --keep run left")
     parser.add_argument("--cleanup", action="store_true", help="only cancel what a --keep run left")
     args = parser.parse_args()
     if not os.environ.get("SLURM_CONF"):
@@ -605,7 +612,7 @@ def main() -> None:
         scratch.mkdir()
         scratch.chmod(0o755)
         try:
-            running = len(ours("R")) if args.reuse else setup(args, scratch)
+            running = setup(args, scratch)
             print(f"measuring: {len(ours('R'))} running, {len(ours('PD'))} pending", flush=True)
             measure_reads(args, tmp, backends, env)
             measure_cycles(args, tmp, scratch, backends, running)

@@ -1179,6 +1179,7 @@ def build_snapshot(
     snapshot holds. `associations` is the checked tree
     (`check_associations`), or () when it is unknown.
     """
+    warn_max_job_count(jobs, config_text)
     nodes, jobs = select_partitions(list(nodes), list(jobs), partitions)
     pending = {job.job_id for job in jobs if job.pending}
     snapshot = Snapshot(
@@ -1196,6 +1197,30 @@ def build_snapshot(
     )
     check_snapshot(snapshot)
     return snapshot
+
+
+def warn_max_job_count(jobs: Sequence[Job], config_text: str) -> int | None:
+    """One warning line when slurmctld holds at least its MaxJobCount jobs; that limit, if known.
+
+    slurmctld then refuses every new job (sbatch: "Slurm temporarily unable
+    to accept job"), but answers squeue and job updates as before: a
+    lowered MaxJobCount even keeps every job it already holds. The read is
+    whole, so the cycle goes on and writes; what has to change is Slurm's.
+    Jobs are counted as slurmctld counts them: a pending array is its tasks.
+    """
+    text = _config_value(config_text, "MaxJobCount")
+    if text is None or not text.isdigit():
+        return None
+    limit = int(text)
+    held = sum(max(job.array_tasks, 1) for job in jobs)
+    if limit and held >= limit:
+        logger.warning(
+            "slurmctld holds %d jobs, at or past its MaxJobCount %d: sbatch refuses new jobs until some "
+            "end (raise MaxJobCount in slurm.conf); the cycle goes on with the jobs read",
+            held,
+            limit,
+        )
+    return limit
 
 
 def check_snapshot(snapshot: Snapshot) -> None:

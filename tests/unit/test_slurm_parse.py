@@ -1055,6 +1055,26 @@ def test_a_cycle_on_a_truncated_answer_writes_and_saves_nothing_and_the_next_goe
     assert len(writer.writes) == 2 and again.result is not None and again.result.count == 1
 
 
+@pytest.mark.parametrize(("limit", "warned"), [(10, True), (20, True), (21, False), (None, False)])
+def test_a_queue_at_max_job_count_is_one_warning_and_the_snapshot_is_whole(
+    limit: int | None, warned: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    jobs = parse_squeue_json(load("22.05", "squeue.json"))
+    tasks = sum(max(job.array_tasks, 1) for job in jobs)
+    assert tasks == 20  # the fixture's records: no pending array
+    nodes = parse_sinfo_json(load("22.05", "sinfo.json"))
+    config = "" if limit is None else f"MaxJobCount             = {limit}\n"
+    with caplog.at_level(logging.WARNING):
+        snapshot = build_snapshot("c", "2026-01-01T00:00:00Z", nodes, jobs, None, "22.05.8", config)
+    assert len(snapshot.jobs) == len(jobs)
+    lines = [r.getMessage() for r in caplog.records if "MaxJobCount" in r.getMessage()]
+    expected = (
+        f"slurmctld holds 20 jobs, at or past its MaxJobCount {limit}: sbatch refuses new jobs until some "
+        "end (raise MaxJobCount in slurm.conf); the cycle goes on with the jobs read"
+    )
+    assert lines == ([expected] if warned else [])
+
+
 def test_cli_source_nodes_unreadable() -> None:
     replay = Replay({tuple(build_squeue_argv()): text("24.11", "squeue.json")})
     with pytest.raises(SlurmReadError, match="sinfo --json --all"):

@@ -30,12 +30,14 @@ naming it; it never stops the others from being read.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from fractions import Fraction
+from types import MappingProxyType
 from typing import Any, Final, NamedTuple
 
 from slurm_drf.errors import SlurmReadError, SnapshotError, shorten
@@ -49,6 +51,7 @@ from slurm_drf.model.types import (
     Job,
     Node,
     Snapshot,
+    Tres,
     freeze_tres,
 )
 
@@ -248,7 +251,21 @@ def _combine_gres(untyped: Mapping[str, int], typed: Mapping[tuple[str, str], in
     return out
 
 
+# A queue of 50,000 jobs holds a few dozen distinct TRES and GRES strings: the
+# pure string parsers below are cached (their dicts copied out, so a caller may
+# change its own), which halves the time of reading such a queue. A string
+# that raises is not cached: each job that has it is named in its own warning.
+_PARSE_CACHE_SIZE: Final = 4096
+
+
 def _parse_tres_entries(text: str, field: str | None = None) -> tuple[dict[str, int], frozenset[str]]:
+    """`_tres_entries`, from a cache: a dict of the caller's own."""
+    tres, explicit = _tres_entries(text, field)
+    return dict(tres), explicit
+
+
+@functools.lru_cache(maxsize=_PARSE_CACHE_SIZE)
+def _tres_entries(text: str, field: str | None) -> tuple[Mapping[str, int], frozenset[str]]:
     """TRES amounts and the set of untyped GRES keys the string itself wrote.
 
     With `field` (a job's TRES string, named so) an entry whose value is no
@@ -286,7 +303,7 @@ def _parse_tres_entries(text: str, field: str | None = None) -> tuple[dict[str, 
         else:
             plain[name] = amount
     explicit = frozenset(f"gres/{name}" for name in untyped)
-    return {**plain, **_combine_gres(untyped, typed)}, explicit
+    return MappingProxyType({**plain, **_combine_gres(untyped, typed)}), explicit
 
 
 def parse_tres_string(text: str | None) -> dict[str, int]:
@@ -300,6 +317,12 @@ def parse_tres_string(text: str | None) -> dict[str, int]:
 
 
 def _parse_gres_items(text: str, skip_prefixes: tuple[str, ...] = ()) -> dict[str, int]:
+    """`_gres_items`, from a cache (see `_PARSE_CACHE_SIZE`): a dict of the caller's own."""
+    return dict(_gres_items(text, skip_prefixes)) if text else {}
+
+
+@functools.lru_cache(maxsize=_PARSE_CACHE_SIZE)
+def _gres_items(text: str, skip_prefixes: tuple[str, ...]) -> Mapping[str, int]:
     untyped: dict[str, int] = {}
     typed: dict[tuple[str, str], int] = {}
     for raw_item in _split_top_level(text):
@@ -333,7 +356,7 @@ def _parse_gres_items(text: str, skip_prefixes: tuple[str, ...] = ()) -> dict[st
             typed[key] = typed.get(key, 0) + count
         else:
             untyped[name] = untyped.get(name, 0) + count
-    return _combine_gres(untyped, typed)
+    return MappingProxyType(_combine_gres(untyped, typed))
 
 
 def parse_gres(text: str | None) -> dict[str, int]:
@@ -363,6 +386,7 @@ def _lenient(parse: Callable[[str | None], dict[str, int]], text: str, what: str
     try:
         return parse(text)
     except ValueError as error:
+        _WARNED.count += 1
         logger.warning("%s: %s; its GRES are not counted", what, error)
         return {}
 
@@ -506,6 +530,7 @@ def _job_gres(record: Mapping[str, Any], nodes: int, tasks: int, holding: bool) 
         if not names:
             continue
         if factor is None:
+            _WARNED.count += 1
             logger.warning(
                 "%s: %s=%s without sockets_per_node; GRES per socket not counted", label, key, record.get(key)
             )
@@ -538,6 +563,69 @@ def _job_memory(record: Mapping[str, Any], nodes: int, cpus: int | None, gpus: i
     if per_gpu and gpus:
         return per_gpu * gpus
     return None
+
+
+class _Warnings:
+    """How many warnings the job TRES parsers logged: a result that warned is not cached."""
+
+    count = 0
+
+
+_WARNED: Final = _Warnings()
+# What `_job_tres` reads of a record (`job_resources` only without `node_count`: then it is not cached).
+_TRES_FIELDS: Final = (
+    "tres_req_str",
+    "tres_alloc_str",
+    "node_count",
+    "tasks",
+    "cpus",
+    "sockets_per_node",
+    "tres_per_job",
+    "tres_per_node",
+    "tres_per_task",
+    "tres_per_socket",
+    "memory_per_node",
+    "memory_per_cpu",
+    "memory_per_tres",
+    "gres_detail",
+)
+_TRES_CACHE: dict[tuple[object, ...], Tres] = {}
+
+
+def _frozen(value: object) -> object:
+    """A hashable stand-in for a JSON value; scalars keep their type (1, 1.0 and True differ)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return (dict, tuple((k, _frozen(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return (list, tuple(_frozen(v) for v in value))
+    return (type(value), value)
+
+
+def _job_tres_frozen(record: Mapping[str, Any], state: str) -> Tres:
+    """`_job_tres` as a read-only mapping, shared by the jobs whose fields are the same.
+
+    A queue of 50,000 jobs has a few dozen distinct shapes: each is parsed
+    once (per `_PARSE_CACHE_SIZE` shapes). A record that raises or warns
+    is parsed every time, so each such job is named in its own line.
+    """
+    try:
+        counted = _positive(record, "node_count") is not None  # else job_resources is read too
+    except (TypeError, ValueError):
+        counted = False  # _job_tres says what is wrong
+    key = (state in HOLDING_STATES, *(_frozen(record.get(f)) for f in _TRES_FIELDS)) if counted else None
+    if key is not None:
+        hit = _TRES_CACHE.get(key)
+        if hit is not None:
+            return hit
+    warned = _WARNED.count
+    tres = freeze_tres(_job_tres(record, state))
+    if key is not None and _WARNED.count == warned:
+        if len(_TRES_CACHE) >= _PARSE_CACHE_SIZE:
+            _TRES_CACHE.clear()
+        _TRES_CACHE[key] = tres
+    return tres
 
 
 def _job_tres(record: Mapping[str, Any], state: str) -> dict[str, int]:
@@ -667,7 +755,7 @@ def parse_squeue_record(record: object, *, include_finished: bool = False) -> Jo
         held=held,
         submit_time=submit_time,
         array_tasks=array_tasks,
-        tres=freeze_tres(_job_tres(record, state)),
+        tres=_job_tres_frozen(record, state),
     )
 
 

@@ -263,6 +263,24 @@ def test_odd_gres_keeps_the_job_and_warns(caplog: pytest.LogCaptureFixture) -> N
     assert "job 1 tres_per_node" in caplog.text
 
 
+def test_every_job_with_the_same_odd_gres_is_named_though_shapes_are_parsed_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    base = load("22.05", "squeue.json")["jobs"][0]
+    odd = [dict(base, job_id=i, tres_per_node="gres:gpu:a:b:c", gres_detail=[]) for i in (71, 72)]
+    same = [dict(base, job_id=i) for i in (81, 82)]
+    with caplog.at_level(logging.WARNING, logger="slurm_drf.slurm.parse"):
+        jobs = [parse_squeue_record(record) for record in [*odd, *same]]
+    assert "job 71 tres_per_node" in caplog.text and "job 72 tres_per_node" in caplog.text
+    assert all(job is not None for job in jobs)
+    tres = [dict(job.tres) for job in jobs if job is not None]
+    assert tres[0] == tres[1] == {"cpu": 2, "mem": 8192, "node": 1, "billing": 2}
+    assert tres[2] == tres[3] == dict(parse_squeue_record(base).tres)  # type: ignore[union-attr]
+    # A field that differs only in its JSON type is another shape: True is no node count.
+    with pytest.raises((TypeError, ValueError)):
+        parse_squeue_record(dict(base, node_count=True))
+
+
 # A TRES amount no job can hold (issue 22): the job is skipped with one warning
 # naming it and the field, the rest of squeue's answer is read, and the
 # snapshot is built (a 20-digit amount once stopped the cycle in numpy).

@@ -142,13 +142,25 @@ def build_command_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def parse_command_json(text: str, command: Sequence[str]) -> dict[str, Any]:
-    """A command's JSON output; SlurmReadError names the command and position."""
+    """A command's JSON output; SlurmReadError names the command and position.
+
+    An answer that stops before its JSON is complete (a command killed
+    mid-output, a full pipe, a disk that filled under a wrapper) is named
+    as cut short, with how much arrived, and an empty one as empty: the
+    cycle stops before anything is planned or written.
+    """
+    name = " ".join(command)
+    if not text.strip():
+        raise SlurmReadError(f"{name}: empty answer (exit status 0 but no JSON on standard output)")
     try:
         data = orjson.loads(text)
     except orjson.JSONDecodeError as error:
-        raise SlurmReadError(
-            f"{' '.join(command)}: invalid JSON at line {error.lineno} column {error.colno}: {error.msg}"
-        ) from error
+        where = f"line {error.lineno} column {error.colno}"
+        if error.pos >= len(text.rstrip()):
+            raise SlurmReadError(
+                f"{name}: answer cut short: its JSON stops at {where} after {len(text)} characters, incomplete"
+            ) from error
+        raise SlurmReadError(f"{name}: invalid JSON at {where}: {error.msg}") from error
     if not isinstance(data, dict):
         raise SlurmReadError(f"{' '.join(command)}: expected a JSON object, got {type(data).__name__}")
     return data

@@ -20,6 +20,9 @@ from typing import Any
 
 import pytest
 
+from slurm_drf.config.settings import Config
+from slurm_drf.cycle.run import run_cycle
+from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import SlurmReadError, SlurmWriteError, SnapshotError
 from slurm_drf.model.snapshot_file import SnapshotFileSource, write_snapshot_file
 from slurm_drf.model.types import Job, Node, Snapshot
@@ -41,6 +44,7 @@ from slurm_drf.slurm.parse.nodes import parse_node_state, parse_sinfo_json
 from slurm_drf.slurm.parse.scontrol import parse_cluster_name, parse_priority_type, parse_priority_weights
 from slurm_drf.slurm.parse.snapshot import build_snapshot, select_partitions
 from slurm_drf.slurm.source import ClusterSource
+from slurm_drf.slurm.write import Write, WriteResult
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CONSTRUCTED = ["23.02", "23.11", "24.11"]
@@ -242,6 +246,24 @@ def test_odd_gres_keeps_the_job_and_warns(caplog: pytest.LogCaptureFixture) -> N
     assert job is not None
     assert dict(job.tres) == {"cpu": 2, "mem": 8192, "node": 1, "billing": 2}
     assert "job 1 tres_per_node" in caplog.text
+
+
+def test_every_job_with_the_same_odd_gres_is_named_though_shapes_are_parsed_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    base = load("22.05", "squeue.json")["jobs"][0]
+    odd = [dict(base, job_id=i, tres_per_node="gres:gpu:a:b:c", gres_detail=[]) for i in (71, 72)]
+    same = [dict(base, job_id=i) for i in (81, 82)]
+    with caplog.at_level(logging.WARNING, logger="slurm_drf.slurm.parse"):
+        jobs = [parse_squeue_record(record) for record in [*odd, *same]]
+    assert "job 71 tres_per_node" in caplog.text and "job 72 tres_per_node" in caplog.text
+    assert all(job is not None for job in jobs)
+    tres = [dict(job.tres) for job in jobs if job is not None]
+    assert tres[0] == tres[1] == {"cpu": 2, "mem": 8192, "node": 1, "billing": 2}
+    assert tres[2] == tres[3] == dict(parse_squeue_record(base).tres)  # type: ignore[union-attr]
+    # A field that differs only in its JSON type is another shape: True is no node count.
+    with pytest.raises((TypeError, ValueError)):
+        parse_squeue_record(dict(base, node_count=True))
 
 
 # A TRES amount no job can hold (issue 22): the job is skipped with one warning
@@ -963,6 +985,97 @@ def test_cli_source_invalid_json_is_a_read_error() -> None:
     replay = Replay({tuple(build_squeue_argv()): '{"jobs": [\n  {,}\n'})
     with pytest.raises(SlurmReadError, match=r"squeue --json --all: invalid JSON at line 2"):
         CliSource(runner=replay, environ={}).fetch_snapshot()
+
+
+def complete_2205() -> dict[tuple[str, ...], str | BaseException]:
+    return {
+        tuple(build_squeue_argv()): text("22.05", "squeue.json"),
+        tuple(build_sinfo_argv()): text("22.05", "sinfo.json"),
+        CONFIG: text("23.02", "scontrol-show-config-basic.txt"),
+    }
+
+
+@pytest.mark.parametrize("argv", [build_squeue_argv(), build_sinfo_argv()], ids=["squeue", "sinfo"])
+@pytest.mark.parametrize("kept", [0.0, 0.01, 0.5, 0.999])
+def test_a_truncated_answer_is_one_line_naming_the_command_and_what_arrived(argv: list[str], kept: float) -> None:
+    answers = complete_2205()
+    whole = answers[tuple(argv)]
+    assert isinstance(whole, str)
+    cut = whole[: int(len(whole) * kept)]
+    answers[tuple(argv)] = cut
+    with pytest.raises(SlurmReadError) as raised:
+        CliSource(runner=Replay(answers), environ={}).fetch_snapshot()
+    message = str(raised.value)
+    assert "\n" not in message
+    if not cut:
+        assert message == f"{' '.join(argv)}: empty answer (exit status 0 but no JSON on standard output)"
+    else:
+        assert re.fullmatch(
+            rf"{' '.join(argv)}: answer cut short: its JSON stops at line \d+ column \d+ "
+            rf"after {len(cut)} characters, incomplete",
+            message,
+        ), message
+
+
+def test_json_broken_before_its_end_is_not_called_cut_short() -> None:
+    answers = complete_2205()
+    answers[tuple(build_squeue_argv())] = '{"jobs": [,]}\n'
+    with pytest.raises(SlurmReadError, match=r"^squeue --json --all: invalid JSON at line 1 column 11: "):
+        CliSource(runner=Replay(answers), environ={}).fetch_snapshot()
+
+
+class RecordingWriter:
+    def __init__(self) -> None:
+        self.writes: list[Write] = []
+
+    def apply(self, writes: Sequence[Write]) -> WriteResult:
+        self.writes.extend(writes)
+        return WriteResult(applied=tuple(w.job_id for w in writes))
+
+    def run_lines(self, lines: Sequence[str]) -> tuple[dict[str, str], list[str]]:
+        raise AssertionError(f"no reset expected: {lines}")
+
+
+def test_a_cycle_on_a_truncated_answer_writes_and_saves_nothing_and_the_next_goes_on(tmp_path: Path) -> None:
+    answers = complete_2205()
+    config = Config(resources=("cpu", "mem"), state_dir=str(tmp_path), max_writes_per_cycle=1)
+    store, writer = StateStore(tmp_path), RecordingWriter()
+    source = CliSource(runner=Replay(answers), environ={})
+    first = run_cycle(source, writer, config, store)
+    assert len(writer.writes) == 1 and first.deferred > 0  # one write per cycle: the next has some to do
+    saved = (tmp_path / "state.json").read_bytes()
+
+    whole = answers[tuple(build_squeue_argv())]
+    assert isinstance(whole, str)
+    answers[tuple(build_squeue_argv())] = whole[: len(whole) // 3]
+    with pytest.raises(SlurmReadError, match=r"^squeue --json --all: answer cut short"):
+        run_cycle(source, writer, config, store)
+    assert len(writer.writes) == 1
+    assert (tmp_path / "state.json").read_bytes() == saved
+
+    answers[tuple(build_squeue_argv())] = whole
+    again = run_cycle(source, writer, config, store)
+    assert len(writer.writes) == 2 and again.result is not None and again.result.count == 1
+
+
+@pytest.mark.parametrize(("limit", "warned"), [(10, True), (20, True), (21, False), (None, False)])
+def test_a_queue_at_max_job_count_is_one_warning_and_the_snapshot_is_whole(
+    limit: int | None, warned: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    jobs = parse_squeue_json(load("22.05", "squeue.json"))
+    tasks = sum(max(job.array_tasks, 1) for job in jobs)
+    assert tasks == 20  # the fixture's records: no pending array
+    nodes = parse_sinfo_json(load("22.05", "sinfo.json"))
+    config = "" if limit is None else f"MaxJobCount             = {limit}\n"
+    with caplog.at_level(logging.WARNING):
+        snapshot = build_snapshot("c", "2026-01-01T00:00:00Z", nodes, jobs, None, "22.05.8", config)
+    assert len(snapshot.jobs) == len(jobs)
+    lines = [r.getMessage() for r in caplog.records if "MaxJobCount" in r.getMessage()]
+    expected = (
+        f"slurmctld holds 20 jobs, at or past its MaxJobCount {limit}: sbatch refuses new jobs until some "
+        "end (raise MaxJobCount in slurm.conf); the cycle goes on with the jobs read"
+    )
+    assert lines == ([expected] if warned else [])
 
 
 def test_cli_source_nodes_unreadable() -> None:

@@ -6,17 +6,21 @@ show config` adds, and the consistency checks a snapshot file gets too.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 
 from slurm_drf.errors import SlurmReadError, SnapshotError
 from slurm_drf.model.codec import check_job_table, check_nodes
 from slurm_drf.model.types import Association, Job, Node, Snapshot, freeze_tres
 from slurm_drf.slurm.parse.scontrol import (
+    _config_value,
     parse_priority_type,
     parse_priority_weights,
     parse_scheduler_parameters,
     parse_scontrol_config,
 )
+
+logger = logging.getLogger(__name__)
 
 
 def select_partitions(
@@ -54,6 +58,7 @@ def build_snapshot(
     snapshot holds. `associations` is the checked tree
     (`check_associations`), or () when it is unknown.
     """
+    warn_max_job_count(jobs, config_text)
     nodes, jobs = select_partitions(list(nodes), list(jobs), partitions)
     pending = {job.job_id for job in jobs if job.pending}
     snapshot = Snapshot(
@@ -86,3 +91,27 @@ def check_snapshot(snapshot: Snapshot) -> None:
         check_job_table(snapshot.table)  # the table is kept: the plan uses it
     except SnapshotError as error:
         raise SlurmReadError(f"inconsistent data from Slurm: {error}") from error
+
+
+def warn_max_job_count(jobs: Sequence[Job], config_text: str) -> int | None:
+    """One warning line when slurmctld holds at least its MaxJobCount jobs; that limit, if known.
+
+    slurmctld then refuses every new job (sbatch: "Slurm temporarily unable
+    to accept job"), but answers squeue and job updates as before: a
+    lowered MaxJobCount even keeps every job it already holds. The read is
+    whole, so the cycle goes on and writes; what has to change is Slurm's.
+    Jobs are counted as slurmctld counts them: a pending array is its tasks.
+    """
+    text = _config_value(config_text, "MaxJobCount")
+    if text is None or not text.isdigit():
+        return None
+    limit = int(text)
+    held = sum(max(job.array_tasks, 1) for job in jobs)
+    if limit and held >= limit:
+        logger.warning(
+            "slurmctld holds %d jobs, at or past its MaxJobCount %d: sbatch refuses new jobs until some "
+            "end (raise MaxJobCount in slurm.conf); the cycle goes on with the jobs read",
+            held,
+            limit,
+        )
+    return limit

@@ -39,7 +39,7 @@ from slurm_drf.config.settings import Config
 from slurm_drf.cycle.run import CycleReport
 from slurm_drf.model.snapshot_file import SnapshotFileSource
 from slurm_drf.policy.plan import compute_plan
-from slurm_drf.trail.metrics import MetricsRecorder
+from slurm_drf.trail.prometheus import MetricsRecorder
 
 HERE = Path(__file__).resolve().parent
 LOAD_ONLY = "import json,sys; json.load(open(sys.argv[1]))"

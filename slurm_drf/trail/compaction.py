@@ -314,6 +314,11 @@ class HistoryUpkeep:
         try:
             with contextlib.closing(open_history(self.path)) as connection:
                 compact_history(connection, self.max_gap, now, self.budget, self.monotonic)
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) and "busy" not in str(error):
+                logger.warning("%s: cannot compact the history: %s", self.path, error)
+            else:  # the cycle's record has said so in its own line; the next cycle compacts
+                logger.debug("%s: compaction deferred: %s", self.path, error)
         except (sqlite3.Error, OSError, StateError, HistoryError) as error:
             logger.warning("%s: cannot compact the history: %s", self.path, error)
         self._check_size(now)

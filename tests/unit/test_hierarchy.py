@@ -443,9 +443,12 @@ def test_never_by_name_or_sibling_order(case: tuple[TreeNode, Vector], epoch: in
     def same_rotation(e: int, key: str) -> int:
         return rotation_key(e, renamed.get(key, key))
 
+    def same_rotations(e: int, keys: Sequence[str]) -> list[int]:
+        return [same_rotation(e, key) for key in keys]
+
     with (
         mock.patch("slurm_drf.policy.hierarchy.rotation_key", same_rotation),
-        mock.patch("slurm_drf.policy.order.rotation_key", same_rotation),
+        mock.patch("slurm_drf.policy.order.rotation_key_list", same_rotations),
     ):
         got = engine_pairs(other, capacity, epoch, {new: wins[old] for new, old in renamed.items() if old in wins})
     assert [(renamed[k], i) for k, i in got] == expected

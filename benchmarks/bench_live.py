@@ -82,8 +82,11 @@ def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> None:
         time.sleep(0.5)
 
 
-def sbatch(scratch: Path, account: str, options: Sequence[str], hold: bool) -> str:
-    argv = [
+def sbatch_argv(
+    scratch: Path, account: str, options: Sequence[str], hold: bool, *, wrap: str = "sleep 3600"
+) -> list[str]:
+    """The argv of one benchmark job: `wrap` as the script, its output discarded."""
+    return [
         "sbatch",
         "--parsable",
         f"--chdir={scratch}",
@@ -94,9 +97,12 @@ def sbatch(scratch: Path, account: str, options: Sequence[str], hold: bool) -> s
         *options,
         *(["--hold"] if hold else []),
         "--wrap",
-        "sleep 3600",
+        wrap,
     ]
-    return run(argv).stdout.strip().split(";", 1)[0]
+
+
+def sbatch(scratch: Path, account: str, options: Sequence[str], hold: bool) -> str:
+    return run(sbatch_argv(scratch, account, options, hold)).stdout.strip().split(";", 1)[0]
 
 
 def timed(argv: Sequence[str], env: dict[str, str] | None = None) -> tuple[float, subprocess.CompletedProcess[str]]:

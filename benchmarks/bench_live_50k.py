@@ -67,6 +67,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from bench_live import sbatch_argv
+
 from slurm_drf.config.load import load_config
 from slurm_drf.config.settings import Config
 from slurm_drf.cycle.run import CycleReport, Writer, run_cycle
@@ -130,20 +132,7 @@ def ours(*states: str) -> list[str]:
 
 
 def sbatch(scratch: Path, name: str, account: str, hold: bool) -> str:
-    argv = [
-        "sbatch",
-        "--parsable",
-        f"--job-name={name}",
-        f"--chdir={scratch}",
-        "--output=/dev/null",
-        "--error=/dev/null",
-        "-A",
-        account,
-        *SHAPES[account],
-        *(["--hold"] if hold else []),
-        "--wrap",
-        "exec sleep 7200",
-    ]
+    argv = sbatch_argv(scratch, account, [f"--job-name={name}", *SHAPES[account]], hold, wrap="exec sleep 7200")
     for attempt in range(5):
         proc = run(argv, check=False)
         if proc.returncode == 0:

@@ -314,13 +314,12 @@ class HistoryUpkeep:
         try:
             with contextlib.closing(open_history(self.path)) as connection:
                 compact_history(connection, self.max_gap, now, self.budget, self.monotonic)
-        except sqlite3.OperationalError as error:
-            if "locked" not in str(error) and "busy" not in str(error):
-                logger.warning("%s: cannot compact the history: %s", self.path, error)
-            else:  # the cycle's record has said so in its own line; the next cycle compacts
-                logger.debug("%s: compaction deferred: %s", self.path, error)
         except (sqlite3.Error, OSError, StateError, HistoryError) as error:
-            logger.warning("%s: cannot compact the history: %s", self.path, error)
+            if getattr(error, "sqlite_errorcode", None) in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                # The cycle's record has said so in its own line; the next cycle compacts.
+                logger.debug("%s: compaction deferred: %s", self.path, error)
+            else:
+                logger.warning("%s: cannot compact the history: %s", self.path, error)
         self._check_size(now)
 
     def on_error(self, error: Exception) -> None:

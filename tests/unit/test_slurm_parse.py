@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_service import FakeWriter
 
 from slurm_drf.config.settings import Config
 from slurm_drf.cycle.run import run_cycle
@@ -44,7 +45,6 @@ from slurm_drf.slurm.parse.nodes import parse_node_state, parse_sinfo_json
 from slurm_drf.slurm.parse.scontrol import parse_cluster_name, parse_priority_type, parse_priority_weights
 from slurm_drf.slurm.parse.snapshot import build_snapshot, select_partitions
 from slurm_drf.slurm.source import ClusterSource
-from slurm_drf.slurm.write import Write, WriteResult
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CONSTRUCTED = ["23.02", "23.11", "24.11"]
@@ -1024,13 +1024,8 @@ def test_json_broken_before_its_end_is_not_called_cut_short() -> None:
         CliSource(runner=Replay(answers), environ={}).fetch_snapshot()
 
 
-class RecordingWriter:
-    def __init__(self) -> None:
-        self.writes: list[Write] = []
-
-    def apply(self, writes: Sequence[Write]) -> WriteResult:
-        self.writes.extend(writes)
-        return WriteResult(applied=tuple(w.job_id for w in writes))
+class RecordingWriter(FakeWriter):
+    """test_service's writer, which must not be asked to reset."""
 
     def run_lines(self, lines: Sequence[str]) -> tuple[dict[str, str], list[str]]:
         raise AssertionError(f"no reset expected: {lines}")

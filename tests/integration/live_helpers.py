@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from tests.polling import wait_for
 
 if TYPE_CHECKING:
-    from conftest import SlurmSandbox
+    from tests.integration.conftest import SlurmSandbox
 
 HERE = Path(__file__).resolve().parent
 SCRIPT = HERE.parents[1] / "scripts" / "slurm-sandbox"

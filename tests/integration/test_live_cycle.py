@@ -12,7 +12,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from live_helpers import (
+
+from slurm_drf.config.load import load_config
+from slurm_drf.cycle.backends import make_writer
+from slurm_drf.cycle.run import run_cycle
+from slurm_drf.cycle.store import StateStore
+from slurm_drf.model.types import Snapshot
+from slurm_drf.slurm.cli_source import CliSource
+from tests.integration.live_helpers import (
     LIVE_BACKEND,
     Live,
     drf,
@@ -26,17 +33,10 @@ from live_helpers import (
     stop_slurmctld,
     write_config,
 )
-
-from slurm_drf.config.load import load_config
-from slurm_drf.cycle.backends import make_writer
-from slurm_drf.cycle.run import run_cycle
-from slurm_drf.cycle.store import StateStore
-from slurm_drf.model.types import Snapshot
-from slurm_drf.slurm.cli_source import CliSource
 from tests.polling import wait_for
 
 if TYPE_CHECKING:
-    from conftest import SlurmSandbox
+    from tests.integration.conftest import SlurmSandbox
 
 LATER = "--begin=now+1hour"  # pending, and never started during the test
 

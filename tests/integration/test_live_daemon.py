@@ -30,7 +30,7 @@ import pytest
 from tests.polling import wait_for
 
 if TYPE_CHECKING:
-    from conftest import SlurmSandbox
+    from tests.integration.conftest import SlurmSandbox
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "slurm-sandbox"
 # The installed entry point's code, independent of PATH.

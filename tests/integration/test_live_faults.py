@@ -29,7 +29,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from live_helpers import (
+
+from slurm_drf.failpoints import POINTS, VARIABLE
+from slurm_drf.policy.state import is_label_nice
+from tests.integration.live_helpers import (
     DRF,
     Live,
     drf,
@@ -44,13 +47,10 @@ from live_helpers import (
     wait_in_sprio,
     write_config,
 )
-
-from slurm_drf.failpoints import POINTS, VARIABLE
-from slurm_drf.policy.state import is_label_nice
 from tests.polling import wait_for
 
 if TYPE_CHECKING:
-    from conftest import SlurmSandbox
+    from tests.integration.conftest import SlurmSandbox
 
 LATER = "--begin=now+1hour"  # pending, and never started during the test
 OWN = (0, 5, 100)

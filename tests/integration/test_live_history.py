@@ -20,7 +20,7 @@ from slurm_drf.slurm.sacct import fetch_allocations
 from slurm_drf.trail.past import SACCT_HALF_LIVES, HistoryPast
 
 if TYPE_CHECKING:
-    from conftest import SlurmSandbox
+    from tests.integration.conftest import SlurmSandbox
 
 TEAMS = ("gputeam", "memteam", "cputeam", "newteam")
 ACCOUNT = "newteam"

@@ -38,13 +38,22 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
-from live_helpers import NODE_CPUS, DrfRun, Live, pending_priorities, plan_jobs, plan_order, queue, write_config
 
 from slurm_drf.policy.labels import fewest_writes
+from tests.integration.live_helpers import (
+    NODE_CPUS,
+    DrfRun,
+    Live,
+    pending_priorities,
+    plan_jobs,
+    plan_order,
+    queue,
+    write_config,
+)
 from tests.polling import wait_for
 
 if TYPE_CHECKING:
-    from conftest import SlurmSandbox
+    from tests.integration.conftest import SlurmSandbox
 
 HORIZON = 40
 TEAMS: Mapping[str, tuple[str, ...]] = {

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from live_helpers import (
+
+from tests.integration.live_helpers import (
     Live,
     plan_jobs,
     plan_order,
@@ -25,11 +26,10 @@ from live_helpers import (
     wait_in_sprio,
     write_config,
 )
-
 from tests.polling import wait_for
 
 if TYPE_CHECKING:
-    from conftest import SlurmSandbox
+    from tests.integration.conftest import SlurmSandbox
 
 
 @pytest.fixture

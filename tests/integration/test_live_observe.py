@@ -48,7 +48,7 @@ from slurm_drf.trail.share_report import RESOURCE_COLOURS, TABLE_HEADER_COLOUR, 
 from tests.helpers import SampleKey, load_report_plan, parse_samples, run_observe_verb
 
 if TYPE_CHECKING:
-    from conftest import SlurmSandbox
+    from tests.integration.conftest import SlurmSandbox
 
 CAPACITY = {"cpu": 64, "mem": 512000, "gres/gpu": 8}
 TEAMS = ("gputeam", "memteam", "cputeam", "newteam")

@@ -21,12 +21,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from live_helpers import Live, pending_priorities, plan_jobs, plan_order, priority_order, queue, scheduled_by
 
+from tests.integration.live_helpers import (
+    Live,
+    pending_priorities,
+    plan_jobs,
+    plan_order,
+    priority_order,
+    queue,
+    scheduled_by,
+)
 from tests.polling import wait_for
 
 if TYPE_CHECKING:
-    from conftest import SlurmSandbox
+    from tests.integration.conftest import SlurmSandbox
 
 RUNNING_LIMIT = "--time=30"  # minutes: when the head's reservation starts at the latest
 SMALL_LIMIT = "--time=5"  # well before it: backfilling a small job delays nothing

@@ -15,12 +15,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from live_helpers import LIVE_BACKEND, Live, drf, plan_jobs, queue, write_config
 
+from tests.integration.live_helpers import LIVE_BACKEND, Live, drf, plan_jobs, queue, write_config
 from tests.polling import wait_for
 
 if TYPE_CHECKING:
-    from conftest import SlurmSandbox
+    from tests.integration.conftest import SlurmSandbox
 
 pytestmark = pytest.mark.pyslurm
 

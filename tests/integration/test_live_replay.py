@@ -288,7 +288,7 @@ ACCOUNT_COLOURS = ((31, 119, 180), (255, 127, 14), (44, 160, 44))
 def test_the_replay_page_shows_every_arm_in_a_browser(
     replay_sandbox: ReplaySandbox, arms: dict[str, dict[str, Any]]
 ) -> None:
-    from test_live_observe import _chromium, decode_png
+    from tests.integration.test_live_observe import _chromium, decode_png
 
     chromium = _chromium()
     directory = replay_sandbox.directory

@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from live_helpers import Live, drf, queue
+
+from tests.integration.live_helpers import Live, drf, queue
 
 if TYPE_CHECKING:
-    from conftest import SlurmSandbox
+    from tests.integration.conftest import SlurmSandbox
 
 LATER = "--begin=now+1hour"  # pending for the whole test, whatever the node has free
 

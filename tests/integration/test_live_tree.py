@@ -17,14 +17,23 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from live_helpers import LIVE_BACKEND, Live, drf, pending_priorities, plan_order, priority_order, queue, write_config
 
 from slurm_drf.model.codec import parse_snapshot
 from slurm_drf.model.tree import build_tree
+from tests.integration.live_helpers import (
+    LIVE_BACKEND,
+    Live,
+    drf,
+    pending_priorities,
+    plan_order,
+    priority_order,
+    queue,
+    write_config,
+)
 from tests.polling import wait_for
 
 if TYPE_CHECKING:
-    from conftest import SlurmSandbox
+    from tests.integration.conftest import SlurmSandbox
 
 LATER = "--begin=now+1hour"  # pending for the whole test
 

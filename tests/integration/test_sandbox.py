@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from conftest import SlurmSandbox
+    from tests.integration.conftest import SlurmSandbox
 
 NODE = "drfnode"
 TEAMS = {"gputeam", "memteam", "cputeam", "newteam"}

@@ -9,11 +9,10 @@ CPUs; it adds round(0.5 x that): 1 GPU and 11 CPUs.
 
 from __future__ import annotations
 
-from builders import job, node, snapshot
-
 from slurm_drf.config.settings import Config, HistoryConfig
 from slurm_drf.model.types import Snapshot
 from slurm_drf.policy.history import UsageByPool, UsageRecord, decayed_past
+from tests.unit.builders import job, node, snapshot
 
 DAY = 86400.0
 HISTORY = HistoryConfig(half_life=DAY, weight=0.5)

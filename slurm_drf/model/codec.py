@@ -31,6 +31,7 @@ from slurm_drf.model.types import (
     FloatArray,
     IntArray,
     Job,
+    JobColumns,
     JobTable,
     Node,
     Snapshot,
@@ -470,18 +471,20 @@ def _fast_job_table(records: list[Any]) -> JobTable | None:  # noqa: C901
         tres[name] = column
     state_upper = {text: text.upper() for text in set(state)}
     table = JobTable.build(
-        raw_ids,
-        account,
-        user,
-        partition,
-        [state_upper[t] for t in state],
-        priority,
-        nice,
-        held,
-        submit,
-        tasks,
-        site_factor,
-        tres,
+        JobColumns(
+            raw_ids,
+            account,
+            user,
+            partition,
+            [state_upper[t] for t in state],
+            priority,
+            nice,
+            held,
+            submit,
+            tasks,
+            site_factor,
+            tres,
+        )
     )
     return table if _fast_job_ids(table) else None
 

@@ -65,7 +65,7 @@ from typing import Final
 import numpy as np
 
 from slurm_drf.model.types import BoolArray, FloatArray, IntArray
-from slurm_drf.sim.cluster import Cluster, Reservation, ReservationBook, compute_reservation
+from slurm_drf.sim.cluster import Cluster, Reservation, ReservationBook, RunningJobs, compute_reservation
 from slurm_drf.sim.policies import Policy, QueueKey
 from slurm_drf.sim.table import Vector, build_workload_table
 from slurm_drf.sim.workload import SimulationError, Workload, validate_workload
@@ -175,6 +175,7 @@ class Simulator:
         self.node_of: list[tuple[int, ...]] = [()] * count
         self.running: dict[int, None] = {}
         self.running_by_end: list[tuple[float, int]] = []  # (expected end, job), ascending
+        self.running_jobs = RunningJobs(self.running_by_end, self.node_of, table.job_demand)
         self.usage = np.zeros((len(table.accounts), 3), dtype=np.int64)
         self.pending_count = [0] * len(table.accounts)
         self.account_records: list[list[int]] = [[] for _ in table.accounts]
@@ -529,9 +530,7 @@ class Simulator:
                 position -= 1  # the top job is the first one the book tests
                 break
             if reservation is None or reservation.job != job or reservation.time < now:
-                reservation = compute_reservation(
-                    cluster, job, demand[job], wanted[job], now, self.running_by_end, self.node_of, demand
-                )
+                reservation = compute_reservation(cluster, job, demand[job], wanted[job], now, self.running_jobs)
             # Same demand, same nodes: nothing of this shape fits now either.
             self._block(table.job_shape[job])
             break
@@ -621,9 +620,7 @@ class Simulator:
         if previous is not None and limit >= previous[0]:
             after = previous[1]
         free_now = shape not in self.blocked_all
-        time, nodes = book.earliest(
-            demand, count, limit, self.running_by_end, self.node_of, table.job_demand, after, free_now
-        )
+        time, nodes = book.earliest(demand, count, limit, self.running_jobs, after, free_now)
         if time <= now:
             if not book.take_now(nodes, limit, demand):
                 raise SimulationError(f"backfill of job {table.job_label[job]} broke a reservation")
@@ -631,7 +628,7 @@ class Simulator:
             return True
         if free_now and self.cluster.find_nodes(demand, count) is None:
             self._block(shape)  # free TRES only shrink during a pass
-        book.add(job, time, limit, demand, nodes, self.running_by_end, self.node_of, table.job_demand)
+        book.add(job, time, limit, demand, nodes, self.running_jobs)
         self.book_shape[shape] = (limit, time)
         if math.isnan(self.reserved_at[job]):
             self.reserved_at[job] = time

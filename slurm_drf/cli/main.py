@@ -123,7 +123,7 @@ def cmd_once(args: argparse.Namespace) -> int:
     observers: list[CycleObserver] = []
     if not dry_run:
         from slurm_drf.trail.compaction import HistoryUpkeep
-        from slurm_drf.trail.history import AuditRecorder
+        from slurm_drf.trail.history_db import AuditRecorder
         from slurm_drf.trail.observers import ReportWriter
 
         store.lock()
@@ -155,7 +155,7 @@ def _once_cycle(config: Config, store: StateStore, dry_run: bool, guard: Callabl
     from slurm_drf.cycle.recall import Recall
     from slurm_drf.cycle.run import CycleHistory, run_cycle
     from slurm_drf.slurm.sacct import fetch_allocations
-    from slurm_drf.trail.history import HistoryLedger
+    from slurm_drf.trail.history_db import HistoryLedger
     from slurm_drf.trail.past import HistoryPast
 
     source = make_source(config)
@@ -175,7 +175,7 @@ def cmd_reset(args: argparse.Namespace) -> int:
         store.lock()
     source = make_source(config)
     from slurm_drf.cycle.recall import Recall
-    from slurm_drf.trail.history import HistoryLedger
+    from slurm_drf.trail.history_db import HistoryLedger
 
     recall = Recall(HistoryLedger(store.directory))
     with _lease(config, not args.dry_run):

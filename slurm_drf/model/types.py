@@ -425,7 +425,7 @@ class Association:
     `parent` is the parent account: None only for the root account; a user
     association's parent is its own account. `shares` is Slurm's RawShares
     (fairshare), None when it is "parent" (the association uses its
-    parent's). `model.tree.build_tree` checks a set of them is one tree.
+    parent's). `model.account_tree.build_tree` checks a set of them is one tree.
     """
 
     account: str
@@ -443,7 +443,7 @@ class Snapshot:
     `het_leaders` are the ids of the pending jobs that are heterogeneous
     jobs' leaders (their components are summed into the leader's record):
     a write to one must reach every component (docs/rule.md §5).
-    `associations` is the account tree (`model.tree.build_tree`).
+    `associations` is the account tree (`model.account_tree.build_tree`).
     """
 
     cluster: str

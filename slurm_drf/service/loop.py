@@ -51,13 +51,13 @@ from slurm_drf.cycle.recall import Recall
 from slurm_drf.cycle.run import CycleHistory, CycleObserver, CycleReport, Writer, run_cycle
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import ConfigError, DrfError
-from slurm_drf.model.tree import build_tree
+from slurm_drf.model.account_tree import build_tree
 from slurm_drf.model.types import Snapshot
 from slurm_drf.policy.tree import last_name
 from slurm_drf.service.notify import Notifier, status_field
 from slurm_drf.slurm.sacct import fetch_allocations
 from slurm_drf.slurm.source import ClusterSource
-from slurm_drf.trail.history import HistoryLedger
+from slurm_drf.trail.history_db import HistoryLedger
 from slurm_drf.trail.observers import build_observers, close_observers
 from slurm_drf.trail.past import HistoryPast
 

@@ -46,8 +46,8 @@ from typing import Any, Final
 
 from slurm_drf.config.settings import Config
 from slurm_drf.errors import InputError, shorten
+from slurm_drf.model.account_tree import PATH_SEPARATOR
 from slurm_drf.model.codec import is_job_id
-from slurm_drf.model.tree import PATH_SEPARATOR
 from slurm_drf.model.types import MAX_JOB_ID, PENDING, Snapshot, job_number
 from slurm_drf.policy.history import UsageByPool
 from slurm_drf.policy.order import TieRecord

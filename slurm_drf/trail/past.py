@@ -1,7 +1,7 @@
 """Where the past comes from: the daemon's own history.sqlite, integrated (docs/rule.md §6).
 
 Every cycle records each account's running usage per pool (`shares.usage`,
-trail.history). `HistoryPast` reads those records, oldest first, into a
+trail.history_db). `HistoryPast` reads those records, oldest first, into a
 `policy.history.DecayedUsage` and hands the cycle each account's decayed
 average allocation. It reads the file once over the last
 LOOKBACK_HALF_LIVES half-lives when it starts (so the past survives
@@ -64,7 +64,7 @@ from slurm_drf.policy.history import (
     build_usage_span,
     decay_weight,
 )
-from slurm_drf.trail.history import HOURS_VERSION, history_path, open_history_readonly, schema_version
+from slurm_drf.trail.history_db import HOURS_VERSION, history_path, open_history_readonly, schema_version
 
 logger = logging.getLogger(__name__)
 

@@ -37,7 +37,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from slurm_drf.errors import ConfigError
 from slurm_drf.files import write_atomic
-from slurm_drf.trail.history import OUTCOMES, error_kind
+from slurm_drf.trail.history_db import OUTCOMES, error_kind
 from slurm_drf.trail.plan_output import ordered_job_count, present_share
 
 if TYPE_CHECKING:

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from live_helpers import LIVE_BACKEND, Live, drf, pending_priorities, plan_order, priority_order, queue, write_config
 
+from slurm_drf.model.account_tree import build_tree
 from slurm_drf.model.codec import parse_snapshot
-from slurm_drf.model.tree import build_tree
 from tests.polling import wait_for
 
 if TYPE_CHECKING:

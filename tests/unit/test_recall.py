@@ -30,7 +30,7 @@ from slurm_drf.model.types import Job, Snapshot
 from slurm_drf.policy.plan import compute_plan
 from slurm_drf.policy.state import LABEL_NICE_BELOW, PolicyState, is_label_nice
 from slurm_drf.slurm.write import Write, WriteResult
-from slurm_drf.trail.history import AuditRecorder, HistoryLedger, history_path
+from slurm_drf.trail.history_db import AuditRecorder, HistoryLedger, history_path
 
 _LINE = re.compile(r"update jobid=(?P<job>[0-9]+) (?P<key>nice|priority|sitefactor)=(?P<value>-?[0-9]+)")
 
@@ -256,7 +256,7 @@ def test_the_ledger_reads_the_history_of_schema_1(tmp_path: Path) -> None:
     """A history written before the own nice was recorded still tells whose value a job holds."""
     import sqlite3
 
-    from slurm_drf.trail.history import MIGRATIONS
+    from slurm_drf.trail.history_db import MIGRATIONS
 
     connection = sqlite3.connect(history_path(tmp_path), isolation_level=None)
     for statement in MIGRATIONS[0]:

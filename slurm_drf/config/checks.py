@@ -94,9 +94,25 @@ def renamed_key_warnings(config: Config) -> list[str]:
     ]
 
 
+def ignored_keys() -> dict[str, str]:
+    """Key -> why it is ignored, from the schema's `x-ignored`: still accepted, with a warning."""
+    properties: Mapping[str, Any] = load_schema()["properties"]
+    return {key: option["x-ignored"] for key, option in properties.items() if "x-ignored" in option}
+
+
+def ignored_key_warnings(config: Config) -> list[str]:
+    """`check-config`'s and the daemon's warning for each ignored key the file still sets."""
+    where = config.source_path or "config"
+    return [
+        f"{where}:{config.lines[key]}: {key} is ignored ({why}); remove it"
+        for key, why in ignored_keys().items()
+        if key in config.lines
+    ]
+
+
 def config_warnings(config: Config) -> list[str]:
     """What `check-config` and the daemon warn of in a config that loads."""
-    return [*renamed_key_warnings(config), *history_warnings(config)]
+    return [*renamed_key_warnings(config), *ignored_key_warnings(config), *history_warnings(config)]
 
 
 def _interval_problems(data: dict[str, Any]) -> Iterator[Problem]:
@@ -369,7 +385,6 @@ def build_config(data: dict[str, Any], root: Node, lines: Mapping[str, int], sou
         pools=pools,
         exclude_accounts=frozenset(excluded),
         backend=data.get("backend", defaults.backend),
-        scale=int(data.get("scale", defaults.scale)),
         offset=int(data.get("offset", defaults.offset)),
         state_dir=data.get("state_dir", defaults.state_dir),
         lease_dir=data.get("lease_dir", defaults.lease_dir),

@@ -129,7 +129,6 @@ class Explanation:
     user: str
     pool: str | None
     mode: str
-    scale: int
     action: str | None = None
     reason: str | None = None
     order: int | None = None
@@ -274,7 +273,6 @@ def _explain(plan: Plan, snapshot: Snapshot, job_id: str) -> Explanation:
             table.user[row],
             None if pool is None else pool.name,
             plan.mode,
-            plan.scale,
             demand=MappingProxyType(demand),
             array_tasks=int(table.array_tasks[row]),
             account_share=share,
@@ -292,7 +290,6 @@ def _explain(plan: Plan, snapshot: Snapshot, job_id: str) -> Explanation:
         "user": job.user,
         "pool": job.pool,
         "mode": plan.mode,
-        "scale": plan.scale,
         "action": job.action,
         "reason": job.reason,
         "value": job.value,

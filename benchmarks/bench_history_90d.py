@@ -6,7 +6,7 @@
 
 `build` makes DIR/history.sqlite as the daemon would leave it after
 `--days` days of cycles every `--interval` seconds: the schema is the
-project's own (`trail.history.open_history`, every migration), and the rows
+project's own (`trail.history_db.open_history`, every migration), and the rows
 are those `record_cycle` writes, but inserted directly in large
 transactions (through `AuditRecorder` one cycle is one transaction and a
 plan of `--active` accounts: 129,600 cycles would take hours). Each cycle
@@ -22,7 +22,7 @@ writes, one account's writes, one job's writes, one account's shares of a
 day), median of `--rounds`; the decayed past (`trail.past.HistoryPast`
 without sacct, as the daemon at start and then per cycle, with a new cycle
 recorded through `AuditRecorder`-shaped rows before each); and pruning at
-`retention_days` (`trail.history.prune` of the oldest day, on a copy).
+`retention_days` (`trail.history_db.prune` of the oldest day, on a copy).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from slurm_drf.trail.compaction import (
     insert_stretches,
     thin_next_hour,
 )
-from slurm_drf.trail.history import history_path, open_history, prune
+from slurm_drf.trail.history_db import history_path, open_history, prune
 from slurm_drf.trail.past import PAST_FILE, HistoryPast
 
 DAY = 86400.0

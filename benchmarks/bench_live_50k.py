@@ -81,7 +81,7 @@ from slurm_drf.slurm.pyslurm_source import PyslurmSource, pyslurm_usable
 from slurm_drf.slurm.pyslurm_write import PyslurmWriter
 from slurm_drf.slurm.source import ClusterSource
 from slurm_drf.slurm.write import ScontrolWriter, Write, WriteResult
-from slurm_drf.trail.history import AuditRecorder
+from slurm_drf.trail.history_db import AuditRecorder
 
 DRF = (sys.executable, "-m", "slurm_drf.cli")
 RUNNING_NAME = "bench50k-run"

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from slurm_drf.config.settings import Config
-from slurm_drf.model.tree import MAX_TREE_DEPTH
+from slurm_drf.model.account_tree import MAX_TREE_DEPTH
 from slurm_drf.model.types import Association, Job, Node, Snapshot, freeze_tres
 from slurm_drf.policy.plan import compute_plan
 from slurm_drf.trail.explain import explain_job, render_explanation_json

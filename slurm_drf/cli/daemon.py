@@ -13,7 +13,7 @@ from typing import Any
 from slurm_drf.config.load import CONFIG_ENV, DEFAULT_CONFIG_PATH, resolve_config
 from slurm_drf.config.settings import Config
 from slurm_drf.cycle.store import StateStore
-from slurm_drf.service.loop import Service
+from slurm_drf.service.loop import Service, ServiceOptions
 from slurm_drf.service.notify import Notifier
 
 logger = logging.getLogger(__name__)
@@ -88,10 +88,8 @@ def cmd_daemon(args: argparse.Namespace) -> int:
         service = Service(
             config,
             store,
-            load=load,
+            options=ServiceOptions(load=load, dry_run=dry_run, keep_log_level=keep_log_level),
             notifier=Notifier.from_environment(os.environ),
-            dry_run=dry_run,
-            keep_log_level=keep_log_level,
         )
         return service.run()
     finally:

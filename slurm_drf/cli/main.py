@@ -123,7 +123,7 @@ def cmd_once(args: argparse.Namespace) -> int:
     observers: list[CycleObserver] = []
     if not dry_run:
         from slurm_drf.trail.compaction import HistoryUpkeep
-        from slurm_drf.trail.history import AuditRecorder
+        from slurm_drf.trail.history_db import AuditRecorder
         from slurm_drf.trail.observers import ReportWriter
 
         store.lock()
@@ -153,15 +153,16 @@ def cmd_once(args: argparse.Namespace) -> int:
 def _once_cycle(config: Config, store: StateStore, dry_run: bool, guard: Callable[[], None] | None) -> CycleReport:
     from slurm_drf.cycle.backends import make_source, make_writer
     from slurm_drf.cycle.recall import Recall
-    from slurm_drf.cycle.run import run_cycle
+    from slurm_drf.cycle.run import CycleHistory, run_cycle
     from slurm_drf.slurm.sacct import fetch_allocations
-    from slurm_drf.trail.history import HistoryLedger
+    from slurm_drf.trail.history_db import HistoryLedger
     from slurm_drf.trail.past import HistoryPast
 
     source = make_source(config)
     past = HistoryPast(store.directory, fetch=fetch_allocations).past(config)
     recall = Recall(HistoryLedger(store.directory))
-    return run_cycle(source, make_writer(source), config, store, dry_run=dry_run, past=past, recall=recall, guard=guard)
+    history = CycleHistory(past, recall)
+    return run_cycle(source, make_writer(source), config, store, dry_run=dry_run, history=history, guard=guard)
 
 
 def cmd_reset(args: argparse.Namespace) -> int:
@@ -174,7 +175,7 @@ def cmd_reset(args: argparse.Namespace) -> int:
         store.lock()
     source = make_source(config)
     from slurm_drf.cycle.recall import Recall
-    from slurm_drf.trail.history import HistoryLedger
+    from slurm_drf.trail.history_db import HistoryLedger
 
     recall = Recall(HistoryLedger(store.directory))
     with _lease(config, not args.dry_run):

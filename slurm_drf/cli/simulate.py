@@ -129,6 +129,19 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
         "nodes in the cluster (default per scenario; for a trace, what its header says or enough for a 90%% "
         "offered load)",
     )
+    add_policy_options(parser)
+    add_loop_options(parser)
+    output = parser.add_argument_group("output")
+    output.add_argument("--format", choices=("table", "json"), default="table")
+    output.add_argument("--plot", metavar="FILE.png", help="write a PNG of shares over time (needs matplotlib)")
+    output.add_argument("--html", metavar="FILE", help="write a self-contained HTML report (needs matplotlib)")
+    output.add_argument("--no-series", action="store_true", help="json: leave out the time series")
+    parser.set_defaults(func=cmd_simulate)
+    return parser
+
+
+def add_policy_options(parser: argparse.ArgumentParser) -> None:
+    """Which policies run, how often they reorder, and the backfill they run under."""
     run = parser.add_argument_group("policies")
     run.add_argument(
         "--policies",
@@ -178,6 +191,10 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="drf: full snapshot and plan every interval, or the same engine functions on the "
         "simulator's arrays (auto: plan up to 5000 jobs)",
     )
+
+
+def add_loop_options(parser: argparse.ArgumentParser) -> None:
+    """The Slurm around the daemon's loop: its priority weights, the urgent QOS, the main scheduler's depth."""
     loop = parser.add_argument_group(
         "the daemon's loop (drf-labels, drf-spread; the write cap and horizon come from --config)"
     )
@@ -211,13 +228,6 @@ def add_simulate_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="jobs the main scheduler tests per pass, Slurm's default_queue_depth "
         f"(default {SLURM_DEFAULT_QUEUE_DEPTH})",
     )
-    output = parser.add_argument_group("output")
-    output.add_argument("--format", choices=("table", "json"), default="table")
-    output.add_argument("--plot", metavar="FILE.png", help="write a PNG of shares over time (needs matplotlib)")
-    output.add_argument("--html", metavar="FILE", help="write a self-contained HTML report (needs matplotlib)")
-    output.add_argument("--no-series", action="store_true", help="json: leave out the time series")
-    parser.set_defaults(func=cmd_simulate)
-    return parser
 
 
 def build_workload(args: argparse.Namespace) -> Workload:

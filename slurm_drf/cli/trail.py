@@ -3,7 +3,7 @@
 Sits under cli.main, which adds these parsers (`add_observe_parsers`) and
 maps exceptions to exit codes; each `cmd_*` reads the cluster (a snapshot
 file or live Slurm through the cycle's source) or the history, calls the
-pure functions of trail.share_report, trail.history and trail.explain, and prints or writes
+pure functions of trail.share_report, trail.history_db and trail.explain, and prints or writes
 (atomically) the result.
 """
 
@@ -30,7 +30,7 @@ from slurm_drf.model.types import Snapshot
 from slurm_drf.policy.history import UsageByPool
 from slurm_drf.policy.plan import compute_plan
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState
-from slurm_drf.trail.history import (
+from slurm_drf.trail.history_db import (
     AUDIT_FORMATS,
     AUDIT_TABLES,
     MAX_AUDIT_LIMIT,

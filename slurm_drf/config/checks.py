@@ -94,9 +94,25 @@ def renamed_key_warnings(config: Config) -> list[str]:
     ]
 
 
+def ignored_keys() -> dict[str, str]:
+    """Key -> why it is ignored, from the schema's `x-ignored`: still accepted, with a warning."""
+    properties: Mapping[str, Any] = load_schema()["properties"]
+    return {key: option["x-ignored"] for key, option in properties.items() if "x-ignored" in option}
+
+
+def ignored_key_warnings(config: Config) -> list[str]:
+    """`check-config`'s and the daemon's warning for each ignored key the file still sets."""
+    where = config.source_path or "config"
+    return [
+        f"{where}:{config.lines[key]}: {key} is ignored ({why}); remove it"
+        for key, why in ignored_keys().items()
+        if key in config.lines
+    ]
+
+
 def config_warnings(config: Config) -> list[str]:
     """What `check-config` and the daemon warn of in a config that loads."""
-    return [*renamed_key_warnings(config), *history_warnings(config)]
+    return [*renamed_key_warnings(config), *ignored_key_warnings(config), *history_warnings(config)]
 
 
 def _interval_problems(data: dict[str, Any]) -> Iterator[Problem]:
@@ -174,23 +190,14 @@ def _names(value: Any) -> list[tuple[int, str]]:
     return [(index, item) for index, item in enumerate(value) if isinstance(item, str)]
 
 
-def _pool_problems(data: dict[str, Any]) -> Iterator[Problem]:  # noqa: C901
+def _pool_problems(data: dict[str, Any]) -> Iterator[Problem]:
     pools = data.get("pools")
     if not isinstance(pools, list):
         return
     managed = data.get("partitions")
     managed_names = {name for _, name in _names(managed)} if isinstance(managed, list) else None
-    if pools and managed_names is not None:
-        # With pools, only pooled partitions are managed: a partition listed
-        # in `partitions` but in no pool would silently be left alone.
-        pooled = {name for pool in pools if isinstance(pool, dict) for _, name in _names(pool.get("partitions"))}
-        for position, partition in _names(managed):
-            if partition not in pooled:
-                yield Problem(
-                    ("partitions", position),
-                    f"partition {partition!r} is in no pool, so it would not be managed; "
-                    "add it to a pool or remove it here",
-                )
+    if pools and isinstance(managed, list):
+        yield from _unpooled_problems(pools, managed)
     pool_of_name: dict[str, int] = {}
     pool_of_partition: dict[str, tuple[int, str]] = {}
     for index, pool in enumerate(pools):
@@ -206,23 +213,49 @@ def _pool_problems(data: dict[str, Any]) -> Iterator[Problem]:  # noqa: C901
                 )
             else:
                 pool_of_name[name] = index
-        for position, partition in _names(pool.get("partitions")):
-            where: KeyPath = ("pools", index, "partitions", position)
-            if partition in pool_of_partition:
-                other_index, other_label = pool_of_partition[partition]
-                if other_index != index:  # a repeat within one pool is uniqueItems' to report
-                    yield Problem(
-                        where,
-                        f"partition {partition!r} is already in pool {other_label} (pools[{other_index}]); "
-                        "a partition belongs to one pool",
-                    )
-                continue
-            pool_of_partition[partition] = (index, label)
-            if managed_names is not None and partition not in managed_names:
+        yield from _pool_partition_problems(pool, (index, label), pool_of_partition, managed_names)
+
+
+def _unpooled_problems(pools: list[Any], managed: list[Any]) -> Iterator[Problem]:
+    """With pools, only pooled partitions are managed: a partition listed in `partitions`
+    but in no pool would silently be left alone."""
+    pooled = {name for pool in pools if isinstance(pool, dict) for _, name in _names(pool.get("partitions"))}
+    for position, partition in _names(managed):
+        if partition not in pooled:
+            yield Problem(
+                ("partitions", position),
+                f"partition {partition!r} is in no pool, so it would not be managed; "
+                "add it to a pool or remove it here",
+            )
+
+
+def _pool_partition_problems(
+    pool: dict[str, Any],
+    pool_id: tuple[int, str],
+    pool_of_partition: dict[str, tuple[int, str]],
+    managed_names: set[str] | None,
+) -> Iterator[Problem]:
+    """A pool's partitions: each in one pool only, and among the managed `partitions` when
+    those are listed. `pool_id` is the pool's index and how messages name it;
+    `pool_of_partition` gathers the partitions of the pools before it, this one's added."""
+    index = pool_id[0]
+    for position, partition in _names(pool.get("partitions")):
+        where: KeyPath = ("pools", index, "partitions", position)
+        if partition in pool_of_partition:
+            other_index, other_label = pool_of_partition[partition]
+            if other_index != index:  # a repeat within one pool is uniqueItems' to report
                 yield Problem(
                     where,
-                    f"partition {partition!r} is not in partitions; add it there or remove it here",
+                    f"partition {partition!r} is already in pool {other_label} (pools[{other_index}]); "
+                    "a partition belongs to one pool",
                 )
+            continue
+        pool_of_partition[partition] = pool_id
+        if managed_names is not None and partition not in managed_names:
+            yield Problem(
+                where,
+                f"partition {partition!r} is not in partitions; add it there or remove it here",
+            )
 
 
 def _scale_problems(data: dict[str, Any]) -> Iterator[Problem]:
@@ -352,7 +385,6 @@ def build_config(data: dict[str, Any], root: Node, lines: Mapping[str, int], sou
         pools=pools,
         exclude_accounts=frozenset(excluded),
         backend=data.get("backend", defaults.backend),
-        scale=int(data.get("scale", defaults.scale)),
         offset=int(data.get("offset", defaults.offset)),
         state_dir=data.get("state_dir", defaults.state_dir),
         lease_dir=data.get("lease_dir", defaults.lease_dir),

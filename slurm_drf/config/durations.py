@@ -2,7 +2,7 @@
 
 Sits at the bottom of config with settings: the config file's `interval`
 (config.checks), the simulator's options (sim.workload) and `audit --since`
-(trail.history) all parse here. Pure; no clock (`--since` subtracts from
+(trail.history_db) all parse here. Pure; no clock (`--since` subtracts from
 the `now` its caller holds).
 
 The three places grew slightly different grammars, and files and scripts

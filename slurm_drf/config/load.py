@@ -175,7 +175,7 @@ def warn_unknown_accounts(
             key = "exclude_accounts"
         line = config.lines.get(key)
         prefix = f"{where}:{line}" if line else where
-        # "/": a tree path (model.tree.PATH_SEPARATOR).
+        # "/": a tree path (model.account_tree.PATH_SEPARATOR).
         what = f"Slurm's account tree has no path {name!r}" if "/" in name else f"Slurm has no account {name!r}"
         message = f"{prefix}: {key}: {what}; the setting has no effect until it exists"
         guess = by_lower.get(name.lower()) or closest(name, sorted(known))

@@ -114,7 +114,9 @@ class Config:
     pools: tuple[PoolConfig, ...] = ()
     exclude_accounts: frozenset[str] = frozenset()
     backend: str = "auto"
-    # Ignored (values are order labels, no longer round(scale x level)); kept so that 0.1.0's files load.
+    # Not read from the file (the key `scale` is ignored, with a warning: values are order
+    # labels, no longer round(scale x level)). Always DEFAULT_SCALE; goes once the
+    # policy's Plan.scale and the simulator's drf-spread no longer read it.
     scale: int = DEFAULT_SCALE
     # Labels run from 0 to offset - 1 (strict weighting): nice = own nice +
     # label - offset (at most -1); site_factor and priority = offset - label
@@ -151,7 +153,7 @@ class Config:
     source_path: str | None = None
     # Where each key was written: dotted path (`accounts.physics.weight`,
     # `pools[0].name`) -> 1-based line in source_path. Lets later warnings
-    # (unknown accounts, a scale that does not dominate) point into the file.
+    # (unknown accounts, an old or ignored key) point into the file.
     lines: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}), compare=False, repr=False)
 
     def weight(self, account: str) -> Fraction:

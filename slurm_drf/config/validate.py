@@ -14,7 +14,8 @@ import functools
 import importlib.resources
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, cast
 
 import yaml
@@ -100,130 +101,193 @@ def _is_type(value: Any, name: str) -> bool:
     return bool(_TYPES[name](value))
 
 
-def _conforms(schema: Any, value: Any, root: Mapping[str, Any]) -> bool:  # noqa: C901
+def _conforms(schema: Any, value: Any, root: Mapping[str, Any]) -> bool:
     """One value against one (sub)schema, exactly, for the keywords known here; _Unsure otherwise."""
     if not isinstance(schema, Mapping):
         raise _Unsure
     for keyword, limit in schema.items():
         if keyword in _ANNOTATIONS or keyword.startswith("x-"):
             continue
-        if keyword == "$ref":
-            if not isinstance(limit, str) or not limit.startswith("#/$defs/"):
-                raise _Unsure
-            if not _conforms(root["$defs"][limit.removeprefix("#/$defs/")], value, root):
-                return False
-        elif keyword == "type":
-            names = [limit] if isinstance(limit, str) else list(limit)
-            if not any(_is_type(value, name) for name in names):
-                return False
-        elif keyword in ("enum", "const"):
-            options = limit if keyword == "enum" else [limit]
-            if not all(isinstance(o, str) or o is None for o in options):
-                raise _Unsure  # 1 == True == 1.0 in Python, not in JSON Schema
-            if value not in options:
-                return False
-        elif keyword in ("minimum", "maximum", "exclusiveMinimum"):
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                if keyword == "minimum" and not value >= limit:
-                    return False
-                if keyword == "maximum" and not value <= limit:
-                    return False
-                if keyword == "exclusiveMinimum" and not value > limit:
-                    return False
-        elif keyword == "minLength":
-            if isinstance(value, str) and len(value) < limit:
-                return False
-        elif keyword == "pattern":
-            if isinstance(value, str) and re.search(limit, value) is None:
-                return False
-        elif keyword == "minItems":
-            if isinstance(value, list) and len(value) < limit:
-                return False
-        elif keyword == "uniqueItems":
-            if isinstance(value, list) and limit:
-                if not all(isinstance(v, str) for v in value):
-                    raise _Unsure
-                if len(set(value)) != len(value):
-                    return False
-        elif keyword == "items":
-            if isinstance(value, list) and not all(_conforms(limit, v, root) for v in value):
-                return False
-        elif keyword == "properties":
-            if isinstance(value, dict) and not all(
-                _conforms(sub, value[key], root) for key, sub in limit.items() if key in value
-            ):
-                return False
-        elif keyword == "additionalProperties":
-            if isinstance(value, dict):
-                known = schema.get("properties", {})
-                extra = [v for k, v in value.items() if k not in known]
-                if limit is False and extra:
-                    return False
-                if limit is not False and not all(_conforms(limit, v, root) for v in extra):
-                    return False
-        elif keyword == "propertyNames":
-            if isinstance(value, dict) and not all(_conforms(limit, k, root) for k in value):
-                return False
-        elif keyword == "required":
-            if isinstance(value, dict) and any(key not in value for key in limit):
-                return False
-        elif keyword == "oneOf":
-            if sum(_conforms(sub, value, root) for sub in limit) != 1:
-                return False
-        else:
+        check = _CHECKS.get(keyword)
+        if check is None:
             raise _Unsure
+        if not check(limit, value, schema, root):
+            return False
     return True
 
 
-def _explain(error: jsonschema.ValidationError) -> list[Problem]:  # noqa: C901
+# Each keyword's check: (the keyword's value, the value checked, the schema holding the
+# keyword, the root schema) -> whether the value conforms; _Unsure when it cannot tell.
+# A keyword about one kind of value (a number, a string, a list, a mapping) passes the others.
+_Check = Callable[[Any, Any, Mapping[str, Any], Mapping[str, Any]], bool]
+
+
+def _check_ref(limit: Any, value: Any, schema: Mapping[str, Any], root: Mapping[str, Any]) -> bool:
+    if not isinstance(limit, str) or not limit.startswith("#/$defs/"):
+        raise _Unsure
+    return _conforms(root["$defs"][limit.removeprefix("#/$defs/")], value, root)
+
+
+def _check_type(limit: Any, value: Any, schema: Mapping[str, Any], root: Mapping[str, Any]) -> bool:
+    names = [limit] if isinstance(limit, str) else list(limit)
+    return any(_is_type(value, name) for name in names)
+
+
+def _check_options(options: Sequence[Any], value: Any) -> bool:
+    if not all(isinstance(o, str) or o is None for o in options):
+        raise _Unsure  # 1 == True == 1.0 in Python, not in JSON Schema
+    return value in options
+
+
+def _check_unique(limit: Any, value: Any, schema: Mapping[str, Any], root: Mapping[str, Any]) -> bool:
+    if not isinstance(value, list) or not limit:
+        return True
+    if not all(isinstance(v, str) for v in value):
+        raise _Unsure
+    return len(set(value)) == len(value)
+
+
+def _check_additional(limit: Any, value: Any, schema: Mapping[str, Any], root: Mapping[str, Any]) -> bool:
+    if not isinstance(value, dict):
+        return True
+    known = schema.get("properties", {})
+    extra = [v for k, v in value.items() if k not in known]
+    if limit is False:
+        return not extra
+    return all(_conforms(limit, v, root) for v in extra)
+
+
+_CHECKS: Final[Mapping[str, _Check]] = {
+    "$ref": _check_ref,
+    "type": _check_type,
+    "enum": lambda limit, value, schema, root: _check_options(limit, value),
+    "const": lambda limit, value, schema, root: _check_options([limit], value),
+    "minimum": lambda limit, value, schema, root: not _is_number(value) or value >= limit,
+    "maximum": lambda limit, value, schema, root: not _is_number(value) or value <= limit,
+    "exclusiveMinimum": lambda limit, value, schema, root: not _is_number(value) or value > limit,
+    "minLength": lambda limit, value, schema, root: not isinstance(value, str) or len(value) >= limit,
+    "pattern": lambda limit, value, schema, root: not isinstance(value, str) or re.search(limit, value) is not None,
+    "minItems": lambda limit, value, schema, root: not isinstance(value, list) or len(value) >= limit,
+    "uniqueItems": _check_unique,
+    "items": lambda limit, value, schema, root: (
+        not isinstance(value, list) or all(_conforms(limit, v, root) for v in value)
+    ),
+    "properties": lambda limit, value, schema, root: (
+        not isinstance(value, dict)
+        or all(_conforms(sub, value[key], root) for key, sub in limit.items() if key in value)
+    ),
+    "additionalProperties": _check_additional,
+    "propertyNames": lambda limit, value, schema, root: (
+        not isinstance(value, dict) or all(_conforms(limit, k, root) for k in value)
+    ),
+    "required": lambda limit, value, schema, root: not isinstance(value, dict) or all(key in value for key in limit),
+    "oneOf": lambda limit, value, schema, root: sum(_conforms(sub, value, root) for sub in limit) == 1,
+}
+
+
+_COMPARISONS: Final = {
+    "minimum": ">=",
+    "maximum": "<=",
+    "exclusiveMinimum": ">",
+    "exclusiveMaximum": "<",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class _Failure:
+    """One jsonschema error as the explainers read it: where, which keyword and its value,
+    the value that failed, the (sub)schema and its `x-expected` words."""
+
+    path: KeyPath
+    keyword: str
+    limit: Any
+    value: Any
+    schema: Mapping[str, Any]
+    expected: str | None
+
+
+def _explain(error: jsonschema.ValidationError) -> list[Problem]:
     """Turn one jsonschema error into problems a person can act on."""
     path: KeyPath = tuple(error.absolute_path)
-    keyword = error.validator
-    limit: Any = error.validator_value
-    value: Any = error.instance
     schema = error.schema if isinstance(error.schema, Mapping) else {}
     expected = schema.get("x-expected")
-
+    value: Any = error.instance
     if "propertyNames" in error.absolute_schema_path:
         # The key itself is wrong; jsonschema reports it at the mapping.
         what = expected or "a valid name"
         return [Problem((*path, value), f"{describe(value)} is not {what}")]
-    if keyword == "additionalProperties":
-        known = sorted(schema.get("properties", {}))
-        return [
-            Problem((*path, key), _unknown_key_message(key, known))
-            for key in value
-            if key not in schema.get("properties", {})
-        ]
-    if keyword == "required":
-        present = value if isinstance(value, dict) else {}
-        return [Problem(path, f"missing required key {key!r}") for key in limit if key not in present]
-    if keyword == "type":
-        if expected is None:
-            types = [limit] if isinstance(limit, str) else list(limit)
-            expected = " or ".join(_TYPE_WORDS.get(name, name) for name in types)
-        message = f"expected {expected}, got {describe(value)}"
-        if len(path) == 2 and path[0] == "accounts" and _is_number(value):
-            message += f"; did you mean {{weight: {describe(value)}}}?"
-        return [Problem(path, message)]
-    if keyword == "enum":
-        message = f"{describe(value)} is not one of {', '.join(map(str, limit))}"
-        guess = closest(value, [str(item) for item in limit]) if isinstance(value, str) else None
-        return [Problem(path, message + (f"; did you mean {guess!r}?" if guess else ""))]
-    if keyword == "oneOf" and expected is not None:
-        return [Problem(path, f"expected {expected}, got {describe(value)}")]
-    if keyword in _COMPARISONS:
-        return [Problem(path, f"{describe(value)} is not {_COMPARISONS[keyword]} {describe(limit)}")]
-    if keyword == "pattern":
-        message = f"{describe(value)} is not {expected or 'matching ' + repr(limit)}"
-        guess = _tres_guess(value, limit) if schema.get("x-suggest") == "tres" else None
-        return [Problem(path, message + (f"; did you mean {guess!r}?" if guess else ""))]
-    if keyword in ("minItems", "minLength"):
-        what = expected or ("a non-empty list" if keyword == "minItems" else "a non-empty value")
-        return [Problem(path, f"expected {what}, got {describe(value)}")]
-    if keyword == "uniqueItems":
-        return _duplicate_item_problems(path, value)
-    return [Problem(path, error.message)]
+    keyword = str(error.validator)
+    explainer = _EXPLAINERS.get(keyword)
+    failure = _Failure(path, keyword, error.validator_value, value, schema, expected)
+    problems = explainer(failure) if explainer is not None else None
+    return [Problem(path, error.message)] if problems is None else problems
+
+
+def _explain_unknown_keys(f: _Failure) -> list[Problem]:
+    known = sorted(f.schema.get("properties", {}))
+    return [
+        Problem((*f.path, key), _unknown_key_message(key, known))
+        for key in f.value
+        if key not in f.schema.get("properties", {})
+    ]
+
+
+def _explain_required(f: _Failure) -> list[Problem]:
+    present = f.value if isinstance(f.value, dict) else {}
+    return [Problem(f.path, f"missing required key {key!r}") for key in f.limit if key not in present]
+
+
+def _explain_type(f: _Failure) -> list[Problem]:
+    expected = f.expected
+    if expected is None:
+        types = [f.limit] if isinstance(f.limit, str) else list(f.limit)
+        expected = " or ".join(_TYPE_WORDS.get(name, name) for name in types)
+    message = f"expected {expected}, got {describe(f.value)}"
+    if len(f.path) == 2 and f.path[0] == "accounts" and _is_number(f.value):
+        message += f"; did you mean {{weight: {describe(f.value)}}}?"
+    return [Problem(f.path, message)]
+
+
+def _explain_enum(f: _Failure) -> list[Problem]:
+    message = f"{describe(f.value)} is not one of {', '.join(map(str, f.limit))}"
+    guess = closest(f.value, [str(item) for item in f.limit]) if isinstance(f.value, str) else None
+    return [Problem(f.path, message + (f"; did you mean {guess!r}?" if guess else ""))]
+
+
+def _explain_one_of(f: _Failure) -> list[Problem] | None:
+    if f.expected is None:
+        return None
+    return [Problem(f.path, f"expected {f.expected}, got {describe(f.value)}")]
+
+
+def _explain_comparison(f: _Failure) -> list[Problem]:
+    return [Problem(f.path, f"{describe(f.value)} is not {_COMPARISONS[f.keyword]} {describe(f.limit)}")]
+
+
+def _explain_pattern(f: _Failure) -> list[Problem]:
+    message = f"{describe(f.value)} is not {f.expected or 'matching ' + repr(f.limit)}"
+    guess = _tres_guess(f.value, f.limit) if f.schema.get("x-suggest") == "tres" else None
+    return [Problem(f.path, message + (f"; did you mean {guess!r}?" if guess else ""))]
+
+
+def _explain_empty(f: _Failure) -> list[Problem]:
+    what = f.expected or ("a non-empty list" if f.keyword == "minItems" else "a non-empty value")
+    return [Problem(f.path, f"expected {what}, got {describe(f.value)}")]
+
+
+# Each keyword's words for what is wrong; None (or no explainer) leaves jsonschema's message.
+_EXPLAINERS: Final[Mapping[str, Callable[[_Failure], list[Problem] | None]]] = {
+    "additionalProperties": _explain_unknown_keys,
+    "required": _explain_required,
+    "type": _explain_type,
+    "enum": _explain_enum,
+    "oneOf": _explain_one_of,
+    **dict.fromkeys(_COMPARISONS, _explain_comparison),
+    "pattern": _explain_pattern,
+    "minItems": _explain_empty,
+    "minLength": _explain_empty,
+    "uniqueItems": lambda f: _duplicate_item_problems(f.path, f.value),
+}
 
 
 def _unknown_key_message(key: str, known: Sequence[str]) -> str:
@@ -317,14 +381,6 @@ _TYPE_WORDS: Final = {
     "array": "a list",
     "object": "a mapping",
     "null": "null",
-}
-
-
-_COMPARISONS: Final = {
-    "minimum": ">=",
-    "maximum": "<=",
-    "exclusiveMinimum": ">",
-    "exclusiveMaximum": "<",
 }
 
 

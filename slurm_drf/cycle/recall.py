@@ -53,7 +53,7 @@ class LedgerWrite:
 
 
 class WriteLedger(Protocol):
-    """Every value the daemon wrote, per job, oldest first (trail.history.HistoryLedger)."""
+    """Every value the daemon wrote, per job, oldest first (trail.history_db.HistoryLedger)."""
 
     def writes_of(self, job_ids: Sequence[str]) -> Mapping[str, Sequence[LedgerWrite]]: ...
 

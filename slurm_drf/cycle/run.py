@@ -128,6 +128,19 @@ def _own_known(job: JobPlan, previous: JobMemory | None, mode: str) -> bool:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class CycleHistory:
+    """What the history tells a cycle, read by the layer above from history.sqlite.
+
+    `past` is each account's decayed average allocation (docs/rule.md §6);
+    None plans pure DRF. `recall` checks what the state does not explain
+    against the record of writes (`cycle.recall`); None recognises labels only.
+    """
+
+    past: UsageByPool | None = None
+    recall: Recall | None = None
+
+
 def run_cycle(
     source: ClusterSource,
     writer: Writer,
@@ -135,20 +148,17 @@ def run_cycle(
     store: StateStore,
     *,
     dry_run: bool = False,
-    past: UsageByPool | None = None,
-    recall: Recall | None = None,
+    history: CycleHistory = CycleHistory(),
     guard: Callable[[], None] | None = None,
 ) -> CycleReport:
     """One cycle; dry_run computes the plan and writes nothing, state included.
 
-    `past` is each account's decayed average allocation (docs/rule.md §6),
-    read by the layer above from the history; None plans pure DRF.
-    `recall` checks what the state does not explain against the record of
-    writes (`cycle.recall`); None recognises labels only. `guard` is
-    called before anything is saved or written, and raises when this
-    daemon may not write (cycle.lease.Lease.confirm).
+    `history` is the past use and the record of writes (`CycleHistory`).
+    `guard` is called before anything is saved or written, and raises when
+    this daemon may not write (cycle.lease.Lease.confirm).
     """
-    recall = recall or Recall(None)
+    past = history.past
+    recall = history.recall or Recall(None)
     started = time.monotonic()
     snapshot = source.fetch_snapshot()
     read_seconds = time.monotonic() - started

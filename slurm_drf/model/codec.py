@@ -18,7 +18,7 @@ from typing import Any, Final
 import numpy as np
 
 from slurm_drf.errors import SnapshotError
-from slurm_drf.model.tree import build_tree, describe_association
+from slurm_drf.model.account_tree import build_tree, describe_association
 from slurm_drf.model.types import (
     EMPTY_TRES,
     MAX_ARRAY_TASKS,
@@ -31,6 +31,7 @@ from slurm_drf.model.types import (
     FloatArray,
     IntArray,
     Job,
+    JobColumns,
     JobTable,
     Node,
     Snapshot,
@@ -291,7 +292,7 @@ def parse_association(record: object, index: int) -> Association:
 
 
 def parse_associations(value: object) -> tuple[Association, ...]:
-    """The snapshot's association tree, checked (`model.tree.build_tree`); [] is no tree."""
+    """The snapshot's association tree, checked (`model.account_tree.build_tree`); [] is no tree."""
     if not isinstance(value, list):
         raise SnapshotError(f"associations: expected a list, got {show(value)}")
     associations = tuple(parse_association(record, index) for index, record in enumerate(value))
@@ -470,18 +471,20 @@ def _fast_job_table(records: list[Any]) -> JobTable | None:  # noqa: C901
         tres[name] = column
     state_upper = {text: text.upper() for text in set(state)}
     table = JobTable.build(
-        raw_ids,
-        account,
-        user,
-        partition,
-        [state_upper[t] for t in state],
-        priority,
-        nice,
-        held,
-        submit,
-        tasks,
-        site_factor,
-        tres,
+        JobColumns(
+            raw_ids,
+            account,
+            user,
+            partition,
+            [state_upper[t] for t in state],
+            priority,
+            nice,
+            held,
+            submit,
+            tasks,
+            site_factor,
+            tres,
+        )
     )
     return table if _fast_job_ids(table) else None
 

@@ -236,6 +236,24 @@ def _codes(values: Sequence[str]) -> tuple[IntArray, tuple[str, ...]]:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class JobColumns:
+    """The jobs' fields as read, one sequence each in the same order: what `JobTable.build` encodes."""
+
+    job_id: Sequence[str]
+    account: Sequence[str]
+    user: Sequence[str]
+    partition: Sequence[str]
+    state: Sequence[str]
+    priority: Sequence[int] | IntArray
+    nice: Sequence[int] | IntArray
+    held: Sequence[bool] | BoolArray
+    submit_time: Sequence[float] | FloatArray
+    array_tasks: Sequence[int] | IntArray
+    site_factor: Sequence[int | None]
+    tres: Mapping[str, IntArray]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class JobTable:
     """The jobs of a snapshot as columns, for the vectorised engine.
 
@@ -297,41 +315,28 @@ class JobTable:
         )
 
     @classmethod
-    def build(
-        cls,
-        job_id: Sequence[str],
-        account: Sequence[str],
-        user: Sequence[str],
-        partition: Sequence[str],
-        state: Sequence[str],
-        priority: Sequence[int] | IntArray,
-        nice: Sequence[int] | IntArray,
-        held: Sequence[bool] | BoolArray,
-        submit_time: Sequence[float] | FloatArray,
-        array_tasks: Sequence[int] | IntArray,
-        site_factor: Sequence[int | None],
-        tres: Mapping[str, IntArray],
-    ) -> JobTable:
-        account_codes, accounts = _codes(account)
-        partition_codes, partitions = _codes(partition)
-        state_codes, states = _codes(state)
+    def build(cls, columns: JobColumns) -> JobTable:
+        """The table of `columns`: labels dictionary-encoded, numbers as arrays."""
+        account_codes, accounts = _codes(columns.account)
+        partition_codes, partitions = _codes(columns.partition)
+        state_codes, states = _codes(columns.state)
         return cls(
-            job_id,
-            job_numbers(job_id),
+            columns.job_id,
+            job_numbers(columns.job_id),
             account_codes,
             accounts,
-            user,
+            columns.user,
             partition_codes,
             partitions,
             state_codes,
             states,
-            np.asarray(priority, dtype=np.int64),
-            np.asarray(nice, dtype=np.int64),
-            np.asarray(held, dtype=np.bool_),
-            np.asarray(submit_time, dtype=np.float64),
-            np.asarray(array_tasks, dtype=np.int64),
-            site_factor,
-            tres,
+            np.asarray(columns.priority, dtype=np.int64),
+            np.asarray(columns.nice, dtype=np.int64),
+            np.asarray(columns.held, dtype=np.bool_),
+            np.asarray(columns.submit_time, dtype=np.float64),
+            np.asarray(columns.array_tasks, dtype=np.int64),
+            columns.site_factor,
+            columns.tres,
         )
 
     @classmethod
@@ -343,18 +348,20 @@ class JobTable:
             name: np.fromiter((j.tres.get(name, 0) for j in jobs), dtype=np.int64, count=len(jobs)) for name in names
         }
         return cls.build(
-            [j.job_id for j in jobs],
-            [j.account for j in jobs],
-            [j.user for j in jobs],
-            [j.partition for j in jobs],
-            [j.state for j in jobs],
-            [j.priority for j in jobs],
-            [j.nice for j in jobs],
-            [j.held for j in jobs],
-            [j.submit_time for j in jobs],
-            [j.array_tasks for j in jobs],
-            [j.site_factor for j in jobs],
-            tres,
+            JobColumns(
+                [j.job_id for j in jobs],
+                [j.account for j in jobs],
+                [j.user for j in jobs],
+                [j.partition for j in jobs],
+                [j.state for j in jobs],
+                [j.priority for j in jobs],
+                [j.nice for j in jobs],
+                [j.held for j in jobs],
+                [j.submit_time for j in jobs],
+                [j.array_tasks for j in jobs],
+                [j.site_factor for j in jobs],
+                tres,
+            )
         )
 
 
@@ -418,7 +425,7 @@ class Association:
     `parent` is the parent account: None only for the root account; a user
     association's parent is its own account. `shares` is Slurm's RawShares
     (fairshare), None when it is "parent" (the association uses its
-    parent's). `model.tree.build_tree` checks a set of them is one tree.
+    parent's). `model.account_tree.build_tree` checks a set of them is one tree.
     """
 
     account: str
@@ -436,7 +443,7 @@ class Snapshot:
     `het_leaders` are the ids of the pending jobs that are heterogeneous
     jobs' leaders (their components are summed into the leader's record):
     a write to one must reach every component (docs/rule.md §5).
-    `associations` is the account tree (`model.tree.build_tree`).
+    `associations` is the account tree (`model.account_tree.build_tree`).
     """
 
     cluster: str

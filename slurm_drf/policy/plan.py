@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 from slurm_drf.config.settings import NICE_LIMIT, Config
-from slurm_drf.model.tree import AccountTree, build_tree
+from slurm_drf.model.account_tree import AccountTree, build_tree
 from slurm_drf.model.types import (
     HOLDING_STATES,
     MAX_TRES,

@@ -36,7 +36,7 @@ from typing import Final
 
 from slurm_drf.config.settings import Config
 from slurm_drf.config.yaml_tree import format_path
-from slurm_drf.model.tree import PATH_SEPARATOR, AccountTree
+from slurm_drf.model.account_tree import PATH_SEPARATOR, AccountTree
 
 ONE: Final = Fraction(1)
 

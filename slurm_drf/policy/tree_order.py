@@ -56,7 +56,7 @@ from typing import Any, Final, Literal
 import numpy as np
 
 from slurm_drf.config.settings import WithinAccount
-from slurm_drf.model.tree import PATH_SEPARATOR, AccountTree
+from slurm_drf.model.account_tree import PATH_SEPARATOR, AccountTree
 from slurm_drf.model.types import FloatArray, IntArray, LazyRows
 from slurm_drf.policy.hierarchy import (
     SEPARATOR,

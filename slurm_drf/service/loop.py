@@ -48,16 +48,16 @@ from slurm_drf.config.settings import Config
 from slurm_drf.cycle.backends import make_source, make_writer
 from slurm_drf.cycle.lease import Lease
 from slurm_drf.cycle.recall import Recall
-from slurm_drf.cycle.run import CycleObserver, CycleReport, Writer, run_cycle
+from slurm_drf.cycle.run import CycleHistory, CycleObserver, CycleReport, Writer, run_cycle
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import ConfigError, DrfError
-from slurm_drf.model.tree import build_tree
+from slurm_drf.model.account_tree import build_tree
 from slurm_drf.model.types import Snapshot
 from slurm_drf.policy.tree import last_name
 from slurm_drf.service.notify import Notifier, status_field
 from slurm_drf.slurm.sacct import fetch_allocations
 from slurm_drf.slurm.source import ClusterSource
-from slurm_drf.trail.history import HistoryLedger
+from slurm_drf.trail.history_db import HistoryLedger
 from slurm_drf.trail.observers import build_observers, close_observers
 from slurm_drf.trail.past import HistoryPast
 
@@ -109,6 +109,28 @@ def changed_settings(old: Config, new: Config) -> list[str]:
     ]
 
 
+@dataclasses.dataclass(frozen=True)
+class ServiceParts:
+    """How the service builds its parts from the config; a test puts fakes here.
+
+    The writer goes with the source: it is rebuilt whenever the source is.
+    """
+
+    source: Callable[[Config], ClusterSource] = make_source
+    writer: Callable[[ClusterSource], Writer] = make_writer
+    observers: Callable[[Config], Sequence[CycleObserver]] = build_observers
+
+
+@dataclasses.dataclass(frozen=True)
+class ServiceOptions:
+    """How the daemon was started: `load` re-reads the config on SIGHUP (None: no reload);
+    `keep_log_level` leaves the log level alone when the config changes it."""
+
+    load: Callable[[], Config] | None = None
+    dry_run: bool = False
+    keep_log_level: bool = False
+
+
 class Service:
     """Runs `run_cycle` every interval, reloads on SIGHUP, stops on SIGTERM.
 
@@ -121,36 +143,25 @@ class Service:
         config: Config,
         store: StateStore,
         *,
-        load: Callable[[], Config] | None = None,
+        options: ServiceOptions = ServiceOptions(),
+        parts: ServiceParts = ServiceParts(),
         notifier: Notifier | None = None,
-        source_factory: Callable[[Config], ClusterSource] = make_source,
-        writer_factory: Callable[[ClusterSource], Writer] = make_writer,
-        observers_factory: Callable[[Config], Sequence[CycleObserver]] = build_observers,
-        dry_run: bool = False,
-        keep_log_level: bool = False,
-        error_delays: Sequence[float] = ERROR_DELAYS,
-        hung_after: float = HUNG_CYCLE_SECONDS,
         past: HistoryPast | None = None,
-        recall: Recall | None = None,
     ) -> None:
         self.config = config
         self.store = store
         # The decayed past from the history (docs/rule.md §6), read before each cycle.
         self._past = past or HistoryPast(store.directory, fetch=fetch_allocations, keep=True)
         # Whose value each job holds, checked against every write on record (cycle.recall).
-        self._recall = recall or Recall(HistoryLedger(store.directory))
+        self._recall = Recall(HistoryLedger(store.directory))
         # One writer among head nodes; kept until restart, like the state directory.
         self._lease = Lease(config.lease_dir, config.interval) if config.lease_dir else None
         self._standby_for: str | None = None
-        self._load = load
+        self._load = options.load
         self.notifier = notifier or Notifier()
-        self._source_factory = source_factory
-        self._writer_factory = writer_factory
-        self._observers_factory = observers_factory
-        self._dry_run = dry_run
-        self._keep_log_level = keep_log_level
-        self._error_delays = tuple(error_delays)
-        self._hung_after = hung_after
+        self._parts = parts
+        self._dry_run = options.dry_run
+        self._keep_log_level = options.keep_log_level
 
         # Used by the cycle thread only.
         self._source: ClusterSource | None = None
@@ -202,8 +213,7 @@ class Service:
                     config,
                     self.store,
                     dry_run=dry_run,
-                    past=self._past.past(config),
-                    recall=self._recall,
+                    history=CycleHistory(self._past.past(config), self._recall),
                     guard=None if lease is None else lease.confirm,
                 )
             except Exception as error:
@@ -233,7 +243,7 @@ class Service:
         if self._observers_for != config:
             self._close_observers()
             try:
-                self._observers = list(self._observers_factory(config))
+                self._observers = list(self._parts.observers(config))
             except Exception as error:
                 # Retried next cycle; the cycle itself runs without them.
                 logger.error("observers (audit, metrics, reports) not started: %s", _describe(error))
@@ -241,11 +251,11 @@ class Service:
             else:
                 self._observers_for = config
         if self._source is None or self._source_backend != config.backend:
-            self._source = self._source_factory(config)
+            self._source = self._parts.source(config)
             self._source_backend = config.backend
             self._writer = None  # the writer goes with the source
         if self._writer is None:
-            self._writer = self._writer_factory(self._source)
+            self._writer = self._parts.writer(self._source)
 
     def _succeeded(self, number: int, config: Config, report: CycleReport) -> None:
         recovered = self.failures
@@ -276,7 +286,7 @@ class Service:
 
     def _failed(self, number: int, config: Config, error: Exception) -> float:
         self.failures += 1
-        delay = compute_error_delay(self.failures, config.interval, self._error_delays)
+        delay = compute_error_delay(self.failures, config.interval)
         text = f"cycle {number} failed: {_describe(error)}"
         tail = f"; next attempt in {delay:g} s"
         if self.failures > 1:
@@ -491,13 +501,13 @@ class Service:
         if self.notifier.watchdog_seconds is None or not self._ready:
             return
         started = self._cycle_started
-        if started is not None and time.monotonic() - started > self._hung_after:
+        if started is not None and time.monotonic() - started > HUNG_CYCLE_SECONDS:
             if not self._hung_reported:
                 logger.error(
                     "cycle %d has run for over %g s: it looks hung; no longer feeding the systemd "
                     "watchdog, which restarts the service",
                     self.cycles,
-                    self._hung_after,
+                    HUNG_CYCLE_SECONDS,
                 )
                 self._hung_reported = True
             return

@@ -146,21 +146,25 @@ def release_into(
         yield node, free
 
 
-def compute_reservation(
-    cluster: Cluster,
-    job: int,
-    demand: Vector,
-    count: int,
-    now: float,
-    ends: Sequence[tuple[float, int]],
-    job_nodes: Sequence[Sequence[int]],
-    job_demand: Sequence[Vector],
-) -> Reservation:
-    """The earliest time `count` nodes have `demand` free, releasing running jobs by their time limit.
+@dataclass(frozen=True, slots=True)
+class RunningJobs:
+    """What the running jobs give back when their time limits end, as the engine keeps it.
 
-    `ends` lists running jobs as (expected end, job) in ascending order; a
-    job releases `job_demand[job]` on each node of `job_nodes[job]`.
+    `ends` lists them as (expected end, job) in ascending order; a job
+    releases `demand[job]` on each node of `nodes[job]`. The engine holds
+    the lists and changes them in place, so one RunningJobs stays current.
     """
+
+    ends: Sequence[tuple[float, int]]
+    nodes: Sequence[Sequence[int]]
+    demand: Sequence[Vector]
+
+
+def compute_reservation(
+    cluster: Cluster, job: int, demand: Vector, count: int, now: float, running: RunningJobs
+) -> Reservation:
+    """The earliest time `count` nodes have `demand` free, releasing running jobs by their time limit."""
+    ends, job_nodes, job_demand = running.ends, running.nodes, running.demand
     fitting = [int(n) for n in np.flatnonzero(cluster.fits(demand))[:count]]
     chosen = set(fitting)
     projected: dict[int, list[int]] = {}
@@ -245,18 +249,17 @@ class ReservationBook:
         demand: Vector,
         count: int,
         limit: float,
-        ends: Sequence[tuple[float, int]],
-        job_nodes: Sequence[Sequence[int]],
-        job_demand: Sequence[Vector],
+        running: RunningJobs,
         after: float = -math.inf,
         free_now: bool = True,
     ) -> tuple[float, list[int]]:
         """The earliest time (not before `after`) and the nodes where `count` nodes can hold `demand`
-        for `limit` seconds, given running jobs (released by their time limits, `ends` ascending)
-        and the reservations. Nodes: the lowest indexes that fit at that time.
+        for `limit` seconds, given running jobs (released by their time limits) and the
+        reservations. Nodes: the lowest indexes that fit at that time.
 
         `free_now=False` says the caller knows `count` nodes do not have `demand` free now.
         """
+        ends, job_nodes, job_demand = running.ends, running.nodes, running.demand
         cluster = self.cluster
         now = self.now
         plain_mask = cluster.fits(demand) & ~self.reserved
@@ -297,6 +300,25 @@ class ReservationBook:
             while reservation_end < len(ends_at) and ends_at[reservation_end] <= time:
                 reservation_end += 1
 
+    def _projected(self, nodes: Sequence[int], time: float, running: RunningJobs) -> dict[int, list[int]]:
+        """Free TRES on each of `nodes` at `time`, with running jobs released by their time limits
+        (reservations not counted)."""
+        cluster = self.cluster
+        job_nodes, job_demand = running.nodes, running.demand
+        chosen = set(nodes)
+        projected = {node: cluster.free_of(node) for node in nodes}
+        for end, other in running.ends:
+            if end > time:
+                break
+            released = job_demand[other]
+            for node in job_nodes[other]:
+                if node in chosen:
+                    free = projected[node]
+                    free[0] += released[0]
+                    free[1] += released[1]
+                    free[2] += released[2]
+        return projected
+
     def fits_now(self, node: int, limit: float, demand: Vector) -> bool:
         """Whether a job running `limit` seconds from now on `node` leaves every reservation on it whole
         (the caller knows `demand` is free on the node now)."""
@@ -325,32 +347,18 @@ class ReservationBook:
                         whole = False
         return whole
 
-    def add(  # noqa: C901
+    def add(
         self,
         job: int,
         time: float,
         limit: float,
         demand: Vector,
         nodes: Sequence[int],
-        ends: Sequence[tuple[float, int]],
-        job_nodes: Sequence[Sequence[int]],
-        job_demand: Sequence[Vector],
+        running: RunningJobs,
     ) -> None:
         """Reserve `nodes` for `job` from `time` for `limit` seconds (where `earliest` found room)."""
-        cluster = self.cluster
         stop = time + limit
-        chosen = set(nodes)
-        projected = {node: cluster.free_of(node) for node in nodes}
-        for end, other in ends:
-            if end > time:
-                break
-            released = job_demand[other]
-            for node in job_nodes[other]:
-                if node in chosen:
-                    free = projected[node]
-                    free[0] += released[0]
-                    free[1] += released[1]
-                    free[2] += released[2]
+        projected = self._projected(nodes, time, running)
         index = len(self.job)
         spare: dict[int, list[int]] = {}
         for node in nodes:

@@ -58,14 +58,14 @@ import bisect
 import heapq
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import chain
 from typing import Final
 
 import numpy as np
 
 from slurm_drf.model.types import BoolArray, FloatArray, IntArray
-from slurm_drf.sim.cluster import Cluster, Reservation, ReservationBook, compute_reservation
+from slurm_drf.sim.cluster import Cluster, Reservation, ReservationBook, RunningJobs, compute_reservation
 from slurm_drf.sim.policies import Policy, QueueKey
 from slurm_drf.sim.table import Vector, build_workload_table
 from slurm_drf.sim.workload import SimulationError, Workload, validate_workload
@@ -134,6 +134,23 @@ class SimResult:
 ProgressCallback = Callable[[float], None]
 
 
+@dataclass(slots=True)
+class _Samples:
+    """What a run samples at every policy tick: the time, each account's dominant share over
+    its weight, each account's pending jobs, and the TRES in use (cpu, mem, gpu)."""
+
+    time: list[float] = field(default_factory=list)
+    share: list[list[float]] = field(default_factory=list)
+    pending: list[list[int]] = field(default_factory=list)
+    used: list[tuple[int, int, int]] = field(default_factory=list)
+
+    def take(self, now: float, share: list[float], pending: list[int], used: tuple[int, int, int]) -> None:
+        self.time.append(now)
+        self.share.append(share)
+        self.pending.append(list(pending))
+        self.used.append(used)
+
+
 class Simulator:
     """One run of one policy; `run()` plays the workload to the last job's end.
 
@@ -175,6 +192,7 @@ class Simulator:
         self.node_of: list[tuple[int, ...]] = [()] * count
         self.running: dict[int, None] = {}
         self.running_by_end: list[tuple[float, int]] = []  # (expected end, job), ascending
+        self.running_jobs = RunningJobs(self.running_by_end, self.node_of, table.job_demand)
         self.usage = np.zeros((len(table.accounts), 3), dtype=np.int64)
         self.pending_count = [0] * len(table.accounts)
         self.account_records: list[list[int]] = [[] for _ in table.accounts]
@@ -252,7 +270,8 @@ class Simulator:
     # ------------------------------------------------------------------
     # The run
 
-    def run(self) -> SimResult:  # noqa: C901
+    def run(self) -> SimResult:
+        """Events in time order (ends, submissions, policy ticks) until every job has ended."""
         table = self.table
         options = self.options
         interval = options.interval
@@ -264,48 +283,27 @@ class Simulator:
         tick = 0
         next_tick = 0.0
         event_times: list[float] = []
-        sample_time: list[float] = []
-        sample_share: list[list[float]] = []
-        sample_pending: list[list[int]] = []
-        sample_used: list[tuple[int, int, int]] = []
+        samples = _Samples()
         last_report = -1
         idle_ticks = 0
         while True:
             t_end = ends[0][0] if ends else math.inf
             t_submit = submit[next_submit] if next_submit < count else math.inf
             now = min(t_end, t_submit, next_tick)
-            if now < self.now:
-                raise SimulationError(f"time went back from {self.now} to {now}")
-            self.now = now
             if options.record_events:
                 event_times.append(now)
-            while ends and ends[0][0] <= now:
-                _, job = heapq.heappop(ends)
-                self._end(job, now)
-            while next_submit < count and submit[next_submit] <= now:
-                self._submit(next_submit)
-                next_submit += 1
+            next_submit = self._advance(now, ends, next_submit)
             ticked = next_tick <= now
             if ticked:
-                queue = self.policy.reorder(now)
-                if queue is not None:
-                    self.queue = queue
-                    self.head = 0
-                    self.dead = 0
-                    self.arrivals = []
-                    self.dirty = True
+                self._reorder(now)
             for job in self._schedule(now):
                 heapq.heappush(ends, (now + table.job_duration[job], job))
             if ticked:
-                sample_time.append(now)
-                sample_share.append(self._shares())
-                sample_pending.append(list(self.pending_count))
-                sample_used.append(self.cluster.used())
+                samples.take(now, self._shares(), self.pending_count, self.cluster.used())
                 tick += 1
                 next_tick = tick * interval
-            if self.progress is not None and self.finished * 200 // count != last_report:
-                last_report = self.finished * 200 // count
-                self.progress(self.finished / count)
+            if self.progress is not None:
+                last_report = self._report_progress(self.progress, last_report)
             if self.finished == count:
                 break
             if not ends and next_submit >= count:
@@ -319,13 +317,53 @@ class Simulator:
                 idle_ticks += skip_to - tick
                 tick = skip_to
                 next_tick = tick * interval
-        accounts_weights = tuple(table.weights)
+        return self._result(samples, event_times if options.record_events else None, idle_ticks)
+
+    def _advance(self, now: float, ends: list[tuple[float, int]], next_submit: int) -> int:
+        """Move the clock to `now`: the jobs whose time is up end, those submitted by then arrive
+        (`ends` a heap of (end, job)); the next job to submit."""
+        if now < self.now:
+            raise SimulationError(f"time went back from {self.now} to {now}")
+        self.now = now
+        while ends and ends[0][0] <= now:
+            _, job = heapq.heappop(ends)
+            self._end(job, now)
+        submit = self.table.job_submit
+        count = self.table.job_count
+        while next_submit < count and submit[next_submit] <= now:
+            self._submit(next_submit)
+            next_submit += 1
+        return next_submit
+
+    def _reorder(self, now: float) -> None:
+        """A policy tick: the policy may give the queue a new order, which the next pass takes whole."""
+        queue = self.policy.reorder(now)
+        if queue is not None:
+            self.queue = queue
+            self.head = 0
+            self.dead = 0
+            self.arrivals = []
+            self.dirty = True
+
+    def _report_progress(self, progress: Callable[[float], None], last_report: int) -> int:
+        """Tell `progress` the finished fraction at every half percent; the step last told."""
+        count = self.table.job_count
+        step = self.finished * 200 // count
+        if step != last_report:
+            progress(self.finished / count)
+        return step
+
+    def _result(self, samples: _Samples, event_times: list[float] | None, idle_ticks: int) -> SimResult:
+        """The run as arrays, once every job has ended."""
+        table = self.table
+        accounts = len(table.accounts)
+        ticks = len(samples.time)
         return SimResult(
             policy=self.policy.name,
             workload=self.workload,
-            interval=interval,
+            interval=self.options.interval,
             accounts=table.accounts,
-            weights=accounts_weights,
+            weights=tuple(table.weights),
             capacity=self.capacity,
             job_account=np.array(table.job_account, dtype=np.int64),
             submit=np.array(table.job_submit, dtype=np.float64),
@@ -333,11 +371,11 @@ class Simulator:
             end=np.array(self.end_time, dtype=np.float64),
             backfilled=np.array(self.backfilled, dtype=np.bool_),
             job_nodes=tuple(self.node_of),
-            sample_time=np.array(sample_time, dtype=np.float64),
-            sample_share=np.array(sample_share, dtype=np.float64).reshape(len(sample_time), len(table.accounts)),
-            sample_pending=np.array(sample_pending, dtype=np.int64).reshape(len(sample_time), len(table.accounts)),
-            sample_used=np.array(sample_used, dtype=np.int64).reshape(len(sample_time), 3),
-            event_times=np.array(event_times, dtype=np.float64) if options.record_events else None,
+            sample_time=np.array(samples.time, dtype=np.float64),
+            sample_share=np.array(samples.share, dtype=np.float64).reshape(ticks, accounts),
+            sample_pending=np.array(samples.pending, dtype=np.int64).reshape(ticks, accounts),
+            sample_used=np.array(samples.used, dtype=np.int64).reshape(ticks, 3),
+            event_times=None if event_times is None else np.array(event_times, dtype=np.float64),
             plans=self.policy.plans,
             passes=self.passes,
             reserved_at=np.array(self.reserved_at, dtype=np.float64) if self.slurm else None,
@@ -426,10 +464,23 @@ class Simulator:
     # ------------------------------------------------------------------
     # The scheduler: main pass, reservation, backfill
 
-    def _schedule(self, now: float) -> list[int]:  # noqa: C901
+    def _schedule(self, now: float) -> list[int]:
         """Start what the queue order, the free nodes and the reservation allow now."""
         self.passes += 1
-        started: list[int] = []
+        self._compact_queue()
+        arrivals, self.arrivals = self.arrivals, []
+        if not self.pending_shapes:
+            self.top_key = None
+            return []
+        if not self.dirty:
+            started = self._book_arrivals(arrivals, now) if self.slurm else self._backfill_arrivals(arrivals, now)
+            if started is not None:
+                return started
+        self.dirty = False
+        return self._full_pass(now, [])
+
+    def _compact_queue(self) -> None:
+        """Drop the started jobs from the queue once they are most of it."""
         if self.head > 1024 and self.head * 2 > len(self.queue):
             del self.queue[: self.head]
             self.head = 0
@@ -438,51 +489,76 @@ class Simulator:
             self.queue = [job for job in self.queue if not flags[job]]
             self.head = 0
             self.dead = 0
-        arrivals, self.arrivals = self.arrivals, []
-        if not self.pending_shapes:
-            self.top_key = None
-            return started
-        sort_key = self.policy.sort_key
-        if self.slurm:
-            if (
-                not self.dirty
-                and self.book is not None
-                and self.book_last is not None
-                and all(sort_key(job) > self.book_last for job in arrivals)
-            ):
-                # Only submissions, all behind every job the book tested: the book
-                # stands (nothing ended, nothing moved); test the new jobs against it.
-                self.book.now = now
-                for job in sorted(arrivals, key=sort_key):
-                    if self.book_budget <= 0:
-                        break
-                    self.book_budget -= 1
-                    self.book_last = sort_key(job)
-                    if self._book_job(job, now):
-                        started.append(job)
-                return started
-            self.dirty = False
-            return self._full_pass(now, started)
-        if (
-            not self.dirty
-            and self.top_key is not None
-            and self.reservation is not None
-            and all(sort_key(job) > self.top_key for job in arrivals)
-        ):
-            # Only submissions since the last pass: free TRES and the reservation
-            # are as that pass left them, so every job it looked at is still
-            # blocked. Only the new jobs can start, as backfill.
-            reservation = self.reservation
-            for job in sorted(arrivals, key=sort_key):
-                if self.horizon is not None and sort_key(job) > self.horizon:
-                    break
-                if self._backfill(job, now, reservation):
-                    started.append(job)
-            return started
-        self.dirty = False
-        return self._full_pass(now, started)
 
-    def _full_pass(self, now: float, started: list[int]) -> list[int]:  # noqa: C901
+    def _book_arrivals(self, arrivals: list[int], now: float) -> list[int] | None:
+        """Slurm's backfill when only submissions came since the last pass, all behind every job
+        the book tested: the book stands (nothing ended, nothing moved), so the new jobs are
+        tested against it; None when a full pass is needed."""
+        sort_key = self.policy.sort_key
+        book, last = self.book, self.book_last
+        if book is None or last is None or not all(sort_key(job) > last for job in arrivals):
+            return None
+        started: list[int] = []
+        book.now = now
+        for job in sorted(arrivals, key=sort_key):
+            if self.book_budget <= 0:
+                break
+            self.book_budget -= 1
+            self.book_last = sort_key(job)
+            if self._book_job(job, now):
+                started.append(job)
+        return started
+
+    def _backfill_arrivals(self, arrivals: list[int], now: float) -> list[int] | None:
+        """EASY backfill when only submissions came since the last pass: free TRES and the
+        reservation are as that pass left them, so every job it looked at is still blocked and
+        only the new jobs can start, as backfill; None when a full pass is needed."""
+        sort_key = self.policy.sort_key
+        top, reservation = self.top_key, self.reservation
+        if top is None or reservation is None or not all(sort_key(job) > top for job in arrivals):
+            return None
+        started: list[int] = []
+        for job in sorted(arrivals, key=sort_key):
+            if self.horizon is not None and sort_key(job) > self.horizon:
+                break
+            if self._backfill(job, now, reservation):
+                started.append(job)
+        return started
+
+    def _full_pass(self, now: float, started: list[int]) -> list[int]:
+        """The main pass over the queue, then the backfill behind its top job."""
+        self.blocked_all = set()
+        self.blocked_long = set()
+        self.blocked_shape[:] = False
+        self.top_key = None
+        self.horizon = None
+        flags = self.started
+        queue = self.queue
+        while self.head < len(queue) and flags[queue[self.head]]:
+            self.head += 1
+        passed = self._main_pass(now, started)
+        if passed is None:
+            return started
+        position, reservation = passed
+        if self.slurm:
+            self.reservation = None
+            self.book = None
+            if self.top_key is not None:
+                self.book = ReservationBook(self.cluster, now)
+                self.book_budget = self.options.backfill_depth + 1
+                self.book_last = None
+                self.book_shape = {}
+                self._book_scan(position, now, started)
+            return started
+        self.reservation = reservation if self.top_key is not None else None
+        if self.reservation is not None:
+            self._backfill_scan(position, now, self.reservation, started)
+        return started
+
+    def _main_pass(self, now: float, started: list[int]) -> tuple[int, Reservation | None] | None:
+        """Start jobs in queue order until the first that does not fit (the top job, which gets
+        the reservation; Slurm's backfill leaves it to the book); where the backfill goes on and
+        the reservation, or None when the policy's queue depth ended the pass."""
         cluster = self.cluster
         table = self.table
         flags = self.started
@@ -491,16 +567,7 @@ class Simulator:
         limit = table.job_limit
         reservation = self.reservation
         queue = self.queue
-        self.blocked_all = set()
-        self.blocked_long = set()
-        self.blocked_shape[:] = False
-        self.top_key = None
-        self.horizon = None
-        while self.head < len(queue) and flags[queue[self.head]]:
-            self.head += 1
-        # Main pass, until the first job that does not fit (or the policy's
-        # queue depth). The queue does not change during the pass (started jobs
-        # are only marked).
+        # The queue does not change during the pass (started jobs are only marked).
         position = self.head
         depth = self.policy.queue_depth
         tested = 0
@@ -511,7 +578,8 @@ class Simulator:
                 continue
             if depth is not None:
                 if tested >= depth:
-                    return self._stop_at_depth(reservation, started)
+                    self._stop_at_depth(reservation)
+                    return None
                 tested += 1
             nodes = cluster.find_nodes(demand[job], wanted[job])
             if nodes is not None:
@@ -529,34 +597,18 @@ class Simulator:
                 position -= 1  # the top job is the first one the book tests
                 break
             if reservation is None or reservation.job != job or reservation.time < now:
-                reservation = compute_reservation(
-                    cluster, job, demand[job], wanted[job], now, self.running_by_end, self.node_of, demand
-                )
+                reservation = compute_reservation(cluster, job, demand[job], wanted[job], now, self.running_jobs)
             # Same demand, same nodes: nothing of this shape fits now either.
             self._block(table.job_shape[job])
             break
-        if self.slurm:
-            self.reservation = None
-            self.book = None
-            if self.top_key is not None:
-                self.book = ReservationBook(cluster, now)
-                self.book_budget = self.options.backfill_depth + 1
-                self.book_last = None
-                self.book_shape = {}
-                self._book_scan(position, now, started)
-            return started
-        self.reservation = reservation if self.top_key is not None else None
-        if self.reservation is not None:
-            self._backfill_scan(position, now, self.reservation, started)
-        return started
+        return position, reservation
 
-    def _stop_at_depth(self, reservation: Reservation | None, started: list[int]) -> list[int]:
+    def _stop_at_depth(self, reservation: Reservation | None) -> None:
         """The main pass tested as many jobs as its depth allows and all started: the rest of the
         queue waits for the next pass (Slurm's next scheduler run), which is a full one."""
         self.reservation = reservation
         self.book = None
         self.dirty = True
-        return started
 
     def _backfill_scan(self, position: int, now: float, reservation: Reservation, started: list[int]) -> None:
         """Backfill from `position` on: at most `backfill_depth` pending jobs, in queue order.
@@ -621,9 +673,7 @@ class Simulator:
         if previous is not None and limit >= previous[0]:
             after = previous[1]
         free_now = shape not in self.blocked_all
-        time, nodes = book.earliest(
-            demand, count, limit, self.running_by_end, self.node_of, table.job_demand, after, free_now
-        )
+        time, nodes = book.earliest(demand, count, limit, self.running_jobs, after, free_now)
         if time <= now:
             if not book.take_now(nodes, limit, demand):
                 raise SimulationError(f"backfill of job {table.job_label[job]} broke a reservation")
@@ -631,7 +681,7 @@ class Simulator:
             return True
         if free_now and self.cluster.find_nodes(demand, count) is None:
             self._block(shape)  # free TRES only shrink during a pass
-        book.add(job, time, limit, demand, nodes, self.running_by_end, self.node_of, table.job_demand)
+        book.add(job, time, limit, demand, nodes, self.running_jobs)
         self.book_shape[shape] = (limit, time)
         if math.isnan(self.reserved_at[job]):
             self.reserved_at[job] = time

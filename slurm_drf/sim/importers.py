@@ -184,23 +184,10 @@ SWF_FIELD_NAMES: Final = (
 )
 
 
-def parse_swf(text: str, source: str = "swf", cpus_per_node: int | None = None) -> ParsedTrace:  # noqa: C901
+def parse_swf(text: str, source: str = "swf", cpus_per_node: int | None = None) -> ParsedTrace:
     """Jobs from an SWF trace; header comments `; MaxNodes:` and `; MaxProcs:` size the cluster."""
     trace = ParsedTrace()
-    header: dict[str, str] = {}
-    rows: list[tuple[int, list[str]]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        if not stripped:
-            continue
-        if stripped.startswith(";"):
-            key, _, value = stripped[1:].partition(":")
-            header[key.strip().lower()] = value.strip()
-            continue
-        fields = stripped.split()
-        if len(fields) != SWF_FIELDS:
-            raise WorkloadError(f"{source}:{number}: {len(fields)} fields, SWF has {SWF_FIELDS}")
-        rows.append((number, fields))
+    header, rows = _read_swf(text, source)
     max_nodes = _header_int(header, "maxnodes")
     max_procs = _header_int(header, "maxprocs")
     per_node = cpus_per_node
@@ -211,16 +198,7 @@ def parse_swf(text: str, source: str = "swf", cpus_per_node: int | None = None) 
     if per_node:
         trace.node_type = NodeType(cpu=per_node, mem=0, gpu=0)
     for number, fields in rows:
-        try:
-            values = [float(f) for f in fields]
-        except ValueError as error:
-            raise WorkloadError(f"{source}:{number}: not a number: {error}") from error
-        for index, amount in enumerate(values):
-            if not math.isfinite(amount):
-                name = SWF_FIELD_NAMES[index]
-                raise WorkloadError(
-                    f"{source}:{number}: field {index + 1} ({name}): {fields[index]!r} is not a finite number"
-                )
+        values = _swf_numbers(fields, f"{source}:{number}")
         job, submit, _wait, runtime, procs, _cpu_used, used_mem, req_procs, req_time, req_mem = values[:10]
         user, group = int(values[11]), int(values[12])
         processors = int(procs if procs > 0 else req_procs)
@@ -246,6 +224,39 @@ def parse_swf(text: str, source: str = "swf", cpus_per_node: int | None = None) 
             )
         )
     return trace
+
+
+def _read_swf(text: str, source: str) -> tuple[dict[str, str], list[tuple[int, list[str]]]]:
+    """An SWF file's header comments (`; Key: value`, keys in lower case) and its rows of
+    fields, each with its line number; WorkloadError for a row of the wrong length."""
+    header: dict[str, str] = {}
+    rows: list[tuple[int, list[str]]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped:
+            continue
+        if stripped.startswith(";"):
+            key, _, value = stripped[1:].partition(":")
+            header[key.strip().lower()] = value.strip()
+            continue
+        fields = stripped.split()
+        if len(fields) != SWF_FIELDS:
+            raise WorkloadError(f"{source}:{number}: {len(fields)} fields, SWF has {SWF_FIELDS}")
+        rows.append((number, fields))
+    return header, rows
+
+
+def _swf_numbers(fields: Sequence[str], where: str) -> list[float]:
+    """An SWF row's fields as numbers; WorkloadError (at `where`) for one that is not a finite number."""
+    try:
+        values = [float(f) for f in fields]
+    except ValueError as error:
+        raise WorkloadError(f"{where}: not a number: {error}") from error
+    for index, amount in enumerate(values):
+        if not math.isfinite(amount):
+            name = SWF_FIELD_NAMES[index]
+            raise WorkloadError(f"{where}: field {index + 1} ({name}): {fields[index]!r} is not a finite number")
+    return values
 
 
 def _header_int(header: Mapping[str, str], key: str) -> int | None:

@@ -85,7 +85,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from slurm_drf.model.types import FloatArray, IntArray
+from slurm_drf.model.types import BoolArray, FloatArray, IntArray
 from slurm_drf.sim.engine import SimResult
 from slurm_drf.sim.table import build_workload_table
 from slurm_drf.sim.tree_layout import TreeLayout, build_layout, node_shares
@@ -170,9 +170,9 @@ def jain_index(values: FloatArray) -> float:
     return float(values.sum()) ** 2 / (len(values) * squares)
 
 
-def compute_metrics(result: SimResult) -> PolicyMetrics:
-    shares = result.sample_share
-    backlogged = result.sample_pending > 0
+def compute_sample_jain(shares: FloatArray, backlogged: BoolArray) -> tuple[FloatArray, BoolArray]:
+    """Per sample, Jain's index of the backlogged accounts' shares, and whether it is a
+    fairness sample (two or more backlogged, not all at zero); nan where it is not."""
     samples = shares.shape[0]
     jain = np.full(samples, np.nan)
     fair = np.zeros(samples, dtype=np.bool_)
@@ -181,15 +181,37 @@ def compute_metrics(result: SimResult) -> PolicyMetrics:
         if not math.isnan(value):
             jain[index] = value
             fair[index] = True
+    return jain, fair
+
+
+def compute_utilisation(result: SimResult) -> tuple[dict[str, float], dict[str, float]]:
+    """Each resource's mean use, while jobs wait and over the whole run."""
+    samples = result.sample_share.shape[0]
+    used = result.sample_used.astype(np.float64) / np.maximum(np.array(result.capacity, dtype=np.float64), 1)
+    waiting = result.sample_pending.sum(axis=1) > 0
+    utilisation = {r: float(used[waiting, i].mean()) if waiting.any() else math.nan for i, r in enumerate(RESOURCES)}
+    # Skipped idle ticks sampled zero use: they count in the mean, not in the sum.
+    ticks = samples + result.idle_ticks
+    overall = {r: float(used[:, i].sum() / ticks) if samples else math.nan for i, r in enumerate(RESOURCES)}
+    return utilisation, overall
+
+
+def _share_ratio(judged: FloatArray) -> float:
+    """The largest mean share over the smallest; nan for fewer than two accounts."""
+    if len(judged) < 2:
+        return math.nan
+    return math.inf if judged.min() <= 0 else float(judged.max() / judged.min())
+
+
+def compute_metrics(result: SimResult) -> PolicyMetrics:
+    shares = result.sample_share
+    backlogged = result.sample_pending > 0
+    jain, fair = compute_sample_jain(shares, backlogged)
     counted = backlogged & fair[:, None]
     per_account_samples = counted.sum(axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
         mean_share = np.where(per_account_samples > 0, (shares * counted).sum(axis=0) / per_account_samples, np.nan)
-    judged = mean_share[per_account_samples > 0]
-    if len(judged) >= 2:
-        share_ratio = math.inf if judged.min() <= 0 else float(judged.max() / judged.min())
-    else:
-        share_ratio = math.nan
+    share_ratio = _share_ratio(mean_share[per_account_samples > 0])
 
     to_date = shares_to_date(result)
     over_time = [jain_index(to_date[i][backlogged[i]]) for i in np.flatnonzero(fair).tolist()]
@@ -230,13 +252,7 @@ def compute_metrics(result: SimResult) -> PolicyMetrics:
         )
     rhos = [a.rho for a in rows if not math.isnan(a.rho)]
     longest = int(np.argmax(wait))
-
-    used = result.sample_used.astype(np.float64) / np.maximum(np.array(result.capacity, dtype=np.float64), 1)
-    waiting = result.sample_pending.sum(axis=1) > 0
-    utilisation = {r: float(used[waiting, i].mean()) if waiting.any() else math.nan for i, r in enumerate(RESOURCES)}
-    # Skipped idle ticks sampled zero use: they count in the mean, not in the sum.
-    ticks = samples + result.idle_ticks
-    overall = {r: float(used[:, i].sum() / ticks) if samples else math.nan for i, r in enumerate(RESOURCES)}
+    utilisation, overall = compute_utilisation(result)
     finite = jain[fair]
     return PolicyMetrics(
         policy=result.policy,

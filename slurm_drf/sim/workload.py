@@ -147,7 +147,7 @@ class Workload:
         return self.weights.get(account, Fraction(1))
 
 
-def validate_workload(workload: Workload) -> Workload:  # noqa: C901
+def validate_workload(workload: Workload) -> Workload:
     """The workload with jobs in submit order; WorkloadError for what cannot run.
 
     A job that cannot fit even on an empty cluster would wait forever and
@@ -164,27 +164,10 @@ def validate_workload(workload: Workload) -> Workload:  # noqa: C901
         raise WorkloadError(f"{workload.name}: no jobs to simulate")
     seen: set[str] = set()
     for job in workload.jobs:
-        where = f"{workload.name}: job {job.job_id}"
         if job.job_id in seen:
-            raise WorkloadError(f"{where}: duplicate job id")
+            raise WorkloadError(f"{workload.name}: job {job.job_id}: duplicate job id")
         seen.add(job.job_id)
-        if not (math.isfinite(job.submit) and math.isfinite(job.duration) and math.isfinite(job.limit)):
-            raise WorkloadError(f"{where}: submit, duration and limit must be finite numbers")
-        if job.duration <= 0 or job.limit < job.duration:
-            raise WorkloadError(
-                f"{where}: expected 0 < duration <= limit, got duration {job.duration} and limit {job.limit}"
-            )
-        _check_times(where, job)
-        if min(job.cpu, job.mem, job.gpu) < 0 or job.nodes < 1:
-            raise WorkloadError(f"{where}: expected non-negative TRES and at least one node")
-        if job.cpu == job.mem == job.gpu == 0:
-            raise WorkloadError(f"{where}: asks for no cpu, mem or gres/gpu")
-        if job.nodes > workload.node_count or job.cpu > node.cpu or job.mem > node.mem or job.gpu > node.gpu:
-            raise WorkloadError(
-                f"{where}: needs {job.nodes} node(s) with cpu={job.cpu},mem={job.mem},gres/gpu={job.gpu} "
-                f"each; the cluster has {workload.node_count} node(s) of {node.render()} "
-                "(use --nodes or --node-tres)"
-            )
+        _check_job(workload, job)
     for account, weight in workload.weights.items():
         if weight <= 0:
             raise WorkloadError(f"account {account}: weight must be > 0, got {weight}")
@@ -192,6 +175,30 @@ def validate_workload(workload: Workload) -> Workload:  # noqa: C901
         check_tree(workload.name, workload.tree, workload.accounts)
     ordered = tuple(sorted(workload.jobs, key=lambda j: (j.submit, j.array_id or j.job_id, j.array_index)))
     return replace(workload, jobs=ordered)
+
+
+def _check_job(workload: Workload, job: WorkloadJob) -> None:
+    """Refuse a job that cannot run: times that are no numbers or out of range, no TRES, or more
+    than an empty cluster of the workload's nodes holds."""
+    where = f"{workload.name}: job {job.job_id}"
+    node = workload.node_type
+    if not (math.isfinite(job.submit) and math.isfinite(job.duration) and math.isfinite(job.limit)):
+        raise WorkloadError(f"{where}: submit, duration and limit must be finite numbers")
+    if job.duration <= 0 or job.limit < job.duration:
+        raise WorkloadError(
+            f"{where}: expected 0 < duration <= limit, got duration {job.duration} and limit {job.limit}"
+        )
+    _check_times(where, job)
+    if min(job.cpu, job.mem, job.gpu) < 0 or job.nodes < 1:
+        raise WorkloadError(f"{where}: expected non-negative TRES and at least one node")
+    if job.cpu == job.mem == job.gpu == 0:
+        raise WorkloadError(f"{where}: asks for no cpu, mem or gres/gpu")
+    if job.nodes > workload.node_count or job.cpu > node.cpu or job.mem > node.mem or job.gpu > node.gpu:
+        raise WorkloadError(
+            f"{where}: needs {job.nodes} node(s) with cpu={job.cpu},mem={job.mem},gres/gpu={job.gpu} "
+            f"each; the cluster has {workload.node_count} node(s) of {node.render()} "
+            "(use --nodes or --node-tres)"
+        )
 
 
 def check_tree(name: str, tree: AccountTree, accounts: Sequence[str]) -> None:

@@ -38,7 +38,7 @@ from slurm_drf.slurm.parse.envelope import parse_json_cluster, parse_slurm_versi
 from slurm_drf.slurm.parse.jobs import parse_het_leaders, parse_squeue_json
 from slurm_drf.slurm.parse.nodes import parse_sinfo_json
 from slurm_drf.slurm.parse.scontrol import parse_cluster_name, parse_priority_type
-from slurm_drf.slurm.parse.snapshot import build_snapshot
+from slurm_drf.slurm.parse.snapshot import SnapshotHeader, build_snapshot
 
 logger = logging.getLogger(__name__)
 
@@ -225,6 +225,5 @@ class CliSource:
         associations = self.associations.fetch(cluster)
         logger.debug("read %d nodes and %d jobs from Slurm %s", len(nodes), len(jobs), version or "?")
         taken_at = format_time(self._clock())
-        return build_snapshot(
-            cluster, taken_at, nodes, jobs, self.partitions, version, config, het_leaders, associations
-        )
+        header = SnapshotHeader(cluster, taken_at, version)
+        return build_snapshot(header, nodes, jobs, self.partitions, config, het_leaders, associations)

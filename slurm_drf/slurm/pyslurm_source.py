@@ -51,6 +51,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Final, Literal
 
@@ -63,7 +64,7 @@ from slurm_drf.slurm.parse.envelope import parse_version_tuple
 from slurm_drf.slurm.parse.jobs import parse_het_leaders, parse_squeue_json
 from slurm_drf.slurm.parse.nodes import parse_sinfo_json
 from slurm_drf.slurm.parse.scontrol import parse_cluster_name, parse_priority_type, parse_scontrol_config
-from slurm_drf.slurm.parse.snapshot import build_snapshot
+from slurm_drf.slurm.parse.snapshot import SnapshotHeader, build_snapshot
 
 logger = logging.getLogger(__name__)
 
@@ -404,12 +405,27 @@ def _passwd_name(uid: int) -> str:
         return str(uid)
 
 
+@dataclass(frozen=True)
+class PyslurmHost:
+    """What the source takes from the machine it runs on, a test's fakes in its place.
+
+    `runner` runs scontrol (for the configuration and the tree) in `environ`
+    (os.environ when None); `clock` stamps the snapshot; `user_name` maps
+    uids for the dict API, which gives no names.
+    """
+
+    runner: CommandRunner = run_command
+    environ: MutableMapping[str, str] | None = None
+    clock: Callable[[], float] = time.time
+    user_name: Callable[[int], str] = _passwd_name
+
+
 class PyslurmSource:
     """Reads the cluster through pyslurm; one Snapshot per fetch.
 
     `module` is pyslurm (imported on first use when None; tests pass a
     fake). `api` forces one shape ("dict" or "object") instead of the best
-    available. `user_name` maps uids for the dict API, which gives no names.
+    available. `host` is the machine around it (`PyslurmHost`).
     """
 
     def __init__(
@@ -419,10 +435,7 @@ class PyslurmSource:
         partitions: Iterable[str] | None = None,
         api: Api = "auto",
         timeout: float = 30.0,
-        runner: CommandRunner = run_command,
-        environ: MutableMapping[str, str] | None = None,
-        clock: Callable[[], float] = time.time,
-        user_name: Callable[[int], str] = _passwd_name,
+        host: PyslurmHost = PyslurmHost(),
     ) -> None:
         self.name = "pyslurm"
         self._module = module
@@ -431,15 +444,15 @@ class PyslurmSource:
         self.partitions = tuple(partitions) if partitions is not None else None
         self.api = api
         self.timeout = timeout
-        self._runner = runner
-        self._environ = os.environ if environ is None else environ
-        self._clock = clock
-        self._user_name = user_name
+        self._runner = host.runner
+        self._environ = os.environ if host.environ is None else host.environ
+        self._clock = host.clock
+        self._user_name = host.user_name
         #: PriorityType from the last fetch.
         self.priority_type: str | None = None
         # The tree through scontrol, as the CLI backend reads it: pyslurm's
         # db.Associations asks slurmdbd, not slurmctld's cache (docs/pyslurm.md).
-        self.associations = AssociationReader(self._run_command, clock)
+        self.associations = AssociationReader(self._run_command, host.clock)
 
     def _run_command(self, argv: Sequence[str]) -> str:
         return self._runner(argv, self.timeout, env=build_command_env(self._environ))
@@ -527,6 +540,5 @@ class PyslurmSource:
         associations = self.associations.fetch(cluster)
         logger.debug("read %d nodes and %d jobs through pyslurm", len(nodes), len(jobs))
         taken_at = format_time(self._clock())
-        return build_snapshot(
-            cluster, taken_at, nodes, jobs, self.partitions, version, config, het_leaders, associations
-        )
+        header = SnapshotHeader(cluster, taken_at, version)
+        return build_snapshot(header, nodes, jobs, self.partitions, config, het_leaders, associations)

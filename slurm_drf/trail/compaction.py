@@ -1,6 +1,6 @@
 """Compaction of history.sqlite: old cycles' shares as per-hour stretches (docs/formats.md, docs/rule.md §6).
 
-Sits beside `trail.history.AuditRecorder`: `HistoryUpkeep` is a
+Sits beside `trail.history_db.AuditRecorder`: `HistoryUpkeep` is a
 CycleObserver the service loop tells about every cycle after the
 recorder. Each cycle it
 
@@ -43,7 +43,7 @@ import orjson
 from slurm_drf import failpoints
 from slurm_drf.errors import HistoryError, StateError
 from slurm_drf.policy.history import UsageRecord
-from slurm_drf.trail.history import history_path, open_history, write_transaction
+from slurm_drf.trail.history_db import history_path, open_history, write_transaction
 from slurm_drf.trail.past import MOMENT_DTYPE, USAGE_DTYPE, read_usage_records
 
 if TYPE_CHECKING:

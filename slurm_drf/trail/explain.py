@@ -46,8 +46,8 @@ from typing import Any, Final
 
 from slurm_drf.config.settings import Config
 from slurm_drf.errors import InputError, shorten
+from slurm_drf.model.account_tree import PATH_SEPARATOR
 from slurm_drf.model.codec import is_job_id
-from slurm_drf.model.tree import PATH_SEPARATOR
 from slurm_drf.model.types import MAX_JOB_ID, PENDING, Snapshot, job_number
 from slurm_drf.policy.history import UsageByPool
 from slurm_drf.policy.order import TieRecord
@@ -129,7 +129,6 @@ class Explanation:
     user: str
     pool: str | None
     mode: str
-    scale: int
     action: str | None = None
     reason: str | None = None
     order: int | None = None
@@ -274,7 +273,6 @@ def _explain(plan: Plan, snapshot: Snapshot, job_id: str) -> Explanation:
             table.user[row],
             None if pool is None else pool.name,
             plan.mode,
-            plan.scale,
             demand=MappingProxyType(demand),
             array_tasks=int(table.array_tasks[row]),
             account_share=share,
@@ -292,7 +290,6 @@ def _explain(plan: Plan, snapshot: Snapshot, job_id: str) -> Explanation:
         "user": job.user,
         "pool": job.pool,
         "mode": plan.mode,
-        "scale": plan.scale,
         "action": job.action,
         "reason": job.reason,
         "value": job.value,
@@ -508,9 +505,30 @@ def _inert_tie(d: TieDetail) -> TieDetail:
     )
 
 
-def render_explanation_text(e: Explanation) -> str:  # noqa: C901
+def render_explanation_text(e: Explanation) -> str:
     """The explanation for a person, in a few paragraphs."""
     e = _inert(e)
+    out = _job_lines(e)
+    share = e.account_share
+    if share is not None:
+        out.extend(_account_lines(e, share))
+    if e.status == "ordered" and e.tree:
+        out.extend(_tree_lines(e))
+    elif e.status == "ordered":
+        out.extend(_level_lines(e, share))
+        out.append("")
+        out.extend(_ahead_lines(e))
+        out.append("")
+        out.extend(_tie_lines(e))
+    if e.status in ("ordered", "skipped"):
+        out.append("")
+        out.extend(_value_lines(e))
+    out.extend(f"note: {n}" for n in e.notes)
+    return "\n".join(out) + "\n"
+
+
+def _job_lines(e: Explanation) -> list[str]:
+    """The job: its account, user and state, its place or why it is skipped, and what it asks for."""
     out: list[str] = []
     head = f"job {e.job_id}: account {e.account}, user {e.user}, {e.state.lower()}"
     if e.status == "ordered":
@@ -524,90 +542,98 @@ def render_explanation_text(e: Explanation) -> str:  # noqa: C901
     if e.demand:
         what = "holds" if e.status == "running" else "demand"
         out.append(f"  {what}: " + format_capacity(e.demand))
-    share = e.account_share
-    if share is not None:
-        out.append("")
-        out.append(
-            f"account {share.account} in pool {share.pool}: weight {format_weight(share.weight)}, "
-            f"rank {share.rank} by weighted share, {share.running_jobs} running, "
-            f"{share.pending_jobs} pending"
-        )
-        past = e.history is not None
-        rows: list[list[object]] = [
-            [
-                r,
-                format_tres(r, e.capacity.get(r, "-")) if e.capacity else "-",
-                format_tres(r, share.usage.get(r, 0)),
-                *([format_tres(r, share.past.get(r, 0))] if past else []),
-                format_share(share.shares.get(r, 0.0)),
-                "dominant" if r == share.dominant_resource and share.dominant_share else "",
-            ]
-            for r in share.usage
+    return out
+
+
+def _account_lines(e: Explanation, share: AccountShare) -> list[str]:
+    """The job's account in its pool: weight, rank, each resource's use and share, the weighted share."""
+    out = [
+        "",
+        f"account {share.account} in pool {share.pool}: weight {format_weight(share.weight)}, "
+        f"rank {share.rank} by weighted share, {share.running_jobs} running, "
+        f"{share.pending_jobs} pending",
+    ]
+    past = e.history is not None
+    rows: list[list[object]] = [
+        [
+            r,
+            format_tres(r, e.capacity.get(r, "-")) if e.capacity else "-",
+            format_tres(r, share.usage.get(r, 0)),
+            *([format_tres(r, share.past.get(r, 0))] if past else []),
+            format_share(share.shares.get(r, 0.0)),
+            "dominant" if r == share.dominant_resource and share.dominant_share else "",
         ]
-        headers = ["resource", "capacity", "used", *(["past"] if past else []), "share", "note"]
-        out.append(_indent(render_table(headers, rows)))
-        out.append(
-            f"  dominant share {format_share(share.dominant_share)} / weight {format_weight(share.weight)}"
-            f" = weighted share {format_share(share.weighted_share)}" + (" (used + past)" if past else "")
-        )
-        if e.history is not None:
-            out.extend(_history_lines(e, e.history))
-    if e.status == "ordered" and e.tree:
-        out.extend(_tree_lines(e))
-    elif e.status == "ordered":
-        assert e.level_exact is not None
-        out.append("")
-        out.append(
-            f"level {_fraction_text(e.level_exact)}: the account's weighted dominant share over its "
-            f"running usage{' and past' if e.history is not None else ''} plus its {e.earlier_own} "
-            "earlier pending job(s) in this pool"
-        )
-        rows = [
-            [
-                r,
-                format_tres(r, e.capacity.get(r, 0)),
-                format_tres(r, e.usage_before.get(r, 0)),
-                format_share(e.shares_before.get(r, 0.0)),
-            ]
-            for r in e.usage_before
+        for r in share.usage
+    ]
+    headers = ["resource", "capacity", "used", *(["past"] if past else []), "share", "note"]
+    out.append(_indent(render_table(headers, rows)))
+    out.append(
+        f"  dominant share {format_share(share.dominant_share)} / weight {format_weight(share.weight)}"
+        f" = weighted share {format_share(share.weighted_share)}" + (" (used + past)" if past else "")
+    )
+    if e.history is not None:
+        out.extend(_history_lines(e, e.history))
+    return out
+
+
+def _level_lines(e: Explanation, share: AccountShare | None) -> list[str]:
+    """An ordered job of a flat plan: its level, from the usage before it, and the dominant resource."""
+    assert e.level_exact is not None
+    out = [
+        "",
+        f"level {_fraction_text(e.level_exact)}: the account's weighted dominant share over its "
+        f"running usage{' and past' if e.history is not None else ''} plus its {e.earlier_own} "
+        "earlier pending job(s) in this pool",
+    ]
+    rows = [
+        [
+            r,
+            format_tres(r, e.capacity.get(r, 0)),
+            format_tres(r, e.usage_before.get(r, 0)),
+            format_share(e.shares_before.get(r, 0.0)),
         ]
-        out.append(_indent(render_table(["resource", "capacity", "usage before", "share"], rows)))
-        usable = {r: s for r, s in e.shares_before.items() if e.capacity.get(r, 0) > 0}
-        if usable and share is not None:
-            top = max(usable, key=lambda r: usable[r])
-            out.append(
-                f"  dominant {top} {format_share(usable[top])} / weight {format_weight(share.weight)} "
-                f"= level {float(e.level_exact):.6g}"
-            )
-        out.append("")
-        out.extend(_ahead_lines(e))
-        out.append("")
-        if e.tie and e.tie_detail is not None:
-            d = e.tie_detail
-            others = [a for a in d.accounts if a != e.account]
-            wins = ", ".join(f"{a} {d.wins.get(a, 0.0):.3g}" for a in d.accounts)
-            ranks = ", ".join(f"{a} {d.rotation_rank[a]}" for a in sorted(d.accounts, key=lambda a: d.rotation_rank[a]))
-            out.append(
-                f"a tie decided its place: {d.jobs} jobs of {len(d.accounts)} accounts "
-                f"({', '.join(others)} besides {e.account}) have exactly this level and share vector"
-            )
-            out.append(f"  broken by fewer tie wins (at the tie: {wins}), then the rotation (this cycle: {ranks})")
-            out.append(f"  it went after {d.lost_to} and before {d.won_against} of the other accounts' tied jobs")
-        else:
-            out.append("no tie: its level and share vector differ from every other account's job")
-    if e.status in ("ordered", "skipped"):
-        out.append("")
-        if e.value is not None:
-            out.append(f"value: {e.mode} {e.value}{_band_text(e)}")
-            if e.mode == "nice" and e.user_nice:
-                out.append(f"  includes the user's own nice {e.user_nice}")
-        now = "unknown" if e.current is None else str(e.current)
+        for r in e.usage_before
+    ]
+    out.append(_indent(render_table(["resource", "capacity", "usage before", "share"], rows)))
+    usable = {r: s for r, s in e.shares_before.items() if e.capacity.get(r, 0) > 0}
+    if usable and share is not None:
+        top = max(usable, key=lambda r: usable[r])
         out.append(
-            f"Slurm has {e.mode} {now} now; action: {e.action}"
-            + (" (the next cycle writes the value)" if e.action == "set" else "")
+            f"  dominant {top} {format_share(usable[top])} / weight {format_weight(share.weight)} "
+            f"= level {float(e.level_exact):.6g}"
         )
-    out.extend(f"note: {n}" for n in e.notes)
-    return "\n".join(out) + "\n"
+    return out
+
+
+def _tie_lines(e: Explanation) -> list[str]:
+    """Whether a full tie decided the place, and how the tie rule broke it."""
+    if not (e.tie and e.tie_detail is not None):
+        return ["no tie: its level and share vector differ from every other account's job"]
+    d = e.tie_detail
+    others = [a for a in d.accounts if a != e.account]
+    wins = ", ".join(f"{a} {d.wins.get(a, 0.0):.3g}" for a in d.accounts)
+    ranks = ", ".join(f"{a} {d.rotation_rank[a]}" for a in sorted(d.accounts, key=lambda a: d.rotation_rank[a]))
+    return [
+        f"a tie decided its place: {d.jobs} jobs of {len(d.accounts)} accounts "
+        f"({', '.join(others)} besides {e.account}) have exactly this level and share vector",
+        f"  broken by fewer tie wins (at the tie: {wins}), then the rotation (this cycle: {ranks})",
+        f"  it went after {d.lost_to} and before {d.won_against} of the other accounts' tied jobs",
+    ]
+
+
+def _value_lines(e: Explanation) -> list[str]:
+    """The value the plan gives the job, what Slurm holds now, and the action."""
+    out = []
+    if e.value is not None:
+        out.append(f"value: {e.mode} {e.value}{_band_text(e)}")
+        if e.mode == "nice" and e.user_nice:
+            out.append(f"  includes the user's own nice {e.user_nice}")
+    now = "unknown" if e.current is None else str(e.current)
+    out.append(
+        f"Slurm has {e.mode} {now} now; action: {e.action}"
+        + (" (the next cycle writes the value)" if e.action == "set" else "")
+    )
+    return out
 
 
 def _ahead_lines(e: Explanation) -> list[str]:

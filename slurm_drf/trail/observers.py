@@ -6,7 +6,7 @@ the observers the config enables and tells each about every cycle
 for trouble of their own (a full disk, a port in use after start): they
 log it, because a missing report must not stop the scheduling.
 
-- `AuditRecorder` (slurm_drf.trail.history): always; history.sqlite in state_dir.
+- `AuditRecorder` (slurm_drf.trail.history_db): always; history.sqlite in state_dir.
 - `ReportWriter` (here): when report_dir is set; latest.json (the plan,
   docs/formats.md) and latest.html (the share report), each replaced atomically.
 - `MetricsRecorder` (slurm_drf.trail.prometheus): when metrics_address or
@@ -25,7 +25,7 @@ from slurm_drf.config.settings import Config
 from slurm_drf.cycle.run import CycleObserver, CycleReport
 from slurm_drf.files import write_atomic
 from slurm_drf.trail.compaction import HistoryUpkeep
-from slurm_drf.trail.history import AuditRecorder
+from slurm_drf.trail.history_db import AuditRecorder
 from slurm_drf.trail.plan_output import render_plan_json_bytes
 from slurm_drf.trail.prometheus import MetricsRecorder
 from slurm_drf.trail.share_report import build_report, render_report_html

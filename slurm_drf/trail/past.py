@@ -1,7 +1,7 @@
 """Where the past comes from: the daemon's own history.sqlite, integrated (docs/rule.md §6).
 
 Every cycle records each account's running usage per pool (`shares.usage`,
-trail.history). `HistoryPast` reads those records, oldest first, into a
+trail.history_db). `HistoryPast` reads those records, oldest first, into a
 `policy.history.DecayedUsage` and hands the cycle each account's decayed
 average allocation. It reads the file once over the last
 LOOKBACK_HALF_LIVES half-lives when it starts (so the past survives
@@ -64,7 +64,7 @@ from slurm_drf.policy.history import (
     build_usage_span,
     decay_weight,
 )
-from slurm_drf.trail.history import HOURS_VERSION, history_path, open_history_readonly, schema_version
+from slurm_drf.trail.history_db import HOURS_VERSION, history_path, open_history_readonly, schema_version
 
 logger = logging.getLogger(__name__)
 
@@ -167,11 +167,12 @@ def read_stretches(
     ).fetchall()
     summing = _StretchSum(half_life, max_gap, connection)
     skipped: list[str] = []
-    for row_id, start, stop, keys, resources, usage, moment in rows:
+    for row in rows:
+        row_id, start, stop = row[0], row[1], row[2]
         if _is_number(start) and _is_number(stop) and stop == start:
             continue  # an hour with nothing known (records between gaps): only its cycles counted as compacted
         try:
-            summing.add(*_hour_arrays(start, stop, until, keys, resources, usage, moment, summing))
+            summing.add(*_hour_arrays(row, until, summing))
         except ValueError as error:
             skipped.append(f"compacted hour row {show(row_id)}: {error}")
     return Stretches(summing.finish(), skipped, last_cycle)
@@ -289,16 +290,11 @@ class _StretchSum:
 
 
 def _hour_arrays(
-    start: object,
-    stop: object,
-    until: float,
-    keys_id: object,
-    resources: object,
-    usage: object,
-    moment: object,
-    summing: _StretchSum,
+    row: Sequence[object], until: float, summing: _StretchSum
 ) -> tuple[float, float, tuple[object, str], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-    """One compacted row as (start, stop, its group of keys and resources, usage, centre); ValueError if bad."""
+    """One compacted row (id, start, stop, keys, resources, usage, moment) as (start, stop,
+    its group of keys and resources, usage, centre); ValueError if bad."""
+    _, start, stop, keys_id, resources, usage, moment = row
     if not (_is_number(start) and _is_number(stop) and math.isfinite(start) and start <= stop < math.inf):
         raise ValueError(f"start {show(start)} and stop {show(stop)} are no stretch of time")
     if stop > until:

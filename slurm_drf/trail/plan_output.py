@@ -85,7 +85,6 @@ def _plan_top(plan: Plan) -> dict[str, Any]:
         "cluster": plan.cluster,
         "taken_at": plan.taken_at,
         "mode": plan.mode,
-        "scale": plan.scale,
         "epoch": plan.state.epoch,
         "resources": list(plan.resources),
         "pools": [

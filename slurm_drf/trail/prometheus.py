@@ -37,7 +37,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from slurm_drf.errors import ConfigError
 from slurm_drf.files import write_atomic
-from slurm_drf.trail.history import OUTCOMES, error_kind
+from slurm_drf.trail.history_db import OUTCOMES, error_kind
 from slurm_drf.trail.plan_output import ordered_job_count, present_share
 
 if TYPE_CHECKING:
@@ -96,8 +96,13 @@ class MetricsRecorder:
         self._pool_labels: set[tuple[str, str]] = set()
         self._past_accounts: set[tuple[str, str]] = set()
         self._past_labels: set[tuple[str, str, str]] = set()
+        self._declare_account_gauges(self.registry)
+        self._declare_tree_gauges(self.registry)
+        self._declare_cycle_metrics(self.registry)
+
+    def _declare_account_gauges(self, r: CollectorRegistry) -> None:
+        """Per pool and account: shares, jobs, rank, and what the past adds."""
         labels = ("pool", "account")
-        r = self.registry
         self.dominant_share = Gauge(
             "slurm_drf_dominant_share",
             "Largest share of any resource the account holds in the pool (unweighted)",
@@ -140,6 +145,9 @@ class MetricsRecorder:
             labels,
             registry=r,
         )
+
+    def _declare_tree_gauges(self, r: CollectorRegistry) -> None:
+        """Per pool and node of the account tree (H-DRF), and what metrics_tree_max_paths left out."""
         tree_labels = ("pool", "path")
         self.tree_weighted_share = Gauge(
             "slurm_drf_tree_weighted_share",
@@ -159,6 +167,9 @@ class MetricsRecorder:
             ("pool",),
             registry=r,
         )
+
+    def _declare_cycle_metrics(self, r: CollectorRegistry) -> None:
+        """The pools' capacity and each cycle: its time, its writes, its errors, its outcome."""
         self.capacity = Gauge(
             "slurm_drf_pool_capacity",
             "Capacity of the pool in one resource (Slurm TRES units)",

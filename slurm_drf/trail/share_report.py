@@ -18,7 +18,7 @@ import csv
 import html
 import io
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -570,6 +570,41 @@ def chart_scale(accounts: Sequence[AccountShare], resources: Sequence[str]) -> f
     return max(0.1, math.ceil(largest * 10 - 1e-9) / 10)
 
 
+def _render_chart_legend(resources: Sequence[str], colour: Mapping[str, str], width: int) -> list[str]:
+    """The legend at the top: one swatch per resource, the dominant marker, and "weighted" at the right."""
+    parts = []
+    lx = _LABEL_WIDTH
+    for resource in resources:
+        parts.append(
+            f'<rect x="{lx}" y="8" width="12" height="12" fill="{colour[resource]}"/>'
+            f'<text x="{lx + 16}" y="18">{html.escape(resource)}</text>'
+        )
+        lx += 32 + 7 * len(resource)
+    parts.append(
+        f'<rect x="{lx}" y="8" width="12" height="12" fill="#ffffff" stroke="#111111" '
+        f'stroke-width="2"/><text x="{lx + 16}" y="18">dominant (&#9664;)</text>'
+    )
+    parts.append(f'<text x="{width - 6}" y="18" text-anchor="end">weighted</text>')
+    return parts
+
+
+def _render_chart_axis(scale: float, bottom: int, x_of: Callable[[float], float]) -> list[str]:
+    """Grid and axis: five ticks from 0 to `scale`, and the axis' title."""
+    parts = []
+    for tick in range(6):
+        share = scale * tick / 5
+        x = x_of(share)
+        parts.append(
+            f'<line x1="{x:.1f}" y1="{_TOP - 4}" x2="{x:.1f}" y2="{bottom}" stroke="#d0d7de"/>'
+            f'<text x="{x:.1f}" y="{bottom + 16}" text-anchor="middle">{share:.2f}</text>'
+        )
+    parts.append(
+        f'<text x="{_LABEL_WIDTH + _PLOT_WIDTH / 2:.1f}" y="{bottom + 30}" text-anchor="middle">'
+        "share of the pool&#8217;s capacity</text>"
+    )
+    return parts
+
+
 def render_share_chart_svg(pool: PoolReport, all_resources: Sequence[str]) -> str:
     """Horizontal bars: per account (rank order) one bar per resource; the dominant one outlined and marked.
 
@@ -594,32 +629,9 @@ def render_share_chart_svg(pool: PoolReport, all_resources: Sequence[str]) -> st
         f'viewBox="0 0 {width} {height}" role="img" '
         f'aria-label="share of each resource per account in pool {html.escape(pool.pool.name)}">'
     ]
-    # Legend: one swatch per resource, and the dominant marker.
-    lx = x0
-    for resource in resources:
-        parts.append(
-            f'<rect x="{lx}" y="8" width="12" height="12" fill="{colour[resource]}"/>'
-            f'<text x="{lx + 16}" y="18">{html.escape(resource)}</text>'
-        )
-        lx += 32 + 7 * len(resource)
-    parts.append(
-        f'<rect x="{lx}" y="8" width="12" height="12" fill="#ffffff" stroke="#111111" '
-        f'stroke-width="2"/><text x="{lx + 16}" y="18">dominant (&#9664;)</text>'
-    )
-    parts.append(f'<text x="{width - 6}" y="18" text-anchor="end">weighted</text>')
+    parts.extend(_render_chart_legend(resources, colour, width))
     bottom = height - _BOTTOM
-    # Grid and axis: five ticks from 0 to the scale.
-    for tick in range(6):
-        share = scale * tick / 5
-        x = x_of(share)
-        parts.append(
-            f'<line x1="{x:.1f}" y1="{_TOP - 4}" x2="{x:.1f}" y2="{bottom}" stroke="#d0d7de"/>'
-            f'<text x="{x:.1f}" y="{bottom + 16}" text-anchor="middle">{share:.2f}</text>'
-        )
-    parts.append(
-        f'<text x="{x0 + _PLOT_WIDTH / 2:.1f}" y="{bottom + 30}" text-anchor="middle">'
-        "share of the pool&#8217;s capacity</text>"
-    )
+    parts.extend(_render_chart_axis(scale, bottom, x_of))
     for row, account in enumerate(accounts):
         top = _TOP + row * (group + _GROUP_GAP)
         label = terminal_text(account.account)

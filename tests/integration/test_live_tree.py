@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from slurm_drf.model.account_tree import build_tree
 from slurm_drf.model.codec import parse_snapshot
-from slurm_drf.model.tree import build_tree
 from tests.integration.live_helpers import (
     LIVE_BACKEND,
     Live,
@@ -33,7 +33,7 @@ from tests.integration.live_helpers import (
 from tests.polling import wait_for
 
 if TYPE_CHECKING:
-    from tests.integration.conftest import SlurmSandbox
+    from conftest import SlurmSandbox
 
 LATER = "--begin=now+1hour"  # pending for the whole test
 

@@ -1,7 +1,7 @@
 """Slurm's account tree: `scontrol show assoc_mgr flags=assoc` -> Associations.
 
 Read by both sources; the tree they form is built and checked by
-`model.tree.build_tree` (`check_associations`).
+`model.account_tree.build_tree` (`check_associations`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from typing import Final
 
 from slurm_drf.errors import SlurmReadError, SnapshotError
-from slurm_drf.model.tree import build_tree
+from slurm_drf.model.account_tree import build_tree
 from slurm_drf.model.types import Association
 
 logger = logging.getLogger(__name__)
@@ -111,7 +111,8 @@ def parse_assoc_mgr(text: str, cluster: str | None = None) -> tuple[Association,
 
 
 def check_associations(associations: tuple[Association, ...]) -> tuple[Association, ...]:
-    """The associations when they form one tree (`model.tree.build_tree`); SlurmReadError names the first bad one."""
+    """The associations when they form one tree (`model.account_tree.build_tree`);
+    SlurmReadError names the first bad one."""
     try:
         build_tree(associations)
     except SnapshotError as error:

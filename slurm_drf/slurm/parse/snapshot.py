@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from slurm_drf.errors import SlurmReadError, SnapshotError
 from slurm_drf.model.codec import check_job_table, check_nodes
@@ -39,13 +40,20 @@ def select_partitions(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class SnapshotHeader:
+    """Which cluster was read, when (`taken_at`, ISO 8601) and which Slurm it runs (None: not said)."""
+
+    cluster: str
+    taken_at: str
+    version: str | None
+
+
 def build_snapshot(
-    cluster: str,
-    taken_at: str,
+    header: SnapshotHeader,
     nodes: Sequence[Node],
     jobs: Sequence[Job],
     partitions: Sequence[str] | None,
-    version: str | None,
     config_text: str,
     het_leaders: Iterable[str] = (),
     associations: tuple[Association, ...] = (),
@@ -62,11 +70,11 @@ def build_snapshot(
     nodes, jobs = select_partitions(list(nodes), list(jobs), partitions)
     pending = {job.job_id for job in jobs if job.pending}
     snapshot = Snapshot(
-        cluster=cluster,
-        taken_at=taken_at,
+        cluster=header.cluster,
+        taken_at=header.taken_at,
         nodes=tuple(nodes),
         jobs=tuple(jobs),
-        slurm_version=version,
+        slurm_version=header.version,
         priority_weights=freeze_tres(parse_priority_weights(config_text)),
         priority_type=parse_priority_type(config_text),
         het_leaders=frozenset(het_leaders) & pending,

@@ -25,7 +25,7 @@ from slurm_drf.config.load import (
     resolve_config,
     warn_unknown_accounts,
 )
-from slurm_drf.config.settings import NICE_LIMIT, Config, PoolConfig, default_config
+from slurm_drf.config.settings import DEFAULT_SCALE, NICE_LIMIT, Config, PoolConfig, default_config
 from slurm_drf.config.validate import _surely_conforms, load_schema
 from slurm_drf.config.yaml_tree import read_yaml
 from slurm_drf.errors import ConfigError, InputError
@@ -775,7 +775,6 @@ log_level: DEBUG
         pools=(PoolConfig("gpu", ("gpu", "gpu-long")), PoolConfig("cpu", ("cpu",))),
         exclude_accounts=frozenset({"root"}),
         backend="cli",
-        scale=100000,
         offset=200000,
         state_dir="/srv/drf/state",
         report_dir="/srv/drf/reports",
@@ -787,7 +786,7 @@ log_level: DEBUG
         log_level="DEBUG",
         source_path="site.yaml",
     )
-    assert isinstance(config.scale, int)
+    assert config.scale == DEFAULT_SCALE  # the key is ignored
     assert config.lines["pools[1].name"] == 11
     assert config.lines["accounts.physics.weight"] == 4
     with pytest.raises(TypeError):
@@ -795,11 +794,24 @@ log_level: DEBUG
 
 
 @pytest.mark.parametrize("mode", ["nice", "site_factor", "priority"])
-def test_any_scale_and_a_small_offset_are_accepted(mode: str) -> None:
+def test_any_scale_is_ignored_and_a_small_offset_accepted(mode: str) -> None:
     config = parse_config_text(f"mode: {mode}\nscale: {NICE_LIMIT - 1}\n", "c")
-    assert (config.scale, config.offset) == (NICE_LIMIT - 1, NICE_LIMIT)
+    assert (config.scale, config.offset) == (DEFAULT_SCALE, NICE_LIMIT)
     config = parse_config_text(f"mode: {mode}\nscale: 1000000\noffset: 2\n", "c")
-    assert (config.scale, config.offset) == (1_000_000, 2)
+    assert (config.scale, config.offset) == (DEFAULT_SCALE, 2)
+    assert config_warnings(config) == [
+        "c:2: scale is ignored (values are order labels, no longer round(scale x level)); remove it"
+    ]
+
+
+def test_check_config_says_scale_is_ignored_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("interval: 60s\nscale: 1000\n")
+    assert main(["check-config", str(path)]) == 0
+    warnings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        f"warning: {path}:2: scale is ignored (values are order labels, no longer round(scale x level)); remove it"
+    ]
 
 
 def test_partition_in_no_pool_is_refused() -> None:

@@ -10,7 +10,7 @@ import pytest
 from slurm_drf.config.settings import Config
 from slurm_drf.cycle.lease import LEASE_FILE, LEASE_INTERVALS, Lease, LeaseLost
 from slurm_drf.cycle.store import StateStore
-from slurm_drf.service.loop import Service
+from slurm_drf.service.loop import Service, ServiceParts
 from tests.unit.builders import job, node, snapshot
 from tests.unit.service.test_service import FakeSource, FakeWriter
 
@@ -65,9 +65,7 @@ def service(tmp_path: Path, name: str, lease_dir: Path, writer: FakeWriter) -> S
     return Service(
         config,
         StateStore(config.state_dir, config.lease_dir),
-        source_factory=lambda _config: source,
-        writer_factory=lambda _source: writer,
-        observers_factory=lambda _config: [],
+        parts=ServiceParts(lambda _config: source, lambda _source: writer, lambda _config: []),
     )
 
 

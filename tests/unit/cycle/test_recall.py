@@ -23,13 +23,13 @@ import pytest
 from slurm_drf.config.settings import Config, Mode
 from slurm_drf.cycle.recall import LedgerWrite, Recall
 from slurm_drf.cycle.reset import reset_jobs
-from slurm_drf.cycle.run import run_cycle
+from slurm_drf.cycle.run import CycleHistory, run_cycle
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.model.types import Job, Snapshot
 from slurm_drf.policy.plan import compute_plan
 from slurm_drf.policy.state import LABEL_NICE_BELOW, PolicyState, is_label_nice
 from slurm_drf.slurm.write import Write, WriteResult
-from slurm_drf.trail.history import AuditRecorder, HistoryLedger, history_path
+from slurm_drf.trail.history_db import AuditRecorder, HistoryLedger, history_path
 from tests.unit.builders import job, node, snapshot
 
 _LINE = re.compile(r"update jobid=(?P<job>[0-9]+) (?P<key>nice|priority|sitefactor)=(?P<value>-?[0-9]+)")
@@ -97,7 +97,7 @@ def cycle(controller: Controller, state_dir: Path, recall: Recall | None = None,
     config = Config(resources=("cpu", "mem"), mode=mode, state_dir=str(state_dir))
     store = StateStore(state_dir)
     recall = recall if recall is not None else Recall(HistoryLedger(state_dir))
-    report = run_cycle(controller, controller, config, store, recall=recall)
+    report = run_cycle(controller, controller, config, store, history=CycleHistory(recall=recall))
     AuditRecorder(state_dir, None).on_cycle(report)
 
 
@@ -256,7 +256,7 @@ def test_the_ledger_reads_the_history_of_schema_1(tmp_path: Path) -> None:
     """A history written before the own nice was recorded still tells whose value a job holds."""
     import sqlite3
 
-    from slurm_drf.trail.history import MIGRATIONS
+    from slurm_drf.trail.history_db import MIGRATIONS
 
     connection = sqlite3.connect(history_path(tmp_path), isolation_level=None)
     for statement in MIGRATIONS[0]:
@@ -312,7 +312,7 @@ def test_write_records_that_contradict_themselves_are_ignored_with_one_warning(
 
 def test_site_factors_are_written_again_after_slurmctld_restarted(tmp_path: Path) -> None:
     """squeue cannot show site factors: a new BOOT_TIME means ours may be older ones, so all are written."""
-    from slurm_drf.slurm.parse.snapshot import build_snapshot
+    from slurm_drf.slurm.parse.snapshot import SnapshotHeader, build_snapshot
 
     jobs = queue(6)
     config = Config(resources=("cpu", "mem"), mode="site_factor", state_dir=str(tmp_path))
@@ -327,7 +327,7 @@ def test_site_factors_are_written_again_after_slurmctld_restarted(tmp_path: Path
         def fetch_snapshot(self) -> Snapshot:
             text = f"BOOT_TIME               = {self.boot}\nClusterName = test\n"
             shown = list(slurmctld.jobs.values())
-            return build_snapshot("test", "", [node(cpu=64, mem=64000)], shown, None, None, text)
+            return build_snapshot(SnapshotHeader("test", "", None), [node(cpu=64, mem=64000)], shown, None, text)
 
     slurmctld = Controller(jobs)
     first = run_cycle(Source("2026-12-02T01:00:00"), slurmctld, config, store)

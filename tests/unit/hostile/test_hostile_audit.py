@@ -23,7 +23,7 @@ from slurm_drf.cycle.run import CycleReport
 from slurm_drf.errors import HistoryError, SlurmReadError
 from slurm_drf.model.snapshot_file import render_snapshot_bytes
 from slurm_drf.policy.plan import compute_plan
-from slurm_drf.trail.history import (
+from slurm_drf.trail.history_db import (
     HISTORY_FILE,
     SCHEMA_VERSION,
     AuditRecorder,

@@ -31,7 +31,7 @@ from slurm_drf.model.snapshot_file import SnapshotFileSource, write_snapshot_fil
 from slurm_drf.policy.plan import Plan, compute_plan
 from slurm_drf.sim.engine import SimOptions
 from slurm_drf.slurm.cli_source import CliSource, build_sinfo_argv, build_squeue_argv
-from slurm_drf.slurm.parse.snapshot import build_snapshot
+from slurm_drf.slurm.parse.snapshot import SnapshotHeader, build_snapshot
 from slurm_drf.trail.explain import explain_job, render_explanation_json, render_explanation_text
 from slurm_drf.trail.plan_output import render_plan_json, render_plan_table
 from slurm_drf.trail.share_report import build_report, render_report, render_report_json
@@ -533,7 +533,7 @@ def test_live_snapshot_with_a_node_listed_twice_is_refused() -> None:
     ).fetch_snapshot()
     node = snapshot.nodes[0]
     with pytest.raises(SlurmReadError, match=rf"^inconsistent data from Slurm: node {node.name}: listed twice"):
-        build_snapshot("drftest", "", [node, node], list(snapshot.jobs), None, None, "")
+        build_snapshot(SnapshotHeader("drftest", "", None), [node, node], list(snapshot.jobs), None, "")
 
 
 # --------------------------------------------------------------------------

@@ -24,7 +24,7 @@ from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import ConfigError
 from slurm_drf.model.types import Association, Job, Snapshot
 from slurm_drf.policy.plan import Plan, compute_plan
-from slurm_drf.service.loop import Service
+from slurm_drf.service.loop import Service, ServiceOptions, ServiceParts
 from slurm_drf.slurm.write import Write, WriteResult
 from tests.unit.builders import job, node, snapshot
 
@@ -233,10 +233,8 @@ def test_the_daemon_never_writes_an_excluded_account_before_or_after_the_tree_is
     service = Service(
         config,
         StateStore(config.state_dir),
-        source_factory=lambda c: script,
-        writer_factory=lambda s: script,
-        observers_factory=lambda c: [],
-        keep_log_level=True,
+        options=ServiceOptions(keep_log_level=True),
+        parts=ServiceParts(lambda c: script, lambda s: script, lambda c: []),
     )
     for _ in range(3):
         assert service.run_once() is None
@@ -256,10 +254,8 @@ def test_the_daemon_does_not_call_a_path_the_tree_resolves_unknown(
     service = Service(
         config,
         StateStore(config.state_dir),
-        source_factory=lambda c: script,
-        writer_factory=lambda s: script,
-        observers_factory=lambda c: [],
-        keep_log_level=True,
+        options=ServiceOptions(keep_log_level=True),
+        parts=ServiceParts(lambda c: script, lambda s: script, lambda c: []),
     )
     with caplog.at_level(logging.WARNING):
         assert service.run_once() is None

@@ -27,7 +27,7 @@ from slurm_drf.errors import ConfigError
 from slurm_drf.policy.plan import compute_plan
 from slurm_drf.service.loop import ERROR_DELAYS, _trigger, compute_error_delay
 from slurm_drf.slurm.sacct import build_sacct_argv
-from slurm_drf.trail.history import AuditRecorder
+from slurm_drf.trail.history_db import AuditRecorder
 from slurm_drf.trail.past import HistoryPast
 from slurm_drf.trail.plan_output import render_plan_json_bytes
 from tests.unit.builders import job, node, snapshot

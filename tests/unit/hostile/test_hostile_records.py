@@ -34,7 +34,7 @@ from slurm_drf.model.types import MAX_TRES, Snapshot
 from slurm_drf.policy.history import Allocation, UsageByPool, past_term
 from slurm_drf.policy.plan import compute_plan
 from slurm_drf.slurm.sacct import MAX_EPOCH, fetch_allocations, parse_sacct_answer
-from slurm_drf.trail.history import HISTORY_FILE, AuditRecorder
+from slurm_drf.trail.history_db import HISTORY_FILE, AuditRecorder
 from slurm_drf.trail.past import HistoryPast
 from tests.unit.builders import job, node, snapshot
 from tests.unit.service.test_service import FakeSource, make_service

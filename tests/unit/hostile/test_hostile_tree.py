@@ -21,7 +21,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from slurm_drf.cli.main import main
 from slurm_drf.config.settings import Config, HistoryConfig, WithinAccount
 from slurm_drf.errors import SlurmReadError, SnapshotError
-from slurm_drf.model.tree import MAX_TREE_DEPTH, build_tree
+from slurm_drf.model.account_tree import MAX_TREE_DEPTH, build_tree
 from slurm_drf.model.types import Association, Job, Snapshot
 from slurm_drf.policy.plan import Plan, compute_plan
 from slurm_drf.policy.pools import DEFAULT_POOL

@@ -1,4 +1,4 @@
-"""The association tree: model.tree, the snapshot's `associations`, and reading it from Slurm.
+"""The association tree: model.account_tree, the snapshot's `associations`, and reading it from Slurm.
 
 The Slurm side replays `scontrol show assoc_mgr flags=assoc` captured from
 the sandbox (tests/fixtures/slurm-22.05/scontrol-show-assoc-mgr.txt).
@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 from slurm_drf.config.load import parse_config_text
 from slurm_drf.errors import SlurmReadError, SnapshotError
+from slurm_drf.model.account_tree import EMPTY_TREE, build_tree
 from slurm_drf.model.codec import parse_snapshot, render_snapshot
-from slurm_drf.model.tree import EMPTY_TREE, build_tree
 from slurm_drf.model.types import Association, Snapshot
 from slurm_drf.policy.tree import TreeWeights, compute_tree_weights
 from slurm_drf.slurm.cli_source import TREE_MAX_AGE, AssociationReader, build_assoc_mgr_argv

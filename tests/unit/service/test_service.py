@@ -33,7 +33,7 @@ from slurm_drf.cycle.run import CycleObserver, CycleReport
 from slurm_drf.cycle.store import StateStore, parse_state
 from slurm_drf.errors import ConfigError, InputError, SlurmReadError, StateError
 from slurm_drf.model.types import Snapshot
-from slurm_drf.service.loop import ERROR_DELAYS, Service, compute_error_delay
+from slurm_drf.service.loop import ERROR_DELAYS, Service, ServiceOptions, ServiceParts, compute_error_delay
 from slurm_drf.service.notify import Notifier, parse_notify_address, parse_watchdog_seconds
 from slurm_drf.slurm.write import Write, WriteResult
 from tests import polling
@@ -134,6 +134,7 @@ def make_service(
     *,
     config: Config | None = None,
     observers: Sequence[CycleObserver] = (),
+    load: Callable[[], Config] | None = None,
     **kwargs: Any,
 ) -> Service:
     config = config or Config(interval=60, resources=("cpu", "mem"), state_dir=str(tmp_path / "state"))
@@ -141,10 +142,8 @@ def make_service(
     return Service(
         config,
         StateStore(config.state_dir),
-        source_factory=lambda c: source,
-        writer_factory=lambda source: writer,
-        observers_factory=lambda c: list(observers),
-        keep_log_level=True,
+        options=ServiceOptions(load=load, keep_log_level=True),
+        parts=ServiceParts(lambda c: source, lambda source: writer, lambda c: list(observers)),
         **kwargs,
     )
 
@@ -408,11 +407,8 @@ def test_reload_applies_to_the_next_cycle_and_rebuilds_observers(tmp_path: Path)
     service = Service(
         load(),
         StateStore(tmp_path / "state"),
-        load=load,
-        source_factory=lambda c: source,
-        writer_factory=lambda source: FakeWriter(),
-        observers_factory=observers,
-        keep_log_level=True,
+        options=ServiceOptions(load=load, keep_log_level=True),
+        parts=ServiceParts(lambda c: source, lambda source: FakeWriter(), observers),
     )
     service.run_once()
     first = built[0].cycles[0].plan
@@ -477,10 +473,8 @@ def test_observers_that_cannot_start_do_not_stop_the_cycle(tmp_path: Path, caplo
     service = Service(
         config,
         StateStore(config.state_dir),
-        source_factory=lambda c: FakeSource(),
-        writer_factory=lambda source: writer,
-        observers_factory=observers,
-        keep_log_level=True,
+        options=ServiceOptions(keep_log_level=True),
+        parts=ServiceParts(lambda c: FakeSource(), lambda source: writer, observers),
     )
     assert service.run_once() is None
     assert writer.writes

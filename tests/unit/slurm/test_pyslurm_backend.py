@@ -48,6 +48,7 @@ from slurm_drf.slurm.cli_source import CliSource
 from slurm_drf.slurm.parse.jobs import parse_squeue_json
 from slurm_drf.slurm.parse.nodes import parse_sinfo_json
 from slurm_drf.slurm.pyslurm_source import (
+    PyslurmHost,
     PyslurmSource,
     parse_pyslurm_node_state,
     pyslurm_usable,
@@ -613,9 +614,8 @@ def cli_snapshot(squeue: Mapping[str, Any], sinfo: Mapping[str, Any]) -> Snapsho
 def pyslurm_source(
     module: ModuleType, squeue: Mapping[str, Any], sinfo: Mapping[str, Any], **kwargs: Any
 ) -> PyslurmSource:
-    return PyslurmSource(
-        module, runner=replay(squeue, sinfo), environ={}, clock=lambda: NOW, user_name={0: "root"}.__getitem__, **kwargs
-    )
+    host = PyslurmHost(replay(squeue, sinfo), {}, lambda: NOW, {0: "root"}.__getitem__)
+    return PyslurmSource(module, host=host, **kwargs)
 
 
 def without(snapshot: Snapshot, name: str) -> Snapshot:
@@ -800,9 +800,7 @@ def test_fetch_asks_libslurm_for_whole_array_task_lists() -> None:
     environ: dict[str, str] = {"SLURM_BITSTR_LEN": "64"}
     source = PyslurmSource(
         make_pyslurm(fake_cluster(squeue, sinfo), **BOTH),
-        runner=replay(squeue, sinfo),
-        environ=environ,
-        clock=lambda: NOW,
+        host=PyslurmHost(replay(squeue, sinfo), environ, lambda: NOW),
     )
     source.fetch_snapshot()
     assert environ["SLURM_BITSTR_LEN"] == "0"

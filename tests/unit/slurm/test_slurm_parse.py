@@ -42,7 +42,7 @@ from slurm_drf.slurm.parse.envelope import parse_json_cluster, parse_slurm_versi
 from slurm_drf.slurm.parse.jobs import INFINITE_PRIORITY, parse_job_state, parse_squeue_json, parse_squeue_record
 from slurm_drf.slurm.parse.nodes import parse_node_state, parse_sinfo_json
 from slurm_drf.slurm.parse.scontrol import parse_cluster_name, parse_priority_type, parse_priority_weights
-from slurm_drf.slurm.parse.snapshot import build_snapshot, select_partitions
+from slurm_drf.slurm.parse.snapshot import SnapshotHeader, build_snapshot, select_partitions
 from slurm_drf.slurm.source import ClusterSource
 from tests.paths import FIXTURES
 from tests.unit.service.test_service import FakeWriter
@@ -301,7 +301,7 @@ def test_a_bad_tres_amount_skips_the_job_with_one_warning_naming_it_and_the_fiel
     target[field] = f"cpu=2,mem={amount},node=1"
     with caplog.at_level(logging.WARNING, logger="slurm_drf.slurm.parse"):
         jobs = parse_squeue_json(data)
-    build_snapshot("c", "t", [], jobs, None, None, "")  # the rest makes a snapshot
+    build_snapshot(SnapshotHeader("c", "t", None), [], jobs, None, "")  # the rest makes a snapshot
     job_id = str(target["job_id"])
     assert job_id not in by_id(jobs)
     assert len(jobs) == len(parse_squeue_json(load(release, "squeue.json"))) - 1
@@ -1063,7 +1063,7 @@ def test_a_queue_at_max_job_count_is_one_warning_and_the_snapshot_is_whole(
     nodes = parse_sinfo_json(load("22.05", "sinfo.json"))
     config = "" if limit is None else f"MaxJobCount             = {limit}\n"
     with caplog.at_level(logging.WARNING):
-        snapshot = build_snapshot("c", "2026-01-01T00:00:00Z", nodes, jobs, None, "22.05.8", config)
+        snapshot = build_snapshot(SnapshotHeader("c", "2026-01-01T00:00:00Z", "22.05.8"), nodes, jobs, None, config)
     assert len(snapshot.jobs) == len(jobs)
     lines = [r.getMessage() for r in caplog.records if "MaxJobCount" in r.getMessage()]
     expected = (

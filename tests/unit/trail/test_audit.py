@@ -21,7 +21,7 @@ from slurm_drf.cycle.run import CycleReport
 from slurm_drf.errors import ConfigError, InputError, SlurmReadError, StateError
 from slurm_drf.model.types import Snapshot
 from slurm_drf.policy.plan import Plan
-from slurm_drf.trail.history import (
+from slurm_drf.trail.history_db import (
     HISTORY_FILE,
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -84,7 +84,7 @@ def _version_2_history(path: Path, planned: tuple[Plan, Snapshot]) -> None:
 def test_a_version_2_history_is_read_before_and_after_its_migration(
     tmp_path: Path, planned: tuple[Plan, Snapshot]
 ) -> None:
-    from slurm_drf.trail.history import HistoryLedger
+    from slurm_drf.trail.history_db import HistoryLedger
     from slurm_drf.trail.past import HistoryPast
 
     path = tmp_path / HISTORY_FILE
@@ -121,7 +121,7 @@ def test_pruning_finds_the_writes_of_a_cycle_by_index(tmp_path: Path) -> None:
 
 
 def test_migrations_run_in_order_from_any_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import slurm_drf.trail.history as audit
+    import slurm_drf.trail.history_db as audit
 
     path = tmp_path / HISTORY_FILE
     open_history(path).close()
@@ -137,7 +137,7 @@ def test_migrations_run_in_order_from_any_version(tmp_path: Path, monkeypatch: p
 
 
 def test_failed_migration_leaves_the_old_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import slurm_drf.trail.history as audit
+    import slurm_drf.trail.history_db as audit
 
     path = tmp_path / HISTORY_FILE
     open_history(path).close()
@@ -494,7 +494,7 @@ def test_a_fifo_at_the_history_is_refused_without_hanging(
     from slurm_drf.cli.main import main
     from slurm_drf.cycle.recall import Recall
     from slurm_drf.policy.state import PolicyState
-    from slurm_drf.trail.history import HistoryLedger, open_history_readonly
+    from slurm_drf.trail.history_db import HistoryLedger, open_history_readonly
     from slurm_drf.trail.past import HistoryPast
 
     path = tmp_path / HISTORY_FILE

@@ -30,7 +30,7 @@ from slurm_drf.trail.compaction import (
     compact_next_hour,
     thin_next_hour,
 )
-from slurm_drf.trail.history import (
+from slurm_drf.trail.history_db import (
     HISTORY_FILE,
     MIGRATIONS,
     SCHEMA_VERSION,

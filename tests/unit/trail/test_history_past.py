@@ -20,7 +20,7 @@ from slurm_drf.policy.history import DecayedUsage, UsageByPool, UsageRecord, dec
 from slurm_drf.policy.plan import Plan, compute_plan
 from slurm_drf.slurm.parse.jobs import parse_squeue_json
 from slurm_drf.slurm.parse.nodes import parse_sinfo_json
-from slurm_drf.trail.history import AuditRecorder
+from slurm_drf.trail.history_db import AuditRecorder
 from slurm_drf.trail.past import HistoryPast
 from slurm_drf.trail.plan_output import render_plan_json
 from tests.paths import FIXTURES

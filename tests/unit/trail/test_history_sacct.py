@@ -36,7 +36,7 @@ from slurm_drf.slurm.sacct import (
     parse_sacct_json,
     parse_sacct_pipe,
 )
-from slurm_drf.trail.history import AuditRecorder
+from slurm_drf.trail.history_db import AuditRecorder
 from slurm_drf.trail.past import SACCT_HALF_LIVES, HistoryPast
 from tests.paths import FIXTURES
 from tests.unit.builders import job, node, snapshot

@@ -28,7 +28,7 @@ from slurm_drf.cycle.run import CycleReport
 from slurm_drf.model.snapshot_file import render_snapshot_bytes
 from slurm_drf.policy.plan import Plan, compute_plan
 from slurm_drf.trail.explain import explain_job, explain_planned, render_explanation_json, render_explanation_text
-from slurm_drf.trail.history import AuditRecorder
+from slurm_drf.trail.history_db import AuditRecorder
 from slurm_drf.trail.plan_output import render_plan_json, render_plan_json_bytes
 from slurm_drf.trail.prometheus import MetricsRecorder
 from slurm_drf.trail.share_report import REPORT_FORMATS, render_report

@@ -17,7 +17,7 @@ from slurm_drf.errors import ConfigError, SlurmReadError, SlurmWriteError
 from slurm_drf.model.types import Snapshot
 from slurm_drf.policy.plan import Plan
 from slurm_drf.trail.compaction import HistoryUpkeep
-from slurm_drf.trail.history import AuditRecorder
+from slurm_drf.trail.history_db import AuditRecorder
 from slurm_drf.trail.observers import LATEST_HTML, LATEST_JSON, ReportWriter, build_observers, close_observers
 from slurm_drf.trail.plan_output import render_plan_json
 from slurm_drf.trail.prometheus import MetricsRecorder, parse_address
@@ -228,7 +228,7 @@ def test_build_observers_follows_the_config(tmp_path: Path) -> None:
     observers = build_observers(config)
     assert [type(o) for o in observers] == [AuditRecorder, HistoryUpkeep, ReportWriter, MetricsRecorder]
     audit, upkeep = observers[0], observers[1]
-    assert isinstance(audit, AuditRecorder) and audit.history_days == 30
+    assert isinstance(audit, AuditRecorder) and audit.retention_days == 30
     assert isinstance(upkeep, HistoryUpkeep) and (upkeep.max_mb, upkeep.max_gap) == (2048, 60.0)
     metrics = observers[3]
     assert isinstance(metrics, MetricsRecorder) and metrics.port is None  # no address: no server

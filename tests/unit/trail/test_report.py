@@ -426,7 +426,6 @@ def test_plan_json_shape_is_unchanged(plan: Plan) -> None:
         "cluster",
         "taken_at",
         "mode",
-        "scale",
         "epoch",
         "resources",
         "pools",

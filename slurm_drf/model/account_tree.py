@@ -17,7 +17,7 @@ user association hangs under its own account, which must exist. Each
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
@@ -99,41 +99,56 @@ def _refuse(association: Association, index: int, message: str) -> SnapshotError
     return SnapshotError(f"{describe_association(association, index)}: {message}")
 
 
-def build_tree(associations: Sequence[Association]) -> AccountTree:  # noqa: C901
-    """Check the associations form one tree; SnapshotError names the first that does not."""
-    accounts: dict[str, int] = {}
-    parents: dict[str, str | None] = {}
-    user_shares: dict[tuple[str, str], int | None] = {}
-    user_index: dict[tuple[str, str], int] = {}
+@dataclass(slots=True)
+class _Listed:
+    """The associations as listed, each checked on its own: accounts and (account, user) pairs by index."""
+
+    accounts: dict[str, int] = field(default_factory=dict)
+    parents: dict[str, str | None] = field(default_factory=dict)
+    user_index: dict[tuple[str, str], int] = field(default_factory=dict)
+    user_shares: dict[tuple[str, str], int | None] = field(default_factory=dict)
     root: str | None = None
-    for index, association in enumerate(associations):
+
+    def add_account(self, association: Association, index: int) -> None:
         name = association.account
-        if association.user is None:
-            if name in accounts:
-                raise _refuse(association, index, f"listed twice (associations[{accounts[name]}] and [{index}])")
-            if association.parent is None:
-                if root is not None:
-                    raise _refuse(
-                        association,
-                        index,
-                        f"parent: a second root (account {root} has no parent either); "
-                        "every account but the root needs one",
-                    )
-                root = name
-            accounts[name] = index
-            parents[name] = association.parent
-        else:
-            pair = (name, association.user)
-            if pair in user_index:
-                raise _refuse(association, index, f"listed twice (associations[{user_index[pair]}] and [{index}])")
-            if association.parent is not None and association.parent != name:
+        if name in self.accounts:
+            raise _refuse(association, index, f"listed twice (associations[{self.accounts[name]}] and [{index}])")
+        if association.parent is None:
+            if self.root is not None:
                 raise _refuse(
                     association,
                     index,
-                    f"parent: a user association hangs under its own account {name!r}, got {association.parent!r}",
+                    f"parent: a second root (account {self.root} has no parent either); "
+                    "every account but the root needs one",
                 )
-            user_index[pair] = index
-            user_shares[pair] = association.shares
+            self.root = name
+        self.accounts[name] = index
+        self.parents[name] = association.parent
+
+    def add_user(self, association: Association, user: str, index: int) -> None:
+        name = association.account
+        pair = (name, user)
+        if pair in self.user_index:
+            raise _refuse(association, index, f"listed twice (associations[{self.user_index[pair]}] and [{index}])")
+        if association.parent is not None and association.parent != name:
+            raise _refuse(
+                association,
+                index,
+                f"parent: a user association hangs under its own account {name!r}, got {association.parent!r}",
+            )
+        self.user_index[pair] = index
+        self.user_shares[pair] = association.shares
+
+
+def build_tree(associations: Sequence[Association]) -> AccountTree:
+    """Check the associations form one tree; SnapshotError names the first that does not."""
+    listed = _Listed()
+    for index, association in enumerate(associations):
+        if association.user is None:
+            listed.add_account(association, index)
+        else:
+            listed.add_user(association, association.user, index)
+    accounts, parents, user_index = listed.accounts, listed.parents, listed.user_index
     for name, parent in parents.items():
         if parent is not None and parent not in accounts:
             index = accounts[name]
@@ -149,14 +164,14 @@ def build_tree(associations: Sequence[Association]) -> AccountTree:  # noqa: C90
     users: dict[str, list[str]] = {name: [] for name in accounts}
     for name, user in user_index:
         users[name].append(user)
-    assert root is not None or not associations
+    assert listed.root is not None or not associations
     return AccountTree(
-        root=root or "",
+        root=listed.root or "",
         paths=MappingProxyType(paths),
         children=MappingProxyType({name: tuple(kids) for name, kids in children.items()}),
         users=MappingProxyType({name: tuple(names) for name, names in users.items()}),
         shares=MappingProxyType({name: associations[index].shares for name, index in accounts.items()}),
-        user_shares=MappingProxyType(user_shares),
+        user_shares=MappingProxyType(listed.user_shares),
     )
 
 

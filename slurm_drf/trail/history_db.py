@@ -6,7 +6,7 @@ reads the same file through `query_*`. The database is
 `history.sqlite` in the state directory, in WAL mode so the CLI reads while
 the daemon writes, with a versioned schema (`PRAGMA user_version`, one
 migration per version, each applied in one transaction) and a retention
-of `history_days` days.
+of `retention_days` days.
 
 What is recorded: one `cycles` row per cycle (dry runs too, flagged), one
 `shares` row per (cycle, pool, account) with the per-resource usage and
@@ -468,11 +468,11 @@ class AuditRecorder:
     """CycleObserver: records every cycle into `history.sqlite` in the state directory."""
 
     def __init__(
-        self, state_dir: str | os.PathLike[str], history_days: int | None, *, clock: Callable[[], float] = time.time
+        self, state_dir: str | os.PathLike[str], retention_days: int | None, *, clock: Callable[[], float] = time.time
     ) -> None:
         self.state_dir = Path(state_dir)
         self.path = history_path(state_dir)
-        self.history_days = history_days
+        self.retention_days = retention_days
         self.clock = clock
         self._last_prune: float | None = None
 
@@ -506,14 +506,14 @@ class AuditRecorder:
         """Nothing held between cycles: each cycle opens and closes the database."""
 
     def _prune(self, connection: sqlite3.Connection, now: float) -> None:
-        if self.history_days is None:
+        if self.retention_days is None:
             return
         if self._last_prune is not None and now - self._last_prune < PRUNE_EVERY:
             return
         self._last_prune = now
-        deleted = prune(connection, now - self.history_days * 86400.0)
+        deleted = prune(connection, now - self.retention_days * 86400.0)
         if deleted:
-            logger.info("%s: %d history row(s) older than %d day(s) deleted", self.path, deleted, self.history_days)
+            logger.info("%s: %d history row(s) older than %d day(s) deleted", self.path, deleted, self.retention_days)
 
 
 # Every write of the jobs named in a JSON list, oldest first; schema 1 kept no own nice.

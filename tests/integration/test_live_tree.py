@@ -33,7 +33,7 @@ from tests.integration.live_helpers import (
 from tests.polling import wait_for
 
 if TYPE_CHECKING:
-    from conftest import SlurmSandbox
+    from tests.integration.conftest import SlurmSandbox
 
 LATER = "--begin=now+1hour"  # pending for the whole test
 

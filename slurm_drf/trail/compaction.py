@@ -343,7 +343,7 @@ class HistoryUpkeep:
             return
         self._warned = now
         logger.warning(
-            "%s: the history is %.0f MiB, larger than history_max_mb (%d MiB); lower history_days or raise "
+            "%s: the history is %.0f MiB, larger than history_max_mb (%d MiB); lower retention_days or raise "
             "history_max_mb (docs/operations.md)",
             self.path,
             size / 2**20,

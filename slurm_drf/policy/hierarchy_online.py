@@ -62,7 +62,7 @@ def order_online(
 ) -> HierarchyOrdering:
     """Order every pending job of the tree by the online H-DRF rule; `wins` and `plan_wins` are updated in place.
 
-    The same order, shares and tie wins as `hierarchy.order_hierarchy(...,
+    The same order, shares and tie wins as the nested heaps (tests/reference) `order_hierarchy(...,
     occupied=capacity)`, faster. A flat tree is `order_pending`'s order.
     """
     return order_compiled(compile_tree(root, capacity, occupied=capacity), epoch, wins, plan_wins)

@@ -5,7 +5,7 @@ Sits between `workload`/`table` and the tree policies (`policies.HdrfPolicy`,
 a workload's tree once per run (the root, the accounts along their
 paths, and the users of each account as leaves); `build_tree` turns the
 leaves' running usage and pending records at one tick into the
-`policy.hierarchy.TreeNode` tree `order_hierarchy` orders; `rollup_order`
+`policy.hierarchy.TreeNode` tree the merge engine orders; `rollup_order`
 is the naive roll-up of the paper (a parent's consumption is the plain sum
 of its children's), cheap enough to run every tick; `node_shares` gives
 every node's weighted dominant share at every sample for the per-level
@@ -14,7 +14,7 @@ Jain of `run_metrics`. Pure.
 Keys follow docs/rule.md §7: a node's key is its path below the root, and
 a chain of single children is one node keyed by its top. The order comes
 back as (leaf key, index among the leaf's jobs) pairs, as
-`order_hierarchy(...).pairs()` gives them; `TreeInput.records` maps them
+`HierarchyOrdering.pairs()` gives them; `TreeInput.records` maps them
 back to the simulator's records.
 """
 
@@ -201,7 +201,7 @@ def rollup_order(  # noqa: C901
     capacity, rounded down once, summed up the tree), so shares compare
     exactly as integers; placing a job updates its path:
     O(J·d·(b + R log R)). `wins` and `plan_wins` are updated in place, as
-    `order_hierarchy` does.
+    the H-DRF engines do.
     """
     usable = [r for r, c in enumerate(capacity) if c > 0]
     caps = [capacity[r] for r in usable]

@@ -1,7 +1,7 @@
 """Property tests of the H-DRF order (docs/rule.md §7, docs/properties.md).
 
-The engine (`policy.hierarchy.order_hierarchy`) is compared with the
-textbook walk on the rule's exact fixed point (`policy.hierarchy_oracle`) on random trees
+The nested heaps (`tests.reference.nested_heaps.order_hierarchy`) are compared with the
+textbook walk on the rule's exact fixed point (`tests.reference.hierarchy_oracle`) on random trees
 heavy on exact ties (cloned siblings, equal weights, zero demands,
 capacity-0 resources, remembered tie wins); a flat tree is today's flat
 order; a chain of single children is its leaf; the SoCC 2013 / Volcano
@@ -33,11 +33,11 @@ from slurm_drf.policy.hierarchy import (
     compile_tree,
     inner_share,
     leaf_share,
-    order_hierarchy,
 )
-from slurm_drf.policy.hierarchy_oracle import reference_hierarchy_order
-from slurm_drf.policy.oracle import reference_order
 from slurm_drf.policy.state import rotation_key
+from tests.reference.flat_oracle import reference_order
+from tests.reference.hierarchy_oracle import reference_hierarchy_order, variant_share
+from tests.reference.nested_heaps import order_hierarchy
 
 Vector = tuple[int, ...]
 
@@ -221,7 +221,7 @@ def test_rescaling_the_cpu_child_to_the_minimum() -> None:
     parent = inner_share([(cpu_child, False), (gpu_child, False)], [0, 1], Fraction(1))
     assert parent.units == (SHARE_ONE // 2, SHARE_ONE // 2)  # (5, 5) of (10, 10)
     assert Fraction(parent.share, SHARE_ONE) == Fraction(1, 2)
-    rolled = inner_share([(cpu_child, False), (gpu_child, False)], [0, 1], Fraction(1), "rollup")
+    rolled = variant_share([(cpu_child, False), (gpu_child, False)], [0, 1], Fraction(1), "rollup")
     assert Fraction(rolled.share, SHARE_ONE) == 1
 
 
@@ -447,7 +447,7 @@ def test_never_by_name_or_sibling_order(case: tuple[TreeNode, Vector], epoch: in
         return [same_rotation(e, key) for key in keys]
 
     with (
-        mock.patch("slurm_drf.policy.hierarchy.rotation_key", same_rotation),
+        mock.patch("tests.reference.nested_heaps.rotation_key", same_rotation),
         mock.patch("slurm_drf.policy.order.rotation_key_list", same_rotations),
     ):
         got = engine_pairs(other, capacity, epoch, {new: wins[old] for new, old in renamed.items() if old in wins})

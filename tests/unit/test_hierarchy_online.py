@@ -20,10 +20,11 @@ from hypothesis import strategies as st
 from test_hierarchy import SETTINGS, Vector, all_keys, seeded_node, trees
 
 from slurm_drf.policy import hierarchy_online
-from slurm_drf.policy.hierarchy import TreeNode, compile_tree, order_hierarchy
+from slurm_drf.policy.hierarchy import TreeNode, compile_tree
 from slurm_drf.policy.hierarchy_online import _lexicographic, _mul_shift, _shift_div, order_online
-from slurm_drf.policy.hierarchy_oracle import reference_hierarchy_order
 from slurm_drf.policy.tree_order import start_shares
+from tests.reference.hierarchy_oracle import reference_hierarchy_order
+from tests.reference.nested_heaps import order_hierarchy
 
 
 def _same(root: TreeNode, capacity: Vector, epoch: int, wins: dict[str, float]) -> tuple[int, int]:

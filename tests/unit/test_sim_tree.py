@@ -13,8 +13,7 @@ import numpy as np
 import pytest
 
 from slurm_drf.cli.simulate import add_simulate_parser
-from slurm_drf.policy.hierarchy import TreeNode, order_hierarchy
-from slurm_drf.policy.hierarchy_oracle import reference_hierarchy_order
+from slurm_drf.policy.hierarchy import TreeNode
 from slurm_drf.sim.engine import SimOptions, simulate
 from slurm_drf.sim.policies import ALL_POLICIES, DEFAULT_POLICIES, TREE_POLICIES, DrfPolicy, build_policy
 from slurm_drf.sim.run_metrics import compute_metrics
@@ -29,6 +28,8 @@ from slurm_drf.sim.workload import (
     WorkloadJob,
     validate_workload,
 )
+from tests.reference.hierarchy_oracle import reference_hierarchy_order
+from tests.reference.nested_heaps import order_hierarchy
 
 # --------------------------------------------------------------------------
 # The naive roll-up against the oracle

@@ -3,7 +3,7 @@
 Pure, in the policy layer, with its own input types (no snapshot, no config):
 for `compute_plan`, `policy.tree_order.order_tree` builds a `TreeNode` tree
 from Slurm's associations and orders it with
-`policy.hierarchy_online.order_online`, the merge engine. The rule is
+`policy.merge_engine.order_online`, the merge engine. The rule is
 docs/rule.md §7: dynamic H-DRF of Bhattacharya et al. (SoCC 2013),
 rescaling and blocked nodes, saturated resources ignored at internal nodes,
 the flat tie rule at every level. The reference engines the tests compare
@@ -279,7 +279,7 @@ class NodeShare:
 # Every amount is rounded down where it is made and exact after, so equal
 # states give equal shares and the tie rule sees every tie; the rounding is
 # a billionth of the pool. The sizes keep a busy pool's numbers below 2**52,
-# where the merge engine computes them in int64 (policy.hierarchy_online).
+# where the merge engine computes them in int64 (policy.merge_engine).
 SHARE_BITS: Final = 30
 DIRECTION_BITS: Final = 36
 SHARE_ONE: Final = 1 << SHARE_BITS

@@ -2,11 +2,11 @@
 
 Pure, under `policy.plan`: builds the tree of a pool from the snapshot's
 association tree (`model.tree.AccountTree`), the jobs and the tree's
-weights (`policy.tree.compute_tree_weights`), lays it out for the engine
+weights (`policy.tree_weights.compute_tree_weights`), lays it out for the engine
 straight from the join (`_compile`: the `hierarchy.CompiledTree` that
 `hierarchy.compile_tree` would make of the same tree as `TreeNode`s, without
 re-checking what the join made), orders it with
-`hierarchy_online.order_compiled`, and hands `policy.plan` the same
+`merge_engine.order_compiled`, and hands `policy.plan` the same
 `Ordering` the flat engine gives, so that labels, the plan and explain read
 it alike.
 
@@ -68,10 +68,10 @@ from slurm_drf.policy.hierarchy import (
     inner_share,
     leaf_share,
 )
-from slurm_drf.policy.hierarchy_online import order_compiled
+from slurm_drf.policy.merge_engine import order_compiled
 from slurm_drf.policy.order import Ordering, compute_before
 from slurm_drf.policy.pools import weighted_shares
-from slurm_drf.policy.tree import ONE, TreeWeights
+from slurm_drf.policy.tree_weights import ONE, TreeWeights
 
 USER_LEAF: Final = "user="
 JOBS_LEAF: Final = "jobs="

@@ -25,7 +25,7 @@ submitted between ticks by `sort_key`; the queue is always sorted by
   give the same order on every tick.
 - `drf-history`: `drf` with the daemon's memory of past use (docs/rule.md
   §6): usage is running + round(w x decayed average allocation), the
-  average kept by `policy.history.DecayedUsage` fed with the simulated
+  average kept by `policy.decayed_usage.DecayedUsage` fed with the simulated
   cluster's running allocation at every instant it changes (each record
   holds until the next one, so the integral is exact: what the daemon's
   history would hold had it recorded a cycle at every event). The whole run
@@ -43,7 +43,7 @@ submitted between ticks by `sort_key`; the queue is always sorted by
   the main pass limited to default_queue_depth. `drf` stays the idealised
   reference. They record the values written per tick (`Policy.writes`).
 - `hdrf`: H-DRF over the workload's account tree (docs/rule.md §7,
-  `policy.hierarchy_online.order_online`, the daemon's online rule: rescaling,
+  `policy.merge_engine.order_online`, the daemon's online rule: rescaling,
   no saturation) with the users of each account as
   its leaves: every tick, each leaf's running allocation and its pending
   records in submit order (Slurm's order) become a `TreeNode` tree
@@ -75,9 +75,9 @@ import numpy as np
 from slurm_drf.config.settings import Config, HistoryConfig
 from slurm_drf.model.codec import format_time
 from slurm_drf.model.types import PENDING, RUNNING, FloatArray, IntArray, Job, Node, Snapshot, Tres, freeze_tres
-from slurm_drf.policy.hierarchy_online import order_online
-from slurm_drf.policy.history import EMPTY_PAST, DecayedUsage, UsageByPool, UsageRecord
+from slurm_drf.policy.decayed_usage import EMPTY_PAST, DecayedUsage, UsageByPool, UsageRecord
 from slurm_drf.policy.labels import fewest_writes
+from slurm_drf.policy.merge_engine import order_online
 from slurm_drf.policy.order import compute_before, order_pending
 from slurm_drf.policy.plan import compute_plan, past_usage
 from slurm_drf.policy.pools import DEFAULT_POOL

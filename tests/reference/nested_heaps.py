@@ -1,6 +1,6 @@
 """The nested heaps: H-DRF with the paper's saturation (docs/rule.md §7), a reference engine for the tests.
 
-Not shipped: the plan runs the merge engine (`policy.hierarchy_online`),
+Not shipped: the plan runs the merge engine (`policy.merge_engine`),
 which counts the pool as full from the start. This engine keeps the
 paper's rule (a resource saturates once its occupied amount reaches its
 capacity), so the property tests check the paper's guarantees on it and

@@ -13,7 +13,7 @@ from builders import job, node, snapshot
 
 from slurm_drf.config.settings import Config, HistoryConfig
 from slurm_drf.model.types import Snapshot
-from slurm_drf.policy.history import UsageByPool, UsageRecord, decayed_past
+from slurm_drf.policy.decayed_usage import UsageByPool, UsageRecord, decayed_past
 
 DAY = 86400.0
 HISTORY = HistoryConfig(half_life=DAY, weight=0.5)

@@ -12,7 +12,8 @@ import pytest
 from builders import job, node, snapshot
 
 from slurm_drf.config.settings import NICE_LIMIT, Config, PoolConfig
-from slurm_drf.policy.plan import JobPlan, Plan, compute_plan
+from slurm_drf.policy.plan import Plan, compute_plan
+from slurm_drf.policy.plan_columns import JobPlan
 from slurm_drf.policy.state import JobMemory, PolicyState
 
 RESOURCES = ("cpu", "mem", "gres/gpu")

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 import slurm_drf.policy.order as order_module
 from slurm_drf.config.settings import Config, PoolConfig
-from slurm_drf.policy.plan import AccountColumns, AccountShare, Plan, PlanAccounts, compute_plan
+from slurm_drf.policy.plan import Plan, compute_plan
+from slurm_drf.policy.plan_columns import AccountColumns, AccountShare, PlanAccounts
 from slurm_drf.policy.pools import fraction_parts
 from slurm_drf.policy.state import rotation_key, rotation_key_list
 from slurm_drf.trail.explain import explain_job

@@ -28,6 +28,7 @@ import numpy.typing as npt
 from slurm_drf.errors import InputError
 from slurm_drf.model.types import FloatArray, IntArray
 from slurm_drf.policy.order import compute_before, order_pending
+from slurm_drf.policy.state import TieBook
 
 # A leaf's pending jobs: demand vectors as tuples of ints, or one (jobs, resources) integer array.
 Jobs = tuple[tuple[int, ...], ...] | IntArray
@@ -364,9 +365,8 @@ class HierarchyOrdering:
         return tuple(reversed(out))
 
 
-def order_flat(
-    tree: CompiledTree, epoch: int, wins: dict[str, float], plan_wins: dict[str, float]
-) -> HierarchyOrdering:
+def order_flat(tree: CompiledTree, ties: TieBook) -> HierarchyOrdering:
+    """A flat tree (every child of the root a leaf) by §2's engine, `order_pending`."""
     leaves = list(tree.children[0])
     width = len(tree.capacity)
     counts = np.array([len(tree.jobs[n]) for n in leaves], dtype=np.int64)
@@ -379,7 +379,7 @@ def order_flat(
     capacity = np.array(tree.capacity, dtype=np.int64)
     weights = [tree.weight[n] for n in leaves]
     names = [tree.key[n] for n in leaves]
-    ordering = order_pending(before, account_of, capacity, weights, names, epoch, wins, plan_wins)
+    ordering = order_pending(before, account_of, capacity, weights, names, ties)
     order = ordering.order
     leaf = np.array(leaves, dtype=np.int64)[account_of[order]] if rows else np.zeros(0, np.int64)
     job = (np.arange(rows, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts))[order]

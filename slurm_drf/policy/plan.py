@@ -78,7 +78,7 @@ from slurm_drf.policy.plan_columns import (
     PoolOrder,
 )
 from slurm_drf.policy.pools import build_pools, compute_capacity, weighted_shares
-from slurm_drf.policy.state import EMPTY_STATE, PolicyState, Recalled, advance_state, running_fingerprint
+from slurm_drf.policy.state import EMPTY_STATE, PolicyState, Recalled, TieBook, running_fingerprint
 from slurm_drf.policy.tree_weights import TreeWeights, compute_tree_weights, resolve_account_keys
 from slurm_drf.policy.values import adjust_for_memory, label_space, labels_of, mode_values, value_offset
 
@@ -213,9 +213,7 @@ def compute_plan(
     held = table.held | (table.priority == 0)
 
     fingerprint = running_fingerprint([table.job_id[i] for i in np.flatnonzero(holding).tolist()])
-    epoch, wins = advance_state(state, fingerprint, config.tie_half_life)
-    committed = dict(wins)  # what this plan starts from; `wins` also counts its own
-    plan_wins: dict[str, float] = {}
+    ties = TieBook.open(state, fingerprint, config.tie_half_life)
 
     space = label_space(config, snapshot.priority_weights, snapshot.scheduler_parameters)
     columns = LazyColumns()
@@ -245,9 +243,7 @@ def compute_plan(
                 weights,
                 config,
                 state,
-                epoch,
-                wins,
-                plan_wins,
+                ties,
                 space,
                 columns,
                 orders,
@@ -273,13 +269,7 @@ def compute_plan(
 
     _skipped_rows(table, job_pool, pending, excluded, held, pools, config.mode, state, columns)
 
-    next_state = PolicyState(
-        epoch=epoch,
-        fingerprint=fingerprint,
-        tie_wins=MappingProxyType(committed),
-        plan_wins=MappingProxyType(plan_wins),
-        jobs=state.jobs,
-    )
+    next_state = ties.state(state.jobs)
     return Plan(
         cluster=snapshot.cluster,
         mode=config.mode,
@@ -305,9 +295,7 @@ def _plan_pool(
     weights: Sequence[Fraction],
     config: Config,
     state: PolicyState,
-    epoch: int,
-    wins: dict[str, float],
-    plan_wins: dict[str, float],
+    ties: TieBook,
     space: LabelSpace,
     columns: LazyColumns,
     orders: list[PoolOrder],
@@ -344,7 +332,7 @@ def _plan_pool(
     by_tree: TreeOrdering | None = None
     if tree is None:
         before = compute_before(demand, account_of, usage if past is None else usage + past)
-        ordering = order_pending(before, account_of, capacity, weights, table.accounts, epoch, wins, plan_wins)
+        ordering = order_pending(before, account_of, capacity, weights, table.accounts, ties)
     else:
         allocation = (
             np.stack([values[running_rows] for values in tres], axis=1)
@@ -367,9 +355,7 @@ def _plan_pool(
             usage,
             past,
             capacity,
-            epoch,
-            wins,
-            plan_wins,
+            ties,
             resources,
         )
         before, ordering = by_tree.before, by_tree.ordering

@@ -71,6 +71,7 @@ from slurm_drf.policy.hierarchy import (
 from slurm_drf.policy.merge_engine import order_compiled
 from slurm_drf.policy.order import Ordering, compute_before
 from slurm_drf.policy.pools import weighted_shares
+from slurm_drf.policy.state import TieBook
 from slurm_drf.policy.tree_weights import ONE, TreeWeights
 
 USER_LEAF: Final = "user="
@@ -247,9 +248,7 @@ def order_tree(  # noqa: C901
     usage: IntArray,
     past: IntArray | None,
     capacity: IntArray,
-    epoch: int,
-    wins: dict[str, float],
-    plan_wins: dict[str, float],
+    ties: TieBook,
     resources: Sequence[str],
 ) -> TreeOrdering:
     """Order the pool's pending jobs (rows grouped by account, Slurm's order within) by H-DRF.
@@ -320,7 +319,7 @@ def order_tree(  # noqa: C901
                 branches[code].children[PAST_LEAF] = _Branch(ONE, {}, past[code].tolist(), [])
 
     compiled, rows_of = _compile(root, demand.astype(np.int64, copy=False), capacity.tolist())
-    hierarchy = order_compiled(compiled, epoch, wins, plan_wins)
+    hierarchy = order_compiled(compiled, ties)
     leaf_path = {n: PATH_SEPARATOR.join((compiled.key[n], *compiled.names[n][1:])) for n in compiled.leaves}
     # Each compiled leaf's first job in `rows_of`.
     own = [len(compiled.jobs[n]) for n in compiled.leaves]

@@ -26,21 +26,18 @@ from slurm_drf.policy.hierarchy import (
     leaf_share,
     order_flat,
 )
-from slurm_drf.policy.state import rotation_key
+from slurm_drf.policy.state import TieBook
 
 
 def order_hierarchy(
     root: TreeNode,
     capacity: Sequence[int],
-    epoch: int,
-    wins: dict[str, float],
-    plan_wins: dict[str, float],
+    ties: TieBook,
     occupied: Sequence[int] | None = None,
 ) -> HierarchyOrdering:
     """Order every pending job of the tree by H-DRF (docs/rule.md §7).
 
-    `wins` (committed plus this plan's, keyed by node key) and `plan_wins`
-    are updated in place, as `order_pending` does. A flat tree is ordered
+    `ties` (keyed by node key) counts the tie wins, as `order_pending`'s. A flat tree is ordered
     by `order_pending` itself; a deeper one by nested heaps on the rule's
     fixed point: O(J·d·(R + log b)) for J jobs, depth d,
     fanout b and R resources, plus an O(N·R) rebuild each time a resource
@@ -48,8 +45,8 @@ def order_hierarchy(
     """
     tree = compile_tree(root, capacity, occupied)
     if tree.flat:
-        return order_flat(tree, epoch, wins, plan_wins)
-    return NestedHeaps(tree, epoch, wins, plan_wins).run()
+        return order_flat(tree, ties)
+    return NestedHeaps(tree, ties).run()
 
 
 class NestedHeaps:
@@ -64,11 +61,9 @@ class NestedHeaps:
     stale. Everything is a whole number: equal keys are ties, no re-check.
     """
 
-    def __init__(self, tree: CompiledTree, epoch: int, wins: dict[str, float], plan_wins: dict[str, float]) -> None:
+    def __init__(self, tree: CompiledTree, ties: TieBook) -> None:
         self.tree = tree
-        self.epoch = epoch
-        self.wins = wins
-        self.plan_wins = plan_wins
+        self.ties = ties
         usable = tree.usable
         self.caps = [tree.capacity[r] for r in usable]
         self.width = len(usable)
@@ -206,10 +201,8 @@ class NestedHeaps:
         if len(tied) == 1:
             return tied[0], False
         keys = self.tree.key
-        chosen = min(tied, key=lambda c: (self.wins.get(keys[c], 0.0), rotation_key(self.epoch, keys[c]), keys[c]))
-        name = keys[chosen]
-        self.wins[name] = self.wins.get(name, 0.0) + 1.0
-        self.plan_wins[name] = self.plan_wins.get(name, 0.0) + 1.0
+        chosen = min(tied, key=lambda c: self.ties.rank(keys[c]))
+        self.ties.win(keys[chosen])
         return chosen, True
 
     # ---- the loop

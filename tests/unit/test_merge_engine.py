@@ -22,6 +22,7 @@ from test_hierarchy import SETTINGS, Vector, all_keys, seeded_node, trees
 from slurm_drf.policy import merge_engine
 from slurm_drf.policy.hierarchy import TreeNode, compile_tree
 from slurm_drf.policy.merge_engine import _lexicographic, _mul_shift, _shift_div, order_online
+from slurm_drf.policy.state import TieBook
 from slurm_drf.policy.tree_order import start_shares
 from tests.reference.hierarchy_oracle import reference_hierarchy_order
 from tests.reference.nested_heaps import order_hierarchy
@@ -32,8 +33,8 @@ def _same(root: TreeNode, capacity: Vector, epoch: int, wins: dict[str, float]) 
     nested_wins, merged_wins = dict(wins), dict(wins)
     nested_plan: dict[str, float] = {}
     merged_plan: dict[str, float] = {}
-    nested = order_hierarchy(root, capacity, epoch, nested_wins, nested_plan, occupied=capacity)
-    merged = order_online(root, capacity, epoch, merged_wins, merged_plan)
+    nested = order_hierarchy(root, capacity, TieBook(epoch, nested_wins, nested_plan), occupied=capacity)
+    merged = order_online(root, capacity, TieBook(epoch, merged_wins, merged_plan))
     assert merged.pairs() == nested.pairs() == reference_hierarchy_order(root, capacity, epoch, wins, occupied=capacity)
     assert merged_wins == nested_wins and merged_plan == nested_plan
     assert merged.tied.tolist() == nested.tied.tolist()
@@ -83,7 +84,7 @@ def test_amounts_beyond_int64_take_the_python_path() -> None:
     leaf = TreeNode("u", usage=(big // 3,), jobs=((big // 5,), (1,)))
     other = TreeNode("v", usage=(big // 4,), jobs=((big // 7,),))
     root = TreeNode("root", children=(TreeNode("a", children=(leaf, other)), TreeNode("b", usage=(5,), jobs=((3,),))))
-    engine = merge_engine._Merge(compile_tree(root, (big,), occupied=(big,)), 1, {}, {})
+    engine = merge_engine._Merge(compile_tree(root, (big,), occupied=(big,)), TieBook(1))
     assert engine.dtype is np.object_
     _same(root, (big,), 1, {})
 
@@ -98,7 +99,7 @@ def test_a_queue_far_beyond_capacity_stays_exact() -> None:
     root = TreeNode(
         "root", children=(TreeNode("a", children=tuple(users[:3])), TreeNode("b", children=tuple(users[3:])))
     )
-    engine = merge_engine._Merge(compile_tree(root, (64, 24), occupied=(64, 24)), 1, {}, {})
+    engine = merge_engine._Merge(compile_tree(root, (64, 24), occupied=(64, 24)), TieBook(1))
     assert engine.dtype is np.int64
     _same(root, (64, 24), 1, {})
 

@@ -133,9 +133,8 @@ def order_pending(
     # only pairs that really differ go to the exact re-sort below.
     pairs = np.flatnonzero((near & ~same).any(axis=1))
     if len(pairs) and len(usable):
+        p, q = (np.array(parts, dtype=object)[account_of[order]] for parts in _weight_parts(weights))
         caps = capacity[usable].astype(object)
-        p = np.array([w.numerator for w in weights], dtype=object)[account_of[order]]
-        q = np.array([w.denominator for w in weights], dtype=object)[account_of[order]]
         current, previous = pairs + 1, pairs
         exactly = (
             a[current].astype(object) * q[current, None] * caps[c[previous]] * p[previous, None]
@@ -162,8 +161,29 @@ def order_pending(
                 equal_prev[position] = here == there
                 equal_level[position] = here[0] == there[0]
 
+    records = _break_groups(order, account_of, equal_prev, account_names, ties, tied)
+    return Ordering(order, vector[:, 0].copy(), tied, ~equal_level, ~equal_prev, records)
+
+
+def _weight_parts(weights: Sequence[Fraction]) -> tuple[list[int], list[int]]:
+    """Each weight's numerator and denominator, as Python integers."""
+    return [w.numerator for w in weights], [w.denominator for w in weights]
+
+
+def _break_groups(
+    order: IntArray,
+    account_of: IntArray,
+    equal_prev: npt.NDArray[np.bool_],
+    account_names: Sequence[str],
+    ties: TieBook,
+    tied: npt.NDArray[np.bool_],
+) -> tuple[TieRecord, ...]:
+    """Each group of exactly equal (level, share vector) of two accounts or more, by the tie rule, in place.
+
+    `order` is rearranged within each group, `tied` set for its rows; the records of the ties, in order.
+    """
     group_starts = np.flatnonzero(~equal_prev)
-    group_stops = np.r_[group_starts[1:], count]
+    group_stops = np.r_[group_starts[1:], len(order)]
     multi = np.flatnonzero(group_stops - group_starts > 1)
     records: list[TieRecord] = []
     rotation: dict[str, int] = {}  # each account's rotation key, made once however many ties it is in
@@ -177,7 +197,7 @@ def order_pending(
         order[start:stop] = placed
         records.append(record)
         tied[rows] = True
-    return Ordering(order, vector[:, 0].copy(), tied, ~equal_level, ~equal_prev, tuple(records))
+    return tuple(records)
 
 
 def _weight_ids(weights: Sequence[Fraction]) -> IntArray:

@@ -66,11 +66,12 @@ from slurm_drf.model.types import (
 )
 from slurm_drf.policy.decayed_usage import UsageByPool, past_term
 from slurm_drf.policy.labels import LabelSpace, assign_labels
-from slurm_drf.policy.order import compute_before, order_pending
+from slurm_drf.policy.order import Ordering, compute_before, order_pending
 from slurm_drf.policy.plan_columns import (
     JOB_COLUMNS,
     AccountColumns,
     AccountShare,
+    ColumnMaker,
     JobPlan,
     LazyColumns,
     PlanAccounts,
@@ -176,6 +177,108 @@ def compute_plan(
     """
     table = snapshot.table
     pools = build_pools(snapshot, config)
+    jobs = _classify(snapshot, config, pools)
+    warnings = list(jobs.warnings)
+    fingerprint = running_fingerprint([table.job_id[i] for i in np.flatnonzero(jobs.holding).tolist()])
+    ties = TieBook.open(state, fingerprint, config.tie_half_life)
+
+    space = label_space(config, snapshot.priority_weights, snapshot.scheduler_parameters)
+    columns = LazyColumns()
+    pool_plans: list[PoolPlan] = []
+    account_rows: list[AccountColumns] = []
+    orders: list[PoolOrder] = []
+    for number, (name, partitions) in enumerate(pools):
+        capacity_map, node_count = compute_capacity(
+            snapshot, partitions, config.resources, config.include_unavailable_nodes
+        )
+        in_pool = (jobs.pool == number) & ~jobs.excluded
+        running_rows = np.flatnonzero(in_pool & jobs.holding)
+        pending_rows = np.flatnonzero(in_pool & jobs.pending & ~jobs.held)
+        if not any(capacity_map.values()) and (len(running_rows) or len(pending_rows)):
+            warnings.append(
+                f"pool {name}: no capacity in {', '.join(config.resources)}; its jobs are "
+                "ordered by tie rule and Slurm's order only"
+            )
+        given = _PoolInput(
+            name,
+            capacity_map,
+            table,
+            running_rows,
+            pending_rows,
+            past_usage(past, name, config, table.accounts, table),
+            jobs.weights,
+            config,
+            state,
+            ties,
+            space,
+            columns.size,
+            jobs.tree,
+        )
+        result = _plan_pool(given)
+        columns.add(result.size, result.makers)
+        orders.append(result.order)
+        warnings.extend(result.warnings)
+        account_rows.append(result.accounts)
+        pool_plans.append(_pool_plan(partitions, node_count, capacity_map, space, result.order))
+
+    columns.add(*_skipped_rows(table, jobs, pools, config.mode, state))
+
+    next_state = ties.state(state.jobs)
+    return Plan(
+        cluster=snapshot.cluster,
+        mode=config.mode,
+        scale=config.scale,
+        resources=tuple(config.resources),
+        pools=tuple(pool_plans),
+        accounts=PlanAccounts(account_rows),
+        jobs=PlanJobs(columns),
+        warnings=tuple(warnings),
+        state=next_state,
+        taken_at=snapshot.taken_at,
+        orders=tuple(orders),
+    )
+
+
+def _pool_plan(
+    partitions: Sequence[str], node_count: int, capacity_map: Mapping[str, int], space: LabelSpace, record: PoolOrder
+) -> PoolPlan:
+    """The plan's summary of one pool (its tree's rows where it was ordered over a tree)."""
+    return PoolPlan(
+        record.pool,
+        tuple(partitions),
+        node_count,
+        MappingProxyType(dict(capacity_map)),
+        space.horizon,
+        record.exact,
+        space.gap,
+        space.separable,
+        record.tree.rows if record.tree is not None else (),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _JobClasses:
+    """What `compute_plan` knows of every job of the snapshot before it plans a pool.
+
+    `pool` is each job's pool (-1: no managed partition); `holding` (running
+    or holding its allocation), `pending`, `excluded` (its account is) and
+    `held` are per job. `weights` are the accounts' (by code), `tree` Slurm's
+    account tree when the plan orders over it.
+    """
+
+    pool: IntArray
+    holding: BoolArray
+    pending: BoolArray
+    excluded: BoolArray
+    held: BoolArray
+    weights: list[Fraction]
+    tree: _TreeContext | None
+    warnings: tuple[str, ...]
+
+
+def _classify(snapshot: Snapshot, config: Config, pools: Sequence[tuple[str, tuple[str, ...]]]) -> _JobClasses:
+    """Each job's pool and state, each account's weight and exclusion (by path over a tree, §7)."""
+    table = snapshot.table
     pool_index: dict[str, int] = {}
     for number, (_, partitions) in enumerate(pools):
         for partition in partitions:
@@ -212,213 +315,224 @@ def compute_plan(
     )
     held = table.held | (table.priority == 0)
 
-    fingerprint = running_fingerprint([table.job_id[i] for i in np.flatnonzero(holding).tolist()])
-    ties = TieBook.open(state, fingerprint, config.tie_half_life)
+    return _JobClasses(job_pool, holding, pending, excluded, held, weights, tree, tuple(warnings))
 
-    space = label_space(config, snapshot.priority_weights, snapshot.scheduler_parameters)
-    columns = LazyColumns()
-    pool_plans: list[PoolPlan] = []
-    account_rows: list[AccountColumns] = []
-    orders: list[PoolOrder] = []
-    for number, (name, partitions) in enumerate(pools):
-        capacity_map, node_count = compute_capacity(
-            snapshot, partitions, config.resources, config.include_unavailable_nodes
-        )
-        in_pool = (job_pool == number) & ~excluded
-        running_rows = np.flatnonzero(in_pool & holding)
-        pending_rows = np.flatnonzero(in_pool & pending & ~held)
-        if not any(capacity_map.values()) and (len(running_rows) or len(pending_rows)):
+
+@dataclass(frozen=True, slots=True)
+class _PoolInput:
+    """One pool to plan: everything `_plan_pool` reads.
+
+    `running_rows` and `pending_rows` are the pool's rows of the snapshot's
+    job table (pending: the ones it orders); `past` (A, R) is what the
+    decayed past adds to each account, or None; `offset` is where the
+    pool's jobs start in the plan's job columns; `ties` counts the wins.
+    """
+
+    pool: str
+    capacity_map: Mapping[str, int]
+    table: JobTable
+    running_rows: IntArray
+    pending_rows: IntArray
+    past: IntArray | None
+    weights: Sequence[Fraction]
+    config: Config
+    state: PolicyState
+    ties: TieBook
+    space: LabelSpace
+    offset: int
+    tree: _TreeContext | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _PoolResult:
+    """One pool's plan: its account rows, its job columns (`size` rows, made when read), its order record."""
+
+    accounts: AccountColumns
+    size: int
+    makers: Mapping[str, ColumnMaker]
+    order: PoolOrder
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _PoolJobs:
+    """A pool's pending jobs in Slurm's order (`rows`), with what the values need, and its running usage."""
+
+    rows: IntArray
+    slurm_order: IntArray  # positions into the pool's pending_rows
+    account_of: IntArray
+    demand: IntArray  # (J, R) each job's whole demand: TRES x array tasks
+    usage: IntArray  # (A, R) the running allocation per account
+    running_count: IntArray
+    capacity: IntArray
+    own_nice: IntArray
+    current: list[Any]
+    our_part: IntArray
+    ours: BoolArray
+
+
+def _plan_pool(given: _PoolInput) -> _PoolResult:
+    """Order one pool's pending jobs (docs/rule.md §2, or §7 over a tree) and label them (§5)."""
+    config, mode = given.config, given.config.mode
+    jobs = _pool_jobs(given)
+    before, ordering, by_tree = _order_pool(given, jobs)
+    order = ordering.order
+    taken = jobs.slurm_order[order]  # positions into the pool's pending_rows / ids / adjustments
+    own = jobs.own_nice[taken]
+    offset = value_offset(config)
+    labelling = assign_labels(labels_of(mode, jobs.our_part[taken], offset), jobs.ours[taken], given.space)
+    warnings: list[str] = []
+    if labelling.exact < min(given.space.horizon, len(order)):
+        warnings.append(_band_warning(given.pool, config, given.space, labelling.exact))
+    written = mode_values(mode, labelling.labels, offset, own)
+    if mode == "nice":
+        clipped = int(np.count_nonzero(written != own + np.minimum(labelling.labels - offset, -1)))
+        if clipped:
             warnings.append(
-                f"pool {name}: no capacity in {', '.join(config.resources)}; its jobs are "
-                "ordered by tie rule and Slurm's order only"
+                f"pool {given.pool}: {clipped} job(s) carry a nice of their own that does not fit beside "
+                f"ours in Slurm's range (+/-{NICE_LIMIT}); their values were clipped and may tie"
             )
-        account_rows.append(
-            _plan_pool(
-                name,
-                capacity_map,
-                table,
-                running_rows,
-                pending_rows,
-                past_usage(past, name, config, table.accounts, table),
-                weights,
-                config,
-                state,
-                ties,
-                space,
-                columns,
-                orders,
-                warnings,
-                tree,
-            )
-        )
-        record = orders[-1] if orders and orders[-1].pool == name else None
-        exact = record.exact if record is not None else 0
-        pool_plans.append(
-            PoolPlan(
-                name,
-                tuple(partitions),
-                node_count,
-                MappingProxyType(capacity_map),
-                space.horizon,
-                exact,
-                space.gap,
-                space.separable,
-                record.tree.rows if record is not None and record.tree is not None else (),
-            )
-        )
-
-    _skipped_rows(table, job_pool, pending, excluded, held, pools, config.mode, state, columns)
-
-    next_state = ties.state(state.jobs)
-    return Plan(
-        cluster=snapshot.cluster,
-        mode=config.mode,
-        scale=config.scale,
-        resources=tuple(config.resources),
-        pools=tuple(pool_plans),
-        accounts=PlanAccounts(account_rows),
-        jobs=PlanJobs(columns),
-        warnings=tuple(warnings),
-        state=next_state,
-        taken_at=snapshot.taken_at,
-        orders=tuple(orders),
+    record = PoolOrder(
+        given.pool,
+        given.offset,
+        tuple(jobs.capacity.tolist()),
+        given.weights,
+        before,
+        jobs.account_of,
+        ordering,
+        labelling.exact,
+        by_tree,
     )
+    makers = _job_makers(given, jobs, record, _pick(jobs.current, taken), (written.tolist(), own))
+    accounts = len(given.table.accounts)
+    pending_count = np.bincount(jobs.account_of, minlength=accounts)
+    present = np.flatnonzero((jobs.running_count > 0) | (pending_count > 0))
+    listed = present.tolist()
+    rows = _PresentAccounts(
+        [given.table.accounts[a] for a in listed],
+        [given.weights[a] for a in listed],
+        jobs.usage[present],
+        jobs.running_count[present].tolist(),
+        pending_count[present].tolist(),
+        None if given.past is None else given.past[present],
+    )
+    shares = _account_shares(given.pool, rows, given.capacity_map, config.resources)
+    return _PoolResult(shares, len(order), makers, record, tuple(warnings))
 
 
-def _plan_pool(
-    pool: str,
-    capacity_map: Mapping[str, int],
-    table: JobTable,
-    running_rows: IntArray,
-    pending_rows: IntArray,
-    past: IntArray | None,
-    weights: Sequence[Fraction],
-    config: Config,
-    state: PolicyState,
-    ties: TieBook,
-    space: LabelSpace,
-    columns: LazyColumns,
-    orders: list[PoolOrder],
-    warnings: list[str],
-    tree: _TreeContext | None = None,
-) -> AccountColumns:
-    resources = config.resources
-    mode = config.mode
+def _pool_jobs(given: _PoolInput) -> _PoolJobs:
+    """The pool's running usage per account and its pending jobs in Slurm's order, with what Slurm holds."""
+    table, resources, mode = given.table, given.config.resources, given.config.mode
+    running_rows, pending_rows = given.running_rows, given.pending_rows
     accounts = len(table.accounts)
     tres = [table.column(r) for r in resources]
     usage = np.zeros((accounts, len(resources)), dtype=np.int64)
     running_account = table.account[running_rows]
     for col, values in enumerate(tres):
         np.add.at(usage[:, col], running_account, values[running_rows])
-    running_count = np.bincount(running_account, minlength=accounts)
-    capacity = np.array([capacity_map[r] for r in resources], dtype=np.int64)
-
     # Site factors only when they can matter (site_factor mode).
     site_factors = _pick(table.site_factor, pending_rows) if mode == "site_factor" else []
     base, own_nice, current, our_part, ours = adjust_for_memory(
-        table.priority[pending_rows], table.nice[pending_rows], site_factors, mode, _recall(table, pending_rows, state)
+        table.priority[pending_rows],
+        table.nice[pending_rows],
+        site_factors,
+        mode,
+        _recall(table, pending_rows, given.state),
     )
     slurm_order = np.lexsort(
         (table.job_number[pending_rows], table.submit_time[pending_rows], -base, table.account[pending_rows])
     )
     rows = pending_rows[slurm_order]
-    account_of = table.account[rows]
-    demand = (
-        np.stack([values[rows] for values in tres], axis=1)
-        if len(resources)
-        else np.zeros((len(rows), 0), dtype=np.int64)
+    demand = _tres_rows(tres, rows) * table.array_tasks[rows][:, None]
+    return _PoolJobs(
+        rows,
+        slurm_order,
+        table.account[rows],
+        demand,
+        usage,
+        np.bincount(running_account, minlength=accounts),
+        np.array([given.capacity_map[r] for r in resources], dtype=np.int64),
+        own_nice,
+        current,
+        our_part,
+        ours,
     )
-    demand = demand * table.array_tasks[rows][:, None]
-    by_tree: TreeOrdering | None = None
-    if tree is None:
-        before = compute_before(demand, account_of, usage if past is None else usage + past)
-        ordering = order_pending(before, account_of, capacity, weights, table.accounts, ties)
-    else:
-        allocation = (
-            np.stack([values[running_rows] for values in tres], axis=1)
-            if len(resources)
-            else np.zeros((len(running_rows), 0), dtype=np.int64)
-        )
-        from slurm_drf.policy.tree_order import RunningJobs, order_tree  # noqa: PLC0415  (only over a tree)
 
-        running = RunningJobs(running_account, list(map(table.user.__getitem__, running_rows.tolist())), allocation)
-        by_tree = order_tree(
-            tree.tree,
-            tree.weights,
-            config.fairness_within_account,
-            table.accounts,
-            weights,
-            account_of,
-            list(map(table.user.__getitem__, rows.tolist())),
-            demand,
-            running,
-            usage,
-            past,
-            capacity,
-            ties,
-            resources,
-        )
-        before, ordering = by_tree.before, by_tree.ordering
+
+def _tres_rows(tres: Sequence[IntArray], rows: IntArray) -> IntArray:
+    """(rows, R) the TRES columns at `rows`."""
+    if not len(tres):
+        return np.zeros((len(rows), 0), dtype=np.int64)
+    stacked: IntArray = np.stack([values[rows] for values in tres], axis=1)
+    return stacked
+
+
+def _order_pool(given: _PoolInput, jobs: _PoolJobs) -> tuple[IntArray, Ordering, TreeOrdering | None]:
+    """The pool's DRF order: §2's engine, or H-DRF over Slurm's tree (§7); each job's usage before it."""
+    table, past = given.table, given.past
+    if given.tree is None:
+        before = compute_before(jobs.demand, jobs.account_of, jobs.usage if past is None else jobs.usage + past)
+        ordering = order_pending(before, jobs.account_of, jobs.capacity, given.weights, table.accounts, given.ties)
+        return before, ordering, None
+    from slurm_drf.policy.tree_order import RunningJobs, TreeRequest, order_tree  # noqa: PLC0415  (only over a tree)
+
+    running_rows = given.running_rows
+    allocation = _tres_rows([table.column(r) for r in given.config.resources], running_rows)
+    running_users = list(map(table.user.__getitem__, running_rows.tolist()))
+    request = TreeRequest(
+        given.tree.tree,
+        given.tree.weights,
+        given.config.fairness_within_account,
+        table.accounts,
+        given.weights,
+        jobs.account_of,
+        list(map(table.user.__getitem__, jobs.rows.tolist())),
+        jobs.demand,
+        RunningJobs(table.account[running_rows], running_users, allocation),
+        jobs.usage,
+        past,
+        jobs.capacity,
+        given.ties,
+        given.config.resources,
+    )
+    by_tree = order_tree(request)
+    return by_tree.before, by_tree.ordering, by_tree
+
+
+def _job_makers(
+    given: _PoolInput,
+    jobs: _PoolJobs,
+    record: PoolOrder,
+    now: list[Any],
+    values: tuple[list[Any], IntArray],
+) -> dict[str, ColumnMaker]:
+    """The pool's job columns, each made when read: `now` what Slurm holds, `values` (written, own nice)."""
+    ordering, by_tree, exact, pool = record.ordering, record.tree, record.exact, given.pool
     order = ordering.order
-    level_sorted = ordering.level[order]
-    taken = slurm_order[order]  # positions into the pool's pending_rows / ids / adjustments
-    own = own_nice[taken]
-    now = _pick(current, taken)
-    offset = value_offset(config)
-    labelling = assign_labels(labels_of(mode, our_part[taken], offset), ours[taken], space)
-    if labelling.exact < min(space.horizon, len(order)):
-        warnings.append(_band_warning(pool, config, space, labelling.exact))
-    written = mode_values(mode, labelling.labels, offset, own)
-    if mode == "nice":
-        clipped = int(np.count_nonzero(written != own + np.minimum(labelling.labels - offset, -1)))
-        if clipped:
-            warnings.append(
-                f"pool {pool}: {clipped} job(s) carry a nice of their own that does not fit beside "
-                f"ours in Slurm's range (+/-{NICE_LIMIT}); their values were clipped and may tie"
-            )
-    written_list = written.tolist()
-    rows_sorted = rows[order]
+    written_list, own = values
+    rows_sorted = jobs.rows[order]
     count = len(rows_sorted)
+    table = given.table
     job_ids, users, names = table.job_id, table.user, table.accounts
-    exact = labelling.exact
-    orders.append(
-        PoolOrder(pool, columns.size, tuple(capacity.tolist()), weights, before, account_of, ordering, exact, by_tree)
-    )
-    columns.add(
-        count,
-        {
-            "job_id": lambda: _pick(job_ids, rows_sorted),
-            "account": lambda: _pick(names, account_of[order]),
-            "user": lambda: _pick(users, rows_sorted),
-            "pool": lambda: [pool] * count,
-            "order": lambda: list(range(count)),
-            "level": level_sorted.tolist,
-            "value": lambda: written_list,
-            "current": lambda: now,
-            "action": lambda: ["keep" if c == w else "set" for c, w in zip(now, written_list, strict=True)],
-            "reason": lambda: [None] * count,
-            "tie": ordering.tied[order].tolist,
-            "user_nice": own.tolist,
-            "array_tasks": table.array_tasks[rows_sorted].tolist,
-            "band": lambda: ["exact"] * exact + ["coarse"] * (count - exact),
-            "path": lambda: [None] * count if by_tree is None else list(by_tree.leaf_keys),
-            "path_shares": lambda: [None] * count if by_tree is None else by_tree.all_path_shares(),
-        },
-    )
-
-    pending_count = np.bincount(account_of, minlength=accounts)
-    present = np.flatnonzero((running_count > 0) | (pending_count > 0))
-    return _account_shares(
-        pool,
-        [table.accounts[a] for a in present.tolist()],
-        [weights[a] for a in present.tolist()],
-        usage[present],
-        capacity_map,
-        resources,
-        running_count[present].tolist(),
-        pending_count[present].tolist(),
-        None if past is None else past[present],
-    )
+    account_of = jobs.account_of
+    return {
+        "job_id": lambda: _pick(job_ids, rows_sorted),
+        "account": lambda: _pick(names, account_of[order]),
+        "user": lambda: _pick(users, rows_sorted),
+        "pool": lambda: [pool] * count,
+        "order": lambda: list(range(count)),
+        "level": ordering.level[order].tolist,
+        "value": lambda: written_list,
+        "current": lambda: now,
+        "action": lambda: ["keep" if c == w else "set" for c, w in zip(now, written_list, strict=True)],
+        "reason": lambda: [None] * count,
+        "tie": ordering.tied[order].tolist,
+        "user_nice": own.tolist,
+        "array_tasks": table.array_tasks[rows_sorted].tolist,
+        "band": lambda: ["exact"] * exact + ["coarse"] * (count - exact),
+        "path": lambda: [None] * count if by_tree is None else list(by_tree.leaf_keys),
+        "path_shares": lambda: [None] * count if by_tree is None else by_tree.all_path_shares(),
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -506,16 +620,13 @@ def _band_warning(pool: str, config: Config, space: LabelSpace, exact: int) -> s
 
 def _skipped_rows(
     table: JobTable,
-    job_pool: IntArray,
-    pending: BoolArray,
-    excluded: BoolArray,
-    held: BoolArray,
+    jobs: _JobClasses,
     pools: Sequence[tuple[str, tuple[str, ...]]],
     mode: str,
     state: PolicyState,
-    columns: LazyColumns,
-) -> None:
-    """Pending jobs the plan leaves alone, each with its reason."""
+) -> tuple[int, dict[str, ColumnMaker]]:
+    """Pending jobs the plan leaves alone, each with its reason: their job columns (count, makers)."""
+    job_pool, pending, excluded, held = jobs.pool, jobs.pending, jobs.excluded, jobs.held
     skip = pending & ((job_pool < 0) | excluded | held)
     rows: list[tuple[Any, ...]] = []
     for i in np.flatnonzero(skip).tolist():
@@ -547,21 +658,23 @@ def _skipped_rows(
         )
         rows.append(row)
     made: list[list[Any]] = [list(column) for column in zip(*rows, strict=True)] if rows else [[] for _ in JOB_COLUMNS]
-    columns.add(
-        len(rows), {name: functools.partial(list, column) for name, column in zip(JOB_COLUMNS, made, strict=True)}
-    )
+    return len(rows), {name: functools.partial(list, column) for name, column in zip(JOB_COLUMNS, made, strict=True)}
+
+
+@dataclass(frozen=True, slots=True)
+class _PresentAccounts:
+    """The accounts with a running or pending job in a pool: names, weights, usage (A, R), job counts, past."""
+
+    names: list[str]
+    fractions: list[Fraction]
+    usage: IntArray
+    running_count: list[int]
+    pending_count: list[int]
+    past: IntArray | None = None
 
 
 def _account_shares(
-    pool: str,
-    account_names: list[str],
-    fractions: list[Fraction],
-    usage: IntArray,
-    capacity_map: Mapping[str, int],
-    resources: Sequence[str],
-    running_count: list[int],
-    pending_count: list[int],
-    past: IntArray | None = None,
+    pool: str, present_accounts: _PresentAccounts, capacity_map: Mapping[str, int], resources: Sequence[str]
 ) -> AccountColumns:
     """One row per account present in the pool, ranked by weighted share (lowest first).
 
@@ -572,6 +685,9 @@ def _account_shares(
     no dominant resource (None), not the first of a row of zeros.
     Shares are over the running usage plus what the past adds (`past`).
     """
+    account_names, fractions = present_accounts.names, present_accounts.fractions
+    running_count, pending_count = present_accounts.running_count, present_accounts.pending_count
+    usage, past = present_accounts.usage, present_accounts.past
     running = usage
     if past is not None:
         usage = usage + past

@@ -82,6 +82,16 @@ class _Sequence:
     vector: Amounts
 
 
+@dataclass(frozen=True, slots=True)
+class _Turns:
+    """The merged turns of one height's nodes: each turn's child (an index of the batch's children),
+    its index among that child's turns, and the job it places."""
+
+    child: IntArray
+    index: IntArray
+    jobs: IntArray
+
+
 def _shift_div(a: Amounts, shift: int, b: Amounts) -> Amounts:
     """floor(a · 2**shift / b), exactly, for 0 <= a, 0 < b and a result below 2**52.
 
@@ -300,7 +310,7 @@ class _Merge:
         merged = jobs[order]
         if nodes == [0]:
             return merged
-        self._states(nodes, parts, node_of, lengths, segment[order], index[order], merged, sequences)
+        sequences.update(self._states(nodes, parts, node_of, lengths, _Turns(segment[order], index[order], merged)))
         return merged
 
     def _rank(self, keys: Amounts) -> IntArray:
@@ -366,18 +376,11 @@ class _Merge:
         return np.array(out, dtype=np.int64)
 
     def _states(
-        self,
-        nodes: list[int],
-        parts: list[_Sequence],
-        node_of: IntArray,
-        lengths: IntArray,
-        turn_child: IntArray,
-        turn_index: IntArray,
-        merged: IntArray,
-        sequences: dict[int, _Sequence],
-    ) -> None:
+        self, nodes: list[int], parts: list[_Sequence], node_of: IntArray, lengths: IntArray, turns_made: _Turns
+    ) -> dict[int, _Sequence]:
         """Each node's states after each of its turns (turns node after node, in each node's order)."""
         tree = self.tree
+        turn_child, turn_index, merged = turns_made.child, turns_made.index, turns_made.jobs
         units = np.concatenate([s.units for s in parts])
         share = np.concatenate([s.vector[:, 0] for s in parts])
         width = units.shape[1]
@@ -419,9 +422,12 @@ class _Merge:
         self.start[nodes] = vector[node_start, 0].astype(np.float64) / SHARE_ONE
         bounds = np.r_[node_start, count].tolist()
         done = np.r_[0, np.cumsum(turns)].tolist()
-        for g, n in enumerate(nodes):
-            lo, hi = bounds[g], bounds[g + 1]
-            sequences[n] = _Sequence(merged[done[g] : done[g + 1]], total[lo:hi], vector[lo:hi])
+        return {
+            n: _Sequence(
+                merged[done[g] : done[g + 1]], total[bounds[g] : bounds[g + 1]], vector[bounds[g] : bounds[g + 1]]
+            )
+            for g, n in enumerate(nodes)
+        }
 
     # ---- the tree, from the leaves up
 

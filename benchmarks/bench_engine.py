@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import resource
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -28,10 +29,12 @@ import numpy as np
 from slurm_drf.config.settings import Config
 from slurm_drf.model.codec import format_time, parse_snapshot
 from slurm_drf.model.types import SNAPSHOT_FORMAT, job_number
-from slurm_drf.policy.oracle import reference_order
 from slurm_drf.policy.plan import compute_plan, plan_order_pairs
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # the checkout: its test-only reference engines (tests/reference/)
+from tests.reference.flat_oracle import reference_order  # noqa: E402
+
 RESOURCES = ("cpu", "mem", "gres/gpu")
 T = TypeVar("T")
 

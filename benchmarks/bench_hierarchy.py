@@ -65,10 +65,12 @@ from bench_engine import HERE, build_snapshot
 from slurm_drf.config.settings import Config
 from slurm_drf.model.codec import parse_snapshot, render_association
 from slurm_drf.model.types import Association, IntArray
-from slurm_drf.policy.hierarchy import TreeNode, order_hierarchy
-from slurm_drf.policy.hierarchy_online import order_online
+from slurm_drf.policy.hierarchy import TreeNode
+from slurm_drf.policy.merge_engine import order_online
 from slurm_drf.policy.order import compute_before, order_pending
 from slurm_drf.policy.plan import compute_plan
+from slurm_drf.policy.state import TieBook
+from tests.reference.nested_heaps import order_hierarchy  # bench_engine puts the checkout on sys.path
 
 Leaf = tuple[tuple[int, ...], IntArray]
 
@@ -139,7 +141,7 @@ def flat_arrays(data: list[Leaf], capacity: Sequence[int]) -> Callable[[], objec
 
     def call() -> object:
         before = compute_before(demand, account_of, usage)
-        return order_pending(before, account_of, caps, weights, names, 1, {}, {})
+        return order_pending(before, account_of, caps, weights, names, TieBook(1))
 
     return call
 
@@ -283,16 +285,16 @@ def main() -> None:
     print(f"{pending} pending, running jobs on {running} leaves, {leaves} leaves on {len(fanout) + 1} levels")
     if args.profile:
         profile = cProfile.Profile()
-        profile.runcall(order_online, tree, capacity, 1, {}, {})
+        profile.runcall(order_online, tree, capacity, TieBook(1))
         pstats.Stats(profile).sort_stats("tottime").print_stats(12)
         return
     sides: dict[str, Callable[[], object]] = {
-        "tree": lambda: order_online(tree, capacity, 1, {}, {}),
-        "flat": lambda: order_online(flat, capacity, 1, {}, {}),
+        "tree": lambda: order_online(tree, capacity, TieBook(1)),
+        "flat": lambda: order_online(flat, capacity, TieBook(1)),
         "arrays": flat_arrays(data, capacity),
     }
     if args.paper:
-        sides["paper"] = lambda: order_hierarchy(tree, capacity, 1, {}, {})
+        sides["paper"] = lambda: order_hierarchy(tree, capacity, TieBook(1))
     times: dict[str, list[float]] = {name: [] for name in sides}
     for _ in range(max(args.rounds, 1)):
         for name, call in sides.items():

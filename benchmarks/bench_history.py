@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from slurm_drf.policy.history import DecayedUsage, build_usage_span
+from slurm_drf.policy.decayed_usage import DecayedUsage, build_usage_span
 from slurm_drf.policy.pools import DEFAULT_POOL
 from slurm_drf.slurm.sacct import build_allocations, parse_sacct_json, parse_sacct_pipe
 

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_drf.config.settings import Config, HistoryConfig
-from slurm_drf.policy.history import UsageRecord
+from slurm_drf.policy.decayed_usage import UsageRecord
 from slurm_drf.trail.compaction import (
     DETAIL_KEPT,
     HOUR,

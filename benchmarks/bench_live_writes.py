@@ -62,7 +62,8 @@ from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import SlurmReadError
 from slurm_drf.policy.labels import fewest_writes
 from slurm_drf.policy.state import JobMemory
-from slurm_drf.policy.values import labels_of, spread_values, value_offset
+from slurm_drf.policy.values import labels_of, value_offset
+from slurm_drf.sim.daemon_loop import spread_values
 
 NODE_CPUS = 64
 SHAPES: Mapping[str, tuple[str, ...]] = {

@@ -9,7 +9,7 @@ the daemon plans and writes (nice mode, no write cap), and Slurm starts as
 many jobs as ended, the head of *its* order: priority = a factor of each
 job's own between 0 and the PriorityWeight* sum (age, QOS, ...) - nice.
 For each sum it runs the labels, the mapping of 0.1.0 before them
-(`spread_values`), and labels in factor weighting (DRF as one factor of
+(`sim.daemon_loop.spread_values`), and labels in factor weighting (DRF as one factor of
 weight 1,000,000), and prints per cycle, as medians over the cycles after
 the first: jobs written, the order-theoretic minimum (fewest writes after
 which the values already held rise by gap = 1 + the sum along the plan),
@@ -35,7 +35,8 @@ from slurm_drf.model.types import BoolArray, IntArray, JobTable, Snapshot
 from slurm_drf.policy.labels import fewest_writes
 from slurm_drf.policy.plan import Plan, compute_plan
 from slurm_drf.policy.state import JobMemory, PolicyState
-from slurm_drf.policy.values import label_space, labels_of, spread_values, value_offset
+from slurm_drf.policy.values import label_space, labels_of, value_offset
+from slurm_drf.sim.daemon_loop import spread_values
 
 RUNNING, PENDING, GONE = 0, 1, 2
 # factor weighting's DRF weight in the "factor" rows, as a site replacing

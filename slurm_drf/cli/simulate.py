@@ -24,7 +24,7 @@ from slurm_drf.config.settings import (
     SLURM_DEFAULT_QUEUE_DEPTH,
     Config,
 )
-from slurm_drf.sim.compare import ProgressLine, parse_policies, run_comparison
+from slurm_drf.sim.compare import PolicySettings, ProgressLine, parse_policies, run_comparison
 from slurm_drf.sim.daemon_loop import DEFAULT_URGENT, DEFAULT_WEIGHT_AGE, DEFAULT_WEIGHT_QOS, SlurmSide
 from slurm_drf.sim.engine import (
     BACKFILL_MODES,
@@ -292,7 +292,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     slurm = build_slurm_side(args)
     progress = ProgressLine(sys.stderr)
     try:
-        comparison = run_comparison(workload, policies, options, config, half_life, args.engine, progress, slurm)
+        settings = PolicySettings(config, half_life, args.engine, slurm)
+        comparison = run_comparison(workload, policies, options, settings, progress)
     finally:
         progress.close()
     if args.format == "json":

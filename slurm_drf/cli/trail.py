@@ -27,7 +27,7 @@ from slurm_drf.errors import InputError, StateError, shorten
 from slurm_drf.files import write_atomic
 from slurm_drf.model.snapshot_file import SnapshotFileSource
 from slurm_drf.model.types import Snapshot
-from slurm_drf.policy.history import UsageByPool
+from slurm_drf.policy.decayed_usage import UsageByPool
 from slurm_drf.policy.plan import compute_plan
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState
 from slurm_drf.trail.history_db import (

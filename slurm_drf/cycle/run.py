@@ -31,8 +31,9 @@ from slurm_drf.config.settings import Config
 from slurm_drf.cycle.recall import Recall
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.model.types import Snapshot
-from slurm_drf.policy.history import UsageByPool
-from slurm_drf.policy.plan import JobPlan, Plan, compute_plan
+from slurm_drf.policy.decayed_usage import UsageByPool
+from slurm_drf.policy.plan import Plan, compute_plan
+from slurm_drf.policy.plan_columns import JobPlan
 from slurm_drf.policy.state import JobMemory, PolicyState, is_label_nice
 from slurm_drf.slurm.source import ClusterSource
 from slurm_drf.slurm.write import Write, WriteResult, build_reset_lines, is_gone

@@ -3,11 +3,12 @@
 Pure, in the policy layer, with its own input types (no snapshot, no config):
 for `compute_plan`, `policy.tree_order.order_tree` builds a `TreeNode` tree
 from Slurm's associations and orders it with
-`policy.hierarchy_online.order_online`, which gives the order of
-`order_hierarchy` here. The rule is docs/rule.md §7: dynamic H-DRF of
-Bhattacharya et al. (SoCC 2013), rescaling and blocked nodes, saturated
-resources ignored at internal nodes, the flat tie rule at every level. The
-textbook loop the tests compare the engine with is `policy.hierarchy_oracle`.
+`policy.merge_engine.order_online`, the merge engine. The rule is
+docs/rule.md §7: dynamic H-DRF of Bhattacharya et al. (SoCC 2013),
+rescaling and blocked nodes, saturated resources ignored at internal nodes,
+the flat tie rule at every level. The reference engines the tests compare
+it with (the textbook walk, the nested heaps with the paper's saturation)
+are in tests/reference/.
 
 A flat tree (every child of the root a leaf, after single-child chains are
 contracted) is the flat rule, and goes to `policy.order.order_pending`.
@@ -15,12 +16,11 @@ contracted) is the flat rule, and goes to `policy.order.order_pending`.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from itertools import chain
-from typing import Final, Literal
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -28,9 +28,8 @@ import numpy.typing as npt
 from slurm_drf.errors import InputError
 from slurm_drf.model.types import FloatArray, IntArray
 from slurm_drf.policy.order import compute_before, order_pending
-from slurm_drf.policy.state import rotation_key
+from slurm_drf.policy.state import TieBook
 
-Variant = Literal["hdrf", "rescale", "rollup"]
 # A leaf's pending jobs: demand vectors as tuples of ints, or one (jobs, resources) integer array.
 Jobs = tuple[tuple[int, ...], ...] | IntArray
 SEPARATOR: Final = "/"
@@ -281,7 +280,7 @@ class NodeShare:
 # Every amount is rounded down where it is made and exact after, so equal
 # states give equal shares and the tie rule sees every tie; the rounding is
 # a billionth of the pool. The sizes keep a busy pool's numbers below 2**52,
-# where the merge engine computes them in int64 (policy.hierarchy_online).
+# where the merge engine computes them in int64 (policy.merge_engine).
 SHARE_BITS: Final = 30
 DIRECTION_BITS: Final = 36
 SHARE_ONE: Final = 1 << SHARE_BITS
@@ -296,36 +295,34 @@ def leaf_share(usage: Sequence[int], caps: Sequence[int], weight: Fraction) -> N
     return NodeShare(units, shares[0] if shares else 0, tuple(shares))
 
 
-def inner_share(
-    children: Sequence[tuple[NodeShare, bool]],
-    counted: Sequence[int],
-    weight: Fraction,
-    variant: Variant = "hdrf",
-) -> NodeShare:
+def inner_share(children: Sequence[tuple[NodeShare, bool]], counted: Sequence[int], weight: Fraction) -> NodeShare:
     """An internal node from its children's (share, blocked); its share counts the `counted` resources.
 
-    hdrf: M is the least weighted share of the non-blocked children; each
-    of them of share S > 0 counts as its consumption x M / S (its weighted
-    share becomes M): M times the sum of their directions, x · 2**DIRECTION_BITS / S
+    M is the least weighted share of the non-blocked children; each of them
+    of share S > 0 counts as its consumption x M / S (its weighted share
+    becomes M): M times the sum of their directions, x · 2**DIRECTION_BITS / S
     rounded down, shifted back down. Blocked children, and children of
-    share 0, count as they are. rescale: the same with no child blocked.
-    rollup: the plain sum. hdrf's caller leaves the saturated resources out
-    of `counted`; they count as shares of 0.
+    share 0, count as they are. A resource left out of `counted` (the
+    paper's saturated ones) counts as a share of 0.
     """
     width = len(children[0][0].units) if children else 0
-    rescaled = [variant == "rescale" or (variant == "hdrf" and not blocked) for _, blocked in children]
-    least = min((s.share for (s, _), on in zip(children, rescaled, strict=True) if on), default=0)
+    least = min((s.share for s, blocked in children if not blocked), default=0)
     direction = [0] * width
     rest = [0] * width
-    for (child, _), on in zip(children, rescaled, strict=True):
-        if on and child.share > 0:
+    for child, blocked in children:
+        if not blocked and child.share > 0:
             direction = [y + (u << DIRECTION_BITS) // child.share for y, u in zip(direction, child.units, strict=True)]
         else:
             rest = [b + u for b, u in zip(rest, child.units, strict=True)]
     total = [(least * y >> DIRECTION_BITS) + b for y, b in zip(direction, rest, strict=True)]
+    return node_share(total, counted, weight)
+
+
+def node_share(total: Sequence[int], counted: Sequence[int], weight: Fraction) -> NodeShare:
+    """An internal node of consumption `total` (fixed point): its share and vector over the `counted` resources."""
     p, q = weight.numerator, weight.denominator
     # A left-out resource counts as a share of 0, so every vector has one entry per usable resource.
-    shares = sorted((total[k] * q // p for k in counted), reverse=True) + [0] * (width - len(counted))
+    shares = sorted((total[k] * q // p for k in counted), reverse=True) + [0] * (len(total) - len(counted))
     return NodeShare(tuple(total), shares[0] if shares else 0, tuple(shares))
 
 
@@ -368,32 +365,8 @@ class HierarchyOrdering:
         return tuple(reversed(out))
 
 
-def order_hierarchy(
-    root: TreeNode,
-    capacity: Sequence[int],
-    epoch: int,
-    wins: dict[str, float],
-    plan_wins: dict[str, float],
-    occupied: Sequence[int] | None = None,
-) -> HierarchyOrdering:
-    """Order every pending job of the tree by H-DRF (docs/rule.md §7).
-
-    `wins` (committed plus this plan's, keyed by node key) and `plan_wins`
-    are updated in place, as `order_pending` does. A flat tree is ordered
-    by `order_pending` itself; a deeper one by nested heaps on the rule's
-    fixed point: O(J·d·(R + log b)) for J jobs, depth d,
-    fanout b and R resources, plus an O(N·R) rebuild each time a resource
-    saturates (at most R + 1 times).
-    """
-    tree = compile_tree(root, capacity, occupied)
-    if tree.flat:
-        return order_flat(tree, epoch, wins, plan_wins)
-    return _Engine(tree, epoch, wins, plan_wins).run()
-
-
-def order_flat(
-    tree: CompiledTree, epoch: int, wins: dict[str, float], plan_wins: dict[str, float]
-) -> HierarchyOrdering:
+def order_flat(tree: CompiledTree, ties: TieBook) -> HierarchyOrdering:
+    """A flat tree (every child of the root a leaf) by §2's engine, `order_pending`."""
     leaves = list(tree.children[0])
     width = len(tree.capacity)
     counts = np.array([len(tree.jobs[n]) for n in leaves], dtype=np.int64)
@@ -406,209 +379,8 @@ def order_flat(
     capacity = np.array(tree.capacity, dtype=np.int64)
     weights = [tree.weight[n] for n in leaves]
     names = [tree.key[n] for n in leaves]
-    ordering = order_pending(before, account_of, capacity, weights, names, epoch, wins, plan_wins)
+    ordering = order_pending(before, account_of, capacity, weights, names, ties)
     order = ordering.order
     leaf = np.array(leaves, dtype=np.int64)[account_of[order]] if rows else np.zeros(0, np.int64)
     job = (np.arange(rows, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts))[order]
     return HierarchyOrdering(tree, leaf, job, ordering.level[order].reshape(-1, 1), ordering.tied[order])
-
-
-class _Engine:
-    """Nested heaps over a compiled tree, on the rule's exact fixed point; see `order_hierarchy`.
-
-    Per internal node n: `direction[n]` sums the directions of its
-    non-blocked children of share > 0, `rest[n]` the consumption of the
-    others, so n's consumption is (M · direction >> DIRECTION_BITS) + rest
-    with M the least share of the non-blocked children (the `active[n]`
-    heap); `select[n]` holds the children with pending jobs by (share,
-    vector). Heap entries carry the child's version and are dropped when
-    stale. Everything is a whole number: equal keys are ties, no re-check.
-    """
-
-    def __init__(self, tree: CompiledTree, epoch: int, wins: dict[str, float], plan_wins: dict[str, float]) -> None:
-        self.tree = tree
-        self.epoch = epoch
-        self.wins = wins
-        self.plan_wins = plan_wins
-        usable = tree.usable
-        self.caps = [tree.capacity[r] for r in usable]
-        self.width = len(usable)
-        count = len(tree.parent)
-        self.leaf = [not kids and n > 0 for n, kids in enumerate(tree.children)]
-        self.consumed = [[tree.usage[n][r] for r in usable] for n in range(count)]
-        self.demand = [[[int(d[r]) for r in usable] for d in tree.jobs[n]] for n in range(count)]
-        self.masks = [[sum(1 << k for k, v in enumerate(d) if v > 0) for d in jobs] for jobs in self.demand]
-        self.mask_count: list[dict[int, int]] = [{} for _ in range(count)]
-        for n, masks in enumerate(self.masks):
-            for m in masks:
-                self.mask_count[n][m] = self.mask_count[n].get(m, 0) + 1
-        self.taken = [0] * count
-        self.remaining = [len(j) for j in self.demand]
-        for n in range(count - 1, 0, -1):
-            self.remaining[tree.parent[n]] += self.remaining[n]
-        self.total = [tree.occupied[r] for r in usable]
-        self.full = (1 << self.width) - 1
-        self.raw_saturated = sum(1 << k for k in range(self.width) if self.total[k] >= self.caps[k])
-        self.saturated = 0
-        self.state = [NodeShare((0,) * self.width, 0, (0,) * self.width)] * count
-        self.blocked = [False] * count
-        self.version = [0] * count
-        self.active_count = [0] * count
-        self.direction = [[0] * self.width for _ in range(count)]
-        self.rest = [[0] * self.width for _ in range(count)]
-        self.part: list[tuple[bool, list[int], bool] | None] = [None] * count  # (a direction?, vector, active?)
-        self.select: list[list[tuple[int, tuple[int, ...], int, int]]] = [[] for _ in range(count)]
-        self.active: list[list[tuple[int, int, int]]] = [[] for _ in range(count)]
-        self.max_depth = max(tree.depth, default=0)
-
-    # ---- state of one node
-
-    def _effective(self) -> int:
-        return 0 if self.raw_saturated == self.full else self.raw_saturated
-
-    def _leaf_blocked(self, n: int) -> bool:
-        if not self.remaining[n]:
-            return True
-        saturated = self.saturated
-        return bool(saturated) and all(m & saturated for m, k in self.mask_count[n].items() if k)
-
-    def _refresh(self, n: int) -> None:
-        """Recompute n's state from its children's parts (a leaf's from its usage)."""
-        weight = self.tree.weight[n]
-        if self.leaf[n]:
-            self.state[n] = leaf_share(self.consumed[n], self.caps, weight)
-            self.blocked[n] = self._leaf_blocked(n)
-            return
-        heap = self.active[n]
-        while heap and (heap[0][1] != self.version[heap[0][2]] or self.blocked[heap[0][2]]):
-            heapq.heappop(heap)
-        least = heap[0][0] if heap else 0
-        total = [(least * y >> DIRECTION_BITS) + b for y, b in zip(self.direction[n], self.rest[n], strict=True)]
-        p, q = weight.numerator, weight.denominator
-        counted = [total[k] * q // p for k in range(self.width) if not self.saturated >> k & 1]
-        shares = sorted(counted, reverse=True) + [0] * (self.width - len(counted))
-        self.state[n] = NodeShare(tuple(total), shares[0] if shares else 0, tuple(shares))
-        self.blocked[n] = self.active_count[n] == 0
-
-    def _attach(self, child: int) -> None:
-        """Put the child's current state into its parent's sums and heaps."""
-        n = self.tree.parent[child]
-        self._detach(child)
-        state = self.state[child]
-        active = not self.blocked[child]
-        if active and state.share:
-            vector = [(u << DIRECTION_BITS) // state.share for u in state.units]
-            self.direction[n] = [y + v for y, v in zip(self.direction[n], vector, strict=True)]
-        else:
-            vector = list(state.units)
-            self.rest[n] = [b + v for b, v in zip(self.rest[n], vector, strict=True)]
-        if active:
-            self.active_count[n] += 1
-            heapq.heappush(self.active[n], (state.share, self.version[child], child))
-        self.part[child] = (active and bool(state.share), vector, active)
-        if self.remaining[child]:
-            heapq.heappush(self.select[n], (state.share, state.vector, self.version[child], child))
-        limit = 2 * len(self.tree.children[n]) + 8
-        if len(self.select[n]) > limit:  # drop what went stale, so the tie scan stays short
-            self.select[n] = [e for e in self.select[n] if e[2] == self.version[e[3]] and self.remaining[e[3]]]
-            heapq.heapify(self.select[n])
-        if len(self.active[n]) > limit:
-            self.active[n] = [e for e in self.active[n] if e[1] == self.version[e[2]] and not self.blocked[e[2]]]
-            heapq.heapify(self.active[n])
-
-    def _detach(self, child: int) -> None:
-        part = self.part[child]
-        if part is None:
-            return
-        n = self.tree.parent[child]
-        into_direction, vector, active = part
-        if into_direction:
-            self.direction[n] = [y - v for y, v in zip(self.direction[n], vector, strict=True)]
-        else:
-            self.rest[n] = [b - v for b, v in zip(self.rest[n], vector, strict=True)]
-        if active:
-            self.active_count[n] -= 1
-        self.part[child] = None
-        self.version[child] += 1
-
-    def _rebuild(self) -> None:
-        self.saturated = self._effective()
-        count = len(self.tree.parent)
-        for n in range(count):
-            self.direction[n] = [0] * self.width
-            self.rest[n] = [0] * self.width
-            self.select[n] = []
-            self.active[n] = []
-            self.active_count[n] = 0
-            self.part[n] = None
-        for n in range(count - 1, -1, -1):
-            self._refresh(n)
-            if n:
-                self._attach(n)
-
-    def _choose(self, n: int) -> tuple[int, bool]:
-        heap = self.select[n]
-        while heap[0][2] != self.version[heap[0][3]] or not self.remaining[heap[0][3]]:
-            heapq.heappop(heap)
-        key = heap[0][:2]
-        size = len(heap)
-        if (size < 2 or heap[1][:2] != key) and (size < 3 or heap[2][:2] != key):
-            return heap[0][3], False  # the most common case: no sibling of the very same key
-        tied: list[int] = []
-        stack = [0]
-        while stack:  # the entries of the least key are a subtree at the heap's top
-            i = stack.pop()
-            if i >= size or heap[i][:2] != key:
-                continue
-            entry = heap[i]
-            if entry[2] == self.version[entry[3]] and self.remaining[entry[3]]:
-                tied.append(entry[3])
-            stack.extend((2 * i + 1, 2 * i + 2))
-        if len(tied) == 1:
-            return tied[0], False
-        keys = self.tree.key
-        chosen = min(tied, key=lambda c: (self.wins.get(keys[c], 0.0), rotation_key(self.epoch, keys[c]), keys[c]))
-        name = keys[chosen]
-        self.wins[name] = self.wins.get(name, 0.0) + 1.0
-        self.plan_wins[name] = self.plan_wins.get(name, 0.0) + 1.0
-        return chosen, True
-
-    # ---- the loop
-
-    def run(self) -> HierarchyOrdering:
-        self._rebuild()
-        jobs = self.remaining[0]
-        leaf_out = np.zeros(jobs, dtype=np.int64)
-        job_out = np.zeros(jobs, dtype=np.int64)
-        shares = np.zeros((jobs, max(self.max_depth, 1)), dtype=np.float64)
-        tied_out = np.zeros(jobs, dtype=np.bool_)
-        for position in range(jobs):
-            n = 0
-            path = [0]
-            while not self.leaf[n]:
-                n, tie = self._choose(n)
-                tied_out[position] |= tie
-                shares[position, len(path) - 1] = self.state[n].share / SHARE_ONE
-                path.append(n)
-            index = self.taken[n]
-            leaf_out[position], job_out[position] = n, index
-            demand = self.demand[n][index]
-            self.taken[n] = index + 1
-            self.consumed[n] = [c + d for c, d in zip(self.consumed[n], demand, strict=True)]
-            mask = self.masks[n][index]
-            self.mask_count[n][mask] -= 1
-            for node in path:
-                self.remaining[node] -= 1
-            for k, d in enumerate(demand):
-                if d:
-                    self.total[k] += d
-                    if self.total[k] >= self.caps[k]:
-                        self.raw_saturated |= 1 << k
-            if self._effective() != self.saturated:
-                self._rebuild()
-                continue
-            for node in reversed(path):
-                self._refresh(node)
-                if node:
-                    self._attach(node)
-        return HierarchyOrdering(self.tree, leaf_out, job_out, shares, tied_out)

@@ -170,32 +170,33 @@ def _fill(current: IntArray, kept: BoolArray, exact: int, lo: int, hi: int, gap:
     coarse = kept[exact:]
     lowest = int(current[exact:][coarse].min()) if coarse.any() else None
     # The band leaves at least one gap for the coarse band above it.
-    _fill_runs(labels, kept, 0, exact, lo - gap, lowest, hi - gap if exact < n else hi, gap, cap)
+    _fill_runs(labels, kept, _Stretch(0, exact, lo - gap, lowest), hi - gap if exact < n else hi, gap, cap)
     if exact < n:
         # The first coarse label is a gap above the band's last, whatever the room.
         top = int(labels[exact - 1]) if exact else lo - gap
-        _fill_runs(labels, kept, exact, n, top + gap, None, hi, gap, None)
+        _fill_runs(labels, kept, _Stretch(exact, n, top + gap, None), hi, gap, None)
     return labels
 
 
-def _fill_runs(
-    labels: IntArray,
-    kept: BoolArray,
-    start: int,
-    stop: int,
-    before: int,
-    after: int | None,
-    hi: int,
-    gap: int,
-    cap: int | None,
-) -> None:
-    """Fill the free positions of labels[start:stop] in place (see `_fill`).
+@dataclass(frozen=True, slots=True)
+class _Stretch:
+    """Positions [start, stop) to fill between two virtual anchors: `before` at start - 1, `after` at `stop`."""
+
+    start: int
+    stop: int
+    before: int
+    after: int | None
+
+
+def _fill_runs(labels: IntArray, kept: BoolArray, stretch: _Stretch, hi: int, gap: int, cap: int | None) -> None:
+    """Fill the free positions of labels[start:stop] of `stretch` in place (see `_fill`).
 
     `before` is the label of a virtual anchor at start - 1, `after` that of
     one at `stop` (None: open to `hi`). With `cap` (the exact band) steps
     must rise by `gap`; without it (the coarse band) by `gap` where the room
     allows, by 0 otherwise, and never below `before`.
     """
+    start, stop, before, after = stretch.start, stretch.stop, stretch.before, stretch.after
     free = start + np.flatnonzero(~kept[start:stop])
     if not len(free):
         return

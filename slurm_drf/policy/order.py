@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from slurm_drf.model.types import FloatArray, IntArray
 from slurm_drf.policy.pools import fraction_parts, share_vector
-from slurm_drf.policy.state import rotation_key_list
+from slurm_drf.policy.state import TieBook
 
 # Relative distance under which two float levels are compared exactly.
 TIE_RTOL: Final = 1e-9
@@ -91,17 +91,15 @@ def order_pending(
     capacity: IntArray,
     weights: Sequence[Fraction],
     account_names: Sequence[str],
-    epoch: int,
-    wins: dict[str, float],
-    plan_wins: dict[str, float],
+    ties: TieBook,
 ) -> Ordering:
     """Sort jobs by (level, share vector), exactly; break full ties by wins, rotation.
 
     Floats (one correctly rounded division u*q / (c*p) per share, w = p/q)
     sort everything; adjacent rows whose deciding components are within
     TIE_RTOL of each other without being the very same (usage, resource,
-    weight) are re-sorted with exact fractions. `wins` (committed plus this
-    plan's) and `plan_wins` are updated in place.
+    weight) are re-sorted with exact fractions. Full ties go to the rule of
+    `ties`, which counts the wins.
     """
     count = len(account_of)
     usable = np.flatnonzero(capacity > 0)
@@ -135,9 +133,8 @@ def order_pending(
     # only pairs that really differ go to the exact re-sort below.
     pairs = np.flatnonzero((near & ~same).any(axis=1))
     if len(pairs) and len(usable):
+        p, q = (np.array(parts, dtype=object)[account_of[order]] for parts in _weight_parts(weights))
         caps = capacity[usable].astype(object)
-        p = np.array([w.numerator for w in weights], dtype=object)[account_of[order]]
-        q = np.array([w.denominator for w in weights], dtype=object)[account_of[order]]
         current, previous = pairs + 1, pairs
         exactly = (
             a[current].astype(object) * q[current, None] * caps[c[previous]] * p[previous, None]
@@ -164,10 +161,31 @@ def order_pending(
                 equal_prev[position] = here == there
                 equal_level[position] = here[0] == there[0]
 
+    records = _break_groups(order, account_of, equal_prev, account_names, ties, tied)
+    return Ordering(order, vector[:, 0].copy(), tied, ~equal_level, ~equal_prev, records)
+
+
+def _weight_parts(weights: Sequence[Fraction]) -> tuple[list[int], list[int]]:
+    """Each weight's numerator and denominator, as Python integers."""
+    return [w.numerator for w in weights], [w.denominator for w in weights]
+
+
+def _break_groups(
+    order: IntArray,
+    account_of: IntArray,
+    equal_prev: npt.NDArray[np.bool_],
+    account_names: Sequence[str],
+    ties: TieBook,
+    tied: npt.NDArray[np.bool_],
+) -> tuple[TieRecord, ...]:
+    """Each group of exactly equal (level, share vector) of two accounts or more, by the tie rule, in place.
+
+    `order` is rearranged within each group, `tied` set for its rows; the records of the ties, in order.
+    """
     group_starts = np.flatnonzero(~equal_prev)
-    group_stops = np.r_[group_starts[1:], count]
+    group_stops = np.r_[group_starts[1:], len(order)]
     multi = np.flatnonzero(group_stops - group_starts > 1)
-    ties: list[TieRecord] = []
+    records: list[TieRecord] = []
     rotation: dict[str, int] = {}  # each account's rotation key, made once however many ties it is in
     for g in multi.tolist():
         start, stop = int(group_starts[g]), int(group_stops[g])
@@ -175,11 +193,11 @@ def order_pending(
         accounts = account_of[rows].tolist()
         if len(set(accounts)) < 2:
             continue
-        placed, record = _break_ties(rows, accounts, account_names, epoch, wins, plan_wins, start, rotation)
+        placed, record = _break_ties(rows, accounts, account_names, ties, start, rotation)
         order[start:stop] = placed
-        ties.append(record)
+        records.append(record)
         tied[rows] = True
-    return Ordering(order, vector[:, 0].copy(), tied, ~equal_level, ~equal_prev, tuple(ties))
+    return tuple(records)
 
 
 def _weight_ids(weights: Sequence[Fraction]) -> IntArray:
@@ -229,9 +247,7 @@ def _break_ties(
     rows: list[int],
     accounts: list[int],
     account_names: Sequence[str],
-    epoch: int,
-    wins: dict[str, float],
-    plan_wins: dict[str, float],
+    ties: TieBook,
     start: int,
     rotation_keys: dict[str, int],
 ) -> tuple[list[int], TieRecord]:
@@ -251,13 +267,13 @@ def _break_ties(
     # Loops over the accounts of the tie in C (map): a tie may hold 100,000 of them.
     names = list(map(account_names.__getitem__, accounts if one_each else queues))
     missing = list(itertools.filterfalse(rotation_keys.__contains__, names))
-    rotation_keys.update(zip(missing, rotation_key_list(epoch, missing), strict=True))
-    record_wins = dict(zip(names, map(wins.get, names, itertools.repeat(0.0)), strict=True))
+    rotation_keys.update(zip(missing, ties.rotations(missing), strict=True))
+    record_wins = dict(zip(names, map(ties.wins.get, names, itertools.repeat(0.0)), strict=True))
     rotation = dict(zip(names, map(rotation_keys.__getitem__, names), strict=True))
     if one_each:
-        out, placed_wins = _one_row_each(rows, names, record_wins, rotation, wins, plan_wins)
+        out, placed_wins = _one_row_each(rows, names, record_wins, rotation, ties)
     else:
-        out, placed_wins = _by_heap(queues, account_names, rotation, wins, plan_wins)
+        out, placed_wins = _by_heap(queues, account_names, rotation, ties)
     return out, TieRecord(
         start, start + len(out), MappingProxyType(record_wins), MappingProxyType(rotation), tuple(placed_wins)
     )
@@ -268,8 +284,7 @@ def _one_row_each(
     names: list[str],
     record_wins: dict[str, float],
     rotation: dict[str, int],
-    wins: dict[str, float],
-    plan_wins: dict[str, float],
+    ties: TieBook,
 ) -> tuple[list[int], list[float]]:
     """The heap's order when every account has one row in the tie (`rows[k]` of `names[k]`; a
     tie of many accounts, the usual case): one sort by the heap's key (wins, rotation key,
@@ -284,9 +299,7 @@ def _one_row_each(
         ordered_keys = keys[order]
     placed: list[int] = order.tolist()
     winners = list(map(names.__getitem__, placed[:-1]))
-    wins.update(zip(winners, (ordered_keys[:-1] + 1.0).tolist(), strict=True))
-    won_before = np.fromiter(map(plan_wins.get, winners, itertools.repeat(0.0)), dtype=np.float64, count=len(winners))
-    plan_wins.update(zip(winners, (won_before + 1.0).tolist(), strict=True))
+    ties.win_each(winners, ordered_keys[:-1])
     return list(map(rows.__getitem__, placed)), ordered_keys.tolist()
 
 
@@ -294,8 +307,7 @@ def _by_heap(
     queues: dict[int, list[int]],
     account_names: Sequence[str],
     rotation: dict[str, int],
-    wins: dict[str, float],
-    plan_wins: dict[str, float],
+    ties: TieBook,
 ) -> tuple[list[int], list[float]]:
     """The tie rule's heap: the account of fewest wins (then rotation key) places its next row."""
     for queue in queues.values():
@@ -303,7 +315,7 @@ def _by_heap(
 
     def entry(account: int) -> tuple[float, int, str, int]:
         name = account_names[account]
-        return (wins.get(name, 0.0), rotation[name], name, account)
+        return (ties.count(name), rotation[name], name, account)
 
     heap = [entry(account) for account in queues]
     heapq.heapify(heap)
@@ -313,9 +325,7 @@ def _by_heap(
         key, *_, account = heapq.heappop(heap)
         placed_wins.append(key)
         if heap:
-            name = account_names[account]
-            wins[name] = wins.get(name, 0.0) + 1.0
-            plan_wins[name] = plan_wins.get(name, 0.0) + 1.0
+            ties.win(account_names[account])
         queue = queues[account]
         out.append(queue.pop())
         if queue:

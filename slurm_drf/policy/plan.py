@@ -1,7 +1,8 @@
 """The policy: pools, shares, levels, the DRF order, the tie rule, values.
 
 Pure: `compute_plan(snapshot, config, state) -> Plan` reads no clock, file
-or environment. It sits under the daemon and the CLI and imports only the
+or environment. This module orchestrates a plan; the rows it fills, kept as
+columns, are `policy.plan_columns`. It sits under the daemon and the CLI and imports only the
 model, the config dataclasses and numpy.
 
 How the order is computed (docs/rule.md §2). The *level* of an account's k-th
@@ -12,8 +13,8 @@ of all pending jobs is the order of their levels: one exclusive cumulative
 sum per account and one sort, vectorised with numpy. Floats only find the
 candidates for a tie: runs of levels within a relative 1e-9 of each other
 are re-sorted with exact fractions, and exactly equal levels go to the tie
-rule. `policy.oracle.reference_order` is the textbook heap loop on exact
-fractions, the oracle the tests and benchmarks compare against.
+rule. The textbook heap loop on exact fractions, the oracle the tests and
+benchmarks compare against, is test code (`tests/reference/flat_oracle.py`).
 
 The tie rule, applied to exactly equal levels, in turn: the accounts'
 weighted share vectors sorted largest first (lexicographically, smaller
@@ -25,7 +26,7 @@ when the set of running jobs changed, so replanning an unchanged cluster
 gives the same order and writes nothing.
 
 Why each job has its place is kept with the plan (`Plan.orders`, one
-`PoolOrder` per pool): the usage before each job, where exact levels and
+`PoolOrder` per pool, `policy.plan_columns`): the usage before each job, where exact levels and
 share vectors change along the order, and how each tie was broken. It is
 the engine's own arrays by reference, so `explain` answers from the
 decision itself, and the rule lives only here and in `policy.order`.
@@ -42,15 +43,13 @@ least 1; priority 0 means held).
 
 from __future__ import annotations
 
-import bisect
 import functools
-import itertools
 import operator
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from fractions import Fraction
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -61,18 +60,27 @@ from slurm_drf.model.types import (
     MAX_TRES,
     PENDING,
     BoolArray,
-    FloatArray,
     IntArray,
     JobTable,
-    LazyRows,
     Snapshot,
 )
-from slurm_drf.policy.history import UsageByPool, past_term
+from slurm_drf.policy.decayed_usage import UsageByPool, past_term
 from slurm_drf.policy.labels import LabelSpace, assign_labels
-from slurm_drf.policy.order import Ordering, TieRecord, compute_before, order_pending
-from slurm_drf.policy.pools import build_pools, compute_capacity, weighted_share, weighted_shares
-from slurm_drf.policy.state import EMPTY_STATE, PolicyState, Recalled, advance_state, running_fingerprint
-from slurm_drf.policy.tree import TreeWeights, compute_tree_weights, resolve_account_keys
+from slurm_drf.policy.order import Ordering, compute_before, order_pending
+from slurm_drf.policy.plan_columns import (
+    JOB_COLUMNS,
+    AccountColumns,
+    AccountShare,
+    ColumnMaker,
+    JobPlan,
+    LazyColumns,
+    PlanAccounts,
+    PlanJobs,
+    PoolOrder,
+)
+from slurm_drf.policy.pools import build_pools, compute_capacity, weighted_shares
+from slurm_drf.policy.state import EMPTY_STATE, PolicyState, Recalled, TieBook, running_fingerprint
+from slurm_drf.policy.tree_weights import TreeWeights, compute_tree_weights, resolve_account_keys
 from slurm_drf.policy.values import adjust_for_memory, label_space, labels_of, mode_values, value_offset
 
 if TYPE_CHECKING:
@@ -94,102 +102,6 @@ class PoolPlan:
     separable: int = 0
     # The pool's account tree as H-DRF sees it (docs/rule.md §7), in preorder; empty for a flat plan.
     tree: Sequence[TreeRow] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class AccountShare:
-    account: str
-    pool: str
-    weight: Fraction
-    running_jobs: int
-    pending_jobs: int
-    usage: Mapping[str, int]
-    shares: Mapping[str, float]
-    dominant_resource: str | None
-    dominant_share: float
-    weighted_share: float
-    rank: int
-    # What the decayed past adds to `usage` (docs/rule.md §6): shares, weighted
-    # share and rank are over usage + past; `usage` itself is the running
-    # allocation alone (the history integrates that, never its own blend).
-    past: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
-    # The weighted share over `usage` alone (what pure DRF would see) when the
-    # past adds something in the pool; None otherwise, where it is `weighted_share`.
-    present_share: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class JobPlan:
-    """One pending job's decision. `order` is None for skipped jobs."""
-
-    job_id: str
-    account: str
-    user: str
-    pool: str | None
-    order: int | None
-    level: float | None
-    value: int | None
-    current: int | None
-    action: str
-    reason: str | None = None
-    tie: bool = False
-    user_nice: int = 0
-    array_tasks: int = 1
-    band: str | None = None  # "exact" or "coarse" for ordered jobs
-    # Over a tree (docs/rule.md §7) only: the job's leaf key and the weighted
-    # share of each node of it when the job was placed (root's child first).
-    path: str | None = None
-    path_shares: tuple[float, ...] | None = None
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class PoolOrder:
-    """Why the engine placed each of one pool's ordered jobs: the record `explain` reads.
-
-    The pool's ordered jobs are `plan.jobs[offset : offset + size]`, the
-    job at position p of the DRF order (its `order`) at offset + p. The
-    arrays are the engine's own, kept by reference: recording adds no work
-    per job, and a question about one job costs a few array reads.
-    """
-
-    pool: str
-    offset: int
-    capacity: tuple[int, ...]  # by plan resource
-    weights: Sequence[Fraction]  # by account code
-    before: IntArray  # (J, R) usage before each job, by row (jobs in Slurm's order)
-    account_of: IntArray  # account code by row
-    ordering: Ordering
-    exact: int = 0  # positions [0, exact) are the exact band
-    # The H-DRF record when the pool was ordered over a tree (docs/rule.md §7); None for §2's order.
-    tree: TreeOrdering | None = None
-
-    @property
-    def size(self) -> int:
-        return len(self.ordering.order)
-
-    def usage_before(self, position: int) -> tuple[int, ...]:
-        """The usage the job's level is computed over: its account's running usage
-        plus the demand of the account's earlier pending jobs in the pool."""
-        return tuple(int(x) for x in self.before[self.ordering.order[position]])
-
-    def level_exact(self, position: int) -> Fraction:
-        """The job's level as the engine compared it (exactly)."""
-        weight = self.weights[int(self.account_of[self.ordering.order[position]])]
-        return weighted_share(self.usage_before(position), self.capacity, weight)
-
-    def level_start(self, position: int) -> int:
-        """The first position whose exact level equals this one's; every job before it has a lower level."""
-        return int(np.flatnonzero(self.ordering.new_level[: position + 1])[-1])
-
-    def vector_start(self, position: int) -> int:
-        """The first position whose exact (level, share vector) equals this one's."""
-        return int(np.flatnonzero(self.ordering.new_vector[: position + 1])[-1])
-
-    def tie(self, position: int) -> TieRecord | None:
-        """The tie the rule broke at this position, if any."""
-        ties = self.ordering.ties
-        found = bisect.bisect_right(ties, position, key=lambda tie: tie.start) - 1
-        return ties[found] if found >= 0 and position < ties[found].stop else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,202 +166,119 @@ class Plan:
         return tuple(self.job(i) for i, action in enumerate(self.column("action")) if action == "set")
 
 
-ColumnMaker = Callable[[], list[Any]]
-
-
-class LazyColumns(Mapping[str, list[Any]]):
-    """A plan's job columns, each made into a list the first time it is read.
-
-    Pools add chunks of column makers; a terminal table that shows twenty
-    jobs never pays for the job ids and users of a hundred thousand.
-    """
-
-    def __init__(self) -> None:
-        self._chunks: list[Mapping[str, ColumnMaker]] = []
-        self._made: dict[str, list[Any]] = {}
-        self.size = 0
-
-    def add(self, size: int, makers: Mapping[str, ColumnMaker]) -> None:
-        assert set(makers) == set(JOB_COLUMNS)
-        self._chunks.append(makers)
-        self.size += size
-        self._made.clear()
-
-    def __getitem__(self, name: str) -> list[Any]:
-        if name not in self._made:
-            if name not in JOB_COLUMNS:
-                raise KeyError(name)
-            column: list[Any] = []
-            for chunk in self._chunks:
-                column.extend(chunk[name]())
-            self._made[name] = column
-        return self._made[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(JOB_COLUMNS)
-
-    def __len__(self) -> int:
-        return len(JOB_COLUMNS)
-
-
-class PlanJobs(LazyRows[JobPlan]):
-    """A plan's job decisions as columns; JobPlan objects made on demand."""
-
-    __slots__ = ("columns",)
-
-    def __init__(self, columns: LazyColumns) -> None:
-        super().__init__(
-            columns.size,
-            lambda index: JobPlan(*(columns[name][index] for name in JOB_COLUMNS)),
-            lambda: itertools.starmap(JobPlan, zip(*(columns[name] for name in JOB_COLUMNS), strict=True)),
-        )
-        self.columns = columns
-
-
-@dataclass(frozen=True, eq=False)  # no slots: `find` caches its index in the instance
-class AccountColumns:
-    """One pool's AccountShare rows as columns, in the rows' order (rank, then name).
-
-    `usage`, `shares` and `past` are (accounts, resources) arrays, `past`
-    None for pure DRF; `present_share` None unless the past adds something.
-    Renderers read the columns (`trail.plan_output`); `row` makes one row.
-    """
-
-    pool: str
-    resources: tuple[str, ...]
-    account: list[str]
-    weight: list[Fraction]
-    running_jobs: list[int]
-    pending_jobs: list[int]
-    usage: IntArray
-    shares: FloatArray
-    dominant_resource: list[str | None]
-    dominant_share: list[float]
-    weighted_share: list[float]
-    rank: list[int]
-    past: IntArray | None = None
-    present_share: list[float] | None = None
-
-    def __len__(self) -> int:
-        return len(self.account)
-
-    @property
-    def blends_past(self) -> bool:
-        return self.past is not None and bool(self.past.any())
-
-    @functools.cached_property
-    def _position(self) -> dict[str, int]:
-        return {name: k for k, name in enumerate(self.account)}
-
-    def scalar(self, name: str) -> Sequence[Any]:
-        """The column of one scalar field of the rows (`pool` included)."""
-        if name == "pool":
-            return [self.pool] * len(self)
-        if name not in _SCALAR_ACCOUNT_FIELDS:
-            raise KeyError(name)
-        if name == "present_share" and self.present_share is None:  # the past adds nothing in the pool
-            return [None] * len(self)
-        column: Sequence[Any] = getattr(self, name)
-        return column
-
-    def find(self, account: str) -> int | None:
-        """The position of `account`'s row, if the pool has one."""
-        return self._position.get(account)
-
-    def rows(self, positions: Sequence[int] | None = None) -> list[AccountShare]:
-        """The rows at `positions` (all by default) as AccountShare objects."""
-        chosen = range(len(self)) if positions is None else positions
-        picked = list(chosen)
-        if not picked:
-            return []
-        usage, shares = self.usage[picked].tolist(), self.shares[picked].tolist()
-        past = self.past[picked].tolist() if self.past is not None else None
-        resources = self.resources
-        empty: Mapping[str, int] = MappingProxyType({})
-        return [
-            AccountShare(
-                self.account[i],
-                self.pool,
-                self.weight[i],
-                self.running_jobs[i],
-                self.pending_jobs[i],
-                MappingProxyType(dict(zip(resources, usage[k], strict=True))),
-                MappingProxyType(dict(zip(resources, shares[k], strict=True))),
-                self.dominant_resource[i],
-                self.dominant_share[i],
-                self.weighted_share[i],
-                self.rank[i],
-                empty
-                if past is None
-                else MappingProxyType({r: a for r, a in zip(resources, past[k], strict=True) if a}),
-                None if self.present_share is None else self.present_share[i],
-            )
-            for k, i in enumerate(picked)
-        ]
-
-
-# The AccountShare fields that are one value per row, kept as lists (`pool` is one per chunk;
-# usage, shares and past are mappings per resource).
-_SCALAR_ACCOUNT_FIELDS: Final = frozenset(f.name for f in fields(AccountShare)) - {"pool", "usage", "shares", "past"}
-
-
-class PlanAccounts(LazyRows[AccountShare]):
-    """A plan's account rows, pool after pool, kept as columns (`chunks`, one per pool);
-    AccountShare objects made on demand."""
-
-    __slots__ = ("chunks",)
-
-    def __init__(self, chunks: Sequence[AccountColumns]) -> None:
-        self.chunks = tuple(chunks)
-        starts = list(itertools.accumulate((len(c) for c in self.chunks), initial=0))
-
-        def one(index: int) -> AccountShare:
-            chunk = bisect.bisect_right(starts, index) - 1
-            return self.chunks[chunk].rows([index - starts[chunk]])[0]
-
-        super().__init__(starts[-1], one, lambda: itertools.chain.from_iterable(c.rows() for c in self.chunks))
-
-    def find(self, pool: str | None, account: str) -> AccountShare | None:
-        for chunk in self.chunks:
-            if chunk.pool == pool:
-                position = chunk.find(account)
-                return None if position is None else chunk.rows([position])[0]
-        return None
-
-
-JOB_COLUMNS: Final = (
-    "job_id",
-    "account",
-    "user",
-    "pool",
-    "order",
-    "level",
-    "value",
-    "current",
-    "action",
-    "reason",
-    "tie",
-    "user_nice",
-    "array_tasks",
-    "band",
-    "path",
-    "path_shares",
-)
-# The job columns only a plan over a tree fills (None elsewhere); the plan JSON has them only then.
-TREE_JOB_COLUMNS: Final = ("path", "path_shares")
-
-
 def compute_plan(
     snapshot: Snapshot, config: Config, state: PolicyState = EMPTY_STATE, past: UsageByPool | None = None
 ) -> Plan:
     """The whole decision for one snapshot: shares, order and values.
 
     `past` is each account's decayed average allocation per pool and
-    resource (policy.history); it counts only when `config.history` is set
+    resource (policy.decayed_usage); it counts only when `config.history` is set
     with a weight above 0, so without it the plan is pure DRF.
     """
     table = snapshot.table
     pools = build_pools(snapshot, config)
+    jobs = _classify(snapshot, config, pools)
+    warnings = list(jobs.warnings)
+    fingerprint = running_fingerprint([table.job_id[i] for i in np.flatnonzero(jobs.holding).tolist()])
+    ties = TieBook.open(state, fingerprint, config.tie_half_life)
+
+    space = label_space(config, snapshot.priority_weights, snapshot.scheduler_parameters)
+    columns = LazyColumns()
+    pool_plans: list[PoolPlan] = []
+    account_rows: list[AccountColumns] = []
+    orders: list[PoolOrder] = []
+    for number, (name, partitions) in enumerate(pools):
+        capacity_map, node_count = compute_capacity(
+            snapshot, partitions, config.resources, config.include_unavailable_nodes
+        )
+        in_pool = (jobs.pool == number) & ~jobs.excluded
+        running_rows = np.flatnonzero(in_pool & jobs.holding)
+        pending_rows = np.flatnonzero(in_pool & jobs.pending & ~jobs.held)
+        if not any(capacity_map.values()) and (len(running_rows) or len(pending_rows)):
+            warnings.append(
+                f"pool {name}: no capacity in {', '.join(config.resources)}; its jobs are "
+                "ordered by tie rule and Slurm's order only"
+            )
+        given = _PoolInput(
+            name,
+            capacity_map,
+            table,
+            running_rows,
+            pending_rows,
+            past_usage(past, name, config, table.accounts, table),
+            jobs.weights,
+            config,
+            state,
+            ties,
+            space,
+            columns.size,
+            jobs.tree,
+        )
+        result = _plan_pool(given)
+        columns.add(result.size, result.makers)
+        orders.append(result.order)
+        warnings.extend(result.warnings)
+        account_rows.append(result.accounts)
+        pool_plans.append(_pool_plan(partitions, node_count, capacity_map, space, result.order))
+
+    columns.add(*_skipped_rows(table, jobs, pools, config.mode, state))
+
+    next_state = ties.state(state.jobs)
+    return Plan(
+        cluster=snapshot.cluster,
+        mode=config.mode,
+        scale=config.scale,
+        resources=tuple(config.resources),
+        pools=tuple(pool_plans),
+        accounts=PlanAccounts(account_rows),
+        jobs=PlanJobs(columns),
+        warnings=tuple(warnings),
+        state=next_state,
+        taken_at=snapshot.taken_at,
+        orders=tuple(orders),
+    )
+
+
+def _pool_plan(
+    partitions: Sequence[str], node_count: int, capacity_map: Mapping[str, int], space: LabelSpace, record: PoolOrder
+) -> PoolPlan:
+    """The plan's summary of one pool (its tree's rows where it was ordered over a tree)."""
+    return PoolPlan(
+        record.pool,
+        tuple(partitions),
+        node_count,
+        MappingProxyType(dict(capacity_map)),
+        space.horizon,
+        record.exact,
+        space.gap,
+        space.separable,
+        record.tree.rows if record.tree is not None else (),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _JobClasses:
+    """What `compute_plan` knows of every job of the snapshot before it plans a pool.
+
+    `pool` is each job's pool (-1: no managed partition); `holding` (running
+    or holding its allocation), `pending`, `excluded` (its account is) and
+    `held` are per job. `weights` are the accounts' (by code), `tree` Slurm's
+    account tree when the plan orders over it.
+    """
+
+    pool: IntArray
+    holding: BoolArray
+    pending: BoolArray
+    excluded: BoolArray
+    held: BoolArray
+    weights: list[Fraction]
+    tree: _TreeContext | None
+    warnings: tuple[str, ...]
+
+
+def _classify(snapshot: Snapshot, config: Config, pools: Sequence[tuple[str, tuple[str, ...]]]) -> _JobClasses:
+    """Each job's pool and state, each account's weight and exclusion (by path over a tree, §7)."""
+    table = snapshot.table
     pool_index: dict[str, int] = {}
     for number, (_, partitions) in enumerate(pools):
         for partition in partitions:
@@ -486,227 +315,224 @@ def compute_plan(
     )
     held = table.held | (table.priority == 0)
 
-    fingerprint = running_fingerprint([table.job_id[i] for i in np.flatnonzero(holding).tolist()])
-    epoch, wins = advance_state(state, fingerprint, config.tie_half_life)
-    committed = dict(wins)  # what this plan starts from; `wins` also counts its own
-    plan_wins: dict[str, float] = {}
+    return _JobClasses(job_pool, holding, pending, excluded, held, weights, tree, tuple(warnings))
 
-    space = label_space(config, snapshot.priority_weights, snapshot.scheduler_parameters)
-    columns = LazyColumns()
-    pool_plans: list[PoolPlan] = []
-    account_rows: list[AccountColumns] = []
-    orders: list[PoolOrder] = []
-    for number, (name, partitions) in enumerate(pools):
-        capacity_map, node_count = compute_capacity(
-            snapshot, partitions, config.resources, config.include_unavailable_nodes
-        )
-        in_pool = (job_pool == number) & ~excluded
-        running_rows = np.flatnonzero(in_pool & holding)
-        pending_rows = np.flatnonzero(in_pool & pending & ~held)
-        if not any(capacity_map.values()) and (len(running_rows) or len(pending_rows)):
+
+@dataclass(frozen=True, slots=True)
+class _PoolInput:
+    """One pool to plan: everything `_plan_pool` reads.
+
+    `running_rows` and `pending_rows` are the pool's rows of the snapshot's
+    job table (pending: the ones it orders); `past` (A, R) is what the
+    decayed past adds to each account, or None; `offset` is where the
+    pool's jobs start in the plan's job columns; `ties` counts the wins.
+    """
+
+    pool: str
+    capacity_map: Mapping[str, int]
+    table: JobTable
+    running_rows: IntArray
+    pending_rows: IntArray
+    past: IntArray | None
+    weights: Sequence[Fraction]
+    config: Config
+    state: PolicyState
+    ties: TieBook
+    space: LabelSpace
+    offset: int
+    tree: _TreeContext | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _PoolResult:
+    """One pool's plan: its account rows, its job columns (`size` rows, made when read), its order record."""
+
+    accounts: AccountColumns
+    size: int
+    makers: Mapping[str, ColumnMaker]
+    order: PoolOrder
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _PoolJobs:
+    """A pool's pending jobs in Slurm's order (`rows`), with what the values need, and its running usage."""
+
+    rows: IntArray
+    slurm_order: IntArray  # positions into the pool's pending_rows
+    account_of: IntArray
+    demand: IntArray  # (J, R) each job's whole demand: TRES x array tasks
+    usage: IntArray  # (A, R) the running allocation per account
+    running_count: IntArray
+    capacity: IntArray
+    own_nice: IntArray
+    current: list[Any]
+    our_part: IntArray
+    ours: BoolArray
+
+
+def _plan_pool(given: _PoolInput) -> _PoolResult:
+    """Order one pool's pending jobs (docs/rule.md §2, or §7 over a tree) and label them (§5)."""
+    config, mode = given.config, given.config.mode
+    jobs = _pool_jobs(given)
+    before, ordering, by_tree = _order_pool(given, jobs)
+    order = ordering.order
+    taken = jobs.slurm_order[order]  # positions into the pool's pending_rows / ids / adjustments
+    own = jobs.own_nice[taken]
+    offset = value_offset(config)
+    labelling = assign_labels(labels_of(mode, jobs.our_part[taken], offset), jobs.ours[taken], given.space)
+    warnings: list[str] = []
+    if labelling.exact < min(given.space.horizon, len(order)):
+        warnings.append(_band_warning(given.pool, config, given.space, labelling.exact))
+    written = mode_values(mode, labelling.labels, offset, own)
+    if mode == "nice":
+        clipped = int(np.count_nonzero(written != own + np.minimum(labelling.labels - offset, -1)))
+        if clipped:
             warnings.append(
-                f"pool {name}: no capacity in {', '.join(config.resources)}; its jobs are "
-                "ordered by tie rule and Slurm's order only"
+                f"pool {given.pool}: {clipped} job(s) carry a nice of their own that does not fit beside "
+                f"ours in Slurm's range (+/-{NICE_LIMIT}); their values were clipped and may tie"
             )
-        account_rows.append(
-            _plan_pool(
-                name,
-                capacity_map,
-                table,
-                running_rows,
-                pending_rows,
-                past_usage(past, name, config, table.accounts, table),
-                weights,
-                config,
-                state,
-                epoch,
-                wins,
-                plan_wins,
-                space,
-                columns,
-                orders,
-                warnings,
-                tree,
-            )
-        )
-        record = orders[-1] if orders and orders[-1].pool == name else None
-        exact = record.exact if record is not None else 0
-        pool_plans.append(
-            PoolPlan(
-                name,
-                tuple(partitions),
-                node_count,
-                MappingProxyType(capacity_map),
-                space.horizon,
-                exact,
-                space.gap,
-                space.separable,
-                record.tree.rows if record is not None and record.tree is not None else (),
-            )
-        )
-
-    _skipped_rows(table, job_pool, pending, excluded, held, pools, config.mode, state, columns)
-
-    next_state = PolicyState(
-        epoch=epoch,
-        fingerprint=fingerprint,
-        tie_wins=MappingProxyType(committed),
-        plan_wins=MappingProxyType(plan_wins),
-        jobs=state.jobs,
+    record = PoolOrder(
+        given.pool,
+        given.offset,
+        tuple(jobs.capacity.tolist()),
+        given.weights,
+        before,
+        jobs.account_of,
+        ordering,
+        labelling.exact,
+        by_tree,
     )
-    return Plan(
-        cluster=snapshot.cluster,
-        mode=config.mode,
-        scale=config.scale,
-        resources=tuple(config.resources),
-        pools=tuple(pool_plans),
-        accounts=PlanAccounts(account_rows),
-        jobs=PlanJobs(columns),
-        warnings=tuple(warnings),
-        state=next_state,
-        taken_at=snapshot.taken_at,
-        orders=tuple(orders),
+    makers = _job_makers(given, jobs, record, _pick(jobs.current, taken), (written.tolist(), own))
+    accounts = len(given.table.accounts)
+    pending_count = np.bincount(jobs.account_of, minlength=accounts)
+    present = np.flatnonzero((jobs.running_count > 0) | (pending_count > 0))
+    listed = present.tolist()
+    rows = _PresentAccounts(
+        [given.table.accounts[a] for a in listed],
+        [given.weights[a] for a in listed],
+        jobs.usage[present],
+        jobs.running_count[present].tolist(),
+        pending_count[present].tolist(),
+        None if given.past is None else given.past[present],
     )
+    shares = _account_shares(given.pool, rows, given.capacity_map, config.resources)
+    return _PoolResult(shares, len(order), makers, record, tuple(warnings))
 
 
-def _plan_pool(
-    pool: str,
-    capacity_map: Mapping[str, int],
-    table: JobTable,
-    running_rows: IntArray,
-    pending_rows: IntArray,
-    past: IntArray | None,
-    weights: Sequence[Fraction],
-    config: Config,
-    state: PolicyState,
-    epoch: int,
-    wins: dict[str, float],
-    plan_wins: dict[str, float],
-    space: LabelSpace,
-    columns: LazyColumns,
-    orders: list[PoolOrder],
-    warnings: list[str],
-    tree: _TreeContext | None = None,
-) -> AccountColumns:
-    resources = config.resources
-    mode = config.mode
+def _pool_jobs(given: _PoolInput) -> _PoolJobs:
+    """The pool's running usage per account and its pending jobs in Slurm's order, with what Slurm holds."""
+    table, resources, mode = given.table, given.config.resources, given.config.mode
+    running_rows, pending_rows = given.running_rows, given.pending_rows
     accounts = len(table.accounts)
     tres = [table.column(r) for r in resources]
     usage = np.zeros((accounts, len(resources)), dtype=np.int64)
     running_account = table.account[running_rows]
     for col, values in enumerate(tres):
         np.add.at(usage[:, col], running_account, values[running_rows])
-    running_count = np.bincount(running_account, minlength=accounts)
-    capacity = np.array([capacity_map[r] for r in resources], dtype=np.int64)
-
     # Site factors only when they can matter (site_factor mode).
     site_factors = _pick(table.site_factor, pending_rows) if mode == "site_factor" else []
     base, own_nice, current, our_part, ours = adjust_for_memory(
-        table.priority[pending_rows], table.nice[pending_rows], site_factors, mode, _recall(table, pending_rows, state)
+        table.priority[pending_rows],
+        table.nice[pending_rows],
+        site_factors,
+        mode,
+        _recall(table, pending_rows, given.state),
     )
     slurm_order = np.lexsort(
         (table.job_number[pending_rows], table.submit_time[pending_rows], -base, table.account[pending_rows])
     )
     rows = pending_rows[slurm_order]
-    account_of = table.account[rows]
-    demand = (
-        np.stack([values[rows] for values in tres], axis=1)
-        if len(resources)
-        else np.zeros((len(rows), 0), dtype=np.int64)
+    demand = _tres_rows(tres, rows) * table.array_tasks[rows][:, None]
+    return _PoolJobs(
+        rows,
+        slurm_order,
+        table.account[rows],
+        demand,
+        usage,
+        np.bincount(running_account, minlength=accounts),
+        np.array([given.capacity_map[r] for r in resources], dtype=np.int64),
+        own_nice,
+        current,
+        our_part,
+        ours,
     )
-    demand = demand * table.array_tasks[rows][:, None]
-    by_tree: TreeOrdering | None = None
-    if tree is None:
-        before = compute_before(demand, account_of, usage if past is None else usage + past)
-        ordering = order_pending(before, account_of, capacity, weights, table.accounts, epoch, wins, plan_wins)
-    else:
-        allocation = (
-            np.stack([values[running_rows] for values in tres], axis=1)
-            if len(resources)
-            else np.zeros((len(running_rows), 0), dtype=np.int64)
-        )
-        from slurm_drf.policy.tree_order import RunningJobs, order_tree  # noqa: PLC0415  (only over a tree)
 
-        running = RunningJobs(running_account, list(map(table.user.__getitem__, running_rows.tolist())), allocation)
-        by_tree = order_tree(
-            tree.tree,
-            tree.weights,
-            config.fairness_within_account,
-            table.accounts,
-            weights,
-            account_of,
-            list(map(table.user.__getitem__, rows.tolist())),
-            demand,
-            running,
-            usage,
-            past,
-            capacity,
-            epoch,
-            wins,
-            plan_wins,
-            resources,
-        )
-        before, ordering = by_tree.before, by_tree.ordering
+
+def _tres_rows(tres: Sequence[IntArray], rows: IntArray) -> IntArray:
+    """(rows, R) the TRES columns at `rows`."""
+    if not len(tres):
+        return np.zeros((len(rows), 0), dtype=np.int64)
+    stacked: IntArray = np.stack([values[rows] for values in tres], axis=1)
+    return stacked
+
+
+def _order_pool(given: _PoolInput, jobs: _PoolJobs) -> tuple[IntArray, Ordering, TreeOrdering | None]:
+    """The pool's DRF order: §2's engine, or H-DRF over Slurm's tree (§7); each job's usage before it."""
+    table, past = given.table, given.past
+    if given.tree is None:
+        before = compute_before(jobs.demand, jobs.account_of, jobs.usage if past is None else jobs.usage + past)
+        ordering = order_pending(before, jobs.account_of, jobs.capacity, given.weights, table.accounts, given.ties)
+        return before, ordering, None
+    from slurm_drf.policy.tree_order import RunningJobs, TreeRequest, order_tree  # noqa: PLC0415  (only over a tree)
+
+    running_rows = given.running_rows
+    allocation = _tres_rows([table.column(r) for r in given.config.resources], running_rows)
+    running_users = list(map(table.user.__getitem__, running_rows.tolist()))
+    request = TreeRequest(
+        given.tree.tree,
+        given.tree.weights,
+        given.config.fairness_within_account,
+        table.accounts,
+        given.weights,
+        jobs.account_of,
+        list(map(table.user.__getitem__, jobs.rows.tolist())),
+        jobs.demand,
+        RunningJobs(table.account[running_rows], running_users, allocation),
+        jobs.usage,
+        past,
+        jobs.capacity,
+        given.ties,
+        given.config.resources,
+    )
+    by_tree = order_tree(request)
+    return by_tree.before, by_tree.ordering, by_tree
+
+
+def _job_makers(
+    given: _PoolInput,
+    jobs: _PoolJobs,
+    record: PoolOrder,
+    now: list[Any],
+    values: tuple[list[Any], IntArray],
+) -> dict[str, ColumnMaker]:
+    """The pool's job columns, each made when read: `now` what Slurm holds, `values` (written, own nice)."""
+    ordering, by_tree, exact, pool = record.ordering, record.tree, record.exact, given.pool
     order = ordering.order
-    level_sorted = ordering.level[order]
-    taken = slurm_order[order]  # positions into the pool's pending_rows / ids / adjustments
-    own = own_nice[taken]
-    now = _pick(current, taken)
-    offset = value_offset(config)
-    labelling = assign_labels(labels_of(mode, our_part[taken], offset), ours[taken], space)
-    if labelling.exact < min(space.horizon, len(order)):
-        warnings.append(_band_warning(pool, config, space, labelling.exact))
-    written = mode_values(mode, labelling.labels, offset, own)
-    if mode == "nice":
-        clipped = int(np.count_nonzero(written != own + np.minimum(labelling.labels - offset, -1)))
-        if clipped:
-            warnings.append(
-                f"pool {pool}: {clipped} job(s) carry a nice of their own that does not fit beside "
-                f"ours in Slurm's range (+/-{NICE_LIMIT}); their values were clipped and may tie"
-            )
-    written_list = written.tolist()
-    rows_sorted = rows[order]
+    written_list, own = values
+    rows_sorted = jobs.rows[order]
     count = len(rows_sorted)
+    table = given.table
     job_ids, users, names = table.job_id, table.user, table.accounts
-    exact = labelling.exact
-    orders.append(
-        PoolOrder(pool, columns.size, tuple(capacity.tolist()), weights, before, account_of, ordering, exact, by_tree)
-    )
-    columns.add(
-        count,
-        {
-            "job_id": lambda: _pick(job_ids, rows_sorted),
-            "account": lambda: _pick(names, account_of[order]),
-            "user": lambda: _pick(users, rows_sorted),
-            "pool": lambda: [pool] * count,
-            "order": lambda: list(range(count)),
-            "level": level_sorted.tolist,
-            "value": lambda: written_list,
-            "current": lambda: now,
-            "action": lambda: ["keep" if c == w else "set" for c, w in zip(now, written_list, strict=True)],
-            "reason": lambda: [None] * count,
-            "tie": ordering.tied[order].tolist,
-            "user_nice": own.tolist,
-            "array_tasks": table.array_tasks[rows_sorted].tolist,
-            "band": lambda: ["exact"] * exact + ["coarse"] * (count - exact),
-            "path": lambda: [None] * count if by_tree is None else list(by_tree.leaf_keys),
-            "path_shares": lambda: [None] * count if by_tree is None else by_tree.all_path_shares(),
-        },
-    )
-
-    pending_count = np.bincount(account_of, minlength=accounts)
-    present = np.flatnonzero((running_count > 0) | (pending_count > 0))
-    return _account_shares(
-        pool,
-        [table.accounts[a] for a in present.tolist()],
-        [weights[a] for a in present.tolist()],
-        usage[present],
-        capacity_map,
-        resources,
-        running_count[present].tolist(),
-        pending_count[present].tolist(),
-        None if past is None else past[present],
-    )
+    account_of = jobs.account_of
+    return {
+        "job_id": lambda: _pick(job_ids, rows_sorted),
+        "account": lambda: _pick(names, account_of[order]),
+        "user": lambda: _pick(users, rows_sorted),
+        "pool": lambda: [pool] * count,
+        "order": lambda: list(range(count)),
+        "level": ordering.level[order].tolist,
+        "value": lambda: written_list,
+        "current": lambda: now,
+        "action": lambda: ["keep" if c == w else "set" for c, w in zip(now, written_list, strict=True)],
+        "reason": lambda: [None] * count,
+        "tie": ordering.tied[order].tolist,
+        "user_nice": own.tolist,
+        "array_tasks": table.array_tasks[rows_sorted].tolist,
+        "band": lambda: ["exact"] * exact + ["coarse"] * (count - exact),
+        "path": lambda: [None] * count if by_tree is None else list(by_tree.leaf_keys),
+        "path_shares": lambda: [None] * count if by_tree is None else by_tree.all_path_shares(),
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -794,16 +620,13 @@ def _band_warning(pool: str, config: Config, space: LabelSpace, exact: int) -> s
 
 def _skipped_rows(
     table: JobTable,
-    job_pool: IntArray,
-    pending: BoolArray,
-    excluded: BoolArray,
-    held: BoolArray,
+    jobs: _JobClasses,
     pools: Sequence[tuple[str, tuple[str, ...]]],
     mode: str,
     state: PolicyState,
-    columns: LazyColumns,
-) -> None:
-    """Pending jobs the plan leaves alone, each with its reason."""
+) -> tuple[int, dict[str, ColumnMaker]]:
+    """Pending jobs the plan leaves alone, each with its reason: their job columns (count, makers)."""
+    job_pool, pending, excluded, held = jobs.pool, jobs.pending, jobs.excluded, jobs.held
     skip = pending & ((job_pool < 0) | excluded | held)
     rows: list[tuple[Any, ...]] = []
     for i in np.flatnonzero(skip).tolist():
@@ -835,21 +658,23 @@ def _skipped_rows(
         )
         rows.append(row)
     made: list[list[Any]] = [list(column) for column in zip(*rows, strict=True)] if rows else [[] for _ in JOB_COLUMNS]
-    columns.add(
-        len(rows), {name: functools.partial(list, column) for name, column in zip(JOB_COLUMNS, made, strict=True)}
-    )
+    return len(rows), {name: functools.partial(list, column) for name, column in zip(JOB_COLUMNS, made, strict=True)}
+
+
+@dataclass(frozen=True, slots=True)
+class _PresentAccounts:
+    """The accounts with a running or pending job in a pool: names, weights, usage (A, R), job counts, past."""
+
+    names: list[str]
+    fractions: list[Fraction]
+    usage: IntArray
+    running_count: list[int]
+    pending_count: list[int]
+    past: IntArray | None = None
 
 
 def _account_shares(
-    pool: str,
-    account_names: list[str],
-    fractions: list[Fraction],
-    usage: IntArray,
-    capacity_map: Mapping[str, int],
-    resources: Sequence[str],
-    running_count: list[int],
-    pending_count: list[int],
-    past: IntArray | None = None,
+    pool: str, present_accounts: _PresentAccounts, capacity_map: Mapping[str, int], resources: Sequence[str]
 ) -> AccountColumns:
     """One row per account present in the pool, ranked by weighted share (lowest first).
 
@@ -860,6 +685,9 @@ def _account_shares(
     no dominant resource (None), not the first of a row of zeros.
     Shares are over the running usage plus what the past adds (`past`).
     """
+    account_names, fractions = present_accounts.names, present_accounts.fractions
+    running_count, pending_count = present_accounts.running_count, present_accounts.pending_count
+    usage, past = present_accounts.usage, present_accounts.past
     running = usage
     if past is not None:
         usage = usage + past

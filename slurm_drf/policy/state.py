@@ -6,6 +6,7 @@ Pure. Persisting it is `cycle.store`'s job.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Callable, ItemsView, Iterable, Iterator, Mapping, Sequence, ValuesView
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -14,7 +15,7 @@ from typing import Final
 import numpy as np
 
 from slurm_drf.config.settings import MODES
-from slurm_drf.model.types import BoolArray, IntArray, plain_number
+from slurm_drf.model.types import BoolArray, FloatArray, IntArray, plain_number
 
 # No person sets a nice below this by hand (sites' hand-set nices stay within
 # +/-10,000; a negative one needs operator rights), while slurm-drf's values in
@@ -292,3 +293,65 @@ def advance_state(state: PolicyState, fingerprint: str, half_life: float) -> tup
         if value > 1e-6:
             merged[account] = value
     return state.epoch + 1, merged
+
+
+@dataclass(slots=True, eq=False)
+class TieBook:
+    """The tie rule of one plan and its memory (docs/rule.md §2, "Ties never starve anyone").
+
+    Among rows (accounts, tree nodes) of exactly the same share and share
+    vector the rule takes the one of fewer tie wins, then of the smaller
+    rotation key of `epoch`, then of the smaller key (which only makes
+    entries unique: two rotation keys alike are a 2**-64 event). `wins`
+    is what the rule compares: the `committed` wins the plan started from
+    plus the wins it counted itself, `plan_wins`. The engines read and
+    count through the book (`rank`, `win`); the plan hands its `state`
+    on. Keys are account names, or tree keys over a tree.
+    """
+
+    epoch: int = 0
+    wins: dict[str, float] = field(default_factory=dict)
+    plan_wins: dict[str, float] = field(default_factory=dict)
+    committed: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    fingerprint: str = ""
+
+    @classmethod
+    def open(cls, state: PolicyState, fingerprint: str, half_life: float) -> TieBook:
+        """The book a plan starts from: the epoch and the committed wins after `state` (`advance_state`)."""
+        epoch, committed = advance_state(state, fingerprint, half_life)
+        return cls(epoch, dict(committed), {}, MappingProxyType(committed), fingerprint)
+
+    def count(self, key: str) -> float:
+        return self.wins.get(key, 0.0)
+
+    def rotation(self, key: str) -> int:
+        return rotation_key(self.epoch, key)
+
+    def rotations(self, keys: Sequence[str]) -> list[int]:
+        return rotation_key_list(self.epoch, keys)
+
+    def rank(self, key: str) -> tuple[float, int, str]:
+        """The rule's key among full ties, smaller first: (tie wins, rotation key, key)."""
+        return (self.wins.get(key, 0.0), rotation_key(self.epoch, key), key)
+
+    def win(self, key: str) -> float:
+        """`key` won a tie (it was placed while another waited at its share): its wins now."""
+        won = self.wins[key] = self.wins.get(key, 0.0) + 1.0
+        self.plan_wins[key] = self.plan_wins.get(key, 0.0) + 1.0
+        return won
+
+    def win_each(self, keys: Sequence[str], held: FloatArray) -> None:
+        """Each of `keys` (distinct) won one tie, holding `held[k]` wins: one update for a tie of many."""
+        self.wins.update(zip(keys, (held + 1.0).tolist(), strict=True))
+        won = np.fromiter(map(self.plan_wins.get, keys, itertools.repeat(0.0)), dtype=np.float64, count=len(keys))
+        self.plan_wins.update(zip(keys, (won + 1.0).tolist(), strict=True))
+
+    def state(self, jobs: Mapping[str, JobMemory]) -> PolicyState:
+        """The state after the plan: its epoch and fingerprint, the committed wins, the wins it counted."""
+        return PolicyState(
+            epoch=self.epoch,
+            fingerprint=self.fingerprint,
+            tie_wins=self.committed,
+            plan_wins=MappingProxyType(self.plan_wins),
+            jobs=jobs,
+        )

@@ -2,11 +2,11 @@
 
 Pure, under `policy.plan`: builds the tree of a pool from the snapshot's
 association tree (`model.tree.AccountTree`), the jobs and the tree's
-weights (`policy.tree.compute_tree_weights`), lays it out for the engine
+weights (`policy.tree_weights.compute_tree_weights`), lays it out for the engine
 straight from the join (`_compile`: the `hierarchy.CompiledTree` that
 `hierarchy.compile_tree` would make of the same tree as `TreeNode`s, without
 re-checking what the join made), orders it with
-`hierarchy_online.order_compiled`, and hands `policy.plan` the same
+`merge_engine.order_compiled`, and hands `policy.plan` the same
 `Ordering` the flat engine gives, so that labels, the plan and explain read
 it alike.
 
@@ -54,6 +54,7 @@ from types import MappingProxyType
 from typing import Any, Final, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from slurm_drf.config.settings import WithinAccount
 from slurm_drf.model.account_tree import PATH_SEPARATOR, AccountTree
@@ -68,10 +69,11 @@ from slurm_drf.policy.hierarchy import (
     inner_share,
     leaf_share,
 )
-from slurm_drf.policy.hierarchy_online import order_compiled
+from slurm_drf.policy.merge_engine import order_compiled
 from slurm_drf.policy.order import Ordering, compute_before
 from slurm_drf.policy.pools import weighted_shares
-from slurm_drf.policy.tree import ONE, TreeWeights
+from slurm_drf.policy.state import TieBook
+from slurm_drf.policy.tree_weights import ONE, TreeWeights
 
 USER_LEAF: Final = "user="
 JOBS_LEAF: Final = "jobs="
@@ -234,116 +236,144 @@ class TreeOrdering:
         return out
 
 
-def order_tree(  # noqa: C901
-    tree: AccountTree,
-    weights: TreeWeights,
-    within: WithinAccount,
-    account_names: Sequence[str],
-    account_weights: Sequence[Fraction],
-    account_of: IntArray,
-    user_of: Sequence[str],
-    demand: IntArray,
-    running: RunningJobs,
-    usage: IntArray,
-    past: IntArray | None,
-    capacity: IntArray,
-    epoch: int,
-    wins: dict[str, float],
-    plan_wins: dict[str, float],
-    resources: Sequence[str],
-) -> TreeOrdering:
-    """Order the pool's pending jobs (rows grouped by account, Slurm's order within) by H-DRF.
+@dataclass(frozen=True, slots=True)
+class TreeRequest:
+    """One pool's pending jobs to order over Slurm's tree: everything `order_tree` reads.
 
-    `running` holds the pool's running jobs, `usage` (A, R) their sum per
-    account; `past` is (A, R) what the decayed past adds to each account, or
-    None. Tie wins are keyed by tree key, as the flat engine keys them by
-    account name. `resources` names the columns (the rows' usage keys).
+    Rows (`account_of`, `user_of`, `demand`) are grouped by account, in
+    Slurm's order within; `running` holds the pool's running jobs, `usage`
+    (A, R) their sum per account; `past` is (A, R) what the decayed past
+    adds to each account, or None. `ties` counts the tie wins, keyed by
+    tree key (as the flat engine keys them by account name). `resources`
+    names the columns (the rows' usage keys).
     """
-    width = int(capacity.shape[0])
-    root = _Branch(ONE, {})
-    branches: dict[int, _Branch] = {}
 
-    def account_branch(code: int) -> _Branch:
-        found = branches.get(code)
-        if found is not None:
-            return found
-        name = account_names[code]
-        node = root
-        # The root account's own jobs, and an account the tree lacks, hang under the root.
-        for step in tree.path(name) or (name,):
-            key = node_name(step)
-            child = node.children.get(key)
-            if child is None:
-                # An account the tree lacks weighs what the config gives it, as without a tree.
-                child = node.children[key] = _Branch(weights.accounts.get(step, account_weights[code]), {})
-            node = child
-        branches[code] = node
-        return node
+    tree: AccountTree
+    weights: TreeWeights
+    within: WithinAccount
+    account_names: Sequence[str]
+    account_weights: Sequence[Fraction]
+    account_of: IntArray
+    user_of: Sequence[str]
+    demand: IntArray
+    running: RunningJobs
+    usage: IntArray
+    past: IntArray | None
+    capacity: IntArray
+    ties: TieBook
+    resources: Sequence[str]
 
-    def leaf(code: int, user: str) -> _Branch:
-        """The leaf of the jobs of (account, user), made once per distinct pair (escaped: no account's name)."""
-        if within == "user":
-            name = USER_LEAF + node_name(user)
-            weight = weights.users.get((account_names[code], user), ONE)
-        else:
-            name, weight = JOBS_LEAF, ONE
-        branch = account_branch(code).children[name] = _Branch(weight, {}, [0] * width, [])
-        return branch
 
-    # Each job's (account, user) as one number, so that `leaf` runs once per leaf, not per job.
-    codes = np.r_[running.account, account_of].astype(np.int64)
-    people = [*running.user, *user_of]
-    if within == "user":
-        user_code = {u: i for i, u in enumerate(dict.fromkeys(people))}
-        names = list(user_code)
-        pairs = codes * len(names) + np.array(list(map(user_code.__getitem__, people)), dtype=np.int64)
-    else:
-        names, pairs = [""], codes
-    distinct, inverse = np.unique(pairs, return_inverse=True)
-    span = max(len(names), 1)
-    leaves = [leaf(k // span, names[k % span]) for k in distinct.tolist()]
-    per_job = inverse.reshape(-1).astype(np.int64, copy=False)
-    held, waiting = per_job[: len(running.account)], per_job[len(running.account) :]
-    allocation = np.zeros((len(leaves), width), dtype=np.int64)
-    np.add.at(allocation, held, running.allocation.reshape(len(held), width))
-    counts = np.bincount(held, minlength=len(leaves)).tolist()
-    by_leaf = np.argsort(waiting, kind="stable")  # positions of each leaf's jobs, in Slurm's order
-    bounds = np.r_[0, np.cumsum(np.bincount(waiting, minlength=len(leaves)))].tolist()
-    grouped = by_leaf.tolist()
-    for index, (branch, usage_row) in enumerate(zip(leaves, allocation.tolist(), strict=True)):
-        branch.usage, branch.running = usage_row, counts[index]
-        branch.rows = grouped[bounds[index] : bounds[index + 1]]
-
-    if past is not None:
-        for code in np.flatnonzero(past.any(axis=1)).tolist():
-            if code in branches:
-                branches[code].children[PAST_LEAF] = _Branch(ONE, {}, past[code].tolist(), [])
-
-    compiled, rows_of = _compile(root, demand.astype(np.int64, copy=False), capacity.tolist())
-    hierarchy = order_compiled(compiled, epoch, wins, plan_wins)
+def order_tree(request: TreeRequest) -> TreeOrdering:
+    """Order the pool's pending jobs by H-DRF over the pool's tree (docs/rule.md §7, "In the plan")."""
+    root = _TreeBuilder(request).build()
+    demand = request.demand.astype(np.int64, copy=False)
+    compiled, rows_of = _compile(root, demand, request.capacity.tolist())
+    hierarchy = order_compiled(compiled, request.ties)
     leaf_path = {n: PATH_SEPARATOR.join((compiled.key[n], *compiled.names[n][1:])) for n in compiled.leaves}
     # Each compiled leaf's first job in `rows_of`.
     own = [len(compiled.jobs[n]) for n in compiled.leaves]
     first = np.zeros(len(compiled.parent), dtype=np.int64)
     first[list(compiled.leaves)] = np.cumsum(own) - own
     order = rows_of[first[hierarchy.leaf] + hierarchy.job]
+    return TreeOrdering(
+        *_flat_ordering(request, order, hierarchy.tied),
+        hierarchy,
+        tuple(map(leaf_path.__getitem__, hierarchy.leaf.tolist())),
+        tree_rows(root, compiled, request.resources, hierarchy.start),
+    )
+
+
+def _flat_ordering(
+    request: TreeRequest, order: IntArray, tied_in_order: npt.NDArray[np.bool_]
+) -> tuple[Ordering, IntArray]:
+    """The tree's order as the flat engine's `Ordering`, and each job's usage before it in that order."""
     count = len(order)
     tied = np.zeros(count, dtype=np.bool_)
     if count:
-        tied[order] = hierarchy.tied
-    before = _before_in_order(order, account_of, demand, usage if past is None else usage + past)
+        tied[order] = tied_in_order
+    usage = request.usage if request.past is None else request.usage + request.past
+    before = _before_in_order(order, request.account_of, request.demand, usage)
     # A job's level is §2's: its account's weighted dominant share before it, in the plan's order.
-    level = weighted_shares(before, capacity, account_weights, account_of)
+    level = weighted_shares(before, request.capacity, request.account_weights, request.account_of)
     placed = level[order]
     new_level = np.r_[True, placed[1:] != placed[:-1]] if count else np.zeros(0, dtype=np.bool_)
-    ordering = Ordering(order, level, tied, new_level, new_level.copy())
-    return TreeOrdering(
-        ordering,
-        before,
-        hierarchy,
-        tuple(map(leaf_path.__getitem__, hierarchy.leaf.tolist())),
-        tree_rows(root, compiled, resources, hierarchy.start),
-    )
+    return Ordering(order, level, tied, new_level, new_level.copy()), before
+
+
+class _TreeBuilder:
+    """The pool's tree of `_Branch`es from a request: accounts on their paths, their leaves, their past."""
+
+    def __init__(self, request: TreeRequest) -> None:
+        self.request = request
+        self.width = int(request.capacity.shape[0])
+        self.root = _Branch(ONE, {})
+        self.branches: dict[int, _Branch] = {}
+
+    def build(self) -> _Branch:
+        self._add_jobs()
+        past = self.request.past
+        if past is not None:
+            for code in np.flatnonzero(past.any(axis=1)).tolist():
+                if code in self.branches:
+                    self.branches[code].children[PAST_LEAF] = _Branch(ONE, {}, past[code].tolist(), [])
+        return self.root
+
+    def _account(self, code: int) -> _Branch:
+        found = self.branches.get(code)
+        if found is not None:
+            return found
+        request = self.request
+        name = request.account_names[code]
+        node = self.root
+        # The root account's own jobs, and an account the tree lacks, hang under the root.
+        for step in request.tree.path(name) or (name,):
+            key = node_name(step)
+            child = node.children.get(key)
+            if child is None:
+                # An account the tree lacks weighs what the config gives it, as without a tree.
+                weight = request.weights.accounts.get(step, request.account_weights[code])
+                child = node.children[key] = _Branch(weight, {})
+            node = child
+        self.branches[code] = node
+        return node
+
+    def _leaf(self, code: int, user: str) -> _Branch:
+        """The leaf of the jobs of (account, user), made once per distinct pair (escaped: no account's name)."""
+        if self.request.within == "user":
+            name = USER_LEAF + node_name(user)
+            weight = self.request.weights.users.get((self.request.account_names[code], user), ONE)
+        else:
+            name, weight = JOBS_LEAF, ONE
+        branch = self._account(code).children[name] = _Branch(weight, {}, [0] * self.width, [])
+        return branch
+
+    def _add_jobs(self) -> None:
+        """Every running and pending job to its leaf: the leaves' usage, running count and rows."""
+        running, width = self.request.running, self.width
+        # Each job's (account, user) as one number, so that `_leaf` runs once per leaf, not per job.
+        codes = np.r_[running.account, self.request.account_of].astype(np.int64)
+        people = [*running.user, *self.request.user_of]
+        if self.request.within == "user":
+            user_code = {u: i for i, u in enumerate(dict.fromkeys(people))}
+            names = list(user_code)
+            pairs = codes * len(names) + np.array(list(map(user_code.__getitem__, people)), dtype=np.int64)
+        else:
+            names, pairs = [""], codes
+        distinct, inverse = np.unique(pairs, return_inverse=True)
+        span = max(len(names), 1)
+        leaves = [self._leaf(k // span, names[k % span]) for k in distinct.tolist()]
+        per_job = inverse.reshape(-1).astype(np.int64, copy=False)
+        held, waiting = per_job[: len(running.account)], per_job[len(running.account) :]
+        allocation = np.zeros((len(leaves), width), dtype=np.int64)
+        np.add.at(allocation, held, running.allocation.reshape(len(held), width))
+        counts = np.bincount(held, minlength=len(leaves)).tolist()
+        by_leaf = np.argsort(waiting, kind="stable")  # positions of each leaf's jobs, in Slurm's order
+        bounds = np.r_[0, np.cumsum(np.bincount(waiting, minlength=len(leaves)))].tolist()
+        grouped = by_leaf.tolist()
+        for index, (branch, usage_row) in enumerate(zip(leaves, allocation.tolist(), strict=True)):
+            branch.usage, branch.running = usage_row, counts[index]
+            branch.rows = grouped[bounds[index] : bounds[index + 1]]
 
 
 def _kind(name: str) -> tuple[NodeKind, str]:

@@ -14,7 +14,7 @@ from slurm_drf.config.settings import (
     SLURM_DEFAULT_QUEUE_DEPTH,
     Config,
 )
-from slurm_drf.model.types import BoolArray, FloatArray, IntArray
+from slurm_drf.model.types import BoolArray, IntArray
 from slurm_drf.policy.labels import LabelSpace
 from slurm_drf.policy.state import LABEL_NICE_BELOW, Recalled
 
@@ -99,20 +99,6 @@ def _not_own(label: BoolArray, own: IntArray, base: IntArray, mode: str, nice: I
     own[label] = 0
     if mode != "priority":
         base[label] += nice[label]
-
-
-def spread_values(level_sorted: FloatArray, scale: int, step: int = 1) -> IntArray:
-    """The values of 0.1.0, before the order labels, kept as the reference the simulator and benchmarks compare with.
-
-    round(scale x level), each raised to at least its predecessor + `step`:
-    spread by rank, so when `step` is large one job leaving the head moves
-    every label behind it.
-    """
-    raw = np.floor(level_sorted * scale + 0.5)
-    raw = np.minimum(raw, float(2**62)).astype(np.int64)
-    index = np.arange(len(raw), dtype=np.int64) * step
-    values: IntArray = np.maximum.accumulate(raw - index) + index
-    return values
 
 
 def priority_weight_sum(weights: Mapping[str, int]) -> int:

@@ -53,7 +53,7 @@ from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import ConfigError, DrfError
 from slurm_drf.model.account_tree import build_tree
 from slurm_drf.model.types import Snapshot
-from slurm_drf.policy.tree import last_name
+from slurm_drf.policy.tree_weights import last_name
 from slurm_drf.service.notify import Notifier, status_field
 from slurm_drf.slurm.sacct import fetch_allocations
 from slurm_drf.slurm.source import ClusterSource

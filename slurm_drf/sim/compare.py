@@ -54,23 +54,31 @@ def choose_engine(engine: str, workload: Workload) -> str:
     return engine
 
 
+@dataclass(frozen=True)
+class PolicySettings:
+    """What every policy of a comparison is built with (`build_policy`)."""
+
+    config: Config | None = None
+    half_life: float = DEFAULT_HALF_LIFE
+    engine: str = "auto"
+    slurm: SlurmSide | None = None
+
+
 def run_comparison(
     workload: Workload,
     policies: Sequence[str],
     options: SimOptions,
-    config: Config | None = None,
-    half_life: float = DEFAULT_HALF_LIFE,
-    engine: str = "auto",
+    settings: PolicySettings = PolicySettings(),
     progress: Callable[[str, float], None] | None = None,
-    slurm: SlurmSide | None = None,
 ) -> Comparison:
     """Every policy on `workload`, in the order given."""
     results = []
     metrics = []
     seconds = []
-    chosen = choose_engine(engine, workload)
+    config, slurm = settings.config, settings.slurm
+    chosen = choose_engine(settings.engine, workload)
     for name in policies:
-        policy = build_policy(name, config, half_life, chosen, slurm)
+        policy = build_policy(name, config, settings.half_life, chosen, slurm)
         began = time.perf_counter()
         callback = (lambda fraction, name=name: progress(name, fraction)) if progress else None
         result = simulate(workload, policy, options, callback)

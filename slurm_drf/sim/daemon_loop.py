@@ -8,7 +8,7 @@ really happens between the daemon and Slurm every cycle:
 1. the DRF order is turned into nice values by a mapping: `labels`, the
    daemon's own (`policy.labels.assign_labels`, with its memory of what it
    wrote, the exact band and the coarse band), or `spread`, the mapping
-   of 0.1.0 (`policy.values.spread_values`: round(scale x level) raised
+   of 0.1.0 (`spread_values` here: round(scale x level) raised
    to at least its predecessor + the gap);
 2. only values that differ from what Slurm holds are written, the head of
    the order first, at most `max_writes_per_cycle` of them (as
@@ -43,7 +43,6 @@ from slurm_drf.policy.values import (
     labels_of,
     mode_values,
     priority_weight_sum,
-    spread_values,
     value_offset,
 )
 
@@ -116,6 +115,20 @@ def compute_values(
         spread = spread_values(level_sorted, config.scale, strict_gap)
         return mode_values("nice", spread, config.offset, zeros)
     raise ValueError(f"unknown mapping {mapping!r}; choose from {', '.join(MAPPINGS)}")
+
+
+def spread_values(level_sorted: FloatArray, scale: int, step: int = 1) -> IntArray:
+    """The values of 0.1.0, before the order labels, kept for `drf-spread` and the benchmarks that compare with it.
+
+    round(scale x level), each raised to at least its predecessor + `step`:
+    spread by rank, so when `step` is large one job leaving the head moves
+    every label behind it.
+    """
+    raw = np.floor(level_sorted * scale + 0.5)
+    raw = np.minimum(raw, float(2**62)).astype(np.int64)
+    index = np.arange(len(raw), dtype=np.int64) * step
+    values: IntArray = np.maximum.accumulate(raw - index) + index
+    return values
 
 
 def strict_gap(slurm: SlurmSide) -> int:

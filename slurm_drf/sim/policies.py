@@ -19,13 +19,13 @@ submitted between ticks by `sort_key`; the queue is always sorted by
   the simulated cluster and calls `policy.plan.compute_plan` with the carried
   `PolicyState`, exactly as the daemon does, and orders the queue by the
   plan's `order`. The `fast` engine calls the same lower-level functions
-  `compute_plan` runs (`running_fingerprint`, `advance_state`,
+  `compute_plan` runs (`running_fingerprint`, `TieBook.open`,
   `compute_before`, `order_pending`) on arrays the simulator keeps up to date,
   without building a snapshot and a full plan; the tests check that both
   give the same order on every tick.
 - `drf-history`: `drf` with the daemon's memory of past use (docs/rule.md
   §6): usage is running + round(w x decayed average allocation), the
-  average kept by `policy.history.DecayedUsage` fed with the simulated
+  average kept by `policy.decayed_usage.DecayedUsage` fed with the simulated
   cluster's running allocation at every instant it changes (each record
   holds until the next one, so the integral is exact: what the daemon's
   history would hold had it recorded a cycle at every event). The whole run
@@ -43,7 +43,7 @@ submitted between ticks by `sort_key`; the queue is always sorted by
   the main pass limited to default_queue_depth. `drf` stays the idealised
   reference. They record the values written per tick (`Policy.writes`).
 - `hdrf`: H-DRF over the workload's account tree (docs/rule.md §7,
-  `policy.hierarchy_online.order_online`, the daemon's online rule: rescaling,
+  `policy.merge_engine.order_online`, the daemon's online rule: rescaling,
   no saturation) with the users of each account as
   its leaves: every tick, each leaf's running allocation and its pending
   records in submit order (Slurm's order) become a `TreeNode` tree
@@ -75,13 +75,13 @@ import numpy as np
 from slurm_drf.config.settings import Config, HistoryConfig
 from slurm_drf.model.codec import format_time
 from slurm_drf.model.types import PENDING, RUNNING, FloatArray, IntArray, Job, Node, Snapshot, Tres, freeze_tres
-from slurm_drf.policy.hierarchy_online import order_online
-from slurm_drf.policy.history import EMPTY_PAST, DecayedUsage, UsageByPool, UsageRecord
+from slurm_drf.policy.decayed_usage import EMPTY_PAST, DecayedUsage, UsageByPool, UsageRecord
 from slurm_drf.policy.labels import fewest_writes
+from slurm_drf.policy.merge_engine import order_online
 from slurm_drf.policy.order import compute_before, order_pending
 from slurm_drf.policy.plan import compute_plan, past_usage
 from slurm_drf.policy.pools import DEFAULT_POOL
-from slurm_drf.policy.state import EMPTY_STATE, PolicyState, advance_state, running_fingerprint
+from slurm_drf.policy.state import EMPTY_STATE, PolicyState, TieBook, running_fingerprint
 from slurm_drf.sim.daemon_loop import (
     MAPPINGS,
     SlurmSide,
@@ -377,9 +377,7 @@ class DrfPolicy(Policy):
         """Records `index` (grouped by account, each account's in Slurm's order) in DRF order, and their levels."""
         sim = self.sim
         table = self.table
-        fingerprint, epoch, wins = self._tie_state()
-        committed = dict(wins)
-        plan_wins: dict[str, float] = {}
+        ties = self._tie_book()
         account_of = table.record_account_array[index]
         demand = self._demand(index)
         usage = sim.usage[:, self.columns]
@@ -388,33 +386,18 @@ class DrfPolicy(Policy):
         if added is not None:
             usage = usage + added
         before = compute_before(demand, account_of, usage)
-        ordering = order_pending(
-            before, account_of, self.capacity, self.fractions, table.accounts, epoch, wins, plan_wins
-        )
-        self._keep_state(epoch, fingerprint, committed, plan_wins)
+        ordering = order_pending(before, account_of, self.capacity, self.fractions, table.accounts, ties)
+        self.state = ties.state(self.state.jobs)
         order = ordering.order
         ordered: IntArray = index[order]
         levels: FloatArray = ordering.level[order]
         return ordered, levels
 
-    def _tie_state(self) -> tuple[str, int, dict[str, float]]:
-        """The running jobs' fingerprint, and the epoch and tie wins this plan starts from (as compute_plan's)."""
+    def _tie_book(self) -> TieBook:
+        """The tie rule's book this plan starts from, after the last plan's state (as compute_plan's)."""
         # running_fingerprint sorts the ids; they are kept sorted, so that is cheap.
         fingerprint = running_fingerprint(self.running_labels)
-        epoch, wins = advance_state(self.state, fingerprint, self.config.tie_half_life)
-        return fingerprint, epoch, wins
-
-    def _keep_state(
-        self, epoch: int, fingerprint: str, committed: dict[str, float], plan_wins: dict[str, float]
-    ) -> None:
-        """The state after a plan: the committed wins it started from, and the wins it counted."""
-        self.state = PolicyState(
-            epoch=epoch,
-            fingerprint=fingerprint,
-            tie_wins=MappingProxyType(committed),
-            plan_wins=MappingProxyType(plan_wins),
-            jobs=self.state.jobs,
-        )
+        return TieBook.open(self.state, fingerprint, self.config.tie_half_life)
 
     def _demand(self, index: IntArray) -> IntArray:
         """(records, config resources) the whole pending demand of records `index`: TRES x pending tasks."""
@@ -594,15 +577,13 @@ class HdrfPolicy(DrfPolicy):
         usage = self.leaf_usage[:, self.columns]
         usage[:, self.missing] = 0
         tree = build_tree(self.layout, usage.tolist(), index.tolist(), self._demand(index).tolist())
-        fingerprint, epoch, wins = self._tie_state()
-        committed = dict(wins)
-        plan_wins: dict[str, float] = {}
+        ties = self._tie_book()
         capacity = self.capacity.tolist()
         if self.rollup:
-            pairs = rollup_order(tree.root, capacity, epoch, wins, plan_wins)
+            pairs = rollup_order(tree.root, capacity, ties)
         else:
-            pairs = order_online(tree.root, capacity, epoch, wins, plan_wins).pairs()
-        self._keep_state(epoch, fingerprint, committed, plan_wins)
+            pairs = order_online(tree.root, capacity, ties).pairs()
+        self.state = ties.state(self.state.jobs)
         order = np.array([tree.records[key][job] for key, job in pairs], dtype=np.int64)
         if self.history is not None:
             self.history.append([self.table.record_number[r] for r in order.tolist()])

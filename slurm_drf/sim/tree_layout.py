@@ -5,7 +5,7 @@ Sits between `workload`/`table` and the tree policies (`policies.HdrfPolicy`,
 a workload's tree once per run (the root, the accounts along their
 paths, and the users of each account as leaves); `build_tree` turns the
 leaves' running usage and pending records at one tick into the
-`policy.hierarchy.TreeNode` tree `order_hierarchy` orders; `rollup_order`
+`policy.hierarchy.TreeNode` tree the merge engine orders; `rollup_order`
 is the naive roll-up of the paper (a parent's consumption is the plain sum
 of its children's), cheap enough to run every tick; `node_shares` gives
 every node's weighted dominant share at every sample for the per-level
@@ -14,7 +14,7 @@ Jain of `run_metrics`. Pure.
 Keys follow docs/rule.md §7: a node's key is its path below the root, and
 a chain of single children is one node keyed by its top. The order comes
 back as (leaf key, index among the leaf's jobs) pairs, as
-`order_hierarchy(...).pairs()` gives them; `TreeInput.records` maps them
+`HierarchyOrdering.pairs()` gives them; `TreeInput.records` maps them
 back to the simulator's records.
 """
 
@@ -28,7 +28,7 @@ import numpy as np
 
 from slurm_drf.model.types import FloatArray, IntArray
 from slurm_drf.policy.hierarchy import SHARE_BITS, TreeNode
-from slurm_drf.policy.state import rotation_key
+from slurm_drf.policy.state import TieBook
 from slurm_drf.sim.table import WorkloadTable
 from slurm_drf.sim.workload import TREE_SEPARATOR, Workload
 
@@ -184,13 +184,7 @@ def build_tree(
 # The naive roll-up (the paper's first counterexample), exact and cheap
 
 
-def rollup_order(  # noqa: C901
-    root: TreeNode,
-    capacity: Sequence[int],
-    epoch: int,
-    wins: dict[str, float],
-    plan_wins: dict[str, float],
-) -> list[tuple[str, int]]:
+def rollup_order(root: TreeNode, capacity: Sequence[int], ties: TieBook) -> list[tuple[str, int]]:
     """The naive roll-up H-DRF order: (leaf key, job index) pairs, as the oracle's variant "rollup" gives them.
 
     A parent's consumption is the plain sum of its children's (no
@@ -200,92 +194,102 @@ def rollup_order(  # noqa: C901
     fixed point (`policy.hierarchy`: a leaf's usage in 2**-30 of each
     capacity, rounded down once, summed up the tree), so shares compare
     exactly as integers; placing a job updates its path:
-    O(J·d·(b + R log R)). `wins` and `plan_wins` are updated in place, as
-    `order_hierarchy` does.
+    O(J·d·(b + R log R)). `ties` counts the tie wins, as the H-DRF engines do.
     """
-    usable = [r for r, c in enumerate(capacity) if c > 0]
-    caps = [capacity[r] for r in usable]
-    nodes: list[TreeNode] = []
-    parent: list[int] = []
-    key: list[str] = []
-    children: list[list[int]] = []
+    return _Rollup(root, capacity, ties).run()
 
-    def add(node: TreeNode, up: int, path: str, chained: bool) -> None:
-        index = len(nodes)
-        nodes.append(node)
-        parent.append(up)
-        key.append(key[up] if chained else path)
-        children.append([])
-        if up >= 0:
-            children[up].append(index)
-        single = len(node.children) == 1 and up >= 0
-        for child in node.children:
-            add(child, index, f"{path}{TREE_SEPARATOR}{child.name}" if path else child.name, single)
 
-    add(root, -1, "", False)
-    count = len(nodes)
-    weights = [Fraction(n.weight) for n in nodes]
-    consumed = [[0] * len(caps) for _ in range(count)]  # a leaf's usage
-    units = [[0] * len(caps) for _ in range(count)]  # the rule's fixed point (policy.hierarchy): a leaf's, or the sum
-    demand: list[list[list[int]]] = [[[d[r] for r in usable] for d in n.jobs] for n in nodes]
+class _Rollup:
+    """The state of `rollup_order`: the tree in preorder, each node's consumption and share vector."""
 
-    def leaf_units(n: int) -> list[int]:
-        return [(u << SHARE_BITS) // c for u, c in zip(consumed[n], caps, strict=True)]
+    def __init__(self, root: TreeNode, capacity: Sequence[int], ties: TieBook) -> None:
+        self.ties = ties
+        self.usable = [r for r, c in enumerate(capacity) if c > 0]
+        self.caps = [capacity[r] for r in self.usable]
+        self.nodes: list[TreeNode] = []
+        self.parent: list[int] = []
+        self.key: list[str] = []
+        self.children: list[list[int]] = []
+        self._lay_out(root)
+        count = len(self.nodes)
+        width = len(self.caps)
+        self.weights = [Fraction(n.weight) for n in self.nodes]
+        self.consumed = [[0] * width for _ in range(count)]  # a leaf's usage
+        self.units = [[0] * width for _ in range(count)]  # the rule's fixed point: a leaf's, or the sum
+        self.demand = [[[d[r] for r in self.usable] for d in n.jobs] for n in self.nodes]
+        for n in range(count - 1, -1, -1):
+            if not self.children[n]:
+                usage = self.nodes[n].usage or (0,) * len(capacity)
+                self.consumed[n] = [usage[r] for r in self.usable]
+                self.units[n] = self._leaf_units(n)
+            if n:
+                up = self.parent[n]
+                self.units[up] = [a + b for a, b in zip(self.units[up], self.units[n], strict=True)]
+        self.remaining = [len(d) for d in self.demand]
+        for n in range(count - 1, 0, -1):
+            self.remaining[self.parent[n]] += self.remaining[n]
+        self.shares = [self._vector(n) for n in range(count)]
+        self.taken = [0] * count
 
-    for n in range(count - 1, -1, -1):
-        if not children[n]:
-            usage = nodes[n].usage or (0,) * len(capacity)
-            consumed[n] = [usage[r] for r in usable]
-            units[n] = leaf_units(n)
-        if n:
-            units[parent[n]] = [a + b for a, b in zip(units[parent[n]], units[n], strict=True)]
-    remaining = [len(d) for d in demand]
-    for n in range(count - 1, 0, -1):
-        remaining[parent[n]] += remaining[n]
-
-    def vector(n: int) -> tuple[int, ...]:
-        p, q = weights[n].numerator, weights[n].denominator
-        if children[n]:
-            return tuple(sorted((x * q // p for x in units[n]), reverse=True))
-        return tuple(
-            sorted(((u * q << SHARE_BITS) // (c * p) for u, c in zip(consumed[n], caps, strict=True)), reverse=True)
-        )
-
-    shares = [vector(n) for n in range(count)]
-    taken = [0] * count
-    out: list[tuple[str, int]] = []
-    while remaining[0]:
-        n = 0
-        path = [0]
-        while children[n]:
-            ranked = sorted(
-                (
-                    (shares[c][:1], shares[c]),
-                    wins.get(key[c], 0.0),
-                    rotation_key(epoch, key[c]),
-                    key[c],
-                    c,
-                )
-                for c in children[n]
-                if remaining[c]
+    def _lay_out(self, root: TreeNode) -> None:
+        """Preorder, without recursion; a single child is keyed by its parent's key (a chain is one node)."""
+        todo: list[tuple[TreeNode, int, str, bool]] = [(root, -1, "", False)]
+        while todo:
+            node, up, path, chained = todo.pop()
+            index = len(self.nodes)
+            self.nodes.append(node)
+            self.parent.append(up)
+            self.key.append(self.key[up] if chained else path)
+            self.children.append([])
+            if up >= 0:
+                self.children[up].append(index)
+            single = len(node.children) == 1 and up >= 0
+            todo.extend(
+                (child, index, f"{path}{TREE_SEPARATOR}{child.name}" if path else child.name, single)
+                for child in reversed(node.children)
             )
-            chosen = ranked[0]
-            if len(ranked) > 1 and ranked[1][0] == chosen[0]:
-                wins[chosen[3]] = wins.get(chosen[3], 0.0) + 1.0
-                plan_wins[chosen[3]] = plan_wins.get(chosen[3], 0.0) + 1.0
-            n = chosen[4]
-            path.append(n)
-        job = demand[n][taken[n]]
-        out.append((key[n], taken[n]))
-        taken[n] += 1
-        before = units[n]
-        consumed[n] = [a + b for a, b in zip(consumed[n], job, strict=True)]
-        added = [a - b for a, b in zip(leaf_units(n), before, strict=True)]
-        for node in path:
-            remaining[node] -= 1
-            units[node] = [a + b for a, b in zip(units[node], added, strict=True)]
-            shares[node] = vector(node)
-    return out
+
+    def _leaf_units(self, n: int) -> list[int]:
+        return [(u << SHARE_BITS) // c for u, c in zip(self.consumed[n], self.caps, strict=True)]
+
+    def _vector(self, n: int) -> tuple[int, ...]:
+        p, q = self.weights[n].numerator, self.weights[n].denominator
+        if self.children[n]:
+            return tuple(sorted((x * q // p for x in self.units[n]), reverse=True))
+        pairs = zip(self.consumed[n], self.caps, strict=True)
+        return tuple(sorted(((u * q << SHARE_BITS) // (c * p) for u, c in pairs), reverse=True))
+
+    def _choose(self, n: int) -> int:
+        """The child of least (share, vector) with a job left below it; the tie rule between equals."""
+        ranked = sorted(
+            ((self.shares[c][:1], self.shares[c]), *self.ties.rank(self.key[c]), c)
+            for c in self.children[n]
+            if self.remaining[c]
+        )
+        chosen = ranked[0]
+        if len(ranked) > 1 and ranked[1][0] == chosen[0]:
+            self.ties.win(self.key[chosen[-1]])
+        return chosen[-1]
+
+    def run(self) -> list[tuple[str, int]]:
+        out: list[tuple[str, int]] = []
+        while self.remaining[0]:
+            n = 0
+            path = [0]
+            while self.children[n]:
+                n = self._choose(n)
+                path.append(n)
+            job = self.demand[n][self.taken[n]]
+            out.append((self.key[n], self.taken[n]))
+            self.taken[n] += 1
+            before = self.units[n]
+            self.consumed[n] = [a + b for a, b in zip(self.consumed[n], job, strict=True)]
+            added = [a - b for a, b in zip(self._leaf_units(n), before, strict=True)]
+            for node in path:
+                self.remaining[node] -= 1
+                self.units[node] = [a + b for a, b in zip(self.units[node], added, strict=True)]
+                self.shares[node] = self._vector(node)
+        return out
 
 
 # --------------------------------------------------------------------------

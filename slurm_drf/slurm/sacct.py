@@ -45,7 +45,7 @@ import orjson
 
 from slurm_drf.errors import SlurmReadError, shorten
 from slurm_drf.model.types import MAX_TRES
-from slurm_drf.policy.history import Allocation
+from slurm_drf.policy.decayed_usage import Allocation
 from slurm_drf.slurm.cli_source import CommandRunner, build_command_env
 from slurm_drf.slurm.execute import run_command
 from slurm_drf.slurm.parse.amounts import parse_tres_entries, parse_tres_string

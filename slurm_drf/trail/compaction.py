@@ -42,7 +42,7 @@ import orjson
 
 from slurm_drf import failpoints
 from slurm_drf.errors import HistoryError, StateError
-from slurm_drf.policy.history import UsageRecord
+from slurm_drf.policy.decayed_usage import UsageRecord
 from slurm_drf.trail.history_db import history_path, open_history, write_transaction
 from slurm_drf.trail.past import MOMENT_DTYPE, USAGE_DTYPE, read_usage_records
 

@@ -49,9 +49,10 @@ from slurm_drf.errors import InputError, shorten
 from slurm_drf.model.account_tree import PATH_SEPARATOR
 from slurm_drf.model.codec import is_job_id
 from slurm_drf.model.types import MAX_JOB_ID, PENDING, Snapshot, job_number
-from slurm_drf.policy.history import UsageByPool
+from slurm_drf.policy.decayed_usage import UsageByPool
 from slurm_drf.policy.order import TieRecord
-from slurm_drf.policy.plan import AccountShare, JobPlan, Plan, PoolOrder, compute_plan
+from slurm_drf.policy.plan import Plan, compute_plan
+from slurm_drf.policy.plan_columns import AccountShare, JobPlan, PoolOrder
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState
 from slurm_drf.policy.tree_order import TreeRow
 from slurm_drf.trail.plan_output import present_share

@@ -53,7 +53,7 @@ from slurm_drf.errors import HistoryError, SlurmError, StateError
 from slurm_drf.files import read_private, write_atomic
 from slurm_drf.model.codec import format_time, show
 from slurm_drf.model.types import MAX_TRES
-from slurm_drf.policy.history import (
+from slurm_drf.policy.decayed_usage import (
     Allocation,
     DecayedUsage,
     UsageByPool,

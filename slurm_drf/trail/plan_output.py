@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 from slurm_drf.model.types import PLAN_FORMAT
-from slurm_drf.policy.plan import (
+from slurm_drf.policy.plan import Plan
+from slurm_drf.policy.plan_columns import (
     JOB_COLUMNS,
     TREE_JOB_COLUMNS,
     AccountColumns,
     AccountShare,
     JobPlan,
-    Plan,
     PlanAccounts,
     PlanJobs,
 )

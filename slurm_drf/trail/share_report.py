@@ -27,7 +27,8 @@ import numpy.typing as npt
 import orjson
 
 from slurm_drf.model.types import LazyRows
-from slurm_drf.policy.plan import AccountColumns, AccountShare, Plan, PlanAccounts, PoolPlan
+from slurm_drf.policy.plan import Plan, PoolPlan
+from slurm_drf.policy.plan_columns import AccountColumns, AccountShare, PlanAccounts
 from slurm_drf.policy.tree_order import TreeRow
 from slurm_drf.trail.json_rows import Nested, Splice, Value, dumps_spliced, float_each, object_list
 from slurm_drf.trail.plan_output import present_share, tree_row_entry

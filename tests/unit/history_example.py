@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from slurm_drf.config.settings import Config, HistoryConfig
 from slurm_drf.model.types import Snapshot
-from slurm_drf.policy.history import UsageByPool, UsageRecord, decayed_past
+from slurm_drf.policy.decayed_usage import UsageByPool, UsageRecord, decayed_past
 from tests.unit.builders import job, node, snapshot
 
 DAY = 86400.0

@@ -31,7 +31,7 @@ from slurm_drf.cycle.run import CycleReport
 from slurm_drf.errors import SlurmReadError
 from slurm_drf.model.snapshot_file import render_snapshot_bytes
 from slurm_drf.model.types import MAX_TRES, Snapshot
-from slurm_drf.policy.history import Allocation, UsageByPool, past_term
+from slurm_drf.policy.decayed_usage import Allocation, UsageByPool, past_term
 from slurm_drf.policy.plan import compute_plan
 from slurm_drf.slurm.sacct import MAX_EPOCH, fetch_allocations, parse_sacct_answer
 from slurm_drf.trail.history_db import HISTORY_FILE, AuditRecorder

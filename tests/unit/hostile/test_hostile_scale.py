@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 
 import slurm_drf.policy.order as order_module
 from slurm_drf.config.settings import Config, PoolConfig
-from slurm_drf.policy.plan import AccountColumns, AccountShare, Plan, PlanAccounts, compute_plan
+from slurm_drf.policy.plan import Plan, compute_plan
+from slurm_drf.policy.plan_columns import AccountColumns, AccountShare, PlanAccounts
 from slurm_drf.policy.pools import fraction_parts
-from slurm_drf.policy.state import rotation_key, rotation_key_list
+from slurm_drf.policy.state import TieBook, rotation_key, rotation_key_list
 from slurm_drf.trail.explain import explain_job
 from slurm_drf.trail.plan_output import render_plan_json, render_plan_json_bytes
 from slurm_drf.trail.share_report import (
@@ -130,10 +131,10 @@ def test_a_tie_of_one_job_per_account_is_the_heaps_order(data: st.DataObject, co
     record = {name: committed.get(name, 0.0) for name in names}
     earlier = {name: 1.0 for name in names[::2]}  # wins of an earlier tie of this plan
     sorted_wins, sorted_plan = dict(committed), dict(earlier)
-    out = order_module._one_row_each(rows, names, record, rotation, sorted_wins, sorted_plan)
+    out = order_module._one_row_each(rows, names, record, rotation, TieBook(3, sorted_wins, sorted_plan))
     heap_wins, heap_plan = dict(committed), dict(earlier)
     queues = {row: [row] for row in rows}
-    expected = order_module._by_heap(queues, names, rotation, heap_wins, heap_plan)
+    expected = order_module._by_heap(queues, names, rotation, TieBook(3, heap_wins, heap_plan))
     assert out == expected
     assert sorted_wins == heap_wins and list(sorted_plan.items()) == list(heap_plan.items())
 

@@ -19,7 +19,7 @@ from slurm_drf.errors import SlurmReadError, SnapshotError
 from slurm_drf.model.account_tree import EMPTY_TREE, build_tree
 from slurm_drf.model.codec import parse_snapshot, render_snapshot
 from slurm_drf.model.types import Association, Snapshot
-from slurm_drf.policy.tree import TreeWeights, compute_tree_weights
+from slurm_drf.policy.tree_weights import TreeWeights, compute_tree_weights
 from slurm_drf.slurm.cli_source import TREE_MAX_AGE, AssociationReader, build_assoc_mgr_argv
 from slurm_drf.slurm.parse.assoc_mgr import check_associations, parse_assoc_mgr
 from tests.paths import FIXTURES
@@ -230,7 +230,7 @@ def test_a_tree_slurm_prints_broken_is_a_warning_not_a_failed_cycle(caplog: pyte
     )
 
 
-# --- weights of the tree's nodes (policy.tree) ---------------------------------------
+# --- weights of the tree's nodes (policy.tree_weights) ---------------------------------------
 
 
 def _weights(text: str) -> TreeWeights:

@@ -1,7 +1,7 @@
 """Property tests of the H-DRF order (docs/rule.md §7, docs/properties.md).
 
-The engine (`policy.hierarchy.order_hierarchy`) is compared with the
-textbook walk on the rule's exact fixed point (`policy.hierarchy_oracle`) on random trees
+The nested heaps (`tests.reference.nested_heaps.order_hierarchy`) are compared with the
+textbook walk on the rule's exact fixed point (`tests.reference.hierarchy_oracle`) on random trees
 heavy on exact ties (cloned siblings, equal weights, zero demands,
 capacity-0 resources, remembered tie wins); a flat tree is today's flat
 order; a chain of single children is its leaf; the SoCC 2013 / Volcano
@@ -32,11 +32,11 @@ from slurm_drf.policy.hierarchy import (
     compile_tree,
     inner_share,
     leaf_share,
-    order_hierarchy,
 )
-from slurm_drf.policy.hierarchy_oracle import reference_hierarchy_order
-from slurm_drf.policy.oracle import reference_order
-from slurm_drf.policy.state import rotation_key
+from slurm_drf.policy.state import TieBook, rotation_key
+from tests.reference.flat_oracle import reference_order
+from tests.reference.hierarchy_oracle import reference_hierarchy_order, variant_share
+from tests.reference.nested_heaps import order_hierarchy
 from tests.unit.policy.allocation import Placement, dominant_share, place
 
 Vector = tuple[int, ...]
@@ -84,7 +84,7 @@ def all_keys(root: TreeNode, capacity: Sequence[int]) -> tuple[str, ...]:
 def engine_pairs(
     root: TreeNode, capacity: Sequence[int], epoch: int = 1, wins: dict[str, float] | None = None
 ) -> list[tuple[str, int]]:
-    ordering = order_hierarchy(root, capacity, epoch, dict(wins or {}), {})
+    ordering = order_hierarchy(root, capacity, TieBook(epoch, dict(wins or {})))
     assert np.isfinite(ordering.path_share).all()
     return ordering.pairs()
 
@@ -102,7 +102,7 @@ def test_engine_equals_oracle(case: tuple[TreeNode, Vector], epoch: int, data: s
     expected = reference_hierarchy_order(root, capacity, epoch, wins)
     engine_wins = dict(wins)
     plan_wins: dict[str, float] = {}
-    ordering = order_hierarchy(root, capacity, epoch, engine_wins, plan_wins)
+    ordering = order_hierarchy(root, capacity, TieBook(epoch, engine_wins, plan_wins))
     assert ordering.pairs() == expected
     tree = compile_tree(root, capacity)
     assert sorted(expected) == sorted((tree.key[n], i) for n in tree.leaves for i in range(len(tree.jobs[n])))
@@ -119,7 +119,7 @@ def test_engine_equals_oracle_on_seeded_deep_trees() -> None:
         width = rng.randint(1, 3)
         capacity = tuple(rng.choice([4, 6, 10, 20]) for _ in range(width))
         root = seeded_node(rng, "root", 0, width)
-        ordering = order_hierarchy(root, capacity, 3, {}, {})
+        ordering = order_hierarchy(root, capacity, TieBook(3))
         assert ordering.pairs() == reference_hierarchy_order(root, capacity, 3)
         tree = ordering.tree
         tied += bool(ordering.tied[np.array(tree.depth)[ordering.leaf] > 1].any())
@@ -221,7 +221,7 @@ def test_rescaling_the_cpu_child_to_the_minimum() -> None:
     parent = inner_share([(cpu_child, False), (gpu_child, False)], [0, 1], Fraction(1))
     assert parent.units == (SHARE_ONE // 2, SHARE_ONE // 2)  # (5, 5) of (10, 10)
     assert Fraction(parent.share, SHARE_ONE) == Fraction(1, 2)
-    rolled = inner_share([(cpu_child, False), (gpu_child, False)], [0, 1], Fraction(1), "rollup")
+    rolled = variant_share([(cpu_child, False), (gpu_child, False)], [0, 1], Fraction(1), "rollup")
     assert Fraction(rolled.share, SHARE_ONE) == 1
 
 
@@ -341,7 +341,7 @@ def test_weight_zero_is_refused_naming_the_node(weight: Fraction) -> None:
         "root", children=(TreeNode("physics", children=(TreeNode("alice", weight, jobs=((1,),)), TreeNode("bob"))),)
     )
     with pytest.raises(HierarchyError, match=r"^tree node physics/alice: weight -?\d+(/\d+)? is not > 0$"):
-        order_hierarchy(tree, (4,), 1, {}, {})
+        order_hierarchy(tree, (4,), TieBook(1))
 
 
 @pytest.mark.parametrize(
@@ -406,7 +406,7 @@ def test_all_capacity_zero_still_orders_everything_finitely() -> None:
             TreeNode("b", jobs=((1,),)),
         ),
     )
-    ordering = order_hierarchy(tree, (0,), 1, {}, {})
+    ordering = order_hierarchy(tree, (0,), TieBook(1))
     assert sorted(ordering.pairs()) == sorted(reference_hierarchy_order(tree, (0,)))
     assert ordering.pairs() == reference_hierarchy_order(tree, (0,))
     assert np.isfinite(ordering.path_share).all() and (ordering.path_share == 0).all()
@@ -447,8 +447,8 @@ def test_never_by_name_or_sibling_order(case: tuple[TreeNode, Vector], epoch: in
         return [same_rotation(e, key) for key in keys]
 
     with (
-        mock.patch("slurm_drf.policy.hierarchy.rotation_key", same_rotation),
-        mock.patch("slurm_drf.policy.order.rotation_key_list", same_rotations),
+        mock.patch("slurm_drf.policy.state.rotation_key", same_rotation),
+        mock.patch("slurm_drf.policy.state.rotation_key_list", same_rotations),
     ):
         got = engine_pairs(other, capacity, epoch, {new: wins[old] for new, old in renamed.items() if old in wins})
     assert [(renamed[k], i) for k, i in got] == expected
@@ -466,7 +466,7 @@ def test_path_shares_are_each_levels_share_at_placement() -> None:
             TreeNode("b", usage=(1, 0), jobs=((1, 0),)),
         ),
     )
-    ordering = order_hierarchy(tree, (10, 10), 1, {}, {})
+    ordering = order_hierarchy(tree, (10, 10), TieBook(1))
     assert ordering.pairs() == reference_hierarchy_order(tree, (10, 10))
     first = ordering.pairs()[0]
     assert first == ("a/y", 0)  # a is at y's 0 (x rescaled to 0); b at 0.1

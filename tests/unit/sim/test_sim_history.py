@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from slurm_drf.config.settings import Config, HistoryConfig
-from slurm_drf.policy.history import UsageRecord, decayed_past
+from slurm_drf.policy.decayed_usage import UsageRecord, decayed_past
 from slurm_drf.policy.pools import DEFAULT_POOL
 from slurm_drf.sim.compare import run_comparison
 from slurm_drf.sim.engine import SimOptions, SimResult, simulate

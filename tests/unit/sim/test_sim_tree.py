@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from slurm_drf.cli.simulate import add_simulate_parser
-from slurm_drf.policy.hierarchy import TreeNode, order_hierarchy
-from slurm_drf.policy.hierarchy_oracle import reference_hierarchy_order
+from slurm_drf.policy.hierarchy import TreeNode
+from slurm_drf.policy.state import TieBook
 from slurm_drf.sim.engine import SimOptions, simulate
 from slurm_drf.sim.policies import ALL_POLICIES, DEFAULT_POLICIES, TREE_POLICIES, DrfPolicy, build_policy
 from slurm_drf.sim.run_metrics import compute_metrics
@@ -29,6 +29,8 @@ from slurm_drf.sim.workload import (
     WorkloadJob,
     validate_workload,
 )
+from tests.reference.hierarchy_oracle import reference_hierarchy_order
+from tests.reference.nested_heaps import order_hierarchy
 
 # --------------------------------------------------------------------------
 # The naive roll-up against the oracle
@@ -55,7 +57,7 @@ def test_rollup_order_is_the_oracles_rollup(seed: int) -> None:
     capacity = [rng.choice((4, 6, 0)), 8, rng.choice((2, 3))]
     wins: dict[str, float] = {}
     expected = reference_hierarchy_order(root, capacity, epoch=seed, wins={}, variant="rollup")
-    assert rollup_order(root, capacity, seed, wins, {}) == expected
+    assert rollup_order(root, capacity, TieBook(seed, wins, {})) == expected
 
 
 def test_rollup_lets_a_cpu_child_starve_its_gpu_sibling() -> None:
@@ -72,12 +74,12 @@ def test_rollup_lets_a_cpu_child_starve_its_gpu_sibling() -> None:
             TreeNode("physics", children=(TreeNode("lab", jobs=gpu_jobs), TreeNode("astro", jobs=gpu_jobs))),
         ),
     )
-    order = rollup_order(root, capacity, 1, {}, {})
+    order = rollup_order(root, capacity, TieBook(1))
     # physics takes the first 8 GPU jobs: until its share reaches cs's 0.8 from systems' CPUs.
     assert [key for key, _ in order[:8]].count("cs/ml") == 0
     assert order == reference_hierarchy_order(root, capacity, 1, {}, "rollup")
     # H-DRF scales systems (backlogged) down to ml's share: ml gets about half of the first ten.
-    hdrf = order_hierarchy(root, capacity, 1, {}, {}).pairs()
+    hdrf = order_hierarchy(root, capacity, TieBook(1)).pairs()
     assert [key for key, _ in hdrf[:10]].count("cs/ml") >= 4
 
 

@@ -20,7 +20,7 @@ import pytest
 
 from slurm_drf import failpoints
 from slurm_drf.config.settings import Config, HistoryConfig
-from slurm_drf.policy.history import Allocation, UsageByPool
+from slurm_drf.policy.decayed_usage import Allocation, UsageByPool
 from slurm_drf.trail import compaction
 from slurm_drf.trail.compaction import (
     DETAIL_KEPT,

@@ -15,7 +15,7 @@ from slurm_drf.config.load import parse_config_text
 from slurm_drf.config.settings import Config, HistoryConfig
 from slurm_drf.cycle.run import CycleReport
 from slurm_drf.errors import SlurmReadError
-from slurm_drf.policy.history import (
+from slurm_drf.policy.decayed_usage import (
     Allocation,
     DecayedUsage,
     UsageByPool,

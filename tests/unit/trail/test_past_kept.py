@@ -22,7 +22,7 @@ import pytest
 from slurm_drf.config.settings import Config, HistoryConfig
 from slurm_drf.cycle.run import CycleReport
 from slurm_drf.errors import SlurmReadError
-from slurm_drf.policy.history import Allocation, DecayedUsage, UsageByPool, UsageRecord
+from slurm_drf.policy.decayed_usage import Allocation, DecayedUsage, UsageByPool, UsageRecord
 from slurm_drf.policy.plan import compute_plan
 from slurm_drf.trail.history_db import HISTORY_FILE, AuditRecorder
 from slurm_drf.trail.past import PAST_FILE, HistoryPast

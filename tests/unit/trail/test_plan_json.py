@@ -35,7 +35,8 @@ from slurm_drf.config.validate import SCHEMA_RESOURCE, load_schema
 from slurm_drf.errors import ConfigError
 from slurm_drf.model.snapshot_file import SnapshotFileSource, render_snapshot_bytes
 from slurm_drf.model.types import Snapshot
-from slurm_drf.policy.plan import Plan, PlanJobs, compute_plan
+from slurm_drf.policy.plan import Plan, compute_plan
+from slurm_drf.policy.plan_columns import PlanJobs
 from slurm_drf.trail.json_rows import cells as _cells
 from slurm_drf.trail.plan_output import render_plan_json, render_plan_json_bytes
 from tests.helpers import load_report_plan

@@ -1,4 +1,4 @@
-"""The merge engine (`policy.hierarchy_online.order_online`), the plan's H-DRF, against the oracle and the nested heaps.
+"""The merge engine (`policy.merge_engine.order_online`), the plan's H-DRF, against the oracle and the nested heaps.
 
 The online rule is the paper's with the pool full from the start
 (occupied = capacity): the oracle and the nested heaps run it with
@@ -18,11 +18,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_drf.policy import hierarchy_online
-from slurm_drf.policy.hierarchy import TreeNode, compile_tree, order_hierarchy
-from slurm_drf.policy.hierarchy_online import _lexicographic, _mul_shift, _shift_div, order_online
-from slurm_drf.policy.hierarchy_oracle import reference_hierarchy_order
+from slurm_drf.policy import merge_engine
+from slurm_drf.policy.hierarchy import TreeNode, compile_tree
+from slurm_drf.policy.merge_engine import _lexicographic, _mul_shift, _shift_div, order_online
+from slurm_drf.policy.state import TieBook
 from slurm_drf.policy.tree_order import start_shares
+from tests.reference.hierarchy_oracle import reference_hierarchy_order
+from tests.reference.nested_heaps import order_hierarchy
 from tests.unit.policy.test_hierarchy import SETTINGS, Vector, all_keys, seeded_node, trees
 
 
@@ -31,8 +33,8 @@ def _same(root: TreeNode, capacity: Vector, epoch: int, wins: dict[str, float]) 
     nested_wins, merged_wins = dict(wins), dict(wins)
     nested_plan: dict[str, float] = {}
     merged_plan: dict[str, float] = {}
-    nested = order_hierarchy(root, capacity, epoch, nested_wins, nested_plan, occupied=capacity)
-    merged = order_online(root, capacity, epoch, merged_wins, merged_plan)
+    nested = order_hierarchy(root, capacity, TieBook(epoch, nested_wins, nested_plan), occupied=capacity)
+    merged = order_online(root, capacity, TieBook(epoch, merged_wins, merged_plan))
     assert merged.pairs() == nested.pairs() == reference_hierarchy_order(root, capacity, epoch, wins, occupied=capacity)
     assert merged_wins == nested_wins and merged_plan == nested_plan
     assert merged.tied.tolist() == nested.tied.tolist()
@@ -48,7 +50,7 @@ def _same(root: TreeNode, capacity: Vector, epoch: int, wins: dict[str, float]) 
 def numbers(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Runs a test on both of the merge engine's number paths."""
     if request.param == "python":
-        monkeypatch.setattr(hierarchy_online._Merge, "_fits", lambda self: False)
+        monkeypatch.setattr(merge_engine._Merge, "_fits", lambda self: False)
     return str(request.param)
 
 
@@ -82,7 +84,7 @@ def test_amounts_beyond_int64_take_the_python_path() -> None:
     leaf = TreeNode("u", usage=(big // 3,), jobs=((big // 5,), (1,)))
     other = TreeNode("v", usage=(big // 4,), jobs=((big // 7,),))
     root = TreeNode("root", children=(TreeNode("a", children=(leaf, other)), TreeNode("b", usage=(5,), jobs=((3,),))))
-    engine = hierarchy_online._Merge(compile_tree(root, (big,), occupied=(big,)), 1, {}, {})
+    engine = merge_engine._Merge(compile_tree(root, (big,), occupied=(big,)), TieBook(1))
     assert engine.dtype is np.object_
     _same(root, (big,), 1, {})
 
@@ -97,7 +99,7 @@ def test_a_queue_far_beyond_capacity_stays_exact() -> None:
     root = TreeNode(
         "root", children=(TreeNode("a", children=tuple(users[:3])), TreeNode("b", children=tuple(users[3:])))
     )
-    engine = hierarchy_online._Merge(compile_tree(root, (64, 24), occupied=(64, 24)), 1, {}, {})
+    engine = merge_engine._Merge(compile_tree(root, (64, 24), occupied=(64, 24)), TieBook(1))
     assert engine.dtype is np.int64
     _same(root, (64, 24), 1, {})
 

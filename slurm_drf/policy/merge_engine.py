@@ -47,7 +47,7 @@ from slurm_drf.policy.hierarchy import (
     compile_tree,
     order_flat,
 )
-from slurm_drf.policy.state import rotation_key
+from slurm_drf.policy.state import TieBook
 
 # Every amount stays below this in int64 (checked before), where floats hold it exactly.
 _SAFE: Final = 1 << 52
@@ -57,24 +57,20 @@ ONE: Final = Fraction(1)
 Amounts = npt.NDArray[Any]
 
 
-def order_online(
-    root: TreeNode, capacity: Sequence[int], epoch: int, wins: dict[str, float], plan_wins: dict[str, float]
-) -> HierarchyOrdering:
-    """Order every pending job of the tree by the online H-DRF rule; `wins` and `plan_wins` are updated in place.
+def order_online(root: TreeNode, capacity: Sequence[int], ties: TieBook) -> HierarchyOrdering:
+    """Order every pending job of the tree by the online H-DRF rule; `ties` counts the tie wins.
 
-    The same order, shares and tie wins as `hierarchy.order_hierarchy(...,
+    The same order, shares and tie wins as the nested heaps (tests/reference) `order_hierarchy(...,
     occupied=capacity)`, faster. A flat tree is `order_pending`'s order.
     """
-    return order_compiled(compile_tree(root, capacity, occupied=capacity), epoch, wins, plan_wins)
+    return order_compiled(compile_tree(root, capacity, occupied=capacity), ties)
 
 
-def order_compiled(
-    tree: CompiledTree, epoch: int, wins: dict[str, float], plan_wins: dict[str, float]
-) -> HierarchyOrdering:
+def order_compiled(tree: CompiledTree, ties: TieBook) -> HierarchyOrdering:
     """`order_online` on a tree already laid out, its occupied amount its capacity (`policy.tree_order`'s join)."""
     if tree.flat:
-        return order_flat(tree, epoch, wins, plan_wins)
-    return _Merge(tree, epoch, wins, plan_wins).run()
+        return order_flat(tree, ties)
+    return _Merge(tree, ties).run()
 
 
 @dataclass(slots=True)
@@ -84,6 +80,16 @@ class _Sequence:
     jobs: IntArray
     units: Amounts
     vector: Amounts
+
+
+@dataclass(frozen=True, slots=True)
+class _Turns:
+    """The merged turns of one height's nodes: each turn's child (an index of the batch's children),
+    its index among that child's turns, and the job it places."""
+
+    child: IntArray
+    index: IntArray
+    jobs: IntArray
 
 
 def _shift_div(a: Amounts, shift: int, b: Amounts) -> Amounts:
@@ -184,11 +190,9 @@ def _descending(values: Amounts) -> Amounts:
 class _Merge:
     """The merge engine over one compiled tree (module docstring)."""
 
-    def __init__(self, tree: CompiledTree, epoch: int, wins: dict[str, float], plan_wins: dict[str, float]) -> None:
+    def __init__(self, tree: CompiledTree, ties: TieBook) -> None:
         self.tree = tree
-        self.epoch = epoch
-        self.wins = wins
-        self.plan_wins = plan_wins
+        self.ties = ties
         self.usable = list(tree.usable)
         count = len(tree.parent)
         self.leaves = [n for n, kids in enumerate(tree.children) if not kids and n]
@@ -306,7 +310,7 @@ class _Merge:
         merged = jobs[order]
         if nodes == [0]:
             return merged
-        self._states(nodes, parts, node_of, lengths, segment[order], index[order], merged, sequences)
+        sequences.update(self._states(nodes, parts, node_of, lengths, _Turns(segment[order], index[order], merged)))
         return merged
 
     def _rank(self, keys: Amounts) -> IntArray:
@@ -337,13 +341,9 @@ class _Merge:
         children = local[rows].tolist()
         if len(set(children)) == len(children):  # the usual run: one job of each child, turn after turn
             keys = [self.tree.key[kids[c]] for c in children]
-            ranked = sorted(
-                range(len(children)),
-                key=lambda i: (self.wins.get(keys[i], 0.0), rotation_key(self.epoch, keys[i]), keys[i]),
-            )
+            ranked = sorted(range(len(children)), key=lambda i: self.ties.rank(keys[i]))
             for i in ranked[:-1]:  # each is taken while another waits: a tie won
-                self.wins[keys[i]] = self.wins.get(keys[i], 0.0) + 1.0
-                self.plan_wins[keys[i]] = self.plan_wins.get(keys[i], 0.0) + 1.0
+                self.ties.win(keys[i])
             self.tied[jobs[rows[ranked[:-1]]]] = True
             placed: IntArray = rows[ranked]
             return placed
@@ -359,13 +359,12 @@ class _Merge:
             turns.reverse()  # pop() takes the next turn
         names = {c: self.tree.key[kids[c]] for c in queues}
         # The tie rule's heap: fewer tie wins, then the rotation (the key only makes entries unique).
-        heap = [(self.wins.get(name, 0.0), rotation_key(self.epoch, name), name, c) for c, name in names.items()]
+        heap = [(*self.ties.rank(name), c) for c, name in names.items()]
         heapq.heapify(heap)
         out: list[int] = []
         while len(heap) > 1:
             _, rotation, name, c = heapq.heappop(heap)
-            wins = self.wins[name] = self.wins.get(name, 0.0) + 1.0
-            self.plan_wins[name] = self.plan_wins.get(name, 0.0) + 1.0
+            wins = self.ties.win(name)
             turn = queues[c].pop()
             self.tied[jobs[turn[0]]] = True
             out.extend(turn)
@@ -377,18 +376,11 @@ class _Merge:
         return np.array(out, dtype=np.int64)
 
     def _states(
-        self,
-        nodes: list[int],
-        parts: list[_Sequence],
-        node_of: IntArray,
-        lengths: IntArray,
-        turn_child: IntArray,
-        turn_index: IntArray,
-        merged: IntArray,
-        sequences: dict[int, _Sequence],
-    ) -> None:
+        self, nodes: list[int], parts: list[_Sequence], node_of: IntArray, lengths: IntArray, turns_made: _Turns
+    ) -> dict[int, _Sequence]:
         """Each node's states after each of its turns (turns node after node, in each node's order)."""
         tree = self.tree
+        turn_child, turn_index, merged = turns_made.child, turns_made.index, turns_made.jobs
         units = np.concatenate([s.units for s in parts])
         share = np.concatenate([s.vector[:, 0] for s in parts])
         width = units.shape[1]
@@ -430,9 +422,12 @@ class _Merge:
         self.start[nodes] = vector[node_start, 0].astype(np.float64) / SHARE_ONE
         bounds = np.r_[node_start, count].tolist()
         done = np.r_[0, np.cumsum(turns)].tolist()
-        for g, n in enumerate(nodes):
-            lo, hi = bounds[g], bounds[g + 1]
-            sequences[n] = _Sequence(merged[done[g] : done[g + 1]], total[lo:hi], vector[lo:hi])
+        return {
+            n: _Sequence(
+                merged[done[g] : done[g + 1]], total[bounds[g] : bounds[g + 1]], vector[bounds[g] : bounds[g + 1]]
+            )
+            for g, n in enumerate(nodes)
+        }
 
     # ---- the tree, from the leaves up
 

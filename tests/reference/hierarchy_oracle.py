@@ -1,4 +1,4 @@
-"""The textbook hierarchical progressive-filling loop on the rule's exact fixed point: the oracle of `policy.hierarchy`.
+"""The textbook hierarchical progressive-filling walk on the rule's exact fixed point: the H-DRF oracle.
 
 Every step recomputes every node from the leaves (docs/rule.md §7), walks
 from the root to a leaf taking at each internal node the child of least
@@ -11,17 +11,38 @@ counterexamples in tests/unit/test_hierarchy.py.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
+from typing import Literal
 
 from slurm_drf.policy.hierarchy import (
     CompiledTree,
     NodeShare,
     TreeNode,
-    Variant,
     compile_tree,
     inner_share,
     leaf_share,
+    node_share,
 )
 from slurm_drf.policy.state import rotation_key
+
+Variant = Literal["hdrf", "rescale", "rollup"]
+
+
+def variant_share(
+    children: Sequence[tuple[NodeShare, bool]], counted: Sequence[int], weight: Fraction, variant: Variant = "hdrf"
+) -> NodeShare:
+    """An internal node's share under a variant: hdrf is the rule (`hierarchy.inner_share`).
+
+    rescale: the rule with no child blocked (every child scaled to the least
+    share); rollup: the plain sum of the children's consumption.
+    """
+    if variant == "hdrf":
+        return inner_share(children, counted, weight)
+    if variant == "rescale":
+        return inner_share([(share, False) for share, _ in children], counted, weight)
+    width = len(children[0][0].units) if children else 0
+    total = [sum(column) for column in zip(*(share.units for share, _ in children), strict=True)] or [0] * width
+    return node_share(total, counted, weight)
 
 
 def reference_hierarchy_order(
@@ -105,7 +126,7 @@ def node_states(
         kids = tree.children[n]
         if kids:
             parts = [state[c] for c in kids]
-            share = inner_share(parts, counted, tree.weight[n], variant)
+            share = variant_share(parts, counted, tree.weight[n], variant)
             state[n] = (share, all(blocked for _, blocked in parts))
         else:
             blocked = all(any(d[k] > 0 for k in saturated) for d in rest[n])

@@ -63,7 +63,7 @@ from slurm_drf.errors import SlurmReadError
 from slurm_drf.policy.labels import fewest_writes
 from slurm_drf.policy.state import JobMemory
 from slurm_drf.policy.values import labels_of, value_offset
-from slurm_drf.sim.daemon_loop import spread_values
+from slurm_drf.sim.daemon_loop import SPREAD_SCALE, spread_values
 
 NODE_CPUS = 64
 SHAPES: Mapping[str, tuple[str, ...]] = {
@@ -168,7 +168,7 @@ def measure_cycle(
         exact_minimum += fewest_writes(labels[:band], ours[:band], gap)
         minimum += fewest_writes(labels, ours, 1)
         # The mapping before the labels: values spread by rank, rewritten when they move.
-        spread = spread_values(np.array([levels[p] for p in rows], dtype=np.float64), config.scale, gap)
+        spread = spread_values(np.array([levels[p] for p in rows], dtype=np.float64), SPREAD_SCALE, gap)
         for p, label, user in zip(rows, spread.tolist(), own.tolist(), strict=True):
             new_old[ids[p]] = user + min(label - offset, -1)
             old_written += old_values.get(ids[p]) != new_old[ids[p]]

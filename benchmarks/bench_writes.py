@@ -36,7 +36,7 @@ from slurm_drf.policy.labels import fewest_writes
 from slurm_drf.policy.plan import Plan, compute_plan
 from slurm_drf.policy.state import JobMemory, PolicyState
 from slurm_drf.policy.values import label_space, labels_of, value_offset
-from slurm_drf.sim.daemon_loop import spread_values
+from slurm_drf.sim.daemon_loop import SPREAD_SCALE, spread_values
 
 RUNNING, PENDING, GONE = 0, 1, 2
 # factor weighting's DRF weight in the "factor" rows, as a site replacing
@@ -117,7 +117,7 @@ def run(base: Snapshot, weight_sum: int, mapping: str, cycles: int, seed: int) -
             values = list(values)
             levels = plan.column("level")
             for positions, _ in pool_positions(plan):
-                spread = spread_values(np.array([levels[p] for p in positions]), config.scale, space.gap)
+                spread = spread_values(np.array([levels[p] for p in positions]), SPREAD_SCALE, space.gap)
                 for p, label in zip(positions, spread.tolist(), strict=True):
                     values[p] = min(label - config.offset, -1)
         offset = value_offset(config)

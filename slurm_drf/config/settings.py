@@ -60,9 +60,6 @@ Hierarchy = Literal["tree", "flat"]
 NICE_LIMIT: Final = 2**31 - 3
 
 
-DEFAULT_SCALE: Final = 1_000_000
-
-
 @dataclass(frozen=True, slots=True)
 class PoolConfig:
     """A set of partitions whose nodes share one capacity."""
@@ -114,10 +111,6 @@ class Config:
     pools: tuple[PoolConfig, ...] = ()
     exclude_accounts: frozenset[str] = frozenset()
     backend: str = "auto"
-    # Not read from the file (the key `scale` is ignored, with a warning: values are order
-    # labels, no longer round(scale x level)). Always DEFAULT_SCALE; goes once the
-    # policy's Plan.scale and the simulator's drf-spread no longer read it.
-    scale: int = DEFAULT_SCALE
     # Labels run from 0 to offset - 1 (strict weighting): nice = own nice +
     # label - offset (at most -1); site_factor and priority = offset - label
     # (at least 1). The default uses the whole range Slurm accepts.

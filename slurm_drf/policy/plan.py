@@ -108,7 +108,6 @@ class PoolPlan:
 class Plan:
     cluster: str
     mode: str
-    scale: int
     resources: tuple[str, ...]
     pools: tuple[PoolPlan, ...]
     accounts: Sequence[AccountShare]
@@ -227,7 +226,6 @@ def compute_plan(
     return Plan(
         cluster=snapshot.cluster,
         mode=config.mode,
-        scale=config.scale,
         resources=tuple(config.resources),
         pools=tuple(pool_plans),
         accounts=PlanAccounts(account_rows),

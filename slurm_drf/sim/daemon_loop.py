@@ -111,10 +111,14 @@ def compute_values(
         labelling = assign_labels(labels_of("nice", current, offset), known, space)
         return mode_values("nice", labelling.labels, offset, zeros)
     if mapping == "spread":
-        # As 0.1.0 wrote them: one band, always strict, the config's scale and offset.
-        spread = spread_values(level_sorted, config.scale, strict_gap)
+        # As 0.1.0 wrote them: one band, always strict, its default scale and the config's offset.
+        spread = spread_values(level_sorted, SPREAD_SCALE, strict_gap)
         return mode_values("nice", spread, config.offset, zeros)
     raise ValueError(f"unknown mapping {mapping!r}; choose from {', '.join(MAPPINGS)}")
+
+
+# 0.1.0's `scale` (its default; the key is ignored now): round(scale x level) made its values.
+SPREAD_SCALE: Final = 1_000_000
 
 
 def spread_values(level_sorted: FloatArray, scale: int, step: int = 1) -> IntArray:

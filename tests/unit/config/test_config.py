@@ -25,7 +25,7 @@ from slurm_drf.config.load import (
     resolve_config,
     warn_unknown_accounts,
 )
-from slurm_drf.config.settings import DEFAULT_SCALE, NICE_LIMIT, Config, PoolConfig, default_config
+from slurm_drf.config.settings import NICE_LIMIT, Config, PoolConfig, default_config
 from slurm_drf.config.validate import _surely_conforms, load_schema
 from slurm_drf.config.yaml_tree import read_yaml
 from slurm_drf.errors import ConfigError, InputError
@@ -786,7 +786,7 @@ log_level: DEBUG
         log_level="DEBUG",
         source_path="site.yaml",
     )
-    assert config.scale == DEFAULT_SCALE  # the key is ignored
+    assert not hasattr(config, "scale")  # the key is ignored
     assert config.lines["pools[1].name"] == 11
     assert config.lines["accounts.physics.weight"] == 4
     with pytest.raises(TypeError):
@@ -796,9 +796,9 @@ log_level: DEBUG
 @pytest.mark.parametrize("mode", ["nice", "site_factor", "priority"])
 def test_any_scale_is_ignored_and_a_small_offset_accepted(mode: str) -> None:
     config = parse_config_text(f"mode: {mode}\nscale: {NICE_LIMIT - 1}\n", "c")
-    assert (config.scale, config.offset) == (DEFAULT_SCALE, NICE_LIMIT)
+    assert config.offset == NICE_LIMIT
     config = parse_config_text(f"mode: {mode}\nscale: 1000000\noffset: 2\n", "c")
-    assert (config.scale, config.offset) == (DEFAULT_SCALE, 2)
+    assert config.offset == 2
     assert config_warnings(config) == [
         "c:2: scale is ignored (values are order labels, no longer round(scale x level)); remove it"
     ]

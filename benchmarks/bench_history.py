@@ -12,7 +12,7 @@ read before, as `sacct --json` in Slurm 22.05's shape (the captured JSON
 fixture's first record, varied). It times, as medians over the rounds in
 one process: parsing each (`slurm.sacct.parse_sacct_pipe`;
 `parse_sacct_json` and `build_allocations`), and integrating the
-allocations (`policy.history.build_usage_span` and
+allocations (`policy.decayed_usage.build_usage_span` and
 `DecayedUsage.add_span`). The sacct query itself is slurmdbd's time and is
 not measured here; the size of each answer is printed.
 """

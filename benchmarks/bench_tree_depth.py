@@ -9,7 +9,7 @@ plan, the share report (table) and the explanation of the deepest job, each
 timed (median of --runs) with the peak RSS of the whole process. Then the
 wall time of `slurm-drf plan --snapshot FILE` (a new process, `python -m
 slurm_drf.cli`) on a chain of --refuse accounts, which is refused in one
-line at model.tree.MAX_TREE_DEPTH with exit 2, and that process's peak RSS.
+line at model.account_tree.MAX_TREE_DEPTH with exit 2, and that process's peak RSS.
 """
 
 from __future__ import annotations

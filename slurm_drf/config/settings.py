@@ -95,7 +95,7 @@ class Config:
     mode: Mode = "nice"
     # Per-account weights as exact fractions of the decimal written in YAML,
     # keyed as written: an account name or a tree path (`physics/theory`);
-    # `policy.tree.compute_tree_weights` resolves paths against the tree.
+    # `policy.tree_weights.compute_tree_weights` resolves paths against the tree.
     weights: Mapping[str, Fraction] = field(default_factory=lambda: MappingProxyType({}))
     # accounts.KEY.users: per user of an account, its weight among the account's users.
     user_weights: Mapping[str, Mapping[str, Fraction]] = field(default_factory=lambda: MappingProxyType({}))

@@ -373,7 +373,7 @@ class LazyRows(Sequence[RowT]):
 
     `row(i)` makes one; indexing, slicing or iterating makes them all, once
     (`make_all` when the columns can do it faster than row by row). A
-    snapshot's jobs and a plan's job decisions (`policy.plan.PlanJobs`)
+    snapshot's jobs and a plan's job decisions (`policy.plan_columns.PlanJobs`)
     are both this.
     """
 

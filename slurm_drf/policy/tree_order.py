@@ -1,7 +1,7 @@
 """One pool's pending jobs ordered over Slurm's account tree (H-DRF, docs/rule.md §7): the join.
 
 Pure, under `policy.plan`: builds the tree of a pool from the snapshot's
-association tree (`model.tree.AccountTree`), the jobs and the tree's
+association tree (`model.account_tree.AccountTree`), the jobs and the tree's
 weights (`policy.tree_weights.compute_tree_weights`), lays it out for the engine
 straight from the join (`_compile`: the `hierarchy.CompiledTree` that
 `hierarchy.compile_tree` would make of the same tree as `TreeNode`s, without

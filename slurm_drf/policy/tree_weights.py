@@ -1,7 +1,7 @@
 """The weight of every node of Slurm's account tree, from the config and from RawShares.
 
 Pure; sits between the config and the hierarchical order: it resolves the
-config's account keys (bare names or tree paths, `model.tree.AccountTree.find`)
+config's account keys (bare names or tree paths, `model.account_tree.AccountTree.find`)
 against the tree read from Slurm and gives each account its weight among
 its siblings and each user its weight among its account's users
 (docs/configuration.md, `accounts`, `weights`):

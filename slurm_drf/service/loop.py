@@ -315,7 +315,7 @@ class Service:
         """Warn once per configured account that no snapshot has shown so far.
 
         A path names what the tree says where one was read, else its last
-        name (`policy.tree.resolve_key`): either way it is known when that
+        name (`policy.tree_weights.resolve_key`): either way it is known when that
         account is.
         """
         seen = self._seen_accounts

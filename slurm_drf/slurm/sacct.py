@@ -6,7 +6,7 @@ Sits beside the CLI source, in two formats with one parser each:
   --parsable2 --noheader ... --format=JobIDRaw,Account,Partition,Start,End,
   AllocTRES` (argument list, timeout, the Slurm commands' environment with
   SLURM_TIME_FORMAT=%s, through slurm.execute) and `parse_sacct_pipe` reads
-  its lines into `policy.history.Allocation`s for the daemon's past
+  its lines into `policy.decayed_usage.Allocation`s for the daemon's past
   (trail.past, bootstrapping the decayed usage from slurmdbd). Start and End
   are seconds since the epoch: no local time, no DST fold to guess. A 23rd
   of the JSON's size, read over 30x faster (benchmarks/bench_history.py).

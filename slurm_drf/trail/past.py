@@ -2,7 +2,7 @@
 
 Every cycle records each account's running usage per pool (`shares.usage`,
 trail.history_db). `HistoryPast` reads those records, oldest first, into a
-`policy.history.DecayedUsage` and hands the cycle each account's decayed
+`policy.decayed_usage.DecayedUsage` and hands the cycle each account's decayed
 average allocation. It reads the file once over the last
 LOOKBACK_HALF_LIVES half-lives when it starts (so the past survives
 restarts: it is on disk), then only the cycles recorded since.

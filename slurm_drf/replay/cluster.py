@@ -29,14 +29,19 @@ CHUNK = 500
 WORKDIR = "/"
 
 
-def submit(sub: Submission, partition: str | None, run_as: str | None = None) -> str:
-    """Submit one job (as `run_as`, through runuser, if given); its Slurm job id."""
+def submit(sub: Submission, partition: str | None, run_as: str | None, run: str) -> str:
+    """Submit one job (as `run_as`, through runuser, if given) named for the replay `run`; its Slurm job id.
+
+    sbatch runs in a session of its own: a Ctrl-C at the terminal stops the
+    replay, which lets the submission in flight finish and so knows its id.
+    """
     out = run_command(
-        build_sbatch_argv(sub, partition, WORKDIR, run_as),
+        build_sbatch_argv(sub, partition, WORKDIR, run_as, run),
         TIMEOUT,
         input_text=build_job_script(sub),
         error_class=SlurmWriteError,
         cwd=WORKDIR,
+        new_session=True,
     )
     job_id = out.strip().split(";")[0]
     if not job_id.isdigit():
@@ -54,6 +59,13 @@ def cancel(job_ids: Sequence[str]) -> None:
     jobs that already ended are no error."""
     for chunk in _chunks(list(job_ids)):
         run_command(["scancel", *chunk], TIMEOUT, error_class=SlurmWriteError)
+
+
+def cancel_named(names: Sequence[str]) -> None:
+    """scancel the jobs of these names: the submissions whose sbatch failed or timed out, which
+    slurmctld may have taken all the same (their names are the replay run's own, `trace.job_name`)."""
+    for name in names:
+        run_command(["scancel", f"--name={name}"], TIMEOUT, error_class=SlurmWriteError)
 
 
 def _queued() -> list[str]:

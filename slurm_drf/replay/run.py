@@ -18,6 +18,7 @@ import logging
 import math
 import os
 import pwd
+import secrets
 import signal
 import sqlite3
 import subprocess
@@ -48,6 +49,7 @@ from slurm_drf.replay.trace import (
     build_submissions,
     check_compression,
     check_fits,
+    job_name,
     scheduling_interval,
 )
 from slurm_drf.replay.users import UserChoice, UserPlan, plan_associations, plan_users
@@ -321,11 +323,19 @@ class _Player:
         self.waiting = list(ready.subs)
         self.stop = threading.Event()
         self.origin = time.monotonic()
+        # This run's token in its jobs' names, and the names of submissions whose sbatch failed:
+        # slurmctld may hold them all the same, with no id known to us.
+        self.run = secrets.token_hex(4)
+        self.unknown: list[str] = []
 
     def submit_due(self, now: float) -> None:
-        while self.waiting and self.waiting[0].at <= now:
+        while self.waiting and self.waiting[0].at <= now and not self.stop.is_set():
             sub = self.waiting.pop(0)
-            job_id = cluster.submit(sub, self.ready.options.partition, self.ready.users.run_as(sub.job))
+            try:
+                job_id = cluster.submit(sub, self.ready.options.partition, self.ready.users.run_as(sub.job), self.run)
+            except DrfError:
+                self.unknown.append(job_name(sub.job, self.run))
+                raise
             self.ours[job_id] = sub.job.account
             self.submitted.append((sub, job_id))
 
@@ -376,7 +386,7 @@ def _play(ready: _Arm, progress: Progress | None) -> ReplayResult:
             origin_epoch = time.time()
             reason = player.play()
         finally:
-            left = _cancel_ours(list(player.ours))
+            left = _cancel_ours(list(player.ours), player.unknown)
             if daemon is not None:
                 daemon.stop()
         if caught:
@@ -449,8 +459,16 @@ def _measure(ready: _Arm, player: _Player, origin_epoch: float, wall: float, res
     )
 
 
-def _cancel_ours(job_ids: Sequence[str]) -> list[str]:
-    """Cancel every job of ours Slurm still shows, and wait until it shows none; those it still shows."""
+def _cancel_ours(job_ids: Sequence[str], unknown: Sequence[str] = ()) -> list[str]:
+    """Cancel every job of ours Slurm still shows, and wait until it shows none; those it still shows.
+
+    `unknown`: names of submissions whose sbatch failed (the job may exist with no id known here).
+    """
+    if unknown:
+        try:
+            cluster.cancel_named(unknown)
+        except DrfError as error:
+            logger.error("cancelling the replay's submissions that failed (%s): %s", ", ".join(unknown), error)
     if not job_ids:
         return []
     try:

@@ -113,9 +113,10 @@ def check_compression(subs: Sequence[Submission], compression: float, interval: 
 _NAME_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
-def job_name(job: WorkloadJob) -> str:
-    """The Slurm job name of a trace job: the prefix and its trace id, in characters every tool shows plainly."""
-    return JOB_NAME_PREFIX + _NAME_UNSAFE.sub("_", job.job_id)[:100]
+def job_name(job: WorkloadJob, run: str) -> str:
+    """The Slurm job name of a trace job: the prefix, the replay's `run` token and the job's trace id, in
+    characters every tool shows plainly; no other replay's job has it."""
+    return f"{JOB_NAME_PREFIX}{run}-" + _NAME_UNSAFE.sub("_", job.job_id)[:100]
 
 
 def _clock(seconds: float) -> str:
@@ -128,15 +129,16 @@ def _clock(seconds: float) -> str:
 RUNUSER: Final = "runuser"
 
 
-def build_sbatch_argv(sub: Submission, partition: str | None, workdir: str, run_as: str | None = None) -> list[str]:
+def build_sbatch_argv(sub: Submission, partition: str | None, workdir: str, run_as: str | None, run: str) -> list[str]:
     """The argv of the sbatch that submits `sub` (its script comes on stdin), as `run_as` if given
-    (`runuser -u USER -- sbatch ...`: root only; from a directory that user can enter)."""
+    (`runuser -u USER -- sbatch ...`: root only; from a directory that user can enter), named for
+    the replay `run` (`job_name`)."""
     job = sub.job
     argv = [
         *([RUNUSER, "-u", run_as, "--"] if run_as else []),
         "sbatch",
         "--parsable",
-        f"--job-name={job_name(job)}",
+        f"--job-name={job_name(job, run)}",
         f"--account={job.account}",
         f"--nodes={job.nodes}",
         "--ntasks-per-node=1",

@@ -52,16 +52,21 @@ def run_command(
     input_text: str | None = None,
     error_class: type[SlurmError] = SlurmReadError,
     cwd: str | None = None,
+    new_session: bool = False,
 ) -> str:
     """Run `argv` and return its standard output as text.
 
     `env` is the child's whole environment (None: inherit ours), `cwd` its
-    working directory (None: ours). Raises
+    working directory (None: ours); `new_session` starts the child in a
+    session of its own, out of reach of a terminal's Ctrl-C, which then
+    reaches us alone. Raises
     `error_class` (SlurmReadError unless the caller picks another
     SlurmError) when the executable is missing or cannot run, when it runs
     longer than `timeout` seconds, or when it exits non-zero.
     """
-    completed = run_process(argv, timeout, env=env, input_text=input_text, error_class=error_class, cwd=cwd)
+    completed = run_process(
+        argv, timeout, env=env, input_text=input_text, error_class=error_class, cwd=cwd, new_session=new_session
+    )
     if completed.returncode != 0:
         detail = _with_hint(_first_line(completed.stderr) or _first_line(completed.stdout) or "no message")
         raise error_class(f"{shlex.join(argv)}: exit status {completed.returncode}: {detail}")
@@ -76,6 +81,7 @@ def run_process(
     input_text: str | None = None,
     error_class: type[SlurmError] = SlurmReadError,
     cwd: str | None = None,
+    new_session: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """Run `argv`; its exit status is the caller's to judge (scontrol exits 1
     when one update of many failed, and says which on stderr).
@@ -98,6 +104,7 @@ def run_process(
             env=dict(env) if env is not None else None,
             cwd=cwd,
             check=False,
+            start_new_session=new_session,
         )
     except FileNotFoundError as error:
         raise error_class(f"{command}: {argv[0]} not found (is Slurm installed and on PATH?)") from error

@@ -204,9 +204,11 @@ def test_two_arms_measure_every_figure_and_leave_nothing_behind(arms: dict[str, 
     )
 
 
-@pytest.mark.parametrize("signal_number", [signal.SIGTERM, signal.SIGINT])
+# SIGTERM to the process, as kill sends it; SIGINT to its whole process group, as a terminal's Ctrl-C
+# does: an sbatch in flight then is in a session of its own, finishes, and its job is cancelled too.
+@pytest.mark.parametrize(("signal_number", "group"), [(signal.SIGTERM, False), (signal.SIGINT, True)])
 def test_a_signal_cancels_every_job_it_submitted_and_only_those(
-    replay_sandbox: ReplaySandbox, signal_number: signal.Signals
+    replay_sandbox: ReplaySandbox, signal_number: signal.Signals, group: bool
 ) -> None:
     replay_sandbox.ready()
     assert replay_sandbox.jobs() == {}
@@ -222,13 +224,17 @@ def test_a_signal_cancels_every_job_it_submitted_and_only_those(
         stderr=subprocess.PIPE,
         text=True,
         cwd=replay_sandbox.directory,
+        start_new_session=True,
     )
     try:
         wait_for(lambda: len(replay_sandbox.replay_jobs()) >= 5, 120, "the replay to submit 5 jobs")
         # Submitted as the sandbox's users, not as root (who submitted theirs).
         queue = replay_sandbox.queue()
         assert {queue[i][1] for i in replay_sandbox.replay_jobs()} <= set(POOL) and queue[theirs][1] == "root"
-        proc.send_signal(signal_number)
+        if group:
+            os.killpg(proc.pid, signal_number)
+        else:
+            proc.send_signal(signal_number)
         _, err = proc.communicate(timeout=120)
     finally:
         if proc.poll() is None:

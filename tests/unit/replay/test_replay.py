@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from fractions import Fraction
 from pathlib import Path
-from types import MappingProxyType
+from types import MappingProxyType, SimpleNamespace
 
 import numpy as np
 import orjson
@@ -18,6 +18,7 @@ import yaml
 from slurm_drf.cli.main import main
 from slurm_drf.config.load import parse_config_text
 from slurm_drf.config.settings import Config
+from slurm_drf.errors import SlurmWriteError
 from slurm_drf.replay import cluster as replay_cluster
 from slurm_drf.replay import run as run_module
 from slurm_drf.replay.arms import ARMS, build_billing_weights, build_daemon_config, build_slurm_lines, parse_arm
@@ -28,6 +29,7 @@ from slurm_drf.replay.run import ReplayOptions, prepare_users
 from slurm_drf.replay.trace import (
     JOB_NAME_PREFIX,
     ReplayInputError,
+    Submission,
     account_paths,
     build_job_script,
     build_sbatch_argv,
@@ -104,11 +106,12 @@ def test_a_compression_that_is_not_a_positive_number_is_refused(factor: float) -
 
 def test_sbatch_argv_carries_the_trace_job_and_never_a_shell_string() -> None:
     sub = build_submissions(_workload(_job("climate-7", "climate", duration=300, cpu=8, mem=16000, gpu=2)), 60)[0]
-    argv = build_sbatch_argv(sub, "gpu", "/work dir")
+    argv = build_sbatch_argv(sub, "gpu", "/work dir", None, "0a1b2c3d")
     assert argv[0] == "sbatch" and "--parsable" in argv
     assert "--account=climate" in argv and "--cpus-per-task=8" in argv and "--mem=16000M" in argv
     assert "--gres=gpu:2" in argv and "--partition=gpu" in argv and "--nodes=1" in argv
-    assert f"--job-name={JOB_NAME_PREFIX}climate-7" in argv
+    # Named for this replay run: no other run's job has the name.
+    assert f"--job-name={JOB_NAME_PREFIX}0a1b2c3d-climate-7" in argv
     # A working directory with a space stays one argument.
     assert "--chdir=/work dir" in argv
     assert build_job_script(sub) == "#!/bin/sh\nexec sleep 5.000\n"
@@ -116,16 +119,16 @@ def test_sbatch_argv_carries_the_trace_job_and_never_a_shell_string() -> None:
 
 def test_no_gres_option_without_gpus_and_no_partition_when_none_is_given() -> None:
     sub = build_submissions(_workload(_job("j", "x")), 1)[0]
-    argv = build_sbatch_argv(sub, None, "/")
+    argv = build_sbatch_argv(sub, None, "/", None, "r")
     assert not any(a.startswith(("--gres", "--partition")) for a in argv)
 
 
 @pytest.mark.parametrize("trace_id", ["a b", "x;rm -rf /", "ü$(id)", "a" * 300])
 def test_job_names_hold_only_plain_characters(trace_id: str) -> None:
-    name = job_name(_job(trace_id, "x"))
-    assert name.startswith(JOB_NAME_PREFIX)
+    name = job_name(_job(trace_id, "x"), "0a1b2c3d")
+    assert name.startswith(JOB_NAME_PREFIX + "0a1b2c3d-")
     assert all(c.isascii() and (c.isalnum() or c in "._-") for c in name)
-    assert len(name) <= len(JOB_NAME_PREFIX) + 100
+    assert len(name) <= len(JOB_NAME_PREFIX) + 9 + 100
 
 
 # --------------------------------------------------------------------------
@@ -208,11 +211,11 @@ def _unix(*names: str) -> Callable[[str], bool]:
 
 def test_sbatch_runs_as_the_trace_user_through_runuser_as_an_argv_list() -> None:
     sub = build_submissions(_workload(_job("climate-7", "climate")), 60)[0]
-    argv = build_sbatch_argv(sub, None, "/", "drfalice")
+    argv = build_sbatch_argv(sub, None, "/", "drfalice", "r")
     # runuser, never a shell; the user's account and the job stay sbatch's own arguments.
     assert argv[:5] == ["runuser", "-u", "drfalice", "--", "sbatch"]
     assert "--account=climate" in argv and "--chdir=/" in argv
-    assert build_sbatch_argv(sub, None, "/")[0] == "sbatch"
+    assert build_sbatch_argv(sub, None, "/", None, "r")[0] == "sbatch"
 
 
 @pytest.mark.parametrize(
@@ -353,6 +356,57 @@ def test_nothing_is_created_when_a_check_refuses(monkeypatch: pytest.MonkeyPatch
     assert any("newuser in alpha" in n for n in notes) and any(
         "created account(s) with sacctmgr: alpha" in n for n in notes
     )
+
+
+def _player(workload: Workload, monkeypatch: pytest.MonkeyPatch, fail: str) -> run_module._Player:
+    """A replay's player over `workload` whose sbatch of trace job `fail` fails; the others get ids 101, 102, ..."""
+    ids = iter(range(101, 1000))
+
+    def submit(sub: Submission, partition: str | None, run_as: str | None, run: str) -> str:
+        if sub.job.job_id == fail:
+            raise SlurmWriteError("sbatch: no answer within 30 s")
+        return str(next(ids))
+
+    monkeypatch.setattr(replay_cluster, "submit", submit)
+    ready = SimpleNamespace(
+        workload=workload,
+        subs=tuple(build_submissions(workload, 60)),
+        options=SimpleNamespace(partition=None),
+        users=SimpleNamespace(run_as=lambda job: None),
+    )
+    return run_module._Player(ready, None)  # type: ignore[arg-type]
+
+
+def test_a_failed_sbatch_is_cancelled_by_its_runs_name_beside_the_jobs_of_known_id(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """slurmctld may hold the job of an sbatch that timed out or was killed: no id, so its name (the run's own)."""
+    workload = _workload(_job("a", "x"), _job("b", "x", submit=1.0), _job("c", "x", submit=2.0))
+    player = _player(workload, monkeypatch, fail="b")
+    with pytest.raises(SlurmWriteError):
+        player.submit_due(math.inf)
+    assert player.ours == {"101": "x"} and player.unknown == [job_name(workload.jobs[1], player.run)]
+    calls: list[tuple[str, list[str]]] = []
+    monkeypatch.setattr(replay_cluster, "cancel", lambda ids: calls.append(("ids", list(ids))))
+    monkeypatch.setattr(replay_cluster, "cancel_named", lambda names: calls.append(("names", list(names))))
+    monkeypatch.setattr(replay_cluster, "remaining", lambda ids: [])
+    assert run_module._cancel_ours(list(player.ours), player.unknown) == []
+    assert calls == [("names", player.unknown), ("ids", ["101"])]
+    # Another run's jobs never have these names.
+    assert _player(workload, monkeypatch, fail="").run != player.run
+
+
+def test_a_stop_submits_nothing_more() -> None:
+    workload = _workload(_job("a", "x"), _job("b", "x", submit=1.0))
+    player = run_module._Player(
+        SimpleNamespace(  # type: ignore[arg-type]
+            workload=workload, subs=tuple(build_submissions(workload, 60)), options=None, users=None
+        ),
+        None,
+    )
+    player.stop.set()
+    player.submit_due(math.inf)  # would raise on options=None had it submitted
+    assert player.submitted == [] and len(player.waiting) == 2
 
 
 # --------------------------------------------------------------------------

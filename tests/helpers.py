@@ -6,7 +6,6 @@ Prometheus exposition."""
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -17,8 +16,9 @@ from slurm_drf.model.snapshot_file import SnapshotFileSource
 from slurm_drf.model.types import Snapshot
 from slurm_drf.policy.plan import Plan, compute_plan
 from slurm_drf.slurm.write import Write, WriteResult
+from tests.paths import FIXTURES
 
-REPORT_FIXTURES = Path(__file__).resolve().parent / "fixtures" / "report"
+REPORT_FIXTURES = FIXTURES / "report"
 
 # One metric sample: its name and its sorted labels.
 SampleKey = tuple[str, tuple[tuple[str, str], ...]]

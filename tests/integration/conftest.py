@@ -29,10 +29,11 @@ from typing import Any
 
 import pytest
 
+from tests.paths import SANDBOX_SCRIPT
 from tests.polling import wait_for
 
 HERE = Path(__file__).resolve().parent
-SCRIPT = HERE.parents[1] / "scripts" / "slurm-sandbox"
+SCRIPT = SANDBOX_SCRIPT
 
 # Commands the tests and the sandbox need; sbin is not on every PATH.
 REQUIRED_COMMANDS = (

@@ -31,13 +31,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tests.paths import SANDBOX_SCRIPT
 from tests.polling import wait_for
 
 if TYPE_CHECKING:
     from tests.integration.conftest import SlurmSandbox
 
-HERE = Path(__file__).resolve().parent
-SCRIPT = HERE.parents[1] / "scripts" / "slurm-sandbox"
+SCRIPT = SANDBOX_SCRIPT
 DRF = (sys.executable, "-m", "slurm_drf.cli")
 # The backend `backend: auto` picks in this tier: scripts/test runs the live
 # tier once with Slurm's CLI and once in a venv with a matching pyslurm

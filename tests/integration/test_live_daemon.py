@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.paths import SANDBOX_SCRIPT
 from tests.polling import wait_for
 
 if TYPE_CHECKING:
     from tests.integration.conftest import SlurmSandbox
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "slurm-sandbox"
+SCRIPT = SANDBOX_SCRIPT
 # The installed entry point's code, independent of PATH.
 DRF = (sys.executable, "-c", "import sys; from slurm_drf.cli.main import main; sys.exit(main())")
 INTERVAL = 2

@@ -25,11 +25,12 @@ import pytest
 from slurm_drf.model.types import Node, freeze_tres
 from slurm_drf.replay.arms import build_billing_weights, build_slurm_lines
 from slurm_drf.replay.trace import JOB_NAME_PREFIX
+from tests.paths import SANDBOX_SCRIPT
 from tests.polling import wait_for
 
 pytestmark = [pytest.mark.live, pytest.mark.replay]
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "slurm-sandbox"
+SCRIPT = SANDBOX_SCRIPT
 NODES = 4
 COMPRESS = "60"
 # The scenario built to show the effect: climate (CPU-heavy) and genomics

@@ -625,38 +625,30 @@ def _skipped_rows(
 ) -> tuple[int, dict[str, ColumnMaker]]:
     """Pending jobs the plan leaves alone, each with its reason: their job columns (count, makers)."""
     job_pool, pending, excluded, held = jobs.pool, jobs.pending, jobs.excluded, jobs.held
-    skip = pending & ((job_pool < 0) | excluded | held)
-    rows: list[tuple[Any, ...]] = []
-    for i in np.flatnonzero(skip).tolist():
-        reason = "partition not managed" if job_pool[i] < 0 else "account excluded" if excluded[i] else "held"
-        _, own, current, _, _ = adjust_for_memory(
-            table.priority[i : i + 1],
-            table.nice[i : i + 1],
-            [table.site_factor[i]],
-            mode,
-            _recall(table, np.array([i], dtype=np.int64), state),
-        )
-        row = (
-            table.job_id[i],
-            table.accounts[table.account[i]],
-            table.user[i],
-            pools[job_pool[i]][0] if job_pool[i] >= 0 else None,
-            None,
-            None,
-            None,
-            current[0],
-            "skip",
-            reason,
-            False,
-            int(own[0]),
-            int(table.array_tasks[i]),
-            None,
-            None,
-            None,
-        )
-        rows.append(row)
-    made: list[list[Any]] = [list(column) for column in zip(*rows, strict=True)] if rows else [[] for _ in JOB_COLUMNS]
-    return len(rows), {name: functools.partial(list, column) for name, column in zip(JOB_COLUMNS, made, strict=True)}
+    rows = np.flatnonzero(pending & ((job_pool < 0) | excluded | held))
+    indexes: list[int] = rows.tolist()
+    _, own, current, _, _ = adjust_for_memory(
+        table.priority[rows], table.nice[rows], _pick(table.site_factor, rows), mode, _recall(table, rows, state)
+    )
+    reasons = [
+        "partition not managed" if job_pool[i] < 0 else "account excluded" if excluded[i] else "held" for i in indexes
+    ]
+    count = len(indexes)
+    nothing: list[Any] = [None] * count
+    columns: dict[str, list[Any]] = {
+        "job_id": _pick(table.job_id, rows),
+        "account": [table.accounts[a] for a in table.account[rows].tolist()],
+        "user": _pick(table.user, rows),
+        "pool": [pools[p][0] if p >= 0 else None for p in job_pool[rows].tolist()],
+        "current": current,
+        "action": ["skip"] * count,
+        "reason": reasons,
+        "user_nice": own.tolist(),
+        "array_tasks": table.array_tasks[rows].tolist(),
+    }
+    columns["tie"] = [False] * count
+    made = [columns.get(name, nothing) for name in JOB_COLUMNS]
+    return count, {name: functools.partial(list, column) for name, column in zip(JOB_COLUMNS, made, strict=True)}
 
 
 @dataclass(frozen=True, slots=True)

@@ -177,6 +177,8 @@ def _text(value: object) -> str:
 def _count(value: object) -> int | None:
     """A whole count from an int, a digit string, or to_gres_dict's
     {"count": ..., "indexes": ...} form; None when unset."""
+    if type(value) is int:  # the common case first: a cycle reads 50,000 jobs' dozen numbers
+        return value
     if isinstance(value, Mapping):
         value = value.get("count")
     if isinstance(value, bool):
@@ -192,7 +194,7 @@ def _count(value: object) -> int | None:
 
 def _raw_number(value: object) -> int | None:
     """A number the dict API passes through raw: NO_VAL64 and friends read as unset."""
-    number = _count(value)
+    number = value if type(value) is int else _count(value)
     return None if number is None or number >= _NO_VAL64_FLOOR else number
 
 

@@ -295,13 +295,31 @@ def parse_tres_per(text: str | None) -> dict[str, int]:
     return _parse_gres_items(text or "", skip_prefixes=_NOT_GRES_PREFIXES)
 
 
+class WarningCount:
+    """How many warnings the readers of a record logged (`warned`).
+
+    A reader that caches what it read of one record for the next record of
+    the same fields (`slurm.parse.jobs`) caches nothing that warned, so each
+    record with an odd field is named in a warning of its own.
+    """
+
+    count = 0
+
+    def warned(self, log: logging.Logger, message: str, *args: object) -> None:
+        self.count += 1
+        log.warning(message, *args)
+
+
+WARNINGS: Final = WarningCount()
+
+
 def lenient_gres(parse: Callable[[str | None], dict[str, int]], text: str, what: str) -> dict[str, int]:
     """GRES amounts, or none with a warning: an odd GRES string must not hide
     the rest of a node or job (its CPUs and memory still count)."""
     try:
         return parse(text)
     except ValueError as error:
-        logger.warning("%s: %s; its GRES are not counted", what, error)
+        WARNINGS.warned(logger, "%s: %s; its GRES are not counted", what, error)
         return {}
 
 

@@ -15,8 +15,9 @@ from dataclasses import replace
 from typing import Any, Final
 
 from slurm_drf.errors import shorten
-from slurm_drf.model.types import HOLDING_STATES, MAX_TRES, PENDING, Job, freeze_tres
+from slurm_drf.model.types import HOLDING_STATES, MAX_TRES, PENDING, Job, Tres, freeze_tres
 from slurm_drf.slurm.parse.amounts import (
+    WARNINGS,
     gres_names,
     lenient_gres,
     merge_gres,
@@ -131,8 +132,8 @@ def _job_gres(record: Mapping[str, Any], nodes: int, tasks: int, holding: bool) 
         if not names:
             continue
         if factor is None:
-            logger.warning(
-                "%s: %s=%s without sockets_per_node; GRES per socket not counted", label, key, record.get(key)
+            WARNINGS.warned(
+                logger, "%s: %s=%s without sockets_per_node; GRES per socket not counted", label, key, record.get(key)
             )
             continue
         for entry, amount in per.items():
@@ -163,6 +164,66 @@ def _job_memory(record: Mapping[str, Any], nodes: int, cpus: int | None, gpus: i
     if per_gpu and gpus:
         return per_gpu * gpus
     return None
+
+
+# What `_job_tres` reads of a record; `job_resources` only without a
+# `node_count`, and then the record's resources are not cached.
+_TRES_FIELDS: Final = (
+    "tres_req_str",
+    "tres_alloc_str",
+    "node_count",
+    "tasks",
+    "cpus",
+    "sockets_per_node",
+    "tres_per_job",
+    "tres_per_node",
+    "tres_per_task",
+    "tres_per_socket",
+    "memory_per_node",
+    "memory_per_cpu",
+    "memory_per_tres",
+    "gres_detail",
+)
+# A queue of 50,000 jobs has a few dozen distinct shapes (bench_read.py).
+_TRES_CACHE_SIZE: Final = 4096
+_TRES_CACHE: dict[tuple[object, ...], Tres] = {}
+
+
+def _hashable(value: object) -> object:
+    """A stand-in for a JSON value that hashes; 1, 1.0 and True stay apart."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return (dict, tuple((k, _hashable(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return (list, tuple(_hashable(v) for v in value))
+    return (type(value), value)
+
+
+def _shared_job_tres(record: Mapping[str, Any], state: str) -> Tres:
+    """`_job_tres`, frozen, and shared by the records whose fields it reads are the same.
+
+    Each shape is parsed once: a record that raises or warns is parsed
+    every time, so each job with an odd field is named in its own line.
+    """
+    node_count = record.get("node_count")
+    if node_count is None or node_count == 0:
+        return freeze_tres(_job_tres(record, state))  # job_resources is read too
+    values = tuple(map(record.get, _TRES_FIELDS))
+    key: tuple[object, ...] = (state in HOLDING_STATES, values, tuple(map(type, values)))
+    try:
+        tres = _TRES_CACHE.get(key)
+    except TypeError:  # a list or object among the fields (gres_detail, 23.02+'s numbers)
+        key = (key[0], *map(_hashable, values))
+        tres = _TRES_CACHE.get(key)
+    if tres is None:
+        warned = WARNINGS.count
+        tres = freeze_tres(_job_tres(record, state))
+        if WARNINGS.count == warned:
+            if len(_TRES_CACHE) >= _TRES_CACHE_SIZE:
+                _TRES_CACHE.clear()
+            _TRES_CACHE[key] = tres
+    return tres
 
 
 def _job_tres(record: Mapping[str, Any], state: str) -> dict[str, int]:
@@ -292,7 +353,7 @@ def parse_squeue_record(record: object, *, include_finished: bool = False) -> Jo
         held=held,
         submit_time=submit_time,
         array_tasks=array_tasks,
-        tres=freeze_tres(_job_tres(record, state)),
+        tres=_shared_job_tres(record, state),
     )
 
 
@@ -315,8 +376,8 @@ def parse_het_leaders(records: Iterable[object]) -> frozenset[str]:
     """
     leaders: set[str] = set()
     for record in records:
-        if not isinstance(record, Mapping):
-            continue
+        if not isinstance(record, Mapping) or not record.get("het_job_id"):
+            continue  # most jobs: no het job id (0 or unset) is no leader
         try:
             leader = _pending_het_leader(record, parse_job_state(record.get("job_state")))
         except (TypeError, ValueError):

@@ -266,6 +266,22 @@ def test_every_job_with_the_same_odd_gres_is_named_though_shapes_are_parsed_once
         parse_squeue_record(dict(base, node_count=True))
 
 
+def test_jobs_of_one_shape_share_their_resources_and_a_list_field_is_part_of_the_shape() -> None:
+    base = dict(
+        load("22.05", "squeue.json")["jobs"][0],
+        job_state="RUNNING",
+        tres_alloc_str="cpu=2,mem=8G,node=1",
+        gres_detail=["gpu:2(IDX:0-1)"],
+    )
+    first, second = (parse_squeue_record(dict(base, job_id=i)) for i in (91, 92))
+    other = parse_squeue_record(dict(base, job_id=93, gres_detail=["gpu:4(IDX:0-3)"]))
+    assert first is not None and second is not None and other is not None
+    assert first.tres is second.tres  # parsed once
+    assert first.tres["gres/gpu"] == 2 and other.tres["gres/gpu"] == 4
+    with pytest.raises(TypeError):
+        first.tres["cpu"] = 1  # type: ignore[index]  # shared, so read-only
+
+
 # A TRES amount no job can hold (issue 22): the job is skipped with one warning
 # naming it and the field, the rest of squeue's answer is read, and the
 # snapshot is built (a 20-digit amount once stopped the cycle in numpy).

@@ -18,6 +18,10 @@ does (the pyslurm backend). In alternating rounds, medians:
 and what each adds to the bare read. Live, slurmctld's own answer comes
 on top of the bare read (bench_live_50k.py); this is the part that is
 ours. `--profile` prints cProfile's top functions of one pyslurm cycle.
+
+`--memory` prints the peak of the memory Python held during each read
+beyond what it held before (tracemalloc: the answer's text is made
+before), against the size of squeue's answer.
 """
 
 from __future__ import annotations
@@ -25,12 +29,14 @@ from __future__ import annotations
 import argparse
 import copy
 import cProfile
+import gc
 import json
 import pstats
 import statistics
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -102,12 +108,30 @@ class _NoWriter:
         raise AssertionError("a dry run writes nothing")
 
 
+def traced_peak(call: Callable[[], object]) -> int:
+    """The most memory Python held at once during `call`, beyond what it held before (tracemalloc)."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        call()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def measure_memory(calls: dict[str, Callable[[], object]], answer_bytes: int) -> None:
+    for name in ("cli bare", "cli fetch_snapshot", "pyslurm bare", "pyslurm fetch_snapshot"):
+        peak = traced_peak(calls[name])
+        print(f"{name}: peak of Python's memory {peak / 2**20:.0f} MiB = {peak / answer_bytes:.2f}x squeue's answer")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pending", type=int, default=50_000)
     parser.add_argument("--running", type=int, default=5_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--memory", action="store_true")
     args = parser.parse_args()
 
     squeue = make_queue(args.pending, args.running)
@@ -134,6 +158,9 @@ def main() -> int:
             "pyslurm fetch_snapshot": pyslurm.fetch_snapshot,
             "pyslurm dry cycle": lambda: _dry_cycle(pyslurm, state_dir),
         }
+        if args.memory:
+            measure_memory(calls, len(squeue_text))
+            return 0
         runs: dict[str, list[float]] = {name: [] for name in calls}
         for _ in range(args.rounds):
             for name, call in calls.items():

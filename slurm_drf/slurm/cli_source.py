@@ -21,21 +21,26 @@ execute.run_command runs them.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Final, Protocol
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Final, Protocol, TypeVar
 
 import orjson
 
 from slurm_drf.errors import SlurmReadError
 from slurm_drf.model.codec import format_time
 from slurm_drf.model.types import Association, Node, Snapshot
-from slurm_drf.slurm.execute import run_command
+from slurm_drf.slurm.execute import run_command, stream_command
 from slurm_drf.slurm.parse.assoc_mgr import check_associations, parse_assoc_mgr
-from slurm_drf.slurm.parse.envelope import parse_json_cluster, parse_slurm_version, parse_version_tuple
-from slurm_drf.slurm.parse.jobs import parse_het_leaders, parse_squeue_json
+from slurm_drf.slurm.parse.envelope import (
+    describe_json_error,
+    parse_version_tuple,
+)
+from slurm_drf.slurm.parse.jobs import SqueueAnswer, read_squeue_answer
+from slurm_drf.slurm.parse.json_stream import JsonAnswer
 from slurm_drf.slurm.parse.nodes import parse_sinfo_json
 from slurm_drf.slurm.parse.scontrol import parse_cluster_name, parse_priority_type
 from slurm_drf.slurm.parse.snapshot import SnapshotHeader, build_snapshot
@@ -52,6 +57,22 @@ class CommandRunner(Protocol):
     """execute.run_command's shape; tests pass a fake that replays output."""
 
     def __call__(self, argv: Sequence[str], timeout: float, *, env: Mapping[str, str] | None = None) -> str: ...
+
+
+_T = TypeVar("_T")
+
+
+class CommandStreamer(Protocol):
+    """execute.stream_command's shape: the output handed to `consume` in pieces as it arrives."""
+
+    def __call__(
+        self,
+        argv: Sequence[str],
+        timeout: float,
+        consume: Callable[[Iterator[str]], _T],
+        *,
+        env: Mapping[str, str] | None = None,
+    ) -> _T: ...
 
 
 def build_squeue_argv() -> list[str]:
@@ -155,15 +176,15 @@ def parse_command_json(text: str, command: Sequence[str]) -> dict[str, Any]:
     try:
         data = orjson.loads(text)
     except orjson.JSONDecodeError as error:
-        where = f"line {error.lineno} column {error.colno}"
-        if error.pos >= len(text.rstrip()):
-            raise SlurmReadError(
-                f"{name}: answer cut short: its JSON stops at {where} after {len(text)} characters, incomplete"
-            ) from error
-        raise SlurmReadError(f"{name}: invalid JSON at {where}: {error.msg}") from error
+        raise describe_json_error(name, text, error) from error
     if not isinstance(data, dict):
         raise SlurmReadError(f"{' '.join(command)}: expected a JSON object, got {type(data).__name__}")
     return data
+
+
+def _read_jobs(name: str, pieces: Iterator[str]) -> SqueueAnswer:
+    """squeue's answer a record at a time: at 50,000 jobs its parsed tree would be the daemon's peak memory."""
+    return read_squeue_answer(JsonAnswer(pieces, "jobs", name))
 
 
 class CliSource:
@@ -177,6 +198,7 @@ class CliSource:
         runner: CommandRunner = run_command,
         environ: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.time,
+        streamer: CommandStreamer | None = None,
     ) -> None:
         self.name = "slurm cli"
         self.timeout = timeout
@@ -184,6 +206,8 @@ class CliSource:
             partitions = [partitions]
         self.partitions = tuple(partitions) if partitions is not None else None
         self._runner = runner
+        # squeue's answer is read as it arrives; a test's runner hands it over whole.
+        self._stream: CommandStreamer = streamer or (stream_command if runner is run_command else self._whole)
         self._env = build_command_env(os.environ if environ is None else environ)
         self._clock = clock
         #: PriorityType from the last fetch (also in the Snapshot it returned).
@@ -192,6 +216,16 @@ class CliSource:
 
     def _run(self, argv: Sequence[str]) -> str:
         return self._runner(argv, self.timeout, env=self._env)
+
+    def _whole(
+        self,
+        argv: Sequence[str],
+        timeout: float,
+        consume: Callable[[Iterator[str]], _T],
+        *,
+        env: Mapping[str, str] | None = None,
+    ) -> _T:
+        return consume(iter([self._runner(argv, timeout, env=env)]))
 
     def _fetch_nodes(self, version: str | None) -> list[Node]:
         failure: SlurmReadError | None = None
@@ -214,16 +248,15 @@ class CliSource:
     def fetch_snapshot(self) -> Snapshot:
         """Read jobs, nodes and configuration now; SlurmReadError when Slurm cannot be read."""
         squeue_argv = build_squeue_argv()
-        squeue_data = parse_command_json(self._run(squeue_argv), squeue_argv)
-        version = parse_slurm_version(squeue_data)
-        jobs = parse_squeue_json(squeue_data)
-        het_leaders = parse_het_leaders(squeue_data["jobs"])  # a list: parse_squeue_json checked
+        name = " ".join(squeue_argv)
+        squeue = self._stream(squeue_argv, self.timeout, functools.partial(_read_jobs, name), env=self._env)
+        version = squeue.version
         nodes = self._fetch_nodes(version)
         config = self._fetch_config()
         self.priority_type = parse_priority_type(config)
-        cluster = parse_json_cluster(squeue_data) or parse_cluster_name(config) or ""
+        cluster = squeue.cluster or parse_cluster_name(config) or ""
         associations = self.associations.fetch(cluster)
-        logger.debug("read %d nodes and %d jobs from Slurm %s", len(nodes), len(jobs), version or "?")
+        logger.debug("read %d nodes and %d jobs from Slurm %s", len(nodes), len(squeue.jobs), version or "?")
         taken_at = format_time(self._clock())
         header = SnapshotHeader(cluster, taken_at, version)
-        return build_snapshot(header, nodes, jobs, self.partitions, config, het_leaders, associations)
+        return build_snapshot(header, nodes, squeue.jobs, self.partitions, config, squeue.het_leaders, associations)

@@ -8,15 +8,24 @@ on, naming the command and the first line of what it printed on stderr.
 
 from __future__ import annotations
 
+import codecs
 import logging
 import shlex
 import subprocess
+import tempfile
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import IO, Final, TypeVar
 
 from slurm_drf.errors import SlurmError, SlurmReadError
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# How much of a streamed answer is read at a time.
+_PIECE: Final = 1 << 16
 
 
 def _first_line(text: str | bytes | None) -> str:
@@ -106,16 +115,100 @@ def run_process(
             check=False,
             start_new_session=new_session,
         )
-    except FileNotFoundError as error:
-        raise error_class(f"{command}: {argv[0]} not found (is Slurm installed and on PATH?)") from error
-    except PermissionError as error:
-        raise error_class(f"{command}: permission denied running {argv[0]}") from error
     except subprocess.TimeoutExpired as error:
-        detail = _first_line(error.stderr)
-        suffix = f": {detail}" if detail else ""
-        raise error_class(f"{command}: no answer within {timeout:g} s{suffix}") from error
+        raise _no_answer(command, timeout, error.stderr, error_class) from error
     except OSError as error:
-        raise error_class(f"{command}: cannot run: {error.strerror or error}") from error
+        raise _cannot_run(command, argv[0], error, error_class) from error
     elapsed = time.monotonic() - started
     logger.debug("%s: exit %d after %.3f s", command, completed.returncode, elapsed)
     return completed
+
+
+def _cannot_run(command: str, program: str, error: OSError, error_class: type[SlurmError]) -> SlurmError:
+    if isinstance(error, FileNotFoundError):
+        return error_class(f"{command}: {program} not found (is Slurm installed and on PATH?)")
+    if isinstance(error, PermissionError):
+        return error_class(f"{command}: permission denied running {program}")
+    return error_class(f"{command}: cannot run: {error.strerror or error}")
+
+
+def _no_answer(command: str, timeout: float, stderr: str | bytes | None, error_class: type[SlurmError]) -> SlurmError:
+    detail = _first_line(stderr)
+    return error_class(f"{command}: no answer within {timeout:g} s{f': {detail}' if detail else ''}")
+
+
+class _Pieces:
+    """A byte stream as text, piece by piece (`ended` once it is all read); bytes that are not UTF-8 read
+    as U+FFFD, as run_command reads them."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.stream = stream
+        self.ended = False
+
+    def __iter__(self) -> Iterator[str]:
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        while piece := self.stream.read(_PIECE):
+            yield decoder.decode(piece)
+        self.ended = True
+        yield decoder.decode(b"", final=True)
+
+
+def stream_command(
+    argv: Sequence[str],
+    timeout: float,
+    consume: Callable[[Iterator[str]], T],
+    *,
+    env: Mapping[str, str] | None = None,
+) -> T:
+    """Run `argv` and hand its standard output to `consume` as it arrives, in pieces of text.
+
+    For answers too big to hold twice (squeue's at 50,000 jobs). Raises
+    SlurmReadError as run_command does: the command cannot run, gives no
+    whole answer within `timeout` seconds (it is killed), or exits
+    non-zero (what it printed on stderr named, before anything `consume`
+    raised about a half answer). When `consume` stops early the command
+    is killed.
+    """
+    if not argv:
+        raise ValueError("stream_command needs a command")
+    command = shlex.join(argv)
+    with tempfile.TemporaryFile() as stderr:
+        try:
+            process = subprocess.Popen(
+                list(argv), stdout=subprocess.PIPE, stderr=stderr, env=dict(env) if env is not None else None
+            )
+        except OSError as error:
+            raise _cannot_run(command, argv[0], error, SlurmReadError) from error
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            process.kill()
+
+        timer = threading.Timer(timeout, expire)
+        timer.start()
+        failure: Exception | None = None
+        try:
+            assert process.stdout is not None  # stdout=PIPE
+            with process.stdout:
+                pieces = _Pieces(process.stdout)
+                try:
+                    result = consume(iter(pieces))
+                except Exception as error:  # judged below, after the exit status
+                    failure = error
+                if not pieces.ended:
+                    process.kill()  # stopped early: it would block on a full pipe
+            returncode = process.wait()
+        finally:
+            timer.cancel()
+            process.wait()
+        stderr.seek(0)
+        said = stderr.read(4096)
+    if expired.is_set():
+        raise _no_answer(command, timeout, said, SlurmReadError) from failure
+    if returncode != 0 and pieces.ended:
+        detail = _with_hint(_first_line(said) or "no message")
+        raise SlurmReadError(f"{command}: exit status {returncode}: {detail}") from failure
+    if failure is not None:
+        raise failure
+    return result

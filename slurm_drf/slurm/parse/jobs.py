@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from slurm_drf.errors import shorten
+from slurm_drf.errors import SlurmReadError, shorten
 from slurm_drf.model.types import HOLDING_STATES, MAX_TRES, PENDING, Job, Tres, freeze_tres
 from slurm_drf.slurm.parse.amounts import (
     WARNINGS,
@@ -29,7 +29,8 @@ from slurm_drf.slurm.parse.amounts import (
     whole_number,
 )
 from slurm_drf.slurm.parse.arrays import parse_array_task_string
-from slurm_drf.slurm.parse.envelope import json_records
+from slurm_drf.slurm.parse.envelope import check_errors, json_records, parse_json_cluster, parse_slurm_version
+from slurm_drf.slurm.parse.json_stream import JsonAnswer
 
 logger = logging.getLogger(__name__)
 
@@ -394,8 +395,21 @@ def parse_squeue_json(data: Mapping[str, Any], *, include_finished: bool = False
     and the problem. Raises SlurmReadError only when the output as a whole
     is not squeue's (no `jobs` list, or only errors).
     """
+    records = json_records(data, "jobs", "squeue --json")
+    return merge_pending_components(_read_records(records, include_finished, set(), []))
+
+
+def _read_records(
+    records: Iterable[object], include_finished: bool, leaders: set[str], clusters: list[str]
+) -> list[Job]:
+    """The Jobs of `records`, each bad one skipped with a warning; adds het leaders and the first cluster named."""
     jobs: list[Job] = []
-    for record in json_records(data, "jobs", "squeue --json"):
+    for record in records:
+        if isinstance(record, Mapping):
+            if record.get("het_job_id"):
+                leaders |= parse_het_leaders([record])
+            if not clusters and isinstance(record.get("cluster"), str) and record["cluster"]:
+                clusters.append(record["cluster"])
         try:
             job = parse_squeue_record(record, include_finished=include_finished)
         except Exception as error:  # one bad record must not stop the rest
@@ -403,7 +417,35 @@ def parse_squeue_json(data: Mapping[str, Any], *, include_finished: bool = False
             continue
         if job is not None:
             jobs.append(job)
-    return merge_pending_components(jobs)
+    return jobs
+
+
+@dataclass(frozen=True, slots=True)
+class SqueueAnswer:
+    """What a read of `squeue --json` gives: the jobs, pending het leaders, the release and cluster it names."""
+
+    jobs: list[Job]
+    het_leaders: frozenset[str]
+    version: str | None
+    cluster: str | None
+
+
+def read_squeue_answer(answer: JsonAnswer) -> SqueueAnswer:
+    """squeue's answer read one record at a time (`JsonAnswer`), as parse_squeue_json reads it whole.
+
+    Raises SlurmReadError when the answer is not squeue's: not JSON, cut
+    short, no `jobs` list, or Slurm's errors and no records.
+    """
+    leaders: set[str] = set()
+    clusters: list[str] = []
+    jobs = _read_records(answer.records(), False, leaders, clusters)
+    check_errors(answer.envelope, "squeue --json", bool(answer.count))
+    if answer.count is None:
+        raise SlurmReadError("squeue --json: no 'jobs' list in the output")
+    cluster = parse_json_cluster(answer.envelope) or (clusters[0] if clusters else None)
+    return SqueueAnswer(
+        merge_pending_components(jobs), frozenset(leaders), parse_slurm_version(answer.envelope), cluster
+    )
 
 
 def merge_pending_components(jobs: list[Job]) -> list[Job]:

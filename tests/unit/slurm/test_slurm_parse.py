@@ -1040,6 +1040,59 @@ def test_json_broken_before_its_end_is_not_called_cut_short() -> None:
         CliSource(runner=Replay(answers), environ={}).fetch_snapshot()
 
 
+# squeue's answer is read one job record at a time (JsonAnswer); what the
+# whole answer says around the records must still be read, and anything
+# that is not one JSON object with one jobs list is one line.
+ODD_ANSWERS = [
+    ('{"jobs": [], "jobs": []}', r"the member 'jobs' appears twice in the answer"),
+    ('{"meta": {}, "meta": {}, "jobs": []}', r"the member 'meta' appears twice"),
+    ('{"jobs": [{"job_id": NaN}]}', r"invalid JSON at line 1 column 11: NaN is not a JSON value"),
+    ('{"jobs": []} {"jobs": []}', r"invalid JSON at line 1 column 14: more after the answer's object"),
+    ('{"jobs": []}\n ]', r"invalid JSON at line 2 column 2: more after the answer's object"),
+    ('{"jobs": [{}] "meta": {}}', r"invalid JSON at line 1 column 15: expected '}'"),
+    ('{"jobs": [{} {}]}', r"invalid JSON at line 1 column 14: expected '\]'"),
+    ("[]", r"expected a JSON object, got list"),
+    ('{"jobs": {}}', r"squeue --json: no 'jobs' list in the output"),
+    ("{}", r"squeue --json: no 'jobs' list in the output"),
+    ('{"jobs": [' + "[" * 100_000 + "]" * 100_000 + "]}", r"invalid JSON at line 1 column 11: nested too deep"),
+    ('{"jobs": [], "errors": [{"error": "Unspecified error", "description": "Failed"}]}', r"reported an error"),
+]
+
+
+@pytest.mark.parametrize(("answer", "expected"), ODD_ANSWERS, ids=[a[:30] for a, _ in ODD_ANSWERS])
+def test_an_answer_that_is_not_one_object_with_one_jobs_list_is_one_line(answer: str, expected: str) -> None:
+    answers = complete_2205()
+    answers[tuple(build_squeue_argv())] = answer
+    with pytest.raises(SlurmReadError) as raised:
+        CliSource(runner=Replay(answers), environ={}).fetch_snapshot()
+    message = str(raised.value)
+    assert "\n" not in message and re.search(expected, message), message
+
+
+@pytest.mark.parametrize("release", ["22.05", "23.11", "24.11"])
+def test_the_answer_around_the_records_is_read_before_or_after_them(release: str) -> None:
+    """22.05 prints meta and errors before the jobs, 23.11 and later after them."""
+    whole = json.loads(text(release, "squeue.json"))
+    keys = list(whole)
+    answers = complete_2205()
+    answers[tuple(build_squeue_argv())] = text(release, "squeue.json")
+    snapshot = CliSource(runner=Replay(answers), environ={}).fetch_snapshot()
+    assert snapshot.slurm_version == parse_slurm_version(whole)
+    assert snapshot.slurm_version is not None
+    assert len(snapshot.jobs) == len(parse_squeue_json(whole))
+    assert (keys.index("meta") < keys.index("jobs")) == (release == "22.05")
+
+
+def test_numbers_past_64_bits_and_unicode_in_a_record_are_read_as_the_whole_parse_reads_them() -> None:
+    whole = json.loads(text("22.05", "squeue.json"))
+    whole["jobs"][0]["name"] = "r\u00e9sum\u00e9 \ud83d\ude80"
+    whole["jobs"][0]["time_limit"] = 2**70
+    answers = complete_2205()
+    answers[tuple(build_squeue_argv())] = json.dumps(whole, indent=2)
+    snapshot = CliSource(runner=Replay(answers), environ={}).fetch_snapshot()
+    assert list(snapshot.jobs) == parse_squeue_json(whole)
+
+
 class RecordingWriter(FakeWriter):
     """test_service's writer, which must not be asked to reset."""
 

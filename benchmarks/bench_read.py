@@ -37,7 +37,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,7 @@ import orjson
 from slurm_drf.config.settings import Config
 from slurm_drf.cycle.run import run_cycle
 from slurm_drf.cycle.store import StateStore
-from slurm_drf.slurm.cli_source import CliSource
+from slurm_drf.slurm.cli_source import CliSource, CommandStreamer
 from slurm_drf.slurm.source import ClusterSource
 from tests.unit.slurm.test_pyslurm_backend import (
     BOTH,
@@ -85,6 +85,16 @@ def make_queue(pending: int, running: int) -> dict[str, Any]:
         jobs.append(record)
     data["jobs"] = jobs
     return data
+
+
+def _in_pieces(runner: Callable[..., str]) -> CommandStreamer:
+    """The answer handed over in pieces of 64 KiB, as execute.stream_command reads a pipe."""
+
+    def stream(argv: Any, timeout: float, consume: Callable[[Iterator[str]], Any], *, env: Any = None) -> Any:
+        text = runner(argv, timeout, env=env)
+        return consume(text[start : start + 65536] for start in range(0, len(text), 65536))
+
+    return stream
 
 
 def _median(call: Callable[[], object], rounds: int) -> float:
@@ -139,7 +149,9 @@ def main() -> int:
     squeue_text = json.dumps(squeue)
     sinfo_text = json.dumps(sinfo)
     module = make_pyslurm(fake_cluster(squeue, sinfo), **BOTH)
-    cli = CliSource(runner=replay(squeue, sinfo), environ={}, clock=lambda: NOW)
+    cli = CliSource(
+        runner=replay(squeue, sinfo), environ={}, clock=lambda: NOW, streamer=_in_pieces(replay(squeue, sinfo))
+    )
     pyslurm = pyslurm_source(module, squeue, sinfo)
     print(f"{len(squeue['jobs']):,} jobs; squeue's answer {len(squeue_text) / 1e6:.1f} MB", flush=True)
 

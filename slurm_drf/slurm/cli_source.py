@@ -16,7 +16,9 @@ Sits between the daemon and Slurm: `fetch_snapshot` runs
 
 and turns their output into a Snapshot with the pure readers of slurm.parse.
 The argv lists and the environment are built by pure `build_*` functions;
-execute.run_command runs them.
+execute.run_command runs them, and execute.stream_command runs squeue,
+whose answer is read from the pipe a job record at a time
+(`slurm.parse.json_stream`).
 """
 
 from __future__ import annotations

@@ -199,8 +199,10 @@ def stream_command(
                 if not pieces.ended:
                     process.kill()  # stopped early: it would block on a full pipe
             returncode = process.wait()
-        finally:
+        finally:  # also when interrupted (KeyboardInterrupt): nothing is left running
             timer.cancel()
+            if process.poll() is None:
+                process.kill()
             process.wait()
         stderr.seek(0)
         said = stderr.read(4096)

@@ -148,3 +148,17 @@ def test_a_consumer_that_stops_early_kills_the_command_and_its_error_is_kept() -
 def test_a_missing_command_is_one_line() -> None:
     with pytest.raises(SlurmReadError, match=r"^no-such-squeue: no-such-squeue not found \(is Slurm installed"):
         stream_command(["no-such-squeue"], 30, list)
+
+
+def test_an_interrupted_read_leaves_no_command_running() -> None:
+    code = "import sys\nwhile True: sys.stdout.write(' ' * 65536)"
+    started: list[int] = []
+
+    def interrupted(pieces: Iterator[str]) -> None:
+        next(pieces)
+        started.append(1)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        stream_command(_python(code), 30, interrupted)
+    assert started == [1]  # it ran, was interrupted, and stream_command came back (the command killed, reaped)

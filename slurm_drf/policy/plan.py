@@ -643,10 +643,10 @@ def _skipped_rows(
         "current": current,
         "action": ["skip"] * count,
         "reason": reasons,
+        "tie": [False] * count,
         "user_nice": own.tolist(),
         "array_tasks": table.array_tasks[rows].tolist(),
     }
-    columns["tie"] = [False] * count
     made = [columns.get(name, nothing) for name in JOB_COLUMNS]
     return count, {name: functools.partial(list, column) for name, column in zip(JOB_COLUMNS, made, strict=True)}
 

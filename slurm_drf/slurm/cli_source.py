@@ -37,10 +37,7 @@ from slurm_drf.model.codec import format_time
 from slurm_drf.model.types import Association, Node, Snapshot
 from slurm_drf.slurm.execute import run_command, stream_command
 from slurm_drf.slurm.parse.assoc_mgr import check_associations, parse_assoc_mgr
-from slurm_drf.slurm.parse.envelope import (
-    describe_json_error,
-    parse_version_tuple,
-)
+from slurm_drf.slurm.parse.envelope import parse_version_tuple
 from slurm_drf.slurm.parse.jobs import SqueueAnswer, read_squeue_answer
 from slurm_drf.slurm.parse.json_stream import JsonAnswer
 from slurm_drf.slurm.parse.nodes import parse_sinfo_json
@@ -178,7 +175,12 @@ def parse_command_json(text: str, command: Sequence[str]) -> dict[str, Any]:
     try:
         data = orjson.loads(text)
     except orjson.JSONDecodeError as error:
-        raise describe_json_error(name, text, error) from error
+        where = f"line {error.lineno} column {error.colno}"
+        if error.pos >= len(text.rstrip()):
+            raise SlurmReadError(
+                f"{name}: answer cut short: its JSON stops at {where} after {len(text)} characters, incomplete"
+            ) from error
+        raise SlurmReadError(f"{name}: invalid JSON at {where}: {error.msg}") from error
     if not isinstance(data, dict):
         raise SlurmReadError(f"{' '.join(command)}: expected a JSON object, got {type(data).__name__}")
     return data

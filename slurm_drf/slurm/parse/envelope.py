@@ -6,7 +6,6 @@ and by the sources for Slurm's version and the cluster's name.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Mapping
@@ -40,7 +39,8 @@ def _error_message(error: object) -> str:
     return message
 
 
-def _check_errors(data: Mapping[str, Any], what: str, has_records: bool) -> None:
+def check_errors(data: Mapping[str, Any], what: str, has_records: bool) -> None:
+    """Slurm's `errors` beside the records: an error without records fails the read, else one warning."""
     errors = data.get("errors")
     if not isinstance(errors, list) or not errors:
         return
@@ -50,16 +50,11 @@ def _check_errors(data: Mapping[str, Any], what: str, has_records: bool) -> None
     logger.warning("%s reported %d error(s), the first: %s", what, len(errors), message)
 
 
-def check_errors(data: Mapping[str, Any], what: str, has_records: bool) -> None:
-    """Slurm's `errors` beside the records: an error without records fails the read, else one warning."""
-    _check_errors(data, what, has_records)
-
-
 def json_records(data: object, key: str, what: str) -> list[Any]:
     if not isinstance(data, Mapping):
         raise SlurmReadError(f"{what}: expected a JSON object, got {type(data).__name__}")
     records = data.get(key)
-    _check_errors(data, what, isinstance(records, list) and bool(records))
+    check_errors(data, what, isinstance(records, list) and bool(records))
     if not isinstance(records, list):
         raise SlurmReadError(f"{what}: no '{key}' list in the output")
     return records
@@ -107,13 +102,3 @@ def parse_json_cluster(data: Mapping[str, Any]) -> str | None:
             if isinstance(job, Mapping) and isinstance(job.get("cluster"), str) and job["cluster"]:
                 return str(job["cluster"])
     return None
-
-
-def describe_json_error(name: str, text: str, error: json.JSONDecodeError) -> SlurmReadError:
-    """One line for an answer orjson could not read: where, and whether it was cut short (then how much arrived)."""
-    where = f"line {error.lineno} column {error.colno}"
-    if error.pos >= len(text.rstrip()):
-        return SlurmReadError(
-            f"{name}: answer cut short: its JSON stops at {where} after {len(text)} characters, incomplete"
-        )
-    return SlurmReadError(f"{name}: invalid JSON at {where}: {error.msg}")

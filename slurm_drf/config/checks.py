@@ -2,9 +2,10 @@
 
 Sits after config.validate: `logical_problems` looks at the same data
 (which the schema may have refused) for pools that overlap, an offset
-with no room, an interval under a second, a port out of range; `build_config`
-converts only data that passed both, taking the exact decimals written and
-the line of every key from the node tree (config.yaml_tree).
+with no room, an interval or slurm_timeout out of bounds, a port out of
+range; `build_config` converts only data that passed both, taking the
+exact decimals written and the line of every key from the node tree
+(config.yaml_tree).
 """
 
 from __future__ import annotations
@@ -39,6 +40,12 @@ MIN_INTERVAL: Final = 1.0
 # intervals, a lease of 1.5) must be a date datetime can hold; any daemon
 # wants a cycle at least once a day.
 MAX_INTERVAL: Final = 86400.0
+# slurm_timeout: at least a second, as the interval.
+MIN_SLURM_TIMEOUT: Final = 1.0
+# At most 10 minutes: the service takes a cycle of 15 minutes as hung
+# (service.loop.HUNG_CYCLE_SECONDS) and stops feeding systemd's watchdog; a
+# hung slurmctld must fail the cycle first, as one line naming the command.
+MAX_SLURM_TIMEOUT: Final = 600.0
 # history.half_life: shorter than an hour forgets within a few cycles.
 MIN_HISTORY_HALF_LIFE: Final = 3600.0
 # Longer than a year: the past is read 20 half-lives back and sacct asked 5
@@ -63,7 +70,7 @@ def logical_problems(data: Any) -> list[Problem]:
         return []
     return [
         *_renamed_problems(data),
-        *_interval_problems(data),
+        *_duration_problems(data),
         *_history_problems(data),
         *_pool_problems(data),
         *_scale_problems(data),
@@ -115,19 +122,27 @@ def config_warnings(config: Config) -> list[str]:
     return [*renamed_key_warnings(config), *ignored_key_warnings(config), *history_warnings(config)]
 
 
-def _interval_problems(data: dict[str, Any]) -> Iterator[Problem]:
-    value = data.get("interval")
-    try:
-        seconds = parse_duration(value) if value is not None else None
-    except (ValueError, TypeError):
-        return  # the schema reports the shape
-    if seconds is None or math.isnan(seconds):
-        return
-    if seconds < MIN_INTERVAL:
-        yield Problem(("interval",), f"{describe(value)} is shorter than 1 second")
-    elif seconds > MAX_INTERVAL and not (isinstance(value, float) and math.isinf(value)):
-        # (a YAML .inf is validate's to report, as every non-finite number)
-        yield Problem(("interval",), f"{describe(value)} is longer than 1 day")
+# The top-level durations' bounds: key, least and most seconds, and both in words.
+_DURATION_BOUNDS: Final = (
+    ("interval", MIN_INTERVAL, MAX_INTERVAL, "1 second", "1 day"),
+    ("slurm_timeout", MIN_SLURM_TIMEOUT, MAX_SLURM_TIMEOUT, "1 second", "10 minutes"),
+)
+
+
+def _duration_problems(data: dict[str, Any]) -> Iterator[Problem]:
+    for key, least, most, least_words, most_words in _DURATION_BOUNDS:
+        value = data.get(key)
+        try:
+            seconds = parse_duration(value) if value is not None else None
+        except (ValueError, TypeError):
+            continue  # the schema reports the shape
+        if seconds is None or math.isnan(seconds):
+            continue
+        if seconds < least:
+            yield Problem((key,), f"{describe(value)} is shorter than {least_words}")
+        elif seconds > most and not (isinstance(value, float) and math.isinf(value)):
+            # (a YAML .inf is validate's to report, as every non-finite number)
+            yield Problem((key,), f"{describe(value)} is longer than {most_words}")
 
 
 def _history_problems(data: dict[str, Any]) -> Iterator[Problem]:
@@ -394,6 +409,7 @@ def build_config(data: dict[str, Any], root: Node, lines: Mapping[str, int], sou
         report_dir=data.get("report_dir", defaults.report_dir),
         dry_run=data.get("dry_run", defaults.dry_run),
         max_writes_per_cycle=int(data.get("max_writes_per_cycle", defaults.max_writes_per_cycle)),
+        slurm_timeout=parse_duration(data["slurm_timeout"]) if "slurm_timeout" in data else defaults.slurm_timeout,
         weighting=cast(Weighting, data.get("weighting", defaults.weighting)),
         factor_weight=int(data.get("factor_weight", defaults.factor_weight)),
         horizon=None if data.get("horizon", "auto") == "auto" else int(data["horizon"]),

@@ -68,6 +68,12 @@ class PoolConfig:
     partitions: tuple[str, ...]
 
 
+# `slurm_timeout`: the longest one Slurm read command (squeue, sinfo, scontrol
+# show) may run. squeue's time grows with the queue: about 18 s at 55,000 jobs
+# on a loaded two-core head node.
+DEFAULT_SLURM_TIMEOUT: Final = 120.0
+
+
 # `history:` (docs/rule.md §6): the default half-life and weight of the decayed past.
 DEFAULT_HISTORY_HALF_LIFE: Final = 14 * 86400.0
 DEFAULT_HISTORY_WEIGHT: Final = 0.5
@@ -127,6 +133,8 @@ class Config:
     report_dir: str | None = None
     dry_run: bool = False
     max_writes_per_cycle: int = 2000
+    # Seconds one Slurm read command may run before it is killed (`no answer within N s`).
+    slurm_timeout: float = DEFAULT_SLURM_TIMEOUT
     weighting: Weighting = "strict"
     # factor weighting: the most the DRF factor adds, like a PriorityWeight*.
     factor_weight: int = 100_000

@@ -17,16 +17,17 @@ logger = logging.getLogger(__name__)
 
 
 def make_source(config: Config) -> ClusterSource:
-    """The ClusterSource the config asks for (`backend: auto | cli | pyslurm`)."""
+    """The ClusterSource the config asks for (`backend: auto | cli | pyslurm`), each Slurm
+    read command bounded by `slurm_timeout`."""
     if config.backend in ("auto", "pyslurm"):
         usable, why = pyslurm_usable()
         if usable:
             logger.info("backend: pyslurm")
-            return PyslurmSource()
+            return PyslurmSource(timeout=config.slurm_timeout)
         if config.backend == "pyslurm":
             raise SlurmReadError(f"backend pyslurm: {why}")
         logger.debug("backend: cli (pyslurm not usable: %s)", why)
-    return CliSource()
+    return CliSource(timeout=config.slurm_timeout)
 
 
 def make_writer(source: ClusterSource) -> Writer:

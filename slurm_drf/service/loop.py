@@ -81,7 +81,8 @@ MAX_ERROR_DELAY: Final = 600.0
 
 # A cycle running longer than this is taken as hung: the main loop stops
 # feeding the systemd watchdog, which then restarts the service. Every Slurm
-# command has its own timeout, so a healthy cycle never comes close.
+# command has its own timeout (reads: `slurm_timeout`, at most 600 s,
+# config.checks.MAX_SLURM_TIMEOUT), so a healthy cycle never comes close.
 HUNG_CYCLE_SECONDS: Final = 900.0
 # The longest the main loop sleeps before it looks for a signal again.
 MAX_WAIT: Final = 1.0
@@ -165,7 +166,8 @@ class Service:
 
         # Used by the cycle thread only.
         self._source: ClusterSource | None = None
-        self._source_backend: str | None = None
+        # The backend and slurm_timeout the source was built for: a reload that changes either rebuilds it.
+        self._source_for: tuple[str, float] | None = None
         self._writer: Writer | None = None
         self._observers: list[CycleObserver] = []
         self._observers_for: Config | None = None
@@ -250,9 +252,9 @@ class Service:
                 logger.debug("observer set-up failed", exc_info=True)
             else:
                 self._observers_for = config
-        if self._source is None or self._source_backend != config.backend:
+        if self._source is None or self._source_for != (config.backend, config.slurm_timeout):
             self._source = self._parts.source(config)
-            self._source_backend = config.backend
+            self._source_for = (config.backend, config.slurm_timeout)
             self._writer = None  # the writer goes with the source
         if self._writer is None:
             self._writer = self._parts.writer(self._source)

@@ -18,7 +18,9 @@ and turns their output into a Snapshot with the pure readers of slurm.parse.
 The argv lists and the environment are built by pure `build_*` functions;
 execute.run_command runs them, and execute.stream_command runs squeue,
 whose answer is read from the pipe a job record at a time
-(`slurm.parse.json_stream`).
+(`slurm.parse.json_stream`). Each command may run `timeout` seconds (the
+config's `slurm_timeout`); one that takes more than half of it is warned
+of (`SlowReads`), once an hour, before the queue outgrows it.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from typing import Any, Final, Protocol, TypeVar
 
 import orjson
 
+from slurm_drf.config.settings import DEFAULT_SLURM_TIMEOUT
 from slurm_drf.errors import SlurmReadError
 from slurm_drf.model.codec import format_time
 from slurm_drf.model.types import Association, Node, Snapshot
@@ -141,6 +144,49 @@ class AssociationReader:
         return tree
 
 
+# How often the slow-read warning may repeat for one command: once is enough
+# to act on, and a slow site's log is not flooded every cycle.
+SLOW_READ_WARN_EVERY: Final = 3600.0
+
+
+class SlowReads:
+    """Times Slurm's read commands, and warns when one took more than half of `timeout`.
+
+    squeue's time grows with the queue: the warning comes while the cycles
+    still succeed, naming the key to raise, at most once every
+    SLOW_READ_WARN_EVERY seconds per command. `clock` is monotonic.
+    """
+
+    def __init__(self, timeout: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.timeout = timeout
+        self._clock = clock
+        self._warned_at: dict[str, float] = {}
+
+    def timed(self, argv: Sequence[str], read: Callable[[], _T]) -> _T:
+        """What `read()` returns; a read that fails says why itself, as `no answer` past the timeout."""
+        started = self._clock()
+        result = read()
+        self.note(" ".join(argv), self._clock() - started)
+        return result
+
+    def note(self, command: str, seconds: float) -> None:
+        """Warn of `command` taking `seconds`, when over half the timeout and not warned of within the hour."""
+        if seconds <= self.timeout / 2:
+            return
+        now = self._clock()
+        warned = self._warned_at.get(command)
+        if warned is not None and now - warned < SLOW_READ_WARN_EVERY:
+            return
+        self._warned_at[command] = now
+        logger.warning(
+            "%s took %.1f s, more than half of slurm_timeout (%g s): raise slurm_timeout in the config "
+            "before the cycles fail with no answer (warned at most once an hour)",
+            command,
+            seconds,
+            self.timeout,
+        )
+
+
 def build_node_commands(version: str | None) -> list[list[str]]:
     """The node commands to try, best first, for a Slurm release."""
     release = parse_version_tuple(version)
@@ -196,16 +242,19 @@ class CliSource:
 
     def __init__(
         self,
-        timeout: float = 30.0,
+        timeout: float = DEFAULT_SLURM_TIMEOUT,
         partitions: Iterable[str] | None = None,
         *,
         runner: CommandRunner = run_command,
         environ: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.time,
         streamer: CommandStreamer | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.name = "slurm cli"
         self.timeout = timeout
+        # `clock` stamps the snapshot; the commands are timed on `monotonic`.
+        self.slow_reads = SlowReads(timeout, monotonic)
         if isinstance(partitions, str):
             partitions = [partitions]
         self.partitions = tuple(partitions) if partitions is not None else None
@@ -219,7 +268,7 @@ class CliSource:
         self.associations = AssociationReader(self._run, clock)
 
     def _run(self, argv: Sequence[str]) -> str:
-        return self._runner(argv, self.timeout, env=self._env)
+        return self.slow_reads.timed(argv, lambda: self._runner(argv, self.timeout, env=self._env))
 
     def _whole(
         self,
@@ -253,7 +302,10 @@ class CliSource:
         """Read jobs, nodes and configuration now; SlurmReadError when Slurm cannot be read."""
         squeue_argv = build_squeue_argv()
         name = " ".join(squeue_argv)
-        squeue = self._stream(squeue_argv, self.timeout, functools.partial(_read_jobs, name), env=self._env)
+        read = functools.partial(_read_jobs, name)
+        squeue = self.slow_reads.timed(
+            squeue_argv, lambda: self._stream(squeue_argv, self.timeout, read, env=self._env)
+        )
         version = squeue.version
         nodes = self._fetch_nodes(version)
         config = self._fetch_config()

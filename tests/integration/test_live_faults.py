@@ -258,9 +258,11 @@ def test_a_hung_slurmctld_fails_the_cycle_in_one_line(live: Live) -> None:
     live.once()
     pid = slurmctld_pid(live.slurm)
     assert pid is not None
+    # Each read gives up after slurm_timeout: 10 s here, not the default 2 minutes.
+    hung = write_config(live.tmp_path, "hung.yaml", state_dir=str(live.state_dir), slurm_timeout="10s")
     os.kill(pid, signal.SIGSTOP)
     try:
-        run = drf("once", "--config", str(live.config), "--state-dir", str(live.state_dir), check=False, timeout=300)
+        run = drf("once", "--config", str(hung), "--state-dir", str(live.state_dir), check=False, timeout=300)
     finally:
         os.kill(pid, signal.SIGCONT)
     assert run.returncode == 1, run

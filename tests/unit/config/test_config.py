@@ -15,7 +15,13 @@ import pytest
 import yaml
 
 from slurm_drf.cli.main import main
-from slurm_drf.config.checks import config_warnings, renamed_key_warnings, renamed_keys
+from slurm_drf.config.checks import (
+    MAX_SLURM_TIMEOUT,
+    MIN_SLURM_TIMEOUT,
+    config_warnings,
+    renamed_key_warnings,
+    renamed_keys,
+)
 from slurm_drf.config.durations import parse_duration
 from slurm_drf.config.load import (
     CONFIG_ENV,
@@ -25,10 +31,11 @@ from slurm_drf.config.load import (
     resolve_config,
     warn_unknown_accounts,
 )
-from slurm_drf.config.settings import NICE_LIMIT, Config, PoolConfig, default_config
+from slurm_drf.config.settings import DEFAULT_SLURM_TIMEOUT, NICE_LIMIT, Config, PoolConfig, default_config
 from slurm_drf.config.validate import _surely_conforms, load_schema
 from slurm_drf.config.yaml_tree import read_yaml
 from slurm_drf.errors import ConfigError, InputError
+from slurm_drf.service.loop import HUNG_CYCLE_SECONDS
 from tests.paths import REPO
 
 ROOT = REPO
@@ -242,6 +249,57 @@ BAD_CONFIGS: list[tuple[str, str, list[str]]] = [
         "interval boolean",
         "interval: true\n",
         ["config.yaml:1: interval: expected a duration such as 90, 60s, 5m or 1h, got true"],
+    ),
+    # --- slurm_timeout: a duration as interval, 1 second to 10 minutes
+    (
+        "slurm_timeout zero",
+        "slurm_timeout: 0\n",
+        ["config.yaml:1: slurm_timeout: 0 is shorter than 1 second"],
+    ),
+    (
+        "slurm_timeout negative",
+        "mode: nice\nslurm_timeout: -30\n",
+        ["config.yaml:2: slurm_timeout: -30 is shorter than 1 second"],
+    ),
+    (
+        "slurm_timeout negative with a unit",
+        "slurm_timeout: -30s\n",
+        ["config.yaml:1: slurm_timeout: '-30s' is not a duration such as 90, 60s, 5m or 1h"],
+    ),
+    (
+        "slurm_timeout below a second",
+        "slurm_timeout: 0.5s\n",
+        ["config.yaml:1: slurm_timeout: '0.5s' is shorter than 1 second"],
+    ),
+    (
+        "slurm_timeout too long",
+        "slurm_timeout: 601\n",
+        ["config.yaml:1: slurm_timeout: 601 is longer than 10 minutes"],
+    ),
+    (
+        "slurm_timeout an hour",
+        "slurm_timeout: 1h\n",
+        ["config.yaml:1: slurm_timeout: '1h' is longer than 10 minutes"],
+    ),
+    (
+        "slurm_timeout word",
+        "slurm_timeout: long\n",
+        ["config.yaml:1: slurm_timeout: 'long' is not a duration such as 90, 60s, 5m or 1h"],
+    ),
+    (
+        "slurm_timeout two units",
+        "slurm_timeout: 2m30s\n",
+        ["config.yaml:1: slurm_timeout: '2m30s' is not a duration such as 90, 60s, 5m or 1h"],
+    ),
+    (
+        "slurm_timeout boolean",
+        "slurm_timeout: false\n",
+        ["config.yaml:1: slurm_timeout: expected a duration such as 90, 60s, 5m or 1h, got false"],
+    ),
+    (
+        "slurm_timeout infinite",
+        "slurm_timeout: .inf\n",
+        ["config.yaml:1: slurm_timeout: .inf is not a finite number"],
     ),
     (
         "mode unknown",
@@ -647,6 +705,33 @@ def test_durations(written: str, seconds: float) -> None:
     assert parse_config_text(f"interval: {written}\n", "c").interval == seconds
 
 
+def test_slurm_timeout_defaults_to_two_minutes() -> None:
+    assert Config().slurm_timeout == DEFAULT_SLURM_TIMEOUT == 120.0
+    assert parse_config_text("mode: nice\n", "c").slurm_timeout == 120.0
+    # The service takes a cycle of HUNG_CYCLE_SECONDS as hung: a command's timeout stays below it.
+    assert MIN_SLURM_TIMEOUT <= DEFAULT_SLURM_TIMEOUT <= MAX_SLURM_TIMEOUT < HUNG_CYCLE_SECONDS
+
+
+@pytest.mark.parametrize(
+    ("written", "seconds"),
+    [
+        ("1", 1.0),
+        ("1s", 1.0),
+        ("45", 45.0),
+        ("90s", 90.0),
+        ('"2.5m"', 150.0),
+        ("5m", 300.0),
+        ("600", 600.0),
+        ("10m", 600.0),
+    ],
+)
+def test_slurm_timeout_is_a_duration_of_1_second_to_10_minutes(written: str, seconds: float) -> None:
+    config = parse_config_text(f"mode: nice\nslurm_timeout: {written}\n", "c.yaml")
+    assert config.slurm_timeout == seconds
+    assert config.lines["slurm_timeout"] == 2
+    assert config_warnings(config) == []
+
+
 @pytest.mark.parametrize("bad", ["soon", "", "5 minutes", "-1s", "1h30m", True])
 def test_parse_duration_refuses(bad: Any) -> None:
     with pytest.raises(ValueError, match="not a duration"):
@@ -759,6 +844,7 @@ state_dir: /srv/drf/state
 report_dir: /srv/drf/reports
 dry_run: true
 max_writes_per_cycle: 10
+slurm_timeout: 3m
 tie_half_life: 3.5
 include_unavailable_nodes: true
 metrics_address: "[::1]:9102"
@@ -780,6 +866,7 @@ log_level: DEBUG
         report_dir="/srv/drf/reports",
         dry_run=True,
         max_writes_per_cycle=10,
+        slurm_timeout=180.0,
         tie_half_life=3.5,
         include_unavailable_nodes=True,
         metrics_address="[::1]:9102",

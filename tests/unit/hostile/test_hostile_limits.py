@@ -18,7 +18,7 @@ import orjson
 import pytest
 
 from slurm_drf.cli.main import main
-from slurm_drf.config.checks import MAX_HISTORY_HALF_LIFE, MAX_INTERVAL
+from slurm_drf.config.checks import MAX_HISTORY_HALF_LIFE, MAX_INTERVAL, MAX_SLURM_TIMEOUT
 from slurm_drf.config.load import load_config, parse_config_text
 from slurm_drf.config.validate import load_schema
 from slurm_drf.cycle.lease import Lease
@@ -65,6 +65,10 @@ ABOVE: list[tuple[str, str]] = [
     ("accounts: {a: {weight: 1e7}}", "c.yaml:1: accounts.a.weight: 1e7 is not between 0.000001 and 1000000"),
     ("accounts: {a: {users: {u: 1e7}}}", "c.yaml:1: accounts.a.users.u: 1e7 is not between 0.000001 and 1000000"),
     ('metrics_address: "127.0.0.1:65536"', "c.yaml:1: metrics_address: port 65536 is not between 1 and 65535"),
+    ("slurm_timeout: 601", "c.yaml:1: slurm_timeout: 601 is longer than 10 minutes"),
+    ("slurm_timeout: 11m", "c.yaml:1: slurm_timeout: '11m' is longer than 10 minutes"),
+    ("slurm_timeout: 1e15", "c.yaml:1: slurm_timeout: 1000000000000000.0 is longer than 10 minutes"),
+    ("slurm_timeout: " + "9" * 400 + "s", "c.yaml:1: slurm_timeout: '99999"),
 ]
 
 
@@ -93,7 +97,7 @@ def test_check_config_refuses_it_in_one_line_exit_2(
 
 def test_every_numeric_key_of_the_schema_has_a_maximum() -> None:
     """A new number in the schema needs a maximum too (or a check that bounds it after parsing)."""
-    bounded_after_parsing = {"interval", "history.half_life"}  # durations: config/checks.py
+    bounded_after_parsing = {"interval", "slurm_timeout", "history.half_life"}  # durations: config/checks.py
     bounded_by_checks = {"default_weight", "accounts.*.weight", "accounts.*.users.*"}  # weight_problems
     found: dict[str, bool] = {}
 
@@ -125,7 +129,7 @@ def test_every_numeric_key_of_the_schema_has_a_maximum() -> None:
 AT_MAXIMUM = (
     "interval: 1d\nhorizon: 2147483645\nretention_days: 36500\nmax_writes_per_cycle: 4294967293\n"
     "tie_half_life: 1000000\nhistory: {half_life: 365d, weight: 100}\nscale: 2147483644\n"
-    "factor_weight: 2147483645\nmetrics_tree_max_paths: 1000000\ndefault_weight: 1000000\n"
+    "factor_weight: 2147483645\nmetrics_tree_max_paths: 1000000\ndefault_weight: 1000000\nslurm_timeout: 10m\n"
 )
 
 
@@ -134,7 +138,7 @@ def test_every_maximum_at_once_loads_and_check_config_passes(tmp_path: Path) -> 
     path.write_text(AT_MAXIMUM)
     path.chmod(0o600)
     config = load_config(path, private=True)
-    assert config.interval == MAX_INTERVAL
+    assert (config.interval, config.slurm_timeout) == (MAX_INTERVAL, MAX_SLURM_TIMEOUT)
     assert config.history is not None and config.history.half_life == MAX_HISTORY_HALF_LIFE
     assert (config.horizon, config.retention_days, config.max_writes_per_cycle) == (2147483645, 36500, 4294967293)
     assert main(["check-config", str(path)]) == 0

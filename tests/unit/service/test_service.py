@@ -423,6 +423,31 @@ def test_reload_applies_to_the_next_cycle_and_rebuilds_observers(tmp_path: Path)
     assert {a.account: a.weight for a in built[1].cycles[0].plan.accounts}["physics"] == 5
 
 
+def test_reload_rebuilds_the_source_when_slurm_timeout_changes(tmp_path: Path) -> None:
+    path = write_config(tmp_path / "config.yaml", GOOD)
+    load = config_loader(str(path), {}, str(tmp_path / "state"))
+    built: list[float] = []
+
+    def source(config: Config) -> FakeSource:
+        built.append(config.slurm_timeout)
+        return FakeSource()
+
+    service = Service(
+        load(),
+        StateStore(tmp_path / "state"),
+        options=ServiceOptions(load=load, keep_log_level=True),
+        parts=ServiceParts(source, lambda source: FakeWriter(), lambda c: []),
+    )
+    service.run_once()
+    write_config(path, GOOD.replace("weight: 2", "weight: 5"))
+    service.reload()
+    service.run_once()  # another key: the source is kept
+    write_config(path, GOOD + "slurm_timeout: 5m\n")
+    service.reload()
+    service.run_once()
+    assert built == [120.0, 300.0]
+
+
 def test_sighup_reloads_and_reschedules(tmp_path: Path) -> None:
     path = write_config(tmp_path / "config.yaml", GOOD.replace("60s", "1h"))
     load = config_loader(str(path), {}, str(tmp_path / "state"))

@@ -50,6 +50,7 @@ Every job it submitted is cancelled at the end, also when interrupted
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import json
 import os
@@ -70,8 +71,8 @@ from typing import Any
 from bench_live import sbatch_argv
 
 from slurm_drf.config.load import load_config
-from slurm_drf.config.settings import Config
-from slurm_drf.cycle.run import CycleReport, Writer, run_cycle
+from slurm_drf.config.settings import DEFAULT_SLURM_TIMEOUT, Config
+from slurm_drf.cycle.run import CycleReport, Writer, collector_paused, run_cycle
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import SlurmReadError
 from slurm_drf.model.types import Snapshot
@@ -98,7 +99,6 @@ ACCOUNTS = tuple(sorted(SHAPES))
 WEIGHTS = {"gputeam": {"weight": 1.0001}, "newteam": {"weight": 0.9999}}
 TASKS_PER_RUNNING_JOB = 4  # slurmstepd's three threads and the sleep it execs
 CLI_TIMEOUT = 600.0
-DAEMON_TIMEOUT = 30.0
 PID_SHARE = 0.75  # at most this share of pid_max in use once the running jobs run
 
 
@@ -297,7 +297,7 @@ class TimedStore(StateStore):
 
 
 def source_of(backend: str) -> ClusterSource:
-    # The daemon's timeout for one command is 30 s (CliSource); longer here, and reads past it are named.
+    # The daemon's timeout for one command is slurm_timeout (120 s by default); longer here.
     return PyslurmSource(timeout=CLI_TIMEOUT) if backend == "pyslurm" else CliSource(timeout=CLI_TIMEOUT)
 
 
@@ -330,34 +330,64 @@ def bare_cli(env: Mapping[str, str]) -> tuple[float, dict[str, int]]:
     return total, sizes
 
 
-def bare_pyslurm() -> float:
+def bare_pyslurm() -> tuple[float, float]:
+    """pyslurm's `job().get()` and `node().get()`: wall time with Python's cyclic collector
+    on (as a plain script runs them) and paused (as a cycle runs them, `collector_paused`)."""
     import pyslurm  # only in the pyslurm venv
 
-    started = time.perf_counter()
-    pyslurm.job().get()
-    pyslurm.node().get()
-    return time.perf_counter() - started
+    times = []
+    for paused in (False, True):
+        with collector_paused() if paused else contextlib.nullcontext():
+            started = time.perf_counter()
+            pyslurm.job().get()
+            pyslurm.node().get()
+            times.append(time.perf_counter() - started)
+    return times[0], times[1]
 
 
+# `slurm-drf once ARGS` with its peak RSS printed, and the peak before it read anything: the
+# modules `once` imports (pyslurm's libslurm with that backend), which no queue size changes.
 PEAK = (
-    "import resource, sys\n"
+    "import importlib, resource, sys\n"
+    "def hwm(): return int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0])\n"
+    "modules = ['slurm_drf.cli.main', 'slurm_drf.cycle.backends', 'slurm_drf.config.load',\n"
+    "           'slurm_drf.trail.history_db', 'slurm_drf.trail.observers', 'slurm_drf.trail.compaction']\n"
+    "for name in modules + sys.argv[1].split(','):\n"
+    "    importlib.import_module(name)\n"
+    "print('before_read_kib', hwm(), file=sys.stderr)\n"
     "from slurm_drf.cli.main import main\n"
-    "code = main(sys.argv[1:])\n"
+    "code = main(sys.argv[2:])\n"
     "print('peak_rss_kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
     "sys.exit(code)\n"
 )
 
 
-def once_dry_process(config: Path, state_dir: Path, env: Mapping[str, str]) -> tuple[float, int]:
-    """`slurm-drf once --dry-run` in a new process: wall time and its own peak RSS (KiB)."""
-    argv = [sys.executable, "-c", PEAK, "once", "--dry-run", "--config", str(config), "--state-dir", str(state_dir)]
+def once_dry_process(config: Path, state_dir: Path, env: Mapping[str, str], backend: str) -> tuple[float, int, int]:
+    """`slurm-drf once --dry-run` in a new process: wall time, its own peak RSS and its peak
+    before the read (KiB)."""
+    modules = "pyslurm" if backend == "pyslurm" else "json"
+    argv = [sys.executable, "-c", PEAK, modules, "once", "--dry-run", "--config", str(config)]
     started = time.perf_counter()
-    proc = subprocess.run(argv, capture_output=True, text=True, env=dict(env), timeout=600, check=False)
+    proc = subprocess.run(
+        [*argv, "--state-dir", str(state_dir)], capture_output=True, text=True, env=dict(env), timeout=600, check=False
+    )
     elapsed = time.perf_counter() - started
     if proc.returncode != 0:
         print(f"  once --dry-run exited {proc.returncode} after {elapsed:.1f} s: {proc.stderr.strip()[-300:]}")
-    peak = [int(line.split()[1]) for line in proc.stderr.splitlines() if line.startswith("peak_rss_kib")]
-    return elapsed, peak[-1] if peak else 0
+    found = {}
+    for line in proc.stderr.splitlines():
+        if line.startswith(("peak_rss_kib", "before_read_kib")):
+            found[line.split()[0]] = int(line.split()[1])
+    return elapsed, found.get("peak_rss_kib", 0), found.get("before_read_kib", 0)
+
+
+def bare_pyslurm_peak(env: Mapping[str, str]) -> int:
+    """pyslurm's own `job().get()` and `node().get()` in a new process: its peak RSS (KiB)."""
+    code = "import resource, pyslurm\npyslurm.job().get(); pyslurm.node().get()\n"
+    code += "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    argv = [sys.executable, "-c", code]
+    proc = subprocess.run(argv, capture_output=True, text=True, env=dict(env), timeout=600, check=False)
+    return int(proc.stdout.split()[-1]) if proc.returncode == 0 and proc.stdout.split() else 0
 
 
 def write_config(path: Path, state_dir: Path, backend: str, cap: int | None) -> Path:
@@ -436,11 +466,16 @@ def measure_reads(args: argparse.Namespace, tmp: Path, backends: Sequence[str], 
     run([*DRF, "snapshot", "--output", str(snap)])
     snapshot_bytes = snap.stat().st_size
     bare: dict[str, list[float]] = {b: [] for b in backends}
+    bare_on: list[float] = []
     fetch: dict[str, list[float]] = {b: [] for b in backends}
     dry: dict[str, list[float]] = {b: [] for b in backends}
     proc: dict[str, list[float]] = {b: [] for b in backends}
     peak: dict[str, list[int]] = {b: [] for b in backends}
+    before_read: dict[str, list[int]] = {b: [] for b in backends}
     sizes: dict[str, int] = {}
+    # One source per backend for the dry cycles, as the daemon keeps one (the tree is re-read
+    # every few minutes, not every cycle); the first round's cycle reads it.
+    daemon_sources = {b: source_of(b) for b in backends}
     for round_number in range(args.repeat):
         for backend in backends:
             state_dir = tmp / f"dry-{backend}"
@@ -450,43 +485,53 @@ def measure_reads(args: argparse.Namespace, tmp: Path, backends: Sequence[str], 
                 seconds, sizes = bare_cli(env)
                 bare[backend].append(seconds)
             else:
-                bare[backend].append(bare_pyslurm())
+                collector_on, collector_off = bare_pyslurm()
+                bare_on.append(collector_on)
+                bare[backend].append(min(collector_on, collector_off))
             fetch[backend].append(timed(source_of(backend).fetch_snapshot))
-            dry[backend].append(timed(functools.partial(dry_cycle, backend, loaded, state_dir)))
-            elapsed, rss = once_dry_process(config, state_dir, env)
+            source = daemon_sources[backend]
+            dry[backend].append(timed(functools.partial(dry_cycle, source, backend, loaded, state_dir)))
+            elapsed, rss, baseline = once_dry_process(config, state_dir, env, backend)
             proc[backend].append(elapsed)
             peak[backend].append(rss)
+            before_read[backend].append(baseline)
         print(f"  round {round_number + 1} of {args.repeat} done", flush=True)
     print(
         f"reads: squeue --json {sizes['squeue'] / 1e6:.1f} MB "
         f"(squeue's peak RSS {sizes['squeue_rss'] / 1024:.0f} MiB), "
         f"sinfo --json {sizes['sinfo'] / 1e6:.2f} MB; the snapshot's JSON (slurm-drf snapshot) "
         f"{snapshot_bytes / 1e6:.1f} MB; the last squeue took {sizes['squeue_ms'] / 1000:.1f} s "
-        f"(the daemon's timeout for one command: {DAEMON_TIMEOUT:g} s)"
+        f"(the daemon's slurm_timeout by default: {DEFAULT_SLURM_TIMEOUT:g} s)"
     )
     for backend in backends:
         b, d = med(bare[backend]), med(dry[backend])
         what = "squeue + sinfo processes" if backend == "cli" else "pyslurm job().get() + node().get()"
         print(f"[{backend}] bare reads ({what}): median {b:.2f} s (of {len(bare[backend])}: {_list(bare[backend])})")
+        if backend == "pyslurm":
+            print(f"[{backend}]   (the faster of collector on and paused; on alone: median {med(bare_on):.2f} s)")
         print(f"[{backend}] fetch_snapshot (reads, parse, Snapshot): median {med(fetch[backend]):.2f} s")
         print(
             f"[{backend}] dry-run cycle in the daemon (run_cycle): median {d:.2f} s = {d / b:.2f}x the bare reads "
             f"(target <= 1.5x; per round {_list([x / y for x, y in zip(dry[backend], bare[backend], strict=True)])})"
         )
-        p = med(peak[backend]) * 1024
+        p, base = med(peak[backend]) * 1024, med(before_read[backend]) * 1024
         print(
             f"[{backend}] once --dry-run process: median {med(proc[backend]):.2f} s, peak RSS {p / 2**20:.0f} MiB "
             f"= {p / snapshot_bytes:.2f}x the snapshot's JSON (target <= 4x), "
-            f"{p / sizes.get('squeue', snapshot_bytes):.2f}x squeue's JSON"
+            f"{p / sizes.get('squeue', snapshot_bytes):.2f}x squeue's JSON; before the read "
+            f"{base / 2**20:.0f} MiB, so the read and plan add {(p - base) / 2**20:.0f} MiB "
+            f"= {(p - base) / snapshot_bytes:.2f}x the snapshot's JSON"
         )
+    if "pyslurm" in backends:
+        own = bare_pyslurm_peak(env) * 1024
+        print(f"[pyslurm] pyslurm's own job().get() + node().get() in a new process: peak RSS {own / 2**20:.0f} MiB")
 
 
 def _list(values: Sequence[float]) -> str:
     return " ".join(f"{v:.2f}" for v in values)
 
 
-def dry_cycle(backend: str, config: Config, state_dir: Path) -> CycleReport:
-    source = source_of(backend)
+def dry_cycle(source: ClusterSource, backend: str, config: Config, state_dir: Path) -> CycleReport:
     return run_cycle(source, writer_of(backend), config, StateStore(state_dir), dry_run=True)
 
 

@@ -11,6 +11,7 @@ every TRES in whole units, and integer sums keep the engine exact.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -341,11 +342,23 @@ class JobTable:
 
     @classmethod
     def from_jobs(cls, jobs: Sequence[Job]) -> JobTable:
+        # Jobs of one shape of request share one TRES mapping (slurm.parse.jobs): each
+        # distinct mapping is read once, and its amounts spread to its jobs by index.
+        shape_of: dict[int, int] = {}
+        shapes: list[Tres] = []
+        codes = np.empty(len(jobs), dtype=np.int64)
+        for row, job in enumerate(jobs):
+            code = shape_of.get(id(job.tres))
+            if code is None:
+                code = shape_of[id(job.tres)] = len(shapes)
+                shapes.append(job.tres)
+            codes[row] = code
         names: dict[str, None] = {}
-        for job in jobs:
-            names.update(dict.fromkeys(job.tres))
+        for shape in shapes:
+            names.update(dict.fromkeys(shape))
         tres = {
-            name: np.fromiter((j.tres.get(name, 0) for j in jobs), dtype=np.int64, count=len(jobs)) for name in names
+            name: np.fromiter((shape.get(name, 0) for shape in shapes), dtype=np.int64, count=len(shapes))[codes]
+            for name in names
         }
         return cls.build(
             JobColumns(
@@ -473,6 +486,17 @@ class Snapshot:
         snapshot = cls(jobs=LazyRows(len(table), table.job), **fields)
         object.__setattr__(snapshot, "_table", table)
         return snapshot
+
+    def columns_only(self) -> Snapshot:
+        """The same snapshot with its jobs kept only as the table (Job objects made when asked).
+
+        A cycle reads the table alone: letting the 50,000 Job objects of a
+        read go before the plan is made lowers the daemon's peak memory.
+        """
+        if isinstance(self.jobs, LazyRows):
+            return self
+        fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init and f.name != "jobs"}
+        return Snapshot.from_table(self.table, **fields)
 
     @property
     def table(self) -> JobTable:

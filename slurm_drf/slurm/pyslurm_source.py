@@ -41,6 +41,7 @@ cache is what its scheduler uses and costs no database round trip.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import math
@@ -55,13 +56,21 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Final, Literal
 
+from slurm_drf.config.settings import DEFAULT_SLURM_TIMEOUT
 from slurm_drf.errors import SlurmReadError
 from slurm_drf.model.codec import format_time
-from slurm_drf.model.types import Job, Node, Snapshot
+from slurm_drf.model.types import HOLDING_STATES, PENDING, Job, Node, Snapshot, Tres
 from slurm_drf.slurm.cli_source import AssociationReader, CommandRunner, build_command_env, build_scontrol_config_argv
 from slurm_drf.slurm.execute import run_command
+from slurm_drf.slurm.parse.amounts import WARNINGS, shared_text
 from slurm_drf.slurm.parse.envelope import parse_version_tuple
-from slurm_drf.slurm.parse.jobs import parse_het_leaders, parse_squeue_json
+from slurm_drf.slurm.parse.jobs import (
+    merge_pending_components,
+    parse_het_leaders,
+    parse_job_state,
+    parse_record_or_warn,
+    parse_squeue_json,
+)
 from slurm_drf.slurm.parse.nodes import parse_sinfo_json
 from slurm_drf.slurm.parse.scontrol import parse_cluster_name, parse_priority_type, parse_scontrol_config
 from slurm_drf.slurm.parse.snapshot import SnapshotHeader, build_snapshot
@@ -296,6 +305,150 @@ _DICT_NUMBER_FIELDS: Final = (
 )
 
 
+# The dict API's fields a job's TRES are read from (`_DICT_TEXT_FIELDS` and
+# `_DICT_NUMBER_FIELDS` rename them; parse.jobs reads them as `_TRES_FIELDS`).
+_DICT_TRES_KEYS: Final = (
+    "tres_req_str",
+    "tres_alloc_str",
+    "tres_per_job",
+    "tres_per_node",
+    "tres_per_task",
+    "tres_per_socket",
+    "mem_per_tres",
+    "min_memory_node",
+    "min_memory_cpu",
+    "num_cpus",
+    "num_nodes",
+    "num_tasks",
+    "sockets_per_node",
+)
+_HOLDING: Final = frozenset(HOLDING_STATES)
+# A submit time float() takes exactly, as parse_squeue_record reads it; past it the parser decides.
+_FLOAT_SAFE: Final = 2**53
+
+
+class DictJobReader:
+    """Jobs straight from the dict API's dicts: what `parse_squeue_record` makes of
+    `build_job_record_from_dict`, without the squeue-shaped record in between.
+
+    A queue of 50,000 jobs is a few dozen shapes of request: a job whose
+    fields are all of the plain kinds pyslurm gives (ints, strings) and that
+    is no pending array or het job is made here, its TRES read once per
+    distinct set of the raw fields they come from. Every other job, and the
+    first of each shape, goes the whole way (record, then parser), so its
+    warnings and what it means are the parser's; a shape whose reading
+    warned is not kept, so each such job is named in a warning of its own.
+    One reader serves one read: the shapes it keeps are this read's.
+    """
+
+    def __init__(self, user_name: Callable[[int], str]) -> None:
+        self._names: dict[int, str] = {}
+        self._user_name = user_name
+        self._states: dict[str, str] = {}
+        self._shapes: dict[tuple[object, ...], Tres] = {}
+        #: The records of het jobs (for `parse_het_leaders`).
+        self.het_records: list[dict[str, Any]] = []
+        #: How many jobs went the whole way (record, then parser).
+        self.whole = 0
+
+    def name(self, uid: int) -> str:
+        """The user's name, looked up once per uid."""
+        found = self._names.get(uid)
+        if found is None:
+            found = self._names[uid] = self._user_name(uid)
+        return found
+
+    def read(self, loaded: Iterable[Any]) -> list[Job]:
+        """The running and pending jobs among `loaded`, in order; an unreadable one skipped with a warning."""
+        jobs: list[Job] = []
+        append = jobs.append
+        fast = self._fast
+        for job in loaded:
+            made = fast(job) if type(job) is dict else _SLOW
+            if made is _SLOW:
+                made = self._whole(job)
+            if made is not None:
+                append(made)  # type: ignore[arg-type]
+        return merge_pending_components(jobs)
+
+    def _fast(self, job: dict[str, Any]) -> Job | object | None:
+        """The Job of a plain record, None for a finished job, `_SLOW` when the parser must read it."""
+        get = job.get
+        job_id, raw_state = get("job_id"), get("job_state")
+        state = self._states.get(raw_state) if type(raw_state) is str else None
+        if type(job_id) is not int or job_id < 0 or state is None:
+            return _SLOW  # the parser names what is wrong; a state not seen yet is read by it once
+        if state != PENDING and state not in _HOLDING:
+            return None
+        account, uid, submit = get("account"), get("user_id"), get("submit_time")
+        priority, nice = get("priority"), get("nice")
+        if not (
+            type(account) is str
+            and type(uid) is int
+            and uid >= 0
+            and type(submit) is int
+            and -_FLOAT_SAFE < submit < _FLOAT_SAFE
+            and (priority is None or type(priority) is int)
+            and (nice is None or type(nice) is int)
+            and not get("het_job_id")
+        ):
+            return _SLOW
+        account = account.strip()
+        if not account or (state == PENDING and _text(get("array_task_str")).strip()):
+            return _SLOW
+        values = tuple(map(get, _DICT_TRES_KEYS))
+        try:
+            tres = self._shapes.get((state in _HOLDING, values, tuple(map(type, values))))
+        except TypeError:  # an unhashable field: not a shape pyslurm gives
+            return _SLOW
+        user = self.name(uid)
+        if tres is None or type(user) is not str or not user:
+            return _SLOW
+        if nice is None or nice == _UNSET_NICE:
+            nice = 0
+        elif nice >= 2**31:  # as parse_squeue_record reads an unsigned nice
+            nice -= 2**32
+        held = priority == 0 or _text(get("state_reason")).startswith("JobHeld")
+        return Job(
+            str(job_id),
+            shared_text(account),
+            user,
+            shared_text(_text(get("partition"))),
+            state,
+            priority or 0,
+            nice,
+            held,
+            float(submit),
+            1,
+            tres,
+        )
+
+    def _whole(self, job: Any) -> Job | None:
+        """The job read the whole way: its record, then the parser; its shape kept for the next."""
+        self.whole += 1
+        try:
+            record = build_job_record_from_dict(job, self.name)
+        except Exception as error:  # one odd record must not hide the others
+            logger.warning("pyslurm job skipped: %s", error)
+            return None
+        if record.get("het_job_id"):
+            self.het_records.append(record)
+        warned = WARNINGS.count
+        parsed = parse_record_or_warn(record)
+        raw_state = record["job_state"]
+        if type(raw_state) is str and raw_state not in self._states:
+            with contextlib.suppress(ValueError):  # the parser said what is wrong with it
+                self._states[raw_state] = parse_job_state(raw_state)
+        if parsed is not None and WARNINGS.count == warned:
+            values = tuple(map(job.get, _DICT_TRES_KEYS))
+            with contextlib.suppress(TypeError):  # an unhashable field: not kept
+                self._shapes[(parsed.holding, values, tuple(map(type, values)))] = parsed.tres
+        return parsed
+
+
+_SLOW: Final = object()
+
+
 def build_job_record_from_object(job: object) -> dict[str, Any]:
     """An `squeue --json`-shaped record from one object-API job
     (`pyslurm.Jobs.load()`, pyslurm/core/job/job.pyx).
@@ -448,7 +601,7 @@ class PyslurmSource:
         *,
         partitions: Iterable[str] | None = None,
         api: Api = "auto",
-        timeout: float = 30.0,
+        timeout: float = DEFAULT_SLURM_TIMEOUT,
         host: PyslurmHost = PyslurmHost(),
     ) -> None:
         self.name = "pyslurm"
@@ -501,8 +654,8 @@ class PyslurmSource:
                 f"pyslurm: loading {what} failed: {detail}; is slurmctld running? `scontrol ping` tells"
             ) from error
 
-    def fetch_job_records(self) -> list[dict[str, Any]]:
-        """Every job as an squeue-shaped record."""
+    def fetch_jobs(self) -> tuple[list[Job], frozenset[str], str | None]:
+        """The running and pending jobs, the leaders of pending het jobs, the cluster the jobs name."""
         module = self._pyslurm()
         dict_jobs, _, object_jobs, _ = parse_api_shapes(module)
         # libslurm cuts a pending array's task list to 64 characters unless
@@ -510,17 +663,12 @@ class PyslurmSource:
         # this process, as it does in squeue's).
         self._environ["SLURM_BITSTR_LEN"] = "0"
         if self._use_dict(dict_jobs, object_jobs, "job"):
-            names: dict[int, str] = {}
-
-            def cached_name(uid: int) -> str:
-                if uid not in names:
-                    names[uid] = self._user_name(uid)
-                return names[uid]
-
-            loaded = self._load(lambda: module.job().get(), "jobs")
-            return _build_records(loaded, lambda job: build_job_record_from_dict(job, cached_name), "pyslurm job")
-        loaded = self._load(module.Jobs.load, "jobs")
-        return _build_records(loaded, build_job_record_from_object, "pyslurm job")
+            reader = DictJobReader(self._user_name)
+            jobs = reader.read(self._load(lambda: module.job().get(), "jobs"))
+            return jobs, parse_het_leaders(reader.het_records), None
+        records = _build_records(self._load(module.Jobs.load, "jobs"), build_job_record_from_object, "pyslurm job")
+        cluster = next((r["cluster"] for r in records if r.get("cluster")), None)
+        return parse_squeue_json({"jobs": records}), parse_het_leaders(records), cluster
 
     def fetch_node_records(self) -> list[dict[str, Any]]:
         """Every node as an sinfo-shaped record."""
@@ -542,14 +690,11 @@ class PyslurmSource:
 
     def fetch_snapshot(self) -> Snapshot:
         """Read jobs, nodes and configuration now; SlurmReadError when Slurm cannot be read."""
-        job_records = self.fetch_job_records()
-        jobs: list[Job] = parse_squeue_json({"jobs": job_records})
+        jobs, het_leaders, cluster = self.fetch_jobs()
         nodes: list[Node] = parse_sinfo_json({"nodes": self.fetch_node_records()})
-        het_leaders = parse_het_leaders(job_records)
         config = self._fetch_config()
         self.priority_type = parse_priority_type(config)
         version = parse_scontrol_config(config).get("SLURM_VERSION") or None
-        cluster = next((r["cluster"] for r in job_records if r.get("cluster")), None)
         cluster = cluster or parse_cluster_name(config) or ""
         associations = self.associations.fetch(cluster)
         logger.debug("read %d nodes and %d jobs through pyslurm", len(nodes), len(jobs))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from fractions import Fraction
 from typing import Final
@@ -90,6 +91,11 @@ def whole_number(value: object, key: str) -> int | None:
     if number < 0 or not math.isfinite(number):
         raise ValueError(f"{key}: expected a number >= 0, got {value!r}")
     return round(number)
+
+
+def shared_text(text: str) -> str:
+    """One copy of a string a queue repeats (accounts, users, partitions, states), not one per job."""
+    return sys.intern(text) if type(text) is str else text
 
 
 def text_field(value: object, key: str) -> str:

@@ -25,6 +25,7 @@ from slurm_drf.slurm.parse.amounts import (
     parse_number,
     parse_tres_entries,
     parse_tres_per,
+    shared_text,
     text_field,
     whole_number,
 )
@@ -343,12 +344,14 @@ def parse_squeue_record(record: object, *, include_finished: bool = False) -> Jo
     submit = parse_number(record.get("submit_time"))
     submit_time = float(submit) if submit is not None and math.isfinite(submit) else 0.0
 
+    # A queue's accounts, users, partitions and states are a few strings each: one copy of
+    # each, not one per job (50,000 jobs, a few MiB).
     return Job(
         job_id=str(job_id),
-        account=account,
-        user=user,
-        partition=text_field(record.get("partition"), "partition"),
-        state=state,
+        account=shared_text(account),
+        user=shared_text(user),
+        partition=shared_text(text_field(record.get("partition"), "partition")),
+        state=shared_text(state),
         priority=priority,
         nice=round(nice),
         held=held,
@@ -410,14 +413,19 @@ def _read_records(
                 leaders |= parse_het_leaders([record])
             if not clusters and isinstance(record.get("cluster"), str) and record["cluster"]:
                 clusters.append(record["cluster"])
-        try:
-            job = parse_squeue_record(record, include_finished=include_finished)
-        except Exception as error:  # one bad record must not stop the rest
-            logger.warning("job %s skipped: %s", _job_label(record), error)
-            continue
+        job = parse_record_or_warn(record, include_finished=include_finished)
         if job is not None:
             jobs.append(job)
     return jobs
+
+
+def parse_record_or_warn(record: object, *, include_finished: bool = False) -> Job | None:
+    """`parse_squeue_record`, a record it cannot read skipped with a warning naming the job (None)."""
+    try:
+        return parse_squeue_record(record, include_finished=include_finished)
+    except Exception as error:  # one bad record must not stop the rest
+        logger.warning("job %s skipped: %s", _job_label(record), error)
+        return None
 
 
 @dataclass(frozen=True, slots=True)

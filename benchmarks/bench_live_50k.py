@@ -347,17 +347,20 @@ def bare_pyslurm() -> tuple[float, float]:
 
 # `slurm-drf once ARGS` with its peak RSS printed, and the peak before it read anything: the
 # modules `once` imports (pyslurm's libslurm with that backend), which no queue size changes.
+# The peak is VmHWM, the process's own: getrusage's ru_maxrss keeps, across fork and exec,
+# the parent's RSS at the fork (this benchmark's, hundreds of MiB after a pyslurm read).
+HWM = "def hwm(): return int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0])\n"
 PEAK = (
-    "import importlib, resource, sys\n"
-    "def hwm(): return int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0])\n"
-    "modules = ['slurm_drf.cli.main', 'slurm_drf.cycle.backends', 'slurm_drf.config.load',\n"
+    "import importlib, sys\n"
+    + HWM
+    + "modules = ['slurm_drf.cli.main', 'slurm_drf.cycle.backends', 'slurm_drf.config.load',\n"
     "           'slurm_drf.trail.history_db', 'slurm_drf.trail.observers', 'slurm_drf.trail.compaction']\n"
     "for name in modules + sys.argv[1].split(','):\n"
     "    importlib.import_module(name)\n"
     "print('before_read_kib', hwm(), file=sys.stderr)\n"
     "from slurm_drf.cli.main import main\n"
     "code = main(sys.argv[2:])\n"
-    "print('peak_rss_kib', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)\n"
+    "print('peak_rss_kib', hwm(), file=sys.stderr)\n"
     "sys.exit(code)\n"
 )
 
@@ -383,8 +386,7 @@ def once_dry_process(config: Path, state_dir: Path, env: Mapping[str, str], back
 
 def bare_pyslurm_peak(env: Mapping[str, str]) -> int:
     """pyslurm's own `job().get()` and `node().get()` in a new process: its peak RSS (KiB)."""
-    code = "import resource, pyslurm\npyslurm.job().get(); pyslurm.node().get()\n"
-    code += "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    code = HWM + "import pyslurm\npyslurm.job().get(); pyslurm.node().get()\nprint(hwm())\n"
     argv = [sys.executable, "-c", code]
     proc = subprocess.run(argv, capture_output=True, text=True, env=dict(env), timeout=600, check=False)
     return int(proc.stdout.split()[-1]) if proc.returncode == 0 and proc.stdout.split() else 0

@@ -183,10 +183,20 @@ def cmd_reset(args: argparse.Namespace) -> int:
             source, make_writer(source), store, dry_run=args.dry_run, recall=recall, assume_own=args.assume_own
         )
     verb = "would reset" if args.dry_run else "reset"
-    print(f"{verb} {len(report.reset)} job(s)" + (f": {', '.join(report.reset)}" if report.reset else ""))
+    print(f"{verb} {len(report.reset)} job(s)" + (f": {list_ids(report.reset)}" if report.reset else ""))
     for job_id, why in sorted(report.skipped.items()):
         print(f"job {job_id}: left alone ({why})")
     return 1 if any(why.startswith("failed") for why in report.skipped.values()) else 0
+
+
+# How many job ids one line names; a reset of 50,000 jobs is not 50,000 ids on a terminal.
+IDS_SHOWN: Final = 20
+
+
+def list_ids(job_ids: Sequence[str], shown: int = IDS_SHOWN) -> str:
+    """The first `shown` ids, comma separated, and how many more there are."""
+    text = ", ".join(job_ids[:shown])
+    return text if len(job_ids) <= shown else f"{text} and {len(job_ids) - shown} more"
 
 
 def _own_nice(text: str) -> int:

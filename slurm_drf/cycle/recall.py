@@ -130,13 +130,14 @@ class Recall:
         self._asked = {job: writes for job, writes in self._asked.items() if job in kept}
         found: dict[str, JobMemory] = {}
         counts = {"older": 0, "recovered": 0, "unknown": 0}
-        label, asked = (nice_all < LABEL_NICE_BELOW).tolist(), self._asked
+        label, asked, remembered = (nice_all < LABEL_NICE_BELOW).tolist(), self._asked, len(memory) > 0
         for k in unexplained:
             job_id = ids[k]
             writes = asked.get(job_id, ())
             if not writes and not label[k]:
                 continue  # no write of ours on record and no label: its value is somebody's own
-            recalled = _recall_job(memory.get(job_id), writes, nice[k], priority[k])
+            previous = memory.get(job_id) if remembered else None
+            recalled = _recall_job(previous, writes, nice[k], priority[k])
             if recalled is not None:
                 kind, job_memory = recalled
                 counts[kind] += 1

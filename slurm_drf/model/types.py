@@ -342,24 +342,7 @@ class JobTable:
 
     @classmethod
     def from_jobs(cls, jobs: Sequence[Job]) -> JobTable:
-        # Jobs of one shape of request share one TRES mapping (slurm.parse.jobs): each
-        # distinct mapping is read once, and its amounts spread to its jobs by index.
-        shape_of: dict[int, int] = {}
-        shapes: list[Tres] = []
-        codes = np.empty(len(jobs), dtype=np.int64)
-        for row, job in enumerate(jobs):
-            code = shape_of.get(id(job.tres))
-            if code is None:
-                code = shape_of[id(job.tres)] = len(shapes)
-                shapes.append(job.tres)
-            codes[row] = code
-        names: dict[str, None] = {}
-        for shape in shapes:
-            names.update(dict.fromkeys(shape))
-        tres = {
-            name: np.fromiter((shape.get(name, 0) for shape in shapes), dtype=np.int64, count=len(shapes))[codes]
-            for name in names
-        }
+        tres = tres_columns([j.tres for j in jobs])
         return cls.build(
             JobColumns(
                 [j.job_id for j in jobs],
@@ -376,6 +359,31 @@ class JobTable:
                 tres,
             )
         )
+
+
+def tres_columns(tres: Sequence[Tres]) -> dict[str, IntArray]:
+    """A column per TRES name of the jobs' TRES mappings, zero where a job has none.
+
+    Jobs of one shape of request share one mapping (slurm.parse.jobs): each
+    distinct mapping is read once, its amounts spread to its jobs by index.
+    """
+    shape_of: dict[int, int] = {}
+    shapes: list[Tres] = []
+    codes = []
+    for mapping in tres:
+        code = shape_of.get(id(mapping))
+        if code is None:
+            code = shape_of[id(mapping)] = len(shapes)
+            shapes.append(mapping)
+        codes.append(code)
+    index = np.array(codes, dtype=np.int64)
+    names: dict[str, None] = {}
+    for shape in shapes:
+        names.update(dict.fromkeys(shape))
+    return {
+        name: np.fromiter((shape.get(name, 0) for shape in shapes), dtype=np.int64, count=len(shapes))[index]
+        for name in names
+    }
 
 
 RowT = TypeVar("RowT")
@@ -431,6 +439,33 @@ class LazyRows(Sequence[RowT]):
         return hash(self._all())
 
 
+class JobRows(LazyRows[Job]):
+    """Jobs read straight into their table (`table`), each Job made when asked from the
+    table's columns and its own TRES mapping: the same Job as the one that was read."""
+
+    __slots__ = ("table",)
+
+    def __init__(self, table: JobTable, tres: Sequence[Tres]) -> None:
+        def row(i: int) -> Job:
+            return Job(
+                table.job_id[i],
+                table.accounts[table.account[i]],
+                table.user[i],
+                table.partitions[table.partition[i]],
+                table.states[table.state[i]],
+                int(table.priority[i]),
+                int(table.nice[i]),
+                bool(table.held[i]),
+                float(table.submit_time[i]),
+                int(table.array_tasks[i]),
+                tres[i],
+                table.site_factor[i],
+            )
+
+        super().__init__(len(table), row)
+        self.table = table
+
+
 @dataclass(frozen=True, slots=True)
 class Association:
     """One Slurm association: an account's own (`user` None) or a user's in an account.
@@ -481,9 +516,10 @@ class Snapshot:
     _table: JobTable | None = field(default=None, init=False, compare=False, repr=False)
 
     @classmethod
-    def from_table(cls, table: JobTable, **fields: Any) -> Snapshot:
-        """A snapshot whose jobs are the table's (made into Job objects lazily)."""
-        snapshot = cls(jobs=LazyRows(len(table), table.job), **fields)
+    def from_table(cls, table: JobTable, rows: Sequence[Job] | None = None, **fields: Any) -> Snapshot:
+        """A snapshot whose jobs are the table's: `rows` when given (`JobRows`), else Job
+        objects made lazily from the table alone."""
+        snapshot = cls(jobs=LazyRows(len(table), table.job) if rows is None else rows, **fields)
         object.__setattr__(snapshot, "_table", table)
         return snapshot
 

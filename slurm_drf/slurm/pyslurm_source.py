@@ -1,11 +1,13 @@
 """A ClusterSource that reads the cluster through pyslurm, in process.
 
 Sits beside cli_source.py between the daemon and Slurm, and gives the same
-Snapshot: pyslurm's job and node data are first turned into records shaped
-like `squeue --json` / `sinfo --json` records (pure `build_*` functions
-below), then read by the very parsers the CLI source uses
-(`parse_squeue_json`, `parse_sinfo_json`), so TRES, GRES, arrays, het jobs,
-holds and node states mean the same thing whichever backend read them.
+Snapshot: pyslurm's job and node data are turned into records shaped like
+`squeue --json` / `sinfo --json` records (pure `build_*` functions below),
+then read by the very parsers the CLI source uses (`parse_squeue_json`,
+`parse_sinfo_json`), so TRES, GRES, arrays, het jobs, holds and node states
+mean the same thing whichever backend read them. The dict API's plain jobs
+(most of a queue) skip the record: `DictJobReader` makes them directly,
+with what the parser made of the first job of the same shape.
 
 pyslurm builds only against the Slurm release whose major.minor it carries
 (pyslurm 22.5.x for Slurm 22.05, 23.2.x for 23.02, ...), so it is used only
@@ -45,11 +47,13 @@ import contextlib
 import importlib
 import logging
 import math
+import operator
 import os
 import pwd
 import re
 import shutil
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
@@ -59,10 +63,21 @@ from typing import Any, Final, Literal
 from slurm_drf.config.settings import DEFAULT_SLURM_TIMEOUT
 from slurm_drf.errors import SlurmReadError
 from slurm_drf.model.codec import format_time
-from slurm_drf.model.types import HOLDING_STATES, PENDING, Job, Node, Snapshot, Tres
+from slurm_drf.model.types import (
+    HOLDING_STATES,
+    PENDING,
+    Job,
+    JobColumns,
+    JobRows,
+    JobTable,
+    Node,
+    Snapshot,
+    Tres,
+    tres_columns,
+)
 from slurm_drf.slurm.cli_source import AssociationReader, CommandRunner, build_command_env, build_scontrol_config_argv
 from slurm_drf.slurm.execute import run_command
-from slurm_drf.slurm.parse.amounts import WARNINGS, shared_text
+from slurm_drf.slurm.parse.amounts import WARNINGS
 from slurm_drf.slurm.parse.envelope import parse_version_tuple
 from slurm_drf.slurm.parse.jobs import (
     merge_pending_components,
@@ -323,6 +338,21 @@ _DICT_TRES_KEYS: Final = (
     "sockets_per_node",
 )
 _HOLDING: Final = frozenset(HOLDING_STATES)
+# One C call for the fields a plain job is made of, one for those its TRES come from.
+_DICT_PLAIN: Final = operator.itemgetter(
+    "job_id",
+    "job_state",
+    "account",
+    "user_id",
+    "submit_time",
+    "priority",
+    "nice",
+    "het_job_id",
+    "array_task_str",
+    "state_reason",
+    "partition",
+)
+_DICT_TRES: Final = operator.itemgetter(*_DICT_TRES_KEYS)
 # A submit time float() takes exactly, as parse_squeue_record reads it; past it the parser decides.
 _FLOAT_SAFE: Final = 2**53
 
@@ -358,30 +388,52 @@ class DictJobReader:
             found = self._names[uid] = self._user_name(uid)
         return found
 
-    def read(self, loaded: Iterable[Any]) -> list[Job]:
-        """The running and pending jobs among `loaded`, in order; an unreadable one skipped with a warning."""
-        jobs: list[Job] = []
-        append = jobs.append
+    def read(self, loaded: Iterable[Any]) -> Sequence[Job]:
+        """The running and pending jobs among `loaded`, in order; an unreadable one skipped with a warning.
+
+        The jobs come as `JobRows`, read straight into their table, unless
+        pending jobs share an id (a het job's components, summed under its
+        leader by `merge_pending_components`): then as a list of Jobs.
+        """
+        rows: list[tuple[Any, ...]] = []
+        append = rows.append
         fast = self._fast
         for job in loaded:
             made = fast(job) if type(job) is dict else _SLOW
             if made is _SLOW:
-                made = self._whole(job)
+                whole = self._whole(job)
+                made = None if whole is None else _fields(whole)
             if made is not None:
                 append(made)  # type: ignore[arg-type]
-        return merge_pending_components(jobs)
+        pending = [row[0] for row in rows if row[4] == PENDING]
+        if len(set(pending)) < len(pending):
+            return merge_pending_components([Job(*row) for row in rows])
+        if not rows:
+            return JobRows(JobTable.from_jobs(()), ())
+        job_id, account, user, partition, state, priority, nice, held, submit, tasks, tres, factor = zip(
+            *rows, strict=True
+        )
+        columns = JobColumns(
+            job_id, account, user, partition, state, priority, nice, held, submit, tasks, factor, tres_columns(tres)
+        )
+        try:
+            return JobRows(JobTable.build(columns), tres)
+        except OverflowError:  # a number past 64 bits: build_snapshot names the job
+            return [Job(*row) for row in rows]
 
-    def _fast(self, job: dict[str, Any]) -> Job | object | None:
-        """The Job of a plain record, None for a finished job, `_SLOW` when the parser must read it."""
-        get = job.get
-        job_id, raw_state = get("job_id"), get("job_state")
+    def _fast(self, job: dict[str, Any]) -> tuple[Any, ...] | object | None:
+        """A plain record's Job, as its fields in order; None for a finished job, `_SLOW` when
+        the parser must read it."""
+        try:
+            job_id, raw_state, account, uid, submit, priority, nice, het, tasks, reason, partition = _DICT_PLAIN(job)
+            values = _DICT_TRES(job)
+        except KeyError:  # a field the dict API always has is missing: the parser reads it as unset
+            return _SLOW
         state = self._states.get(raw_state) if type(raw_state) is str else None
         if type(job_id) is not int or job_id < 0 or state is None:
             return _SLOW  # the parser names what is wrong; a state not seen yet is read by it once
         if state != PENDING and state not in _HOLDING:
             return None
-        account, uid, submit = get("account"), get("user_id"), get("submit_time")
-        priority, nice = get("priority"), get("nice")
         if not (
             type(account) is str
             and type(uid) is int
@@ -390,13 +442,13 @@ class DictJobReader:
             and -_FLOAT_SAFE < submit < _FLOAT_SAFE
             and (priority is None or type(priority) is int)
             and (nice is None or type(nice) is int)
-            and not get("het_job_id")
+            and not het
+            and type(partition) is str
         ):
             return _SLOW
         account = account.strip()
-        if not account or (state == PENDING and _text(get("array_task_str")).strip()):
+        if not account or (state == PENDING and _text(tasks).strip()):
             return _SLOW
-        values = tuple(map(get, _DICT_TRES_KEYS))
         try:
             tres = self._shapes.get((state in _HOLDING, values, tuple(map(type, values))))
         except TypeError:  # an unhashable field: not a shape pyslurm gives
@@ -408,12 +460,13 @@ class DictJobReader:
             nice = 0
         elif nice >= 2**31:  # as parse_squeue_record reads an unsigned nice
             nice -= 2**32
-        held = priority == 0 or _text(get("state_reason")).startswith("JobHeld")
-        return Job(
+        held = priority == 0 or (isinstance(reason, str) and reason.startswith("JobHeld"))
+        intern = sys.intern
+        return (
             str(job_id),
-            shared_text(account),
+            intern(account),
             user,
-            shared_text(_text(get("partition"))),
+            intern(partition),
             state,
             priority or 0,
             nice,
@@ -421,6 +474,7 @@ class DictJobReader:
             float(submit),
             1,
             tres,
+            None,
         )
 
     def _whole(self, job: Any) -> Job | None:
@@ -447,6 +501,24 @@ class DictJobReader:
 
 
 _SLOW: Final = object()
+
+
+def _fields(job: Job) -> tuple[Any, ...]:
+    """A Job's fields in order, as `DictJobReader._fast` gives a plain job's."""
+    return (
+        job.job_id,
+        job.account,
+        job.user,
+        job.partition,
+        job.state,
+        job.priority,
+        job.nice,
+        job.held,
+        job.submit_time,
+        job.array_tasks,
+        job.tres,
+        job.site_factor,
+    )
 
 
 def build_job_record_from_object(job: object) -> dict[str, Any]:
@@ -654,7 +726,7 @@ class PyslurmSource:
                 f"pyslurm: loading {what} failed: {detail}; is slurmctld running? `scontrol ping` tells"
             ) from error
 
-    def fetch_jobs(self) -> tuple[list[Job], frozenset[str], str | None]:
+    def fetch_jobs(self) -> tuple[Sequence[Job], frozenset[str], str | None]:
         """The running and pending jobs, the leaders of pending het jobs, the cluster the jobs name."""
         module = self._pyslurm()
         dict_jobs, _, object_jobs, _ = parse_api_shapes(module)

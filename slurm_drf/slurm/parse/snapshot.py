@@ -10,9 +10,11 @@ import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from slurm_drf.errors import SlurmReadError, SnapshotError
 from slurm_drf.model.codec import check_job_table, check_nodes
-from slurm_drf.model.types import Association, Job, Node, Snapshot, freeze_tres
+from slurm_drf.model.types import PENDING, Association, Job, JobRows, JobTable, Node, Snapshot, freeze_tres
 from slurm_drf.slurm.parse.scontrol import (
     _config_value,
     parse_priority_type,
@@ -67,13 +69,23 @@ def build_snapshot(
     (`check_associations`), or () when it is unknown.
     """
     warn_max_job_count(jobs, config_text)
-    nodes, jobs = select_partitions(list(nodes), list(jobs), partitions)
-    pending = {job.job_id for job in jobs if job.pending}
-    snapshot = Snapshot(
+    if isinstance(jobs, JobRows) and partitions is None:
+        # Read straight into a table (the pyslurm source): kept as it is.
+        table: JobTable = jobs.table
+        pending_code = table.states.index(PENDING) if PENDING in table.states else -1
+        pending = {table.job_id[i] for i in np.flatnonzero(table.state == pending_code).tolist()}
+        nodes = list(nodes)
+    else:
+        nodes, selected = select_partitions(list(nodes), list(jobs), partitions)
+        table = _table_of(selected)
+        jobs = tuple(selected)
+        pending = {job.job_id for job in jobs if job.pending}
+    snapshot = Snapshot.from_table(
+        table,
+        jobs,
         cluster=header.cluster,
         taken_at=header.taken_at,
         nodes=tuple(nodes),
-        jobs=tuple(jobs),
         slurm_version=header.version,
         priority_weights=freeze_tres(parse_priority_weights(config_text)),
         priority_type=parse_priority_type(config_text),
@@ -84,6 +96,20 @@ def build_snapshot(
     )
     check_snapshot(snapshot)
     return snapshot
+
+
+def _table_of(jobs: Sequence[Job]) -> JobTable:
+    """The jobs' table; SlurmReadError naming the job when a number of one is past 64 bits."""
+    try:
+        return JobTable.from_jobs(jobs)
+    except OverflowError as error:
+        for job in jobs:
+            for name in ("priority", "nice", "array_tasks"):
+                if not -(2**63) <= getattr(job, name) < 2**63:
+                    raise SlurmReadError(
+                        f"inconsistent data from Slurm: job {job.job_id}: {name} {getattr(job, name)} is past 64 bits"
+                    ) from error
+        raise
 
 
 def check_snapshot(snapshot: Snapshot) -> None:
@@ -114,7 +140,10 @@ def warn_max_job_count(jobs: Sequence[Job], config_text: str) -> int | None:
     if text is None or not text.isdigit():
         return None
     limit = int(text)
-    held = sum(max(job.array_tasks, 1) for job in jobs)
+    if isinstance(jobs, JobRows):
+        held = int(np.maximum(jobs.table.array_tasks, 1).sum())
+    else:
+        held = sum(max(job.array_tasks, 1) for job in jobs)
     if limit and held >= limit:
         logger.warning(
             "slurmctld holds %d jobs, at or past its MaxJobCount %d: sbatch refuses new jobs until some "

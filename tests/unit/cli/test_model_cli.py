@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from slurm_drf.cli.main import main
+from slurm_drf.cli.main import list_ids, main
 from slurm_drf.errors import SnapshotError
 from slurm_drf.model.codec import parse_snapshot, render_snapshot
 from slurm_drf.model.types import SNAPSHOT_FORMAT
@@ -274,3 +274,12 @@ def test_replacing_the_jobs_of_a_planned_snapshot_plans_the_new_jobs() -> None:
     assert len(compute_plan(snapshot, Config()).jobs) == 2
     fewer = replace(snapshot, jobs=tuple(snapshot.jobs)[:2])
     assert [j.job_id for j in compute_plan(fewer, Config()).jobs] == ["1240"]
+
+
+def test_a_long_list_of_job_ids_is_cut_to_its_head_and_a_count() -> None:
+    ids = [str(n) for n in range(1000, 1000 + 50_000)]
+    assert list_ids(ids[:3]) == "1000, 1001, 1002"
+    assert list_ids(ids[:20]) == ", ".join(ids[:20])
+    line = list_ids(ids)
+    assert line == ", ".join(ids[:20]) + " and 49980 more"
+    assert len(line) < 200

@@ -9,17 +9,20 @@ odd job as the parser gives them, however many jobs share a shape.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slurm_drf.model.types import Job
+from slurm_drf.errors import SlurmReadError
+from slurm_drf.model.types import Job, JobRows
 from slurm_drf.slurm.parse.jobs import parse_het_leaders, parse_squeue_json
+from slurm_drf.slurm.parse.snapshot import SnapshotHeader, build_snapshot
 from slurm_drf.slurm.pyslurm_source import DictJobReader, build_job_record_from_dict
 
 NICE_OFFSET = 0x80000000
@@ -31,7 +34,11 @@ def user_name(uid: int) -> str:
     return {0: "root", 1000: "alice", 1001: "bob"}.get(uid, str(uid))
 
 
-def whole_way(loaded: Sequence[Any]) -> tuple[list[Job], frozenset[str]]:
+HEADER = SnapshotHeader("drftest", "2026-12-03T00:00:00Z", "22.05.8")
+CONFIG = "MaxJobCount             = 10\n"  # past it: the warning counts the jobs read
+
+
+def whole_way(loaded: Sequence[Any]) -> tuple[Sequence[Job], frozenset[str]]:
     """What the source made before the reader: every dict a record, then the parser."""
     records = []
     for job in loaded:
@@ -42,18 +49,36 @@ def whole_way(loaded: Sequence[Any]) -> tuple[list[Job], frozenset[str]]:
     return parse_squeue_json({"jobs": records}), parse_het_leaders(records)
 
 
-def read(loaded: Sequence[Any]) -> tuple[list[Job], frozenset[str]]:
+def read(loaded: Sequence[Any]) -> tuple[Sequence[Job], frozenset[str]]:
     reader = DictJobReader(user_name)
     return reader.read(loaded), parse_het_leaders(reader.het_records)
+
+
+def snapshot_of(read_jobs: Callable[[], tuple[Sequence[Job], frozenset[str]]]) -> tuple[object, ...]:
+    """The jobs read, the snapshot the source builds of them and its table, column by column;
+    or what the read and build raised."""
+    try:
+        jobs, leaders = read_jobs()
+        snapshot = build_snapshot(HEADER, [], jobs, None, CONFIG, leaders)
+    except Exception as error:
+        return ("raised", type(error), str(error))
+    table = snapshot.table
+    columns = {
+        f.name: list(getattr(table, f.name))
+        for f in dataclasses.fields(table)
+        if f.name not in ("tres", "_plain") and f.init
+    }
+    tres = {name: column.tolist() for name, column in table.tres.items()}
+    return tuple(jobs), leaders, snapshot, columns, tres
 
 
 def both_ways(loaded: Sequence[Any], caplog: pytest.LogCaptureFixture) -> None:
     caplog.clear()
     with caplog.at_level(logging.WARNING):
-        expected = whole_way(loaded)
+        expected = snapshot_of(lambda: whole_way(loaded))
         said_then = Counter(r.getMessage() for r in caplog.records)
         caplog.clear()
-        got = read(loaded)
+        got = snapshot_of(lambda: read(loaded))
         said_now = Counter(r.getMessage() for r in caplog.records)
     assert got == expected
     assert said_now == said_then
@@ -113,7 +138,9 @@ def test_plain_jobs_of_a_few_shapes(caplog: pytest.LogCaptureFixture) -> None:
     ]
     both_ways(loaded, caplog)
     reader = DictJobReader(user_name)
-    assert len(reader.read(loaded)) == 160  # the completed ones are left out
+    jobs = reader.read(loaded)
+    assert isinstance(jobs, JobRows)  # straight into their table
+    assert len(jobs) == 160  # the completed ones are left out
     # Each shape (state, CPUs, allocation) went the whole way once, or twice when its first was completed.
     assert reader.whole <= 2 * 5 * 4 * 2 < len(loaded)
 
@@ -130,6 +157,7 @@ def test_arrays_and_het_jobs_go_the_whole_way(caplog: pytest.LogCaptureFixture) 
     both_ways(loaded, caplog)
     jobs, leaders = read(loaded)
     assert leaders == frozenset({"20"})
+    assert isinstance(jobs, list)  # a het job's components summed: the parser's merge
     assert [j.array_tasks for j in jobs if j.job_id == "10"] == [100]
 
 
@@ -178,6 +206,13 @@ def test_an_odd_field_reads_as_the_parser_reads_it(odd: dict[str, Any], caplog: 
     both_ways(loaded, caplog)
 
 
+@pytest.mark.parametrize("missing", ["nice", "partition", "num_nodes", "het_job_id", "state_reason", "job_id"])
+def test_a_missing_field_reads_as_the_parser_reads_it(missing: str, caplog: pytest.LogCaptureFixture) -> None:
+    lacking = job(2)
+    del lacking[missing]
+    both_ways([job(1), lacking, job(3)], caplog)
+
+
 def test_not_a_dict_is_skipped_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     both_ways([job(1), "nonsense", None, job(2)], caplog)
     assert "pyslurm job skipped" in caplog.text
@@ -201,3 +236,10 @@ def test_any_mix_of_fields_reads_as_the_parser_reads_it(
 ) -> None:
     loaded = [job(100 + n, **change) for n, change in enumerate(changes * repeat)]
     both_ways(loaded, caplog)
+
+
+@pytest.mark.parametrize("field", ["priority", "nice"])
+def test_a_number_past_64_bits_is_one_line_naming_the_job(field: str) -> None:
+    jobs, leaders = read([job(1), job(2, **{field: 2**64 + 5}), job(3)])
+    with pytest.raises(SlurmReadError, match=rf"^inconsistent data from Slurm: job 2: {field} \d+ is past 64 bits$"):
+        build_snapshot(HEADER, [], jobs, None, "", leaders)

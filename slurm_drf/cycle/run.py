@@ -184,9 +184,9 @@ def collector_paused() -> Iterator[None]:
     A cycle makes a few objects per job (pyslurm's dicts, Jobs, the plan's
     columns) that live until it ends and hold no reference cycles: left on,
     the collector walks them again and again for garbage there is none of
-    (a fifth of a 55,000-job cycle, benchmarks/README.md). They are freed by
-    their counts when the cycle lets go of them; the collector runs again
-    after the block, as usual.
+    (pyslurm's read of 55,000 jobs took 1.88 s with it, 1.44 s without;
+    benchmarks/README.md). They are freed by their counts when the cycle
+    lets go of them; the collector runs again after the block, as usual.
     """
     was_enabled = gc.isenabled()
     gc.disable()

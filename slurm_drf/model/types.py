@@ -298,8 +298,10 @@ class JobTable:
         found = self.tres.get(name)
         return found if found is not None else np.zeros(len(self), dtype=np.int64)
 
-    def job(self, i: int) -> Job:
-        tres = {name: int(col[i]) for name, col in self.tres.items() if col[i]}
+    def job(self, i: int, tres: Tres | None = None) -> Job:
+        """Job `i`; its TRES from the columns (the non-zero ones) unless given."""
+        if tres is None:
+            tres = MappingProxyType({name: int(col[i]) for name, col in self.tres.items() if col[i]})
         return Job(
             self.job_id[i],
             self.accounts[self.account[i]],
@@ -311,7 +313,7 @@ class JobTable:
             bool(self.held[i]),
             float(self.submit_time[i]),
             int(self.array_tasks[i]),
-            MappingProxyType(tres),
+            tres,
             self.site_factor[i],
         )
 
@@ -446,23 +448,7 @@ class JobRows(LazyRows[Job]):
     __slots__ = ("table",)
 
     def __init__(self, table: JobTable, tres: Sequence[Tres]) -> None:
-        def row(i: int) -> Job:
-            return Job(
-                table.job_id[i],
-                table.accounts[table.account[i]],
-                table.user[i],
-                table.partitions[table.partition[i]],
-                table.states[table.state[i]],
-                int(table.priority[i]),
-                int(table.nice[i]),
-                bool(table.held[i]),
-                float(table.submit_time[i]),
-                int(table.array_tasks[i]),
-                tres[i],
-                table.site_factor[i],
-            )
-
-        super().__init__(len(table), row)
+        super().__init__(len(table), lambda i: table.job(i, tres[i]))
         self.table = table
 
 

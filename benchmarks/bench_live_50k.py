@@ -30,7 +30,10 @@ Then, in alternating rounds (REPEAT), per backend:
   dry_run), and its ratio to the bare reads (target <= 1.5x);
 - `slurm-drf once --dry-run` as a process, its wall time and peak RSS
   (the process's own, without the squeue it runs), against the size of the
-  snapshot's JSON (`slurm-drf snapshot`; target <= 4x).
+  snapshot's JSON (`slurm-drf snapshot`; target <= 4x); then its peak RSS
+  again with the config less its weights. Weights of four decimals
+  (1.0001, 0.9999) take the merge engine's numbers past 2**52, so it
+  computes on Python integers (policy.merge_engine): exact, and bigger.
 
 Then real cycles on one state directory, each with its parts (read, plan,
 state save, writes, history commit into history.sqlite) and slurmctld's
@@ -345,31 +348,36 @@ def bare_pyslurm() -> tuple[float, float]:
     return times[0], times[1]
 
 
-# `slurm-drf once ARGS` with its peak RSS printed, and the peak before it read anything: the
-# modules `once` imports (pyslurm's libslurm with that backend), which no queue size changes.
-# The peak is VmHWM, the process's own: getrusage's ru_maxrss keeps, across fork and exec,
-# the parent's RSS at the fork (this benchmark's, hundreds of MiB after a pyslurm read).
+# `slurm-drf once ARGS` with its peak RSS printed, and its peak when the source begins to read:
+# the interpreter and the modules `once` imports (pyslurm's libslurm with that backend), which
+# no queue size changes. Only the modules `once` imports itself: the sources' modules are
+# among them (cycle.backends). The peak is VmHWM, the process's own: getrusage's ru_maxrss
+# keeps, across fork and exec, the parent's RSS at the fork (this benchmark's, hundreds of
+# MiB after a pyslurm read).
 HWM = "def hwm(): return int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0])\n"
 PEAK = (
-    "import importlib, sys\n"
-    + HWM
-    + "modules = ['slurm_drf.cli.main', 'slurm_drf.cycle.backends', 'slurm_drf.config.load',\n"
-    "           'slurm_drf.trail.history_db', 'slurm_drf.trail.observers', 'slurm_drf.trail.compaction']\n"
-    "for name in modules + sys.argv[1].split(','):\n"
-    "    importlib.import_module(name)\n"
-    "print('before_read_kib', hwm(), file=sys.stderr)\n"
+    "import sys\n" + HWM + "from slurm_drf.slurm.cli_source import CliSource\n"
+    "from slurm_drf.slurm.pyslurm_source import PyslurmSource\n"
+    "marks = []\n"
+    "def marked(fetch):\n"
+    "    def fetch_marked(self):\n"
+    "        marks.append(hwm())\n"
+    "        return fetch(self)\n"
+    "    return fetch_marked\n"
+    "for source in (CliSource, PyslurmSource):\n"
+    "    source.fetch_snapshot = marked(source.fetch_snapshot)\n"
     "from slurm_drf.cli.main import main\n"
-    "code = main(sys.argv[2:])\n"
+    "code = main(sys.argv[1:])\n"
+    "print('before_read_kib', marks[0] if marks else 0, file=sys.stderr)\n"
     "print('peak_rss_kib', hwm(), file=sys.stderr)\n"
     "sys.exit(code)\n"
 )
 
 
-def once_dry_process(config: Path, state_dir: Path, env: Mapping[str, str], backend: str) -> tuple[float, int, int]:
+def once_dry_process(config: Path, state_dir: Path, env: Mapping[str, str]) -> tuple[float, int, int]:
     """`slurm-drf once --dry-run` in a new process: wall time, its own peak RSS and its peak
-    before the read (KiB)."""
-    modules = "pyslurm" if backend == "pyslurm" else "json"
-    argv = [sys.executable, "-c", PEAK, modules, "once", "--dry-run", "--config", str(config)]
+    when it began to read (KiB)."""
+    argv = [sys.executable, "-c", PEAK, "once", "--dry-run", "--config", str(config)]
     started = time.perf_counter()
     proc = subprocess.run(
         [*argv, "--state-dir", str(state_dir)], capture_output=True, text=True, env=dict(env), timeout=600, check=False
@@ -392,8 +400,10 @@ def bare_pyslurm_peak(env: Mapping[str, str]) -> int:
     return int(proc.stdout.split()[-1]) if proc.returncode == 0 and proc.stdout.split() else 0
 
 
-def write_config(path: Path, state_dir: Path, backend: str, cap: int | None) -> Path:
-    keys: dict[str, object] = {"state_dir": str(state_dir), "backend": backend, "accounts": WEIGHTS}
+def write_config(path: Path, state_dir: Path, backend: str, cap: int | None, *, weights: bool = True) -> Path:
+    keys: dict[str, object] = {"state_dir": str(state_dir), "backend": backend}
+    if weights:
+        keys["accounts"] = WEIGHTS
     if cap is not None:
         keys["max_writes_per_cycle"] = cap
     path.write_text("".join(f"{k}: {json.dumps(v)}\n" for k, v in keys.items()), encoding="utf-8")
@@ -474,6 +484,7 @@ def measure_reads(args: argparse.Namespace, tmp: Path, backends: Sequence[str], 
     proc: dict[str, list[float]] = {b: [] for b in backends}
     peak: dict[str, list[int]] = {b: [] for b in backends}
     before_read: dict[str, list[int]] = {b: [] for b in backends}
+    plain_peak: dict[str, list[int]] = {b: [] for b in backends}
     sizes: dict[str, int] = {}
     # One source per backend for the dry cycles, as the daemon keeps one (the tree is re-read
     # every few minutes, not every cycle); the first round's cycle reads it.
@@ -493,10 +504,13 @@ def measure_reads(args: argparse.Namespace, tmp: Path, backends: Sequence[str], 
             fetch[backend].append(timed(source_of(backend).fetch_snapshot))
             source = daemon_sources[backend]
             dry[backend].append(timed(functools.partial(dry_cycle, source, backend, loaded, state_dir)))
-            elapsed, rss, baseline = once_dry_process(config, state_dir, env, backend)
+            elapsed, rss, baseline = once_dry_process(config, state_dir, env)
             proc[backend].append(elapsed)
             peak[backend].append(rss)
             before_read[backend].append(baseline)
+            # The same without the weights: no exact big-number arithmetic (module docstring).
+            plain = write_config(tmp / f"dry-{backend}-plain.yaml", state_dir, backend, None, weights=False)
+            plain_peak[backend].append(once_dry_process(plain, state_dir, env)[1])
         print(f"  round {round_number + 1} of {args.repeat} done", flush=True)
     print(
         f"reads: squeue --json {sizes['squeue'] / 1e6:.1f} MB "
@@ -523,6 +537,12 @@ def measure_reads(args: argparse.Namespace, tmp: Path, backends: Sequence[str], 
             f"{p / sizes.get('squeue', snapshot_bytes):.2f}x squeue's JSON; before the read "
             f"{base / 2**20:.0f} MiB, so the read and plan add {(p - base) / 2**20:.0f} MiB "
             f"= {(p - base) / snapshot_bytes:.2f}x the snapshot's JSON"
+        )
+        unweighted = med(plain_peak[backend]) * 1024
+        print(
+            f"[{backend}]   without the weights (the embedded default): peak RSS {unweighted / 2**20:.0f} MiB "
+            f"= {unweighted / snapshot_bytes:.2f}x; the read and plan add {(unweighted - base) / 2**20:.0f} MiB "
+            f"= {(unweighted - base) / snapshot_bytes:.2f}x"
         )
     if "pyslurm" in backends:
         own = bare_pyslurm_peak(env) * 1024

@@ -123,11 +123,12 @@ class Recall:
         explained = _explained(memory.recall(table.plain_number[rows], lambda: ids), nice_all, priority_all)
         unexplained = np.flatnonzero(~explained).tolist()
         nice, priority = nice_all.tolist(), priority_all.tolist()
+        if self._asked:  # jobs no longer pending let go; before asking, as all it asks about are pending
+            kept = set(ids)
+            self._asked = {job: writes for job, writes in self._asked.items() if job in kept}
         error = self._ask([ids[k] for k in unexplained if ids[k] not in self._asked])
         # Said once, not every cycle it lasts.
         error, self._last_error = (error if error != self._last_error else None), error
-        kept = set(ids)
-        self._asked = {job: writes for job, writes in self._asked.items() if job in kept}
         found: dict[str, JobMemory] = {}
         counts = {"older": 0, "recovered": 0, "unknown": 0}
         label, asked, remembered = (nice_all < LABEL_NICE_BELOW).tolist(), self._asked, len(memory) > 0

@@ -103,12 +103,17 @@ def select_writes(plan: Plan, limit: int) -> tuple[list[Chosen], int]:
     Reads the four columns of the plan it needs, not every job's whole row.
     """
     actions, values, orders, pools = (plan.column(name) for name in ("action", "value", "order", "pool"))
-    wanted = sorted(
-        (i for i, action in enumerate(actions) if action == "set" and values[i] is not None),
-        key=lambda i: (orders[i] if orders[i] is not None else 0, pools[i] or ""),
+    wanted = np.fromiter(
+        (i for i, action in enumerate(actions) if action == "set" and values[i] is not None), dtype=np.int64
     )
+    # By DRF position, then pool (stable: a tie keeps the plan's order), as arrays, not a key per job.
+    position = np.fromiter((orders[i] or 0 for i in wanted.tolist()), dtype=np.int64, count=len(wanted))
+    names = [pools[i] or "" for i in wanted.tolist()]
+    pool_rank = {name: rank for rank, name in enumerate(sorted(set(names)))}
+    by_pool = np.fromiter(map(pool_rank.__getitem__, names), dtype=np.int64, count=len(names))
+    head = wanted[np.lexsort((by_pool, position))][:limit].tolist()
     job_ids, current, user_nice = (plan.column(name) for name in ("job_id", "current", "user_nice"))
-    chosen = [Chosen(job_ids[i], values[i], current[i], user_nice[i]) for i in wanted[:limit]]
+    chosen = [Chosen(job_ids[i], values[i], current[i], user_nice[i]) for i in head]
     return chosen, max(0, len(wanted) - limit)
 
 

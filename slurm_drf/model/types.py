@@ -12,6 +12,7 @@ every TRES in whole units, and integer sums keep the engine exact.
 from __future__ import annotations
 
 import dataclasses
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -450,6 +451,109 @@ class JobRows(LazyRows[Job]):
     def __init__(self, table: JobTable, tres: Sequence[Tres]) -> None:
         super().__init__(len(table), lambda i: table.job(i, tres[i]))
         self.table = table
+
+
+# What the table's int64 columns hold (priority, nice, array tasks).
+_INT64: Final = range(-(2**63), 2**63)
+# A Job's fields in order, as `Job(*fields)` takes them.
+JobFields = tuple[str, str, str, str, str, int, int, bool, float, int, Tres, "int | None"]
+
+
+class JobTableBuilder:
+    """Jobs read one at a time into growing columns, no object kept per job.
+
+    A read of 50,000 jobs parses 50,000 records, each a few hundred
+    objects dropped as soon as it is read. A Job kept per record lives
+    among them, and its memory's neighbours cannot go back to the system:
+    the read's peak stays the process's size. Here a job is its place in a
+    dozen columns: arrays of numbers, and lists of the strings, each
+    account, user, partition, state and TRES mapping shared by the jobs
+    that have it.
+    """
+
+    __slots__ = ("_factor", "_held", "_jobs", "_numbers", "_submit", "_text", "_tres")
+
+    def __init__(self) -> None:
+        self._text: tuple[list[str], ...] = ([], [], [], [], [])  # job id, account, user, partition, state
+        self._numbers = (array("q"), array("q"), array("q"))  # priority, nice, array tasks
+        self._held = bytearray()
+        self._submit = array("d")
+        self._tres: list[Tres] = []
+        self._factor: list[int | None] = []
+        # Once a number does not fit its column: Jobs from then on (build_snapshot names the job).
+        self._jobs: list[Job] | None = None
+
+    def add(self, fields: JobFields) -> None:
+        """One job, its fields in `Job`'s order."""
+        job_id, account, user, partition, state, priority, nice, held, submit_time, tasks, tres, factor = fields
+        if self._jobs is None and priority in _INT64 and nice in _INT64 and tasks in _INT64:
+            ids, accounts, users, partitions, states = self._text
+            priorities, nices, array_tasks = self._numbers
+            ids.append(job_id)
+            accounts.append(account)
+            users.append(user)
+            partitions.append(partition)
+            states.append(state)
+            priorities.append(priority)
+            nices.append(nice)
+            array_tasks.append(tasks)
+            self._held.append(held)
+            self._submit.append(submit_time)
+            self._tres.append(tres)
+            self._factor.append(factor)
+            return
+        if self._jobs is None:
+            self._jobs = list(self._rows())
+        self._jobs.append(Job(*fields))
+
+    def add_job(self, job: Job) -> None:
+        self.add(
+            (
+                job.job_id,
+                job.account,
+                job.user,
+                job.partition,
+                job.state,
+                job.priority,
+                job.nice,
+                job.held,
+                job.submit_time,
+                job.array_tasks,
+                job.tres,
+                job.site_factor,
+            )
+        )
+
+    def _rows(self) -> JobRows:
+        job_id, account, user, partition, state = self._text
+        priority, nice, tasks = self._numbers
+        columns = JobColumns(
+            job_id,
+            account,
+            user,
+            partition,
+            state,
+            np.frombuffer(priority, dtype=np.int64) if priority else (),
+            np.frombuffer(nice, dtype=np.int64) if nice else (),
+            np.frombuffer(self._held, dtype=np.bool_) if self._held else (),
+            np.frombuffer(self._submit, dtype=np.float64) if self._submit else (),
+            np.frombuffer(tasks, dtype=np.int64) if tasks else (),
+            self._factor,
+            tres_columns(self._tres),
+        )
+        return JobRows(JobTable.build(columns), self._tres)
+
+    def jobs(self) -> Sequence[Job]:
+        """The jobs added, in order: as `JobRows` over their table; as a list of Jobs when
+        pending jobs share an id (a het job's components, for the caller to merge) or a
+        number of one is past 64 bits (for `build_snapshot` to name it). Call it once."""
+        if self._jobs is not None:
+            return self._jobs
+        job_id, state = self._text[0], self._text[4]
+        pending = [job_id[i] for i, s in enumerate(state) if s == PENDING]
+        if len(set(pending)) < len(pending):
+            return list(self._rows())
+        return self._rows()
 
 
 @dataclass(frozen=True, slots=True)

@@ -181,9 +181,12 @@ def _descending(values: Amounts) -> Amounts:
         ordered: Amounts = np.sort(values, axis=1)[:, ::-1]
         return ordered
     a, b, c = values[:, 0], values[:, 1], values[:, 2]
+    network: Amounts = np.empty_like(values)
     high, low = np.maximum(a, b), np.minimum(a, b)
-    top, rest = np.maximum(high, c), np.minimum(high, c)
-    network: Amounts = np.stack([top, np.maximum(low, rest), np.minimum(low, rest)], axis=1)
+    np.maximum(high, c, out=network[:, 0])
+    rest = np.minimum(high, c, out=high)  # two columns' worth of room besides the result
+    np.maximum(low, rest, out=network[:, 1])
+    np.minimum(low, rest, out=network[:, 2])
     return network
 
 
@@ -284,34 +287,54 @@ class _Merge:
         segment = np.repeat(np.arange(len(parts), dtype=np.int64), lengths)  # each job's child
         index = np.arange(size, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
         jobs = np.concatenate([s.jobs for s in parts])
-        keys = np.concatenate([s.vector[:-1] for s in parts])
         order = np.zeros(0, dtype=np.int64)
         if size:
-            rank = self._rank(keys)
-            top = int(rank.max()) + 1
-            running = np.maximum.accumulate(rank + segment * top) - segment * top
-            combined = node_of[segment] * top + running  # by node, then by the child's running maximum
-            order = np.argsort(combined, kind="stable")
-            ordered = combined[order]
-            same = ordered[1:] == ordered[:-1]
-            mixed = same & (segment[order][1:] != segment[order][:-1])
-            if mixed.any():
-                starts = np.r_[0, np.flatnonzero(~same) + 1]
-                stops = np.r_[starts[1:], size]
-                group = np.cumsum(np.r_[False, ~same])  # each position's run of equal maxima
-                hit = group[np.flatnonzero(mixed) + 1]
-                local = local_of[segment]
-                for g in hit[np.r_[True, hit[1:] != hit[:-1]]].tolist():
-                    start, stop = int(starts[g]), int(stops[g])
-                    kids = tree.children[nodes[int(node_of[segment[order[start]]])]]
-                    order[start:stop] = self._turns(order[start:stop], local, rank, running, kids, jobs)
-            depth = np.array([tree.depth[c] - 1 for _, c in pairs], dtype=np.int64)
-            self.path_share[jobs[order], depth[segment[order]]] = keys[order, 0].astype(np.float64) / SHARE_ONE
+            order = self._merged_order(nodes, pairs, parts, (node_of, local_of, segment), jobs)
         merged = jobs[order]
         if nodes == [0]:
             return merged
-        sequences.update(self._states(nodes, parts, node_of, lengths, _Turns(segment[order], index[order], merged)))
+        turns = _Turns(segment[order], index[order], merged)
+        # Per child state its units and its share; then nothing else of the children is kept: the
+        # states are the batch's peak of memory.
+        states = (np.concatenate([s.units for s in parts]), np.concatenate([s.vector[:, 0] for s in parts]))
+        del jobs, segment, index, order, parts
+        sequences.update(self._states(nodes, states, node_of, lengths, turns))
         return merged
+
+    def _merged_order(
+        self,
+        nodes: list[int],
+        pairs: list[tuple[int, int]],
+        parts: list[_Sequence],
+        places: tuple[IntArray, IntArray, IntArray],
+        jobs: IntArray,
+    ) -> IntArray:
+        """The order of the children's jobs, node after node (`_batch`); each job's share on its
+        path noted. What it works with is gone once it returns, before the states are made."""
+        tree = self.tree
+        node_of, local_of, segment = places  # per child its node and its index there; per job its child
+        keys = np.concatenate([s.vector[:-1] for s in parts])
+        rank = self._rank(keys)
+        top = int(rank.max()) + 1
+        running = np.maximum.accumulate(rank + segment * top) - segment * top
+        combined = node_of[segment] * top + running  # by node, then by the child's running maximum
+        order: IntArray = np.argsort(combined, kind="stable")
+        ordered = combined[order]
+        same = ordered[1:] == ordered[:-1]
+        mixed = same & (segment[order][1:] != segment[order][:-1])
+        if mixed.any():
+            starts = np.r_[0, np.flatnonzero(~same) + 1]
+            stops = np.r_[starts[1:], len(order)]
+            group = np.cumsum(np.r_[False, ~same])  # each position's run of equal maxima
+            hit = group[np.flatnonzero(mixed) + 1]
+            local = local_of[segment]
+            for g in hit[np.r_[True, hit[1:] != hit[:-1]]].tolist():
+                start, stop = int(starts[g]), int(stops[g])
+                kids = tree.children[nodes[int(node_of[segment[order[start]]])]]
+                order[start:stop] = self._turns(order[start:stop], local, rank, running, kids, jobs)
+        depth = np.array([tree.depth[c] - 1 for _, c in pairs], dtype=np.int64)
+        self.path_share[jobs[order], depth[segment[order]]] = keys[order, 0].astype(np.float64) / SHARE_ONE
+        return order
 
     def _rank(self, keys: Amounts) -> IntArray:
         """Each key's place among the distinct keys (lexicographic, largest share first in each)."""
@@ -376,14 +399,20 @@ class _Merge:
         return np.array(out, dtype=np.int64)
 
     def _states(
-        self, nodes: list[int], parts: list[_Sequence], node_of: IntArray, lengths: IntArray, turns_made: _Turns
+        self,
+        nodes: list[int],
+        states: tuple[Amounts, Amounts],
+        node_of: IntArray,
+        lengths: IntArray,
+        turns_made: _Turns,
     ) -> dict[int, _Sequence]:
-        """Each node's states after each of its turns (turns node after node, in each node's order)."""
+        """Each node's states after each of its turns (turns node after node, in each node's order),
+        from its children's `states` (their units and shares, child after child)."""
         tree = self.tree
         turn_child, turn_index, merged = turns_made.child, turns_made.index, turns_made.jobs
-        units = np.concatenate([s.units for s in parts])
-        share = np.concatenate([s.vector[:, 0] for s in parts])
-        width = units.shape[1]
+        units, share = states
+        del states  # each array is let go as soon as it has served
+        width, dtype = units.shape[1], units.dtype
         state_start = np.cumsum(lengths + 1) - (lengths + 1)  # per child: its first state
         offset = np.arange(len(units), dtype=np.int64) - np.repeat(state_start, lengths + 1)
         waiting = (offset < np.repeat(lengths, lengths + 1)) & (share > 0)
@@ -394,6 +423,7 @@ class _Merge:
         direction[idle] = 0
         rest = np.zeros_like(units)
         rest[idle] = units[idle]
+        del units
         # Per node its states 0..K: state 0 sums its children's first states, each turn adds what it changes.
         turns = np.bincount(node_of, weights=lengths, minlength=len(nodes)).astype(np.int64)
         node_start = np.cumsum(turns + 1) - (turns + 1)
@@ -403,21 +433,25 @@ class _Merge:
         count = int(node_start[-1] + turns[-1] + 1)
         sums: list[Amounts] = []
         for part, changing in ((direction, slice(None)), (rest, np.flatnonzero(~waiting[row] | ~waiting[row + 1]))):
-            steps = np.zeros((count, width), dtype=units.dtype)
+            steps = np.zeros((count, width), dtype=dtype)
             steps[node_start] = np.add.reduceat(part[state_start], first_child, axis=0)
             at = row[changing]
             steps[position[changing]] = part[at + 1] - part[at]
             total = np.cumsum(steps, axis=0)
             total -= np.repeat(total[node_start] - steps[node_start], turns + 1, axis=0)
             sums.append(total)
-        least = np.zeros((count, 1), dtype=units.dtype)  # M before each turn; 0 once nothing waits
+        del direction, rest, part, steps
+        least = np.zeros((count, 1), dtype=dtype)  # M before each turn; 0 once nothing waits
         least[position - 1, 0] = share[row]
-        total = _mul_shift(least, sums[0], DIRECTION_BITS) + sums[1]
+        del share
+        total = _mul_shift(least, sums[0], DIRECTION_BITS)
+        total += sums[1]
+        del sums, least
         q = [tree.weight[n].denominator for n in nodes]
         p = [tree.weight[n].numerator for n in nodes]
-        scaled = total if max(q) == 1 else total * np.repeat(np.array(q, dtype=units.dtype), turns + 1)[:, None]
+        scaled = total if max(q) == 1 else total * np.repeat(np.array(q, dtype=dtype), turns + 1)[:, None]
         if max(p) != 1:
-            scaled = scaled // np.repeat(np.array(p, dtype=units.dtype), turns + 1)[:, None]
+            scaled = scaled // np.repeat(np.array(p, dtype=dtype), turns + 1)[:, None]
         vector = _descending(scaled)
         self.start[nodes] = vector[node_start, 0].astype(np.float64) / SHARE_ONE
         bounds = np.r_[node_start, count].tolist()

@@ -67,13 +67,11 @@ from slurm_drf.model.types import (
     HOLDING_STATES,
     PENDING,
     Job,
-    JobColumns,
     JobRows,
-    JobTable,
+    JobTableBuilder,
     Node,
     Snapshot,
     Tres,
-    tres_columns,
 )
 from slurm_drf.slurm.cli_source import AssociationReader, CommandRunner, build_command_env, build_scontrol_config_argv
 from slurm_drf.slurm.execute import run_command
@@ -391,35 +389,24 @@ class DictJobReader:
     def read(self, loaded: Iterable[Any]) -> Sequence[Job]:
         """The running and pending jobs among `loaded`, in order; an unreadable one skipped with a warning.
 
-        The jobs come as `JobRows`, read straight into their table, unless
-        pending jobs share an id (a het job's components, summed under its
-        leader by `merge_pending_components`): then as a list of Jobs.
+        The jobs come as `JobRows`, read straight into their table
+        (`JobTableBuilder`), unless pending jobs share an id (a het job's
+        components, summed under its leader by `merge_pending_components`)
+        or a number of one is past 64 bits: then as a list of Jobs.
         """
-        rows: list[tuple[Any, ...]] = []
-        append = rows.append
+        builder = JobTableBuilder()
+        add = builder.add
         fast = self._fast
         for job in loaded:
             made = fast(job) if type(job) is dict else _SLOW
             if made is _SLOW:
                 whole = self._whole(job)
-                made = None if whole is None else _fields(whole)
-            if made is not None:
-                append(made)  # type: ignore[arg-type]
-        pending = [row[0] for row in rows if row[4] == PENDING]
-        if len(set(pending)) < len(pending):
-            return merge_pending_components([Job(*row) for row in rows])
-        if not rows:
-            return JobRows(JobTable.from_jobs(()), ())
-        job_id, account, user, partition, state, priority, nice, held, submit, tasks, tres, factor = zip(
-            *rows, strict=True
-        )
-        columns = JobColumns(
-            job_id, account, user, partition, state, priority, nice, held, submit, tasks, factor, tres_columns(tres)
-        )
-        try:
-            return JobRows(JobTable.build(columns), tres)
-        except OverflowError:  # a number past 64 bits: build_snapshot names the job
-            return [Job(*row) for row in rows]
+                if whole is not None:
+                    builder.add_job(whole)
+            elif made is not None:
+                add(made)  # type: ignore[arg-type]
+        jobs = builder.jobs()
+        return jobs if isinstance(jobs, JobRows) else merge_pending_components(list(jobs))
 
     def _fast(self, job: dict[str, Any]) -> tuple[Any, ...] | object | None:
         """A plain record's Job, as its fields in order; None for a finished job, `_SLOW` when
@@ -501,24 +488,6 @@ class DictJobReader:
 
 
 _SLOW: Final = object()
-
-
-def _fields(job: Job) -> tuple[Any, ...]:
-    """A Job's fields in order, as `DictJobReader._fast` gives a plain job's."""
-    return (
-        job.job_id,
-        job.account,
-        job.user,
-        job.partition,
-        job.state,
-        job.priority,
-        job.nice,
-        job.held,
-        job.submit_time,
-        job.array_tasks,
-        job.tres,
-        job.site_factor,
-    )
 
 
 def build_job_record_from_object(job: object) -> dict[str, Any]:

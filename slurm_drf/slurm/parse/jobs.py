@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from slurm_drf.errors import SlurmReadError, shorten
-from slurm_drf.model.types import HOLDING_STATES, MAX_TRES, PENDING, Job, Tres, freeze_tres
+from slurm_drf.model.types import HOLDING_STATES, MAX_TRES, PENDING, Job, JobRows, JobTableBuilder, Tres, freeze_tres
 from slurm_drf.slurm.parse.amounts import (
     WARNINGS,
     gres_names,
@@ -399,14 +399,13 @@ def parse_squeue_json(data: Mapping[str, Any], *, include_finished: bool = False
     is not squeue's (no `jobs` list, or only errors).
     """
     records = json_records(data, "jobs", "squeue --json")
-    return merge_pending_components(_read_records(records, include_finished, set(), []))
+    return merge_pending_components(list(_read_records(records, include_finished, set(), [])))
 
 
 def _read_records(
     records: Iterable[object], include_finished: bool, leaders: set[str], clusters: list[str]
-) -> list[Job]:
+) -> Iterator[Job]:
     """The Jobs of `records`, each bad one skipped with a warning; adds het leaders and the first cluster named."""
-    jobs: list[Job] = []
     for record in records:
         if isinstance(record, Mapping):
             if record.get("het_job_id"):
@@ -415,8 +414,7 @@ def _read_records(
                 clusters.append(record["cluster"])
         job = parse_record_or_warn(record, include_finished=include_finished)
         if job is not None:
-            jobs.append(job)
-    return jobs
+            yield job
 
 
 def parse_record_or_warn(record: object, *, include_finished: bool = False) -> Job | None:
@@ -430,9 +428,14 @@ def parse_record_or_warn(record: object, *, include_finished: bool = False) -> J
 
 @dataclass(frozen=True, slots=True)
 class SqueueAnswer:
-    """What a read of `squeue --json` gives: the jobs, pending het leaders, the release and cluster it names."""
+    """What a read of `squeue --json` gives: the jobs, pending het leaders, the release and cluster it names.
 
-    jobs: list[Job]
+    The jobs are `JobRows` (read into their table as they came), or a list
+    of Jobs when a het job's components were merged or a number of one is
+    past 64 bits (`JobTableBuilder.jobs`).
+    """
+
+    jobs: Sequence[Job]
     het_leaders: frozenset[str]
     version: str | None
     cluster: str | None
@@ -446,14 +449,17 @@ def read_squeue_answer(answer: JsonAnswer) -> SqueueAnswer:
     """
     leaders: set[str] = set()
     clusters: list[str] = []
-    jobs = _read_records(answer.records(), False, leaders, clusters)
+    builder = JobTableBuilder()
+    for job in _read_records(answer.records(), False, leaders, clusters):
+        builder.add_job(job)  # no Job kept: 50,000 of them would pin the memory of the records read
     check_errors(answer.envelope, "squeue --json", bool(answer.count))
     if answer.count is None:
         raise SlurmReadError("squeue --json: no 'jobs' list in the output")
     cluster = parse_json_cluster(answer.envelope) or (clusters[0] if clusters else None)
-    return SqueueAnswer(
-        merge_pending_components(jobs), frozenset(leaders), parse_slurm_version(answer.envelope), cluster
-    )
+    jobs = builder.jobs()
+    if not isinstance(jobs, JobRows):
+        jobs = merge_pending_components(list(jobs))
+    return SqueueAnswer(jobs, frozenset(leaders), parse_slurm_version(answer.envelope), cluster)
 
 
 def merge_pending_components(jobs: list[Job]) -> list[Job]:

@@ -15,7 +15,9 @@ from typing import Any
 import pytest
 
 from slurm_drf.errors import SlurmReadError
+from slurm_drf.model.types import JobRows
 from slurm_drf.slurm.execute import stream_command
+from slurm_drf.slurm.parse.jobs import parse_het_leaders, parse_squeue_json, read_squeue_answer
 from slurm_drf.slurm.parse.json_stream import JsonAnswer
 from tests.paths import FIXTURES
 
@@ -162,3 +164,16 @@ def test_an_interrupted_read_leaves_no_command_running() -> None:
     with pytest.raises(KeyboardInterrupt):
         stream_command(_python(code), 30, interrupted)
     assert started == [1]  # it ran, was interrupted, and stream_command came back (the command killed, reaped)
+
+
+@pytest.mark.parametrize("release", ["22.05", "23.11", "24.11"])
+def test_the_jobs_read_as_they_arrive_are_the_whole_answers_into_their_table(release: str) -> None:
+    text = (FIXTURES / f"slurm-{release}" / "squeue.json").read_text()
+    answer = read_squeue_answer(JsonAnswer(_pieces(text, 64), "jobs", "squeue"))
+    whole = parse_squeue_json(json.loads(text))
+    assert list(answer.jobs) == whole
+    if isinstance(answer.jobs, JobRows):  # no het job's components merged: no Job kept while reading
+        assert answer.jobs.table.job_id == [job.job_id for job in whole]
+        assert answer.jobs.table.nice.tolist() == [job.nice for job in whole]
+    else:  # a pending het job: its components summed under the leader
+        assert parse_het_leaders(json.loads(text)["jobs"])

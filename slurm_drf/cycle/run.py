@@ -107,8 +107,9 @@ def select_writes(plan: Plan, limit: int) -> tuple[list[Chosen], int]:
         (i for i, action in enumerate(actions) if action == "set" and values[i] is not None), dtype=np.int64
     )
     # By DRF position, then pool (stable: a tie keeps the plan's order), as arrays, not a key per job.
-    position = np.fromiter((orders[i] or 0 for i in wanted.tolist()), dtype=np.int64, count=len(wanted))
-    names = [pools[i] or "" for i in wanted.tolist()]
+    indices = wanted.tolist()
+    position = np.fromiter((orders[i] or 0 for i in indices), dtype=np.int64, count=len(indices))
+    names = [pools[i] or "" for i in indices]
     pool_rank = {name: rank for rank, name in enumerate(sorted(set(names)))}
     by_pool = np.fromiter(map(pool_rank.__getitem__, names), dtype=np.int64, count=len(names))
     head = wanted[np.lexsort((by_pool, position))][:limit].tolist()

@@ -454,7 +454,7 @@ class JobRows(LazyRows[Job]):
 
 
 # What the table's int64 columns hold (priority, nice, array tasks).
-_INT64: Final = range(-(2**63), 2**63)
+INT64: Final = range(-(2**63), 2**63)
 # A Job's fields in order, as `Job(*fields)` takes them.
 JobFields = tuple[str, str, str, str, str, int, int, bool, float, int, Tres, "int | None"]
 
@@ -486,7 +486,7 @@ class JobTableBuilder:
     def add(self, fields: JobFields) -> None:
         """One job, its fields in `Job`'s order."""
         job_id, account, user, partition, state, priority, nice, held, submit_time, tasks, tres, factor = fields
-        if self._jobs is None and priority in _INT64 and nice in _INT64 and tasks in _INT64:
+        if self._jobs is None and priority in INT64 and nice in INT64 and tasks in INT64:
             ids, accounts, users, partitions, states = self._text
             priorities, nices, array_tasks = self._numbers
             ids.append(job_id)

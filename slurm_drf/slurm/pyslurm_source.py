@@ -67,7 +67,6 @@ from slurm_drf.model.types import (
     HOLDING_STATES,
     PENDING,
     Job,
-    JobRows,
     JobTableBuilder,
     Node,
     Snapshot,
@@ -78,7 +77,7 @@ from slurm_drf.slurm.execute import run_command
 from slurm_drf.slurm.parse.amounts import WARNINGS
 from slurm_drf.slurm.parse.envelope import parse_version_tuple
 from slurm_drf.slurm.parse.jobs import (
-    merge_pending_components,
+    built_jobs,
     parse_het_leaders,
     parse_job_state,
     parse_record_or_warn,
@@ -405,8 +404,7 @@ class DictJobReader:
                     builder.add_job(whole)
             elif made is not None:
                 add(made)  # type: ignore[arg-type]
-        jobs = builder.jobs()
-        return jobs if isinstance(jobs, JobRows) else merge_pending_components(list(jobs))
+        return built_jobs(builder)
 
     def _fast(self, job: dict[str, Any]) -> tuple[Any, ...] | object | None:
         """A plain record's Job, as its fields in order; None for a finished job, `_SLOW` when

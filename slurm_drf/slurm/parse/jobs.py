@@ -456,10 +456,14 @@ def read_squeue_answer(answer: JsonAnswer) -> SqueueAnswer:
     if answer.count is None:
         raise SlurmReadError("squeue --json: no 'jobs' list in the output")
     cluster = parse_json_cluster(answer.envelope) or (clusters[0] if clusters else None)
+    return SqueueAnswer(built_jobs(builder), frozenset(leaders), parse_slurm_version(answer.envelope), cluster)
+
+
+def built_jobs(builder: JobTableBuilder) -> Sequence[Job]:
+    """The builder's jobs: `JobRows` over their table, or a list with each pending het job's
+    components merged (`merge_pending_components`)."""
     jobs = builder.jobs()
-    if not isinstance(jobs, JobRows):
-        jobs = merge_pending_components(list(jobs))
-    return SqueueAnswer(jobs, frozenset(leaders), parse_slurm_version(answer.envelope), cluster)
+    return jobs if isinstance(jobs, JobRows) else merge_pending_components(list(jobs))
 
 
 def merge_pending_components(jobs: list[Job]) -> list[Job]:

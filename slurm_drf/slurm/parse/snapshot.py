@@ -14,7 +14,7 @@ import numpy as np
 
 from slurm_drf.errors import SlurmReadError, SnapshotError
 from slurm_drf.model.codec import check_job_table, check_nodes
-from slurm_drf.model.types import PENDING, Association, Job, JobRows, JobTable, Node, Snapshot, freeze_tres
+from slurm_drf.model.types import INT64, PENDING, Association, Job, JobRows, JobTable, Node, Snapshot, freeze_tres
 from slurm_drf.slurm.parse.scontrol import (
     _config_value,
     parse_priority_type,
@@ -105,7 +105,7 @@ def _table_of(jobs: Sequence[Job]) -> JobTable:
     except OverflowError as error:
         for job in jobs:
             for name in ("priority", "nice", "array_tasks"):
-                if not -(2**63) <= getattr(job, name) < 2**63:
+                if getattr(job, name) not in INT64:
                     raise SlurmReadError(
                         f"inconsistent data from Slurm: job {job.job_id}: {name} {getattr(job, name)} is past 64 bits"
                     ) from error

@@ -18,14 +18,22 @@ from dataclasses import replace
 import numpy as np
 
 from slurm_drf.config.settings import Config
-from slurm_drf.replay.arms import SLURM_CALC_PERIOD_WALL, SLURM_HALF_LIFE, TRACE_INTERVAL, parse_arm
+from slurm_drf.replay.arms import (
+    SLURM_CALC_PERIOD_WALL,
+    SLURM_HALF_LIFE,
+    TRACE_INTERVAL,
+    WEIGHT_AGE,
+    WEIGHT_FAIRSHARE,
+    parse_arm,
+)
 from slurm_drf.replay.result import ReplayResult, to_sim_result
 from slurm_drf.sim.compare import Comparison, choose_engine
+from slurm_drf.sim.daemon_loop import SlurmSide
 from slurm_drf.sim.engine import SimOptions, SimResult, simulate
 from slurm_drf.sim.policies import MultifactorPolicy, Policy, build_policy
 from slurm_drf.sim.render import SAMPLE_INTERVAL, html_table, render_aligned, render_html, render_table
 from slurm_drf.sim.run_metrics import PolicyMetrics, compute_metrics
-from slurm_drf.sim.workload import format_duration
+from slurm_drf.sim.workload import Workload, format_duration
 
 PREDICTED_PREFIX = "sim:"
 # What the simulator misses on a live Slurm, measured on the sandbox (docs/evaluation.md, *On a real
@@ -36,11 +44,18 @@ PREDICTED_PREFIX = "sim:"
 # recalculated every PriorityCalcPeriod, a wall minute however compressed the trace.
 START_LATENCY_WALL = 1.0
 PREDICTION_OPTIONS = SimOptions(interval=TRACE_INTERVAL, backfill="slurm", backfill_depth=500)
+# The site model of the Slurm every arm runs against (`arms.build_slurm_lines`): fair share and age
+# weighted as there, no QOS factor and no urgent jobs (a replay submits every job in the default QOS).
+REPLAY_SITE = SlurmSide(weight_age=WEIGHT_AGE, weight_qos=0, urgent=0.0, weight_fairshare=WEIGHT_FAIRSHARE)
 
 
 def cut_result(result: SimResult, until: float) -> SimResult:
-    """`result` as if it had stopped at `until` seconds: its samples before, its jobs' times clipped there."""
+    """`result` as if it had stopped at `until` seconds: its samples and policy cycles before, its jobs'
+    times clipped there (a cycle is planned at each sample's tick, so writes follow the samples)."""
     keep = result.sample_time <= until
+    writes = result.writes
+    if writes is not None and len(writes) == len(keep):
+        writes = writes[keep]
     return replace(
         result,
         start=np.minimum(result.start, until),
@@ -49,11 +64,32 @@ def cut_result(result: SimResult, until: float) -> SimResult:
         sample_share=result.sample_share[keep],
         sample_pending=result.sample_pending[keep],
         sample_used=result.sample_used[keep],
+        writes=writes,
+        plans=min(result.plans, int(keep.sum())),
     )
+
+
+def replay_workload(result: ReplayResult) -> Workload:
+    """The replayed jobs on the cluster that ran them: as many nodes as its measured capacity holds.
+
+    A result of this version already describes the cluster (`trace.on_cluster`); one saved before
+    carries the trace's node count, which the capacity corrects.
+    """
+    workload = result.workload
+    shape = (workload.node_type.cpu, workload.node_type.mem, workload.node_type.gpu)
+    counts = {have // each for have, each in zip(result.capacity, shape, strict=True) if each > 0}
+    if len(counts) == 1:
+        (nodes,) = counts
+        if nodes >= 1 and nodes != workload.node_count:
+            return replace(workload, node_count=nodes)
+    return workload
 
 
 def predict(result: ReplayResult, config: Config | None) -> SimResult:
     """The simulator's run of the replayed jobs under the arm's model, over the replay's span.
+
+    It runs on the replay's cluster (the result's workload is the cluster's, `trace.on_cluster`) under
+    the replay's Slurm (`REPLAY_SITE`), and stops where the replay stopped sampling.
 
     Each job holds its resources `START_LATENCY_WALL` wall seconds longer than it runs (module
     constants say why); the prediction's job times are the simulator's.
@@ -61,15 +97,18 @@ def predict(result: ReplayResult, config: Config | None) -> SimResult:
     arm = parse_arm(result.arm)
     if arm.predicted_by == "multifactor":
         # PriorityCalcPeriod is one wall minute whatever the compression (arms.build_slurm_lines).
-        policy: Policy = MultifactorPolicy(SLURM_HALF_LIFE, calc_period=SLURM_CALC_PERIOD_WALL * result.compression)
+        calc_period = SLURM_CALC_PERIOD_WALL * result.compression
+        policy: Policy = MultifactorPolicy(SLURM_HALF_LIFE, calc_period, REPLAY_SITE)
     else:
-        policy = build_policy(arm.predicted_by, config, SLURM_HALF_LIFE, choose_engine("auto", result.workload))
+        engine = choose_engine("auto", result.workload)
+        policy = build_policy(arm.predicted_by, config, SLURM_HALF_LIFE, engine, REPLAY_SITE)
     latency = START_LATENCY_WALL * result.compression
+    workload = replay_workload(result)
     held = tuple(
         replace(job, duration=job.duration + latency, limit=max(job.limit, job.duration) + latency)
-        for job in result.workload.jobs
+        for job in workload.jobs
     )
-    simulated = simulate(replace(result.workload, jobs=held), policy, PREDICTION_OPTIONS)
+    simulated = simulate(replace(workload, jobs=held), policy, PREDICTION_OPTIONS)
     span = result.sample_time[-1] if result.sample_time else 0.0
     return replace(cut_result(simulated, span), policy=PREDICTED_PREFIX + result.arm)
 
@@ -143,7 +182,7 @@ def summary_rows(comparison: Comparison, results: Sequence[ReplayResult]) -> tup
 def render_text(comparison: Comparison, results: Sequence[ReplayResult]) -> str:
     """The replay for a terminal: the simulator's tables, the replay's figures, calibration, notes."""
     out = [
-        render_table(comparison, timings=False, loop=False, interval_label=SAMPLE_INTERVAL),
+        render_table(comparison, timings=False, loop=False, interval_label=SAMPLE_INTERVAL, site=False),
         render_aligned(*summary_rows(comparison, results)),
     ]
     for index, result in enumerate(results):

@@ -50,6 +50,7 @@ from slurm_drf.replay.trace import (
     check_compression,
     check_fits,
     job_name,
+    on_cluster,
     scheduling_interval,
 )
 from slurm_drf.replay.users import UserChoice, UserPlan, plan_associations, plan_users
@@ -263,6 +264,8 @@ def run_arm(workload: Workload, options: ReplayOptions, progress: Progress | Non
     snapshot = source.fetch_snapshot()
     nodes = pool_nodes(snapshot, options.config)
     check_fits(workload, nodes)
+    # The result (and the simulator's prediction of it) describes this cluster, not the trace's.
+    workload, shape_note = on_cluster(workload, nodes)
     subs = build_submissions(workload, options.compression)
     check_compression(subs, options.compression, scheduling_interval(snapshot.scheduler_parameters))
     if options.stop_after is not None:
@@ -292,6 +295,8 @@ def run_arm(workload: Workload, options: ReplayOptions, progress: Progress | Non
         ]
         if any(j.array_id is not None for j in workload.jobs):
             notes.append("job arrays replayed as one job per task")
+        if shape_note is not None:
+            notes.append(shape_note)
         ready = _Arm(workload, tuple(subs), options, source, daemon, daemon_config, notes, directory, users)
         return _play(ready, progress)
 

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Final
 
 from slurm_drf.errors import InputError
 from slurm_drf.model.types import Node
-from slurm_drf.sim.workload import TREE_SEPARATOR, Workload, WorkloadJob
+from slurm_drf.sim.workload import TREE_SEPARATOR, NodeType, Workload, WorkloadJob
 
 # Every job a replay submits is named so; `squeue` and `sacct` show it.
 JOB_NAME_PREFIX: Final = "drf-replay-"
@@ -85,6 +86,32 @@ def check_fits(workload: Workload, nodes: Sequence[Node]) -> None:
                 f"cpu={job.cpu},mem={job.mem},gres/gpu={job.gpu}; {fitting} of the cluster's nodes can hold it "
                 f"(the largest: cpu={largest[0]},mem={largest[1]},gres/gpu={largest[2]})"
             )
+
+
+def on_cluster(workload: Workload, nodes: Sequence[Node]) -> tuple[Workload, str | None]:
+    """`workload` described on the cluster it is replayed on: its eligible nodes' count and shape.
+
+    A trace's own node count (its header's, or the offered-load rule's) is
+    another cluster; the simulator's prediction of a replay must run on this
+    one. The simulator's nodes are all alike: on a cluster of several
+    shapes they are the most common one's, which the note (else None) says.
+    """
+    shapes = [
+        NodeType(int(n.tres.get("cpu", 0)), int(n.tres.get("mem", 0)), int(n.tres.get("gres/gpu", 0)))
+        for n in nodes
+        if n.eligible
+    ]
+    if not shapes:
+        raise ReplayInputError("the cluster has no node that can run jobs (every node down, drained or powered down)")
+    counted = Counter(shapes)
+    shape = max(counted, key=lambda t: (counted[t], t.cpu, t.mem, t.gpu))
+    note = None
+    if len(counted) > 1:
+        note = (
+            f"the cluster's nodes have {len(counted)} shapes; the prediction models all {len(shapes)} as "
+            f"{shape.render()}, the most common"
+        )
+    return replace(workload, node_count=len(shapes), node_type=shape), note
 
 
 def scheduling_interval(parameters: Mapping[str, int]) -> int:

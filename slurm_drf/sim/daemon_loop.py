@@ -53,13 +53,21 @@ DEFAULT_WEIGHT_AGE: Final = 1000
 DEFAULT_WEIGHT_QOS: Final = 10_000
 DEFAULT_MAX_AGE: Final = 7 * 86400.0  # Slurm's default PriorityMaxAge
 DEFAULT_URGENT: Final = 0.05
+# Fair share dominant over age and QOS, as the replay's Slurm has it (SPEC §8, `replay.arms`).
+DEFAULT_WEIGHT_FAIRSHARE: Final = 100_000
 
 
 @dataclass(frozen=True, slots=True)
 class SlurmSide:
-    """Slurm's part of the loop: its other priority factors and how deep its schedulers look.
+    """The site model: the Slurm around every policy, its other priority factors and how deep its schedulers look.
 
-    With the defaults, 1 + the weights' sum is 11,001: the gap strict
+    Every policy of a comparison runs under the same one (docs/evaluation.md,
+    *One site model*): the same jobs are urgent (`draw_urgent`), each job's
+    priority has the same age and QOS terms, and the main scheduler stops
+    after `queue_depth` jobs. What differs is the policy's own term: the
+    fair-share factor times `weight_fairshare` (multifactor), nothing (fifo),
+    or the order the daemon writes (drf and its kin). With the defaults,
+    1 + the weights' sum without fair share is 11,001: the gap strict
     weighting keeps between neighbours of the exact band.
     """
 
@@ -68,16 +76,27 @@ class SlurmSide:
     max_age: float = DEFAULT_MAX_AGE
     urgent: float = DEFAULT_URGENT  # fraction of the jobs in the urgent QOS (factor 1; the rest 0)
     queue_depth: int = SLURM_DEFAULT_QUEUE_DEPTH  # default_queue_depth
+    weight_fairshare: int = DEFAULT_WEIGHT_FAIRSHARE  # multifactor's PriorityWeightFairshare
 
     def priority_weights(self) -> Mapping[str, int]:
-        """The PriorityWeight* the daemon reads from Slurm."""
+        """The PriorityWeight* the daemon reads from Slurm (fair share is 0 where the daemon runs)."""
         return MappingProxyType({"PriorityWeightAge": self.weight_age, "PriorityWeightQOS": self.weight_qos})
+
+    def weighted(self, age: FloatArray, urgent: BoolArray) -> FloatArray:
+        """Age and QOS terms of jobs that have waited `age` seconds, before Slurm truncates the sum."""
+        aged: FloatArray = self.weight_age * np.minimum(1.0, np.maximum(age, 0.0) / self.max_age)
+        return aged + self.weight_qos * urgent
 
     def factors(self, age: FloatArray, urgent: BoolArray) -> IntArray:
         """Age and QOS factors of jobs that have waited `age` seconds, summed and truncated."""
-        aged = self.weight_age * np.minimum(1.0, np.maximum(age, 0.0) / self.max_age)
-        total: IntArray = np.floor(aged + self.weight_qos * urgent).astype(np.int64)
+        total: IntArray = np.floor(self.weighted(age, urgent)).astype(np.int64)
         return total
+
+    def draw_urgent(self, seed: int | None, records: int) -> BoolArray:
+        """Which of a workload's `records` are in the urgent QOS: the same for every policy of one workload."""
+        draw = np.random.default_rng([seed or 0, 7]).random(records)
+        urgent: BoolArray = draw < self.urgent
+        return urgent
 
 
 DEFAULT_SLURM_SIDE: Final = SlurmSide()

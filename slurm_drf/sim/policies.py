@@ -83,6 +83,7 @@ from slurm_drf.policy.plan import compute_plan, past_usage
 from slurm_drf.policy.pools import DEFAULT_POOL
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState, TieBook, running_fingerprint
 from slurm_drf.sim.daemon_loop import (
+    DEFAULT_SLURM_SIDE,
     MAPPINGS,
     SlurmSide,
     build_space,
@@ -117,14 +118,18 @@ DEFAULT_HALF_LIFE: Final = 7 * 86400.0
 
 
 class Policy:
-    """Base: keep submit order; subclasses reorder."""
+    """Base: Slurm's priority from the site model's age and QOS factors alone; subclasses add their own term.
+
+    Every policy runs under one site model (`daemon_loop.SlurmSide`): the same
+    urgent jobs, the same age and QOS terms, the same main-pass depth.
+    """
 
     name = "policy"
-    # Jobs the engine's main pass tests before it stops (Slurm's
-    # default_queue_depth); None: the whole queue, up to the first that cannot start.
-    queue_depth: int | None = None
 
-    def __init__(self) -> None:
+    def __init__(self, site: SlurmSide | None = None) -> None:
+        self.site = site or DEFAULT_SLURM_SIDE
+        # Jobs the engine's main pass tests before it stops (Slurm's default_queue_depth).
+        self.queue_depth: int | None = self.site.queue_depth
         self.plans = 0
         # Values written to Slurm at each tick, for policies that model writing.
         self.writes: list[int] | None = None
@@ -146,16 +151,34 @@ class Policy:
 
     def bind(self, sim: SimulatorView) -> None:
         self._sim = sim
-        self._table = sim.table
+        self._table = table = sim.table
+        records = len(table.record_tasks)
+        # The same jobs are urgent under every policy of one workload.
+        self.urgent = self.site.draw_urgent(sim.workload.seed, records)
+        self.submit = np.array(table.record_submit, dtype=np.float64)
+        self.number = np.array(table.record_number, dtype=np.int64)
+        # Each record's age and QOS terms as the queue is sorted now; a new one has waited 0 s.
+        self.terms = self.site.weighted(np.zeros(records), self.urgent)
+        self.term: list[float] = self.terms.tolist()  # a list: sort_key reads it at every insertion
+
+    def age(self, now: float) -> IntArray:
+        """The pending records, their age and QOS terms brought to `now` (as Slurm recalculates them)."""
+        pending = self.sim.pending_record_index()
+        self.terms[pending] = self.site.weighted(now - self.submit[pending], self.urgent[pending])
+        self.term = self.terms.tolist()
+        return pending
 
     def sort_key(self, job: int) -> QueueKey:
-        """Where `job` belongs in the queue: submit order (record number, then array task)."""
+        """Where `job` belongs in the queue: Slurm's priority (age and QOS) high first, then job number."""
         table = self.table
-        return (0.0, float(table.record_number[table.job_record[job]]), table.job_task[job])
+        record = table.job_record[job]
+        return (-math.floor(self.term[record]), float(table.record_number[record]), table.job_task[job])
 
     def reorder(self, now: float) -> list[int] | None:
         """The new queue (every pending job, sorted by `sort_key`) at a tick, or None to keep it."""
-        return None
+        self.age(now)
+        self.plans += 1
+        return sorted(self.sim.pending_jobs(), key=self.sort_key)
 
     def on_start(self, job: int, now: float) -> None:
         """A job started."""
@@ -165,7 +188,7 @@ class Policy:
 
 
 class FifoPolicy(Policy):
-    """Submit order, never reordered."""
+    """priority/multifactor without fair share: age and QOS, then job (submit) order."""
 
     name = "fifo"
 
@@ -175,10 +198,12 @@ class MultifactorPolicy(Policy):
 
     name = "multifactor"
 
-    def __init__(self, half_life: float = DEFAULT_HALF_LIFE, calc_period: float = 0.0) -> None:
+    def __init__(
+        self, half_life: float = DEFAULT_HALF_LIFE, calc_period: float = 0.0, site: SlurmSide | None = None
+    ) -> None:
         """`calc_period`: Slurm's PriorityCalcPeriod, the time between recalculations of usage and
         factors (0: at every tick); jobs submitted between two take the factors of the last."""
-        super().__init__()
+        super().__init__(site)
         if not half_life > 0:
             raise SimulationError(f"half-life must be > 0 seconds, got {half_life}")
         if not 0 <= calc_period < math.inf:
@@ -225,15 +250,15 @@ class MultifactorPolicy(Policy):
         self.rate[self.table.job_account[job]] -= self.billing(job)
 
     def sort_key(self, job: int) -> QueueKey:
+        # PriorityWeightFairshare x the factor, plus age and QOS, truncated as Slurm does.
         table = self.table
-        return (
-            -self.factor[table.job_account[job]],
-            float(table.record_number[table.job_record[job]]),
-            table.job_task[job],
-        )
+        record = table.job_record[job]
+        fairshare = self.site.weight_fairshare * self.factor[table.job_account[job]]
+        return (-math.floor(fairshare + self.term[record]), float(table.record_number[record]), table.job_task[job])
 
     def reorder(self, now: float) -> list[int] | None:
         self._accrue(now)
+        self.age(now)
         if now - self.last_tick >= self.calc_period:
             decay = 0.5 ** ((now - self.last_tick) / self.half_life)
             self.last_tick = now
@@ -251,8 +276,8 @@ class DrfPolicy(Policy):
 
     name = "drf"
 
-    def __init__(self, config: Config | None = None, engine: str = "plan") -> None:
-        super().__init__()
+    def __init__(self, config: Config | None = None, engine: str = "plan", site: SlurmSide | None = None) -> None:
+        super().__init__(site)
         if engine not in ("plan", "fast"):
             raise SimulationError(f"drf engine must be plan or fast, got {engine!r}")
         self.engine = engine
@@ -281,7 +306,7 @@ class DrfPolicy(Policy):
         ]
         self.running_jobs: dict[int, Job] = {}  # plan engine: what squeue would list as running
         self.running_labels: list[str] = []  # fast engine: their job ids, sorted
-        self.pending_cache: dict[int, tuple[int, Job]] = {}
+        self.pending_cache: dict[int, tuple[int, int, Job]] = {}
         self.record_of_label = {label: r for r, label in enumerate(table.record_label)}
         # Each job's place in the last plan; -1 until it is planned.
         self.position = np.full(table.job_count, -1, dtype=np.int64)
@@ -295,6 +320,8 @@ class DrfPolicy(Policy):
         self.capacity = np.array(sim.capacity, dtype=np.int64)[self.columns]
         self.capacity[self.missing] = 0
         self.fractions = [self.config.weight(a) for a in table.accounts]
+        # The most age and QOS add: sort_key's new jobs sort from 1.0 up, after every planned one.
+        self.ceiling = float(self.site.weight_age + self.site.weight_qos)
 
     def on_start(self, job: int, now: float) -> None:
         table = self.table
@@ -322,38 +349,39 @@ class DrfPolicy(Policy):
             label = self.table.job_label[job]
             del self.running_labels[bisect.bisect_left(self.running_labels, label)]
 
-    def _pending_job(self, record: int) -> Job:
-        """The pending record as squeue shows it: one line, `array_tasks` pending tasks."""
+    def _pending_job(self, record: int, priority: int) -> Job:
+        """The pending record as squeue shows it: one line, `array_tasks` pending tasks, its base priority."""
         tasks = self.sim.record_pending[record]
         cached = self.pending_cache.get(record)
-        if cached is not None and cached[0] == tasks:
-            return cached[1]
+        if cached is not None and cached[:2] == (tasks, priority):
+            return cached[2]
         table = self.table
         first = table.record_tasks[record][0]
-        # Every job has Slurm's same base priority: within an account, submit
-        # order and job number decide, as they do for Slurm.
+        # Base priority is the site's age and QOS factors: within an account,
+        # they, then submit order and job number decide, as they do for Slurm.
         job = Job(
             job_id=table.record_label[record],
             account=table.accounts[table.record_account[record]],
             user=table.job_user[first],
             partition=PARTITION,
             state=PENDING,
-            priority=1,
+            priority=priority,
             nice=0,
             held=False,
             submit_time=table.record_submit[record],
             array_tasks=tasks,
             tres=self.record_tres[record],
         )
-        self.pending_cache[record] = (tasks, job)
+        self.pending_cache[record] = (tasks, priority, job)
         return job
 
     def snapshot(self, now: float) -> Snapshot:
         """The simulated cluster as the daemon would read it from Slurm."""
-        sim = self.sim
         jobs = list(self.running_jobs.values())
-        for records in sim.pending_records():
-            jobs.extend(self._pending_job(r) for r in records)
+        pending = self.sim.pending_record_index()
+        # Slurm's priority is at least 1 (0 would hold the job).
+        base = 1 + self.site.factors(now - self.submit[pending], self.urgent[pending])
+        jobs.extend(self._pending_job(r, p) for r, p in zip(pending.tolist(), base.tolist(), strict=True))
         return Snapshot(cluster="sim", taken_at=format_time(now), nodes=self.nodes, jobs=tuple(jobs))
 
     def _plan_order(self, now: float) -> IntArray:
@@ -367,11 +395,21 @@ class DrfPolicy(Policy):
             raise SimulationError(f"the engine skipped job {skipped[0].job_id}: {skipped[0].reason}")
         return np.array([self.record_of_label[j.job_id] for j in ordered], dtype=np.int64)
 
-    def _fast_order(self) -> IntArray:
+    def _fast_order(self, now: float) -> IntArray:
         """`compute_plan`'s order, from the lower-level functions it calls."""
-        # Grouped by account, each account's records in Slurm's order (equal
-        # base priority, so submit time, then job number): what compute_plan sorts.
-        return self._ordering(self.sim.pending_record_index())[0]
+        return self._ordering(self._slurm_grouped(now))[0]
+
+    def _slurm_grouped(self, now: float) -> IntArray:
+        """The pending records grouped by account, each account's in Slurm's order: what compute_plan sorts.
+
+        The daemon takes an account's jobs by base priority (the site's age
+        and QOS factors) high first, then submit time, then job number.
+        """
+        grouped = self.sim.pending_record_index()
+        factors = self.site.factors(now - self.submit[grouped], self.urgent[grouped])
+        account = self.table.record_account_array[grouped]
+        index: IntArray = grouped[np.lexsort((self.number[grouped], self.submit[grouped], -factors, account))]
+        return index
 
     def _ordering(self, index: IntArray) -> tuple[IntArray, FloatArray]:
         """Records `index` (grouped by account, each account's in Slurm's order) in DRF order, and their levels."""
@@ -416,19 +454,24 @@ class DrfPolicy(Policy):
 
     def reorder(self, now: float) -> list[int] | None:
         self.plans += 1
-        order = self._plan_order(now) if self.engine == "plan" else self._fast_order()
+        self.age(now)
+        order = self._plan_order(now) if self.engine == "plan" else self._fast_order(now)
         if self.history is not None:
             self.history.append([self.table.record_number[r] for r in order.tolist()])
         return self._planned(order)
 
     def sort_key(self, job: int) -> QueueKey:
-        # A job submitted since the last plan has no nice from the daemon yet:
-        # it sorts after every planned job, in submit order.
+        # Planned jobs in plan order, their values beyond Slurm's other factors
+        # (strict weighting). A job submitted since the last plan has no nice
+        # from the daemon yet: it sorts after every planned job, by Slurm's
+        # priority from age and QOS, then job number.
         table = self.table
         position = self.position[job]
         if position >= 0:
             return (0.0, float(position), table.job_task[job])
-        return (1.0, float(table.record_number[table.job_record[job]]), table.job_task[job])
+        record = table.job_record[job]
+        major = 1.0 + self.ceiling - math.floor(self.term[record])
+        return (major, float(table.record_number[record]), table.job_task[job])
 
     def _planned(self, order: IntArray) -> list[int]:
         """The queue for records in plan order; an array's pending tasks follow one another."""
@@ -451,8 +494,14 @@ class HistoryDrfPolicy(DrfPolicy):
 
     name = "drf-history"
 
-    def __init__(self, config: Config | None = None, engine: str = "plan", keep_records: bool = False) -> None:
-        super().__init__(config, engine)
+    def __init__(
+        self,
+        config: Config | None = None,
+        engine: str = "plan",
+        keep_records: bool = False,
+        site: SlurmSide | None = None,
+    ) -> None:
+        super().__init__(config, engine, site)
         # With keep_records, every record fed and every tick's (time, past), for the tests.
         self.records: list[UsageRecord] | None = [] if keep_records else None
         self.pasts: list[tuple[float, UsageByPool]] | None = [] if keep_records else None
@@ -521,8 +570,8 @@ class NaiveDrfPolicy(DrfPolicy):
 
     name = "drf-naive"
 
-    def __init__(self, config: Config | None = None) -> None:
-        super().__init__(config, engine="fast")
+    def __init__(self, config: Config | None = None, site: SlurmSide | None = None) -> None:
+        super().__init__(config, engine="fast", site=site)
 
     def on_start(self, job: int, now: float) -> None:
         """Nothing to remember: the naive loop looks at usage only."""
@@ -532,6 +581,7 @@ class NaiveDrfPolicy(DrfPolicy):
 
     def reorder(self, now: float) -> list[int] | None:
         self.plans += 1
+        self.age(now)
         sim = self.sim
         table = self.table
         order = naive_order(
@@ -549,8 +599,8 @@ class NaiveDrfPolicy(DrfPolicy):
 class HdrfPolicy(DrfPolicy):
     """H-DRF over the account tree, the users of each account its leaves; `rollup`: the naive roll-up."""
 
-    def __init__(self, config: Config | None = None, rollup: bool = False) -> None:
-        super().__init__(config, engine="fast")
+    def __init__(self, config: Config | None = None, rollup: bool = False, site: SlurmSide | None = None) -> None:
+        super().__init__(config, engine="fast", site=site)
         self.rollup = rollup
         self.name = "hdrf-rollup" if rollup else "hdrf"
 
@@ -572,8 +622,9 @@ class HdrfPolicy(DrfPolicy):
 
     def reorder(self, now: float) -> list[int] | None:
         self.plans += 1
-        # Grouped by account, each account's records in submit order: each leaf's in Slurm's order.
-        index = self.sim.pending_record_index()
+        self.age(now)
+        # Grouped by account, each account's records in Slurm's order: each leaf's in Slurm's order.
+        index = self._slurm_grouped(now)
         usage = self.leaf_usage[:, self.columns]
         usage[:, self.missing] = 0
         tree = build_tree(self.layout, usage.tolist(), index.tolist(), self._demand(index).tolist())
@@ -597,13 +648,11 @@ class LoopDrfPolicy(DrfPolicy):
     def __init__(
         self, mapping: str, config: Config | None = None, slurm: SlurmSide | None = None, track_minimum: bool = False
     ) -> None:
-        super().__init__(config, engine="fast")
+        super().__init__(config, engine="fast", site=slurm)
         if mapping not in MAPPINGS:
             raise SimulationError(f"unknown mapping {mapping!r}; choose from {', '.join(MAPPINGS)}")
         self.mapping = mapping
         self.name = f"drf-{mapping}"
-        self.slurm = slurm or SlurmSide()
-        self.queue_depth = self.slurm.queue_depth
         self.writes = []
         # With track_minimum, per cycle: writes within the first `horizon` jobs of the order, and the
         # fewest that would have made the values Slurm held rise there by the gap (`labels.fewest_writes`).
@@ -614,18 +663,13 @@ class LoopDrfPolicy(DrfPolicy):
         super().bind(sim)
         table = sim.table
         records = len(table.record_tasks)
-        self.space = build_space(self.config, self.slurm, sim.backfill_depth)
-        self.strict_gap = strict_gap(self.slurm)
+        self.space = build_space(self.config, self.site, sim.backfill_depth)
+        self.strict_gap = strict_gap(self.site)
         self.nice = np.zeros(records, dtype=np.int64)  # what Slurm holds: 0 until written
         self.known = np.zeros(records, dtype=np.bool_)  # the daemon's memory: it wrote that value
-        # The same jobs are urgent under every mapping of one workload.
-        draw = np.random.default_rng([sim.workload.seed or 0, 7]).random(records)
-        self.urgent = draw < self.slurm.urgent
-        self.submit = np.array(table.record_submit, dtype=np.float64)
-        self.number = np.array(table.record_number, dtype=np.int64)
         # Each record's priority as the queue is sorted now; a new one has waited 0 s and has no value.
         unwritten = np.zeros(records, dtype=np.int64)
-        first = slurm_priority(self.slurm.factors(np.zeros(records), self.urgent), unwritten)
+        first = slurm_priority(self.site.factors(np.zeros(records), self.urgent), unwritten)
         self.key_array = -first.astype(np.float64)
         self.key: list[float] = self.key_array.tolist()  # a list: sort_key reads it at every insertion
 
@@ -637,12 +681,7 @@ class LoopDrfPolicy(DrfPolicy):
     def reorder(self, now: float) -> list[int] | None:
         self.plans += 1
         assert self.writes is not None
-        grouped = self.sim.pending_record_index()
-        # The daemon takes each account's jobs by base priority (the other factors), then submit order.
-        factors = self.slurm.factors(now - self.submit[grouped], self.urgent[grouped])
-        account = self.table.record_account_array[grouped]
-        index = grouped[np.lexsort((self.number[grouped], self.submit[grouped], -factors, account))]
-        ordered, levels = self._ordering(index)
+        ordered, levels = self._ordering(self._slurm_grouped(now))
         current, known = self.nice[ordered], self.known[ordered]
         values = compute_values(self.mapping, levels, current, known, self.config, self.space, self.strict_gap)
         chosen = select_writes(values, current, known, self.config.max_writes_per_cycle)
@@ -656,7 +695,7 @@ class LoopDrfPolicy(DrfPolicy):
         self.writes.append(len(chosen))
         # Slurm's queue: its priority high first, then job number.
         priority = slurm_priority(
-            self.slurm.factors(now - self.submit[ordered], self.urgent[ordered]), self.nice[ordered]
+            self.site.factors(now - self.submit[ordered], self.urgent[ordered]), self.nice[ordered]
         )
         self.key_array[ordered] = -priority
         self.key = self.key_array.tolist()
@@ -713,17 +752,17 @@ def build_policy(
 ) -> Policy:
     """A fresh policy by name (one per run: policies keep state)."""
     if name == "fifo":
-        return FifoPolicy()
+        return FifoPolicy(slurm)
     if name == "multifactor":
-        return MultifactorPolicy(half_life)
+        return MultifactorPolicy(half_life, site=slurm)
     if name == "drf":
-        return DrfPolicy(config, engine)
+        return DrfPolicy(config, engine, slurm)
     if name == "drf-history":
-        return HistoryDrfPolicy(config, engine)
+        return HistoryDrfPolicy(config, engine, site=slurm)
     if name == "drf-naive":
-        return NaiveDrfPolicy(config)
+        return NaiveDrfPolicy(config, slurm)
     if name in TREE_POLICIES:
-        return HdrfPolicy(config, rollup=name == "hdrf-rollup")
+        return HdrfPolicy(config, rollup=name == "hdrf-rollup", site=slurm)
     if name in LOOP_POLICIES:
         return LoopDrfPolicy(name.removeprefix("drf-"), config, slurm, track_minimum)
     raise SimulationError(f"unknown policy {name!r}")

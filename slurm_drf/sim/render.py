@@ -184,11 +184,25 @@ HISTORY_NOTE: Final = (
 )
 
 
-def describe_loop(comparison: Comparison) -> str:
-    """What the loop policies ran against, in one paragraph."""
-    config = comparison.config or Config()
+def describe_site(comparison: Comparison) -> str:
+    """The site model every row ran under, in one paragraph."""
     slurm = comparison.slurm
-    space = build_space(config, slurm, comparison.options.backfill_depth)
+    options = comparison.options
+    return (
+        f"Site model, the same for every row: Slurm's priority = the policy's term + age (PriorityWeightAge "
+        f"{slurm.weight_age}, PriorityMaxAge {format_duration(slurm.max_age)}) + QOS (PriorityWeightQOS "
+        f"{slurm.weight_qos} for {slurm.urgent:.0%} urgent jobs, the same jobs in every row); the term is "
+        f"PriorityWeightFairshare {slurm.weight_fairshare} x the fair-share factor for multifactor, none for "
+        "fifo, the plan's order for drf and its kin (beyond the other factors, as strict weighting writes "
+        "it: age and QOS order only jobs not yet planned, and each account's own jobs); the main scheduler "
+        f"stops after {slurm.queue_depth} jobs, {options.backfill} backfill looks at {options.backfill_depth}."
+    )
+
+
+def describe_loop(comparison: Comparison) -> str:
+    """What the loop policies wrote, in one paragraph (the site is `describe_site`'s)."""
+    config = comparison.config or Config()
+    space = build_space(config, comparison.slurm, comparison.options.backfill_depth)
     weighting = (
         f"factor weighting, factor_weight {config.factor_weight}"
         if config.weighting == "factor"
@@ -197,10 +211,7 @@ def describe_loop(comparison: Comparison) -> str:
     return (
         f"The daemon's loop: every {format_duration(comparison.options.interval)} the plan's order is "
         f"written as nice values, at most {config.max_writes_per_cycle} per cycle, head first ({weighting}, "
-        f"exact for the first {space.horizon} jobs); Slurm's priority = -nice + age (PriorityWeightAge "
-        f"{slurm.weight_age}, PriorityMaxAge {format_duration(slurm.max_age)}) + QOS (PriorityWeightQOS "
-        f"{slurm.weight_qos} for {slurm.urgent:.0%} urgent jobs); the main scheduler stops after "
-        f"{slurm.queue_depth} jobs, backfill looks at {comparison.options.backfill_depth}. drf-labels writes "
+        f"exact for the first {space.horizon} jobs); Slurm's priority = -nice + age + QOS. drf-labels writes "
         "the daemon's order labels, drf-spread the values of 0.1.0 (spread by rank); drf, the reference, "
         "queues in plan order and writes nothing."
     )
@@ -248,12 +259,17 @@ def render_aligned(header: list[str], rows: list[list[str]]) -> str:
 
 
 def render_table(
-    comparison: Comparison, timings: bool = True, loop: bool = True, interval_label: str = POLICY_INTERVAL
+    comparison: Comparison,
+    timings: bool = True,
+    loop: bool = True,
+    interval_label: str = POLICY_INTERVAL,
+    site: bool = True,
 ) -> str:
     """The comparison for a terminal: one line per policy, then per account.
 
     `loop`: describe the simulator's model of the daemon's loop above the writes (not for a replay,
-    whose daemon was the real one); `interval_label`: what the interval is (a replay's: its samples').
+    whose daemon was the real one); `interval_label`: what the interval is (a replay's: its samples');
+    `site`: describe the site model every row ran under (not for a replay's arms, which ran on Slurm).
     """
     lines = describe_workload(comparison, interval_label)
     lines.append("")
@@ -273,6 +289,8 @@ def render_table(
         "util: allocated /"
     )
     lines.append("capacity while jobs wait.")
+    if site:
+        lines.extend(textwrap.wrap(describe_site(comparison), width=118))
     lines.append("")
     writes = _writes_rows(comparison)
     if writes is not None:
@@ -346,11 +364,12 @@ def render_json(comparison: Comparison, series: bool = True) -> dict[str, Any]:
 
 
 def render_slurm(comparison: Comparison) -> dict[str, Any]:
-    """What the loop policies ran against: Slurm's other factors and depths, the daemon's cap and band."""
+    """The site model every policy ran under (Slurm's factors and depths), and the loop's cap and band."""
     config = comparison.config or Config()
     slurm = comparison.slurm
     space = build_space(config, slurm, comparison.options.backfill_depth)
     return {
+        "priority_weight_fairshare": slurm.weight_fairshare,
         "priority_weight_age": slurm.weight_age,
         "priority_weight_qos": slurm.weight_qos,
         "priority_max_age_s": slurm.max_age,
@@ -483,7 +502,8 @@ def render_html(
 ) -> str:
     """A self-contained page: description, both tables, the plot inline.
 
-    `loop`: describe the simulator's model of the daemon's loop above the writes; `extra`: HTML
+    `loop`: describe the simulator's site model and its model of the daemon's loop (a simulation, not
+    a replay's arms, which ran on Slurm); `extra`: HTML
     placed before the plot (a replay's own figures); `interval_label` as for `render_table`.
     """
     summary_header, summary_rows = _summary_rows(comparison)
@@ -498,7 +518,10 @@ def render_html(
         if history is not None
         else ""
     )
-    description = "".join(f"<p>{html.escape(line)}</p>" for line in describe_workload(comparison, interval_label))
+    lines = describe_workload(comparison, interval_label)
+    if loop:  # a simulation: every row ran under the site model
+        lines.append(describe_site(comparison))
+    description = "".join(f"<p>{html.escape(line)}</p>" for line in lines)
     image = base64.b64encode(png).decode("ascii")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">

@@ -57,11 +57,13 @@ Sits after `engine` and before `render`. Definitions:
   sample, the sum over the accounts below their fair share of (fair share
   - actual dominant share); reported: the mean over the samples where
   Jain's index is taken. 0 is every account at or above its fair share.
-- *time to fair share* of an account that joins a full cluster (at the
-  last sample before its first submission, other accounts had jobs
-  pending): the time from that submission to the first sample at which
-  its dominant share is at least 90% of its fair share (inf: never).
-  Reported per such account, and overall the longest of them (nan when no
+- *time to fair share* of an account that joins a full cluster (for the
+  10 minutes before its first submission, at least the last two samples,
+  the cluster held at least 90% of some resource and other accounts had
+  jobs pending at every sample: `joined_full`; one job pending at one
+  sample on an idle cluster is not a full cluster): the time from that
+  submission to the first sample at which its dominant share is at least
+  90% of its fair share (inf: never). Reported per such account, and overall the longest of them (nan when no
   account joined a full cluster).
 - *finish-time fairness* rho (Themis, Mahajan et al., NSDI 2020) of a job:
   its time in the shared cluster (end - submit) over its run time with
@@ -80,7 +82,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -373,18 +375,45 @@ def finish_time_fairness(result: SimResult) -> FloatArray:
     return rho
 
 
+# An account joins a full cluster when, for FULL_STRETCH before its first submission (at least
+# FULL_SAMPLES samples: the last ones before it where samples are sparser), the cluster held at least
+# FULL_USE of some resource and other accounts had jobs pending at every sample.
+FULL_USE: Final = 0.9
+FULL_STRETCH: Final = 600.0
+FULL_SAMPLES: Final = 2
+
+
+def full_samples(result: SimResult) -> BoolArray:
+    """(S,) whether the cluster was full at each sample: some resource allocated to at least FULL_USE."""
+    capacity = np.array(result.capacity, dtype=np.float64)
+    used = result.sample_used.astype(np.float64)
+    fraction = np.divide(used, capacity, out=np.zeros_like(used), where=capacity > 0)
+    full: BoolArray = fraction.max(axis=1, initial=0.0) >= FULL_USE if len(used) else np.zeros(0, dtype=np.bool_)
+    return full
+
+
+def joined_full(result: SimResult, index: int, first: float, full: BoolArray) -> bool:
+    """Whether account `index`, first submitting at `first`, joined a full cluster (FULL_USE's comment)."""
+    times = result.sample_time
+    before = int(np.searchsorted(times, first, side="left"))  # samples [0, before) are before it
+    start = min(int(np.searchsorted(times, first - FULL_STRETCH, side="left")), before - FULL_SAMPLES)
+    if start < 0:
+        return False
+    others = np.delete(result.sample_pending[start:before], index, axis=1).sum(axis=1)
+    return bool(full[start:before].all() and (others > 0).all())
+
+
 def times_to_fair_share(result: SimResult, fair: FloatArray, actual: FloatArray) -> FloatArray:
     """(A,) each account's time to fair share (module docstring): nan unless it joined a full cluster."""
     times = result.sample_time
+    full = full_samples(result)
     out = np.full(len(result.accounts), np.nan)
     for index in range(len(result.accounts)):
         mine = result.submit[result.job_account == index]
         if not len(mine) or not len(times):
             continue
         first = float(mine.min())
-        before = int(np.searchsorted(times, first, side="left")) - 1
-        others = np.delete(result.sample_pending[before], index) if before >= 0 else np.zeros(1)
-        if before < 0 or others.sum() == 0:
+        if not joined_full(result, index, first, full):
             continue
         after = np.flatnonzero((times >= first) & (fair[:, index] > 0) & (actual[:, index] >= 0.9 * fair[:, index]))
         out[index] = float(times[after[0]] - first) if len(after) else math.inf

@@ -66,6 +66,9 @@ PROFILES: Final[dict[str, Profile]] = {
     # CPU jobs small enough to fill the CPUs GPU jobs leave on each node.
     "cpu-small": ((0.5, 4, 8_000, 0), (0.5, 8, 16_000, 0)),
     "any": tuple((p / 3, c, m, g) for p, c, m, g in (*_CPU, *_MEM, *_GPU)),
+    # One GPU with an eighth of a node, and a whole node: the two shapes of a GPU cluster's queue.
+    "gpu-one": ((1.0, 8, 64_000, 1),),
+    "gpu-node": ((1.0, 64, 512_000, 8),),
 }
 
 
@@ -312,6 +315,29 @@ def _steady(rng: np.random.Generator, nodes: int, jobs: int, window: float | Non
     )
 
 
+WHOLE_NODE_SMALL: Final = 6
+
+
+def _whole_node(rng: np.random.Generator, nodes: int, jobs: int, window: float | None) -> Workload:
+    """Six accounts of 1-GPU jobs keep a GPU cluster full; from 20% of the window, `wholenode` submits
+    jobs that each take a whole node (8 GPUs, every CPU and all memory), as much again.
+
+    A whole-node job can start only where every GPU of a node is free: the
+    scheduler must drain a node for it (a reservation that no smaller job may
+    delay), and any small job of higher priority started there breaks the drain.
+    """
+    accounts = [_Account(f"small{i}", "gpu-one", 0.25) for i in range(WHOLE_NODE_SMALL)]
+    accounts.append(_Account("wholenode", "gpu-node", 0.3, start=0.2))
+    return Workload(
+        "whole-node",
+        f"{WHOLE_NODE_SMALL} accounts of 1-GPU jobs keep the cluster full; wholenode, whose jobs each take a "
+        "whole node, joins at 20% of the window",
+        _generate(rng, accounts, nodes, jobs, window),
+        nodes,
+        NODE,
+    )
+
+
 # The tree scenario: (user, account, profile, load, flood) per user; the accounts' parents below.
 TREE_USERS: Final = (
     ("sys-a", "systems", "cpu-small", 0.55, 0.0),
@@ -388,6 +414,13 @@ SCENARIOS: Final = {
             _gpu_newcomer,
         ),
         Scenario("weighted", "weights 2:1:1 on the same job mix", 24, 2400, _weighted),
+        Scenario(
+            "whole-node",
+            "accounts of 1-GPU jobs and one of whole-node jobs (a node must drain for each)",
+            20,
+            3000,
+            _whole_node,
+        ),
         Scenario("tie", "many identical small accounts (where drf-naive starves the last by name)", 24, 6000, _tie),
         Scenario("burst", "an account that ran a burst yesterday meets one that did not (history)", 8, 900, _burst),
         Scenario("steady", "two identical accounts, steady load (history changes little)", 8, 1200, _steady),

@@ -37,6 +37,7 @@ from slurm_drf.replay.trace import (
     check_compression,
     check_fits,
     job_name,
+    on_cluster,
     scheduling_interval,
 )
 from slurm_drf.replay.users import UserChoice, parse_users, plan_associations, plan_users
@@ -497,13 +498,13 @@ def _leaves(layout: object, account_node: int) -> list[int]:
 
 
 def test_a_replay_result_is_measured_as_the_simulator_measures_the_same_run() -> None:
-    workload = build_scenario("gpu-newcomer", 1, nodes=4, jobs=60)
+    workload = build_scenario("gpu-newcomer", 1, nodes=4, jobs=120)
     sim = simulate(workload, build_policy("drf", engine="fast"))
     replay = to_sim_result(_replayed(sim))
     ours, theirs = compute_metrics(replay), compute_metrics(sim)
     assert ours.jain == pytest.approx(theirs.jain)
     assert ours.fairness_error == pytest.approx(theirs.fairness_error)
-    assert ours.time_to_fair_share == theirs.time_to_fair_share
+    assert ours.time_to_fair_share == theirs.time_to_fair_share and math.isfinite(ours.time_to_fair_share)
     assert [a.wait_p50 for a in ours.accounts] == pytest.approx([a.wait_p50 for a in theirs.accounts])
     assert ours.utilisation == pytest.approx(theirs.utilisation)
     assert [a.rho for a in ours.accounts] == pytest.approx([a.rho for a in theirs.accounts])
@@ -525,6 +526,83 @@ def test_every_arm_is_predicted_over_the_replays_span(arm: str) -> None:
     # Each job held its resources a wall second longer than it ran: one trace minute at 60x.
     assert float((predicted.end - predicted.start).min()) >= min(j.duration for j in workload.jobs)
     assert not math.isnan(compute_metrics(predicted).jain)
+
+
+@pytest.mark.parametrize("arm", ["slurm", "drf"])
+def test_the_prediction_runs_on_the_cluster_the_replay_ran_on(arm: str) -> None:
+    """A trace whose header says 9 nodes, replayed on 4: the prediction is of the 4, under the replay's
+    Slurm (no urgent jobs), and its cycles stop where the replay's samples do."""
+    workload = build_scenario("gpu-newcomer", 1, nodes=4, jobs=80)
+    result = replace(_replayed(simulate(workload, build_policy("drf", engine="fast"))), arm=arm)
+    on_trace = replace(result, workload=replace(result.workload, node_count=9))
+    config = Config() if arm == "drf" else None
+    predicted = predict(on_trace, config)
+    assert predicted.capacity == result.capacity == (4 * 64, 4 * 512_000, 4 * 8)
+    assert predicted.workload.node_count == 4
+    assert predicted.plans == len(predicted.sample_time)
+    if arm == "drf":
+        assert predicted.writes is not None and len(predicted.writes) == len(predicted.sample_time)
+    # Cut short: a replay stopped at a third of its span has a prediction of a third.
+    span = result.sample_time[len(result.sample_time) // 3]
+    short = replace(result, sample_time=result.sample_time[: len(result.sample_time) // 3 + 1])
+    cut = predict(short, config)
+    assert cut.sample_time.max() <= span and cut.plans == len(cut.sample_time) < predicted.plans
+
+
+def test_on_cluster_describes_the_replays_nodes_and_names_mixed_shapes() -> None:
+    workload = _workload(_job("1", "a"))
+    same = [node(f"n{i}", cpu=64, mem=512_000, gpu=8) for i in range(4)]
+    described, note = on_cluster(workload, [*same, node("down", state="down", cpu=8, mem=8, gpu=0)])
+    assert (described.node_count, described.node_type, note) == (4, NodeType(64, 512_000, 8), None)
+    described, note = on_cluster(workload, NODES)
+    assert described.node_count == 2 and note is not None and "2 shapes" in note
+
+
+def series(result: SimResult, used: list[int], pending: list[int]) -> SimResult:
+    """`result` with one sample a minute: cluster use (CPUs of 256) and the other account's pending
+    jobs as given, and one more sample like the last."""
+    used, pending = [*used, used[-1]], [*pending, pending[-1]]
+    count = len(used)
+    return replace(
+        result,
+        capacity=(256, 1000, 8),
+        sample_time=np.arange(count, dtype=np.float64) * 60.0,
+        sample_used=np.array([[u, 0, 0] for u in used], dtype=np.int64),
+        sample_pending=np.array([[p, 0] for p in pending], dtype=np.int64),
+        sample_share=np.zeros((count, 2)),
+    )
+
+
+@pytest.mark.parametrize(
+    ("used", "pending", "full"),
+    [
+        # Full for ten minutes before, others waiting: joined a full cluster.
+        ([250] * 12, [5] * 12, True),
+        # An idle cluster where one job pended for one sample: not full.
+        ([10] * 11 + [10], [0] * 10 + [1, 0], False),
+        ([10] * 10 + [250, 250], [0] * 10 + [1, 1], False),
+        # Full only at the last sample before the submission: not for a stretch.
+        ([100] * 10 + [100, 250], [3] * 12, False),
+        # Full, but nobody else waiting: the newcomer takes what is free.
+        ([250] * 12, [0] * 12, False),
+        # Full at every sample but one in the stretch.
+        ([250] * 5 + [200] + [250] * 6, [5] * 12, False),
+    ],
+)
+def test_joining_a_full_cluster_takes_a_stretch_of_full_allocation(
+    used: list[int], pending: list[int], full: bool
+) -> None:
+    # b first submits at 690 s: the samples before it are those at 0 to 660 s.
+    jobs = (_job("a1", "a", 0.0, 60_000.0, cpu=1), _job("b1", "b", 690.0, 60.0, cpu=1))
+    result = simulate(replace(_workload(*jobs), node_count=4), build_policy("drf", engine="fast"))
+    shaped = series(result, used, pending)
+    fair = np.full((len(used) + 1, 2), 0.5)
+    actual = np.full((len(used) + 1, 2), 0.5)
+    times = times_to_fair_share(shaped, fair, actual)
+    assert math.isnan(times[0])  # account a started on an empty cluster
+    assert math.isnan(times[1]) is not full
+    if full:
+        assert times[1] == 30.0  # the sample at 720 s, 30 s after its first submission
 
 
 def test_the_result_file_reads_back_to_the_same_figures() -> None:

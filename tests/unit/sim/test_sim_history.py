@@ -14,6 +14,7 @@ from slurm_drf.config.settings import Config, HistoryConfig
 from slurm_drf.policy.decayed_usage import UsageRecord, decayed_past
 from slurm_drf.policy.pools import DEFAULT_POOL
 from slurm_drf.sim.compare import run_comparison
+from slurm_drf.sim.daemon_loop import SlurmSide
 from slurm_drf.sim.engine import SimOptions, SimResult, simulate
 from slurm_drf.sim.policies import DrfPolicy, HistoryDrfPolicy, build_policy
 from slurm_drf.sim.render import render_json, render_table
@@ -86,8 +87,10 @@ def test_fast_engine_blends_the_past_exactly_as_compute_plan(scenario: str) -> N
 
 def test_on_burst_history_starts_the_idle_account_first_and_drf_alternates() -> None:
     workload = small_burst()
-    drf, drf_run = first_day_two_order(workload, DrfPolicy(engine="fast"))
-    history, history_run = first_day_two_order(workload, HistoryDrfPolicy(engine="fast"))
+    # Without urgent jobs, which would go first within each account whatever the history.
+    plain = SlurmSide(urgent=0.0)
+    drf, drf_run = first_day_two_order(workload, DrfPolicy(engine="fast", site=plain))
+    history, history_run = first_day_two_order(workload, HistoryDrfPolicy(engine="fast", site=plain))
     assert drf[:6].count("chemistry") == 3
     assert history[:6] == ["chemistry"] * 6
     # Over the run: chemistry waits less on day 2, and the shares to date are more even.

@@ -165,12 +165,9 @@ def test_spread_values_step_by_the_strict_gap_in_either_weighting() -> None:
 
 
 def test_the_main_pass_stops_at_the_queue_depth() -> None:
-    class Shallow(FifoPolicy):
-        queue_depth = 3
-
     jobs = tuple(WorkloadJob(str(i), "a", "u", 0.0, 500.0, 500.0, cpu=1, mem=10, gpu=0) for i in range(20))
     workload = Workload("wide", "room for every job at once", jobs, 1, NodeType(cpu=64, mem=64_000, gpu=0))
-    shallow = simulate(workload, Shallow(), SimOptions(interval=60))
+    shallow = simulate(workload, FifoPolicy(SlurmSide(queue_depth=3)), SimOptions(interval=60))
     deep = simulate(workload, FifoPolicy(), SimOptions(interval=60))
     assert int((deep.start == 0).sum()) == 20
     assert int((shallow.start == 0).sum()) == 3

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from slurm_drf.sim.daemon_loop import SlurmSide
 from slurm_drf.sim.engine import SimOptions, simulate
 from slurm_drf.sim.policies import POLICIES, build_policy
 from slurm_drf.sim.scenarios import build_scenario
@@ -28,11 +29,12 @@ def test_invariants_hold_for_every_policy(policy: str, scenario: str) -> None:
 
 @pytest.mark.parametrize("scenario", ["mixed", "bursty"])
 def test_no_reservation_is_delayed(scenario: str) -> None:
-    """fifo never moves a job ahead of one submitted before it, and run times equal
+    """fifo without urgent jobs never moves a job ahead of one submitted before it, and run times equal
     time limits: every job then starts no later than its first reservation, so no
     job started later (backfilled ones included) ever delayed one."""
     workload = build_scenario(scenario, 3, nodes=6, jobs=300)
-    result = simulate(workload, build_policy("fifo"), SimOptions(interval=120, backfill="slurm", backfill_depth=100))
+    fifo = build_policy("fifo", slurm=SlurmSide(urgent=0.0))
+    result = simulate(workload, fifo, SimOptions(interval=120, backfill="slurm", backfill_depth=100))
     check_invariants(result)
     assert result.reserved_at is not None
     reserved = np.isfinite(result.reserved_at)

@@ -7,14 +7,19 @@ imports `engine` or `cluster`), calls `reorder` at every tick (every
 submitted between ticks by `sort_key`; the queue is always sorted by
 `sort_key` (ascending; no two jobs have the same key).
 
-- `fifo`: submit order (Slurm's priority/basic).
+Every policy runs under one site model (`daemon_loop.SlurmSide`, bound by
+the base `Policy`): the same jobs in the urgent QOS, the same age and QOS
+terms in Slurm's priority, the main pass stopping at the same depth. Each
+policy adds only its own term:
+
+- `fifo`: none: age and QOS, then job (submit) order.
 - `multifactor`: Slurm's classic fair share. Usage is billing x seconds,
   decayed with a half-life; billing is MAX_TRES over TRESBillingWeights
   that make a whole node bill the same in every resource (CPU=1,
   Mem=cpus/mem per MiB, GRES/gpu=cpus/gpus); the fair-share factor is
   2^(-U/S) with U the account's share of all usage and S its share of all
-  weights (shares). Priority is that factor alone (PriorityWeightFairshare
-  only), recomputed every tick; ties go to the older job.
+  weights (shares). Priority is PriorityWeightFairshare x that factor plus
+  age and QOS, truncated, recomputed every tick; ties go to the older job.
 - `drf`: this project's engine. Every tick it builds a `model.Snapshot` of
   the simulated cluster and calls `policy.plan.compute_plan` with the carried
   `PolicyState`, exactly as the daemon does, and orders the queue by the
@@ -35,7 +40,8 @@ submitted between ticks by `sort_key`; the queue is always sorted by
   gives `drf` exactly).
 - `drf-naive`: the textbook progressive-filling loop with shares floored to
   whole percents and ties broken by account name: the bug that hands the
-  first accounts by name everything when shares are small.
+  first accounts by name everything when shares are small. It takes each
+  account's jobs in Slurm's order, as `drf` does.
 - `drf-labels`, `drf-spread`: the daemon's loop as Slurm sees it (`daemon_loop`):
   the fast engine's order every tick, written as nice values (the order
   labels, or the spread values of 0.1.0) under the write cap; the queue
@@ -584,8 +590,13 @@ class NaiveDrfPolicy(DrfPolicy):
         self.age(now)
         sim = self.sim
         table = self.table
+        # Each account's records in Slurm's order, as drf takes them: its bug is the rounding and the names.
+        index = self._slurm_grouped(now)
+        by_account: list[list[int]] = [[] for _ in table.accounts]
+        for record, account in zip(index.tolist(), table.record_account_array[index].tolist(), strict=True):
+            by_account[account].append(record)
         order = naive_order(
-            sim.pending_records(),
+            by_account,
             sim.usage.tolist(),
             table.record_total,
             sim.record_pending,

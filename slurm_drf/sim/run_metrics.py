@@ -198,6 +198,19 @@ def compute_utilisation(result: SimResult) -> tuple[dict[str, float], dict[str, 
     return utilisation, overall
 
 
+def contended_utilisation(result: SimResult) -> dict[str, float]:
+    """Each resource's mean use over the samples where at least two accounts have jobs pending.
+
+    The samples Jain's index is taken over: utilisation while work waits
+    also counts the end of a finite workload, when one account's jobs are
+    all that is left (whole-node jobs waiting for nodes to drain, say).
+    """
+    contended = (result.sample_pending > 0).sum(axis=1) >= 2
+    capacity = np.maximum(np.array(result.capacity, dtype=np.float64), 1)
+    used = result.sample_used[contended].astype(np.float64) / capacity
+    return {r: float(used[:, i].mean()) if contended.any() else math.nan for i, r in enumerate(RESOURCES)}
+
+
 def _share_ratio(judged: FloatArray) -> float:
     """The largest mean share over the smallest; nan for fewer than two accounts."""
     if len(judged) < 2:

@@ -164,14 +164,16 @@ class Policy:
         self.submit = np.array(table.record_submit, dtype=np.float64)
         self.number = np.array(table.record_number, dtype=np.int64)
         # Each record's age and QOS terms as the queue is sorted now; a new one has waited 0 s.
-        self.terms = self.site.weighted(np.zeros(records), self.urgent)
-        self.term: list[float] = self.terms.tolist()  # a list: sort_key reads it at every insertion
+        # A list: sort_key reads it at every insertion.
+        self.term: list[float] = self.site.weighted(np.zeros(records), self.urgent).tolist()
 
     def age(self, now: float) -> IntArray:
         """The pending records, their age and QOS terms brought to `now` (as Slurm recalculates them)."""
         pending = self.sim.pending_record_index()
-        self.terms[pending] = self.site.weighted(now - self.submit[pending], self.urgent[pending])
-        self.term = self.terms.tolist()
+        terms = self.site.weighted(now - self.submit[pending], self.urgent[pending])
+        term = self.term
+        for record, value in zip(pending.tolist(), terms.tolist(), strict=True):  # the pending ones only
+            term[record] = value
         return pending
 
     def sort_key(self, job: int) -> QueueKey:

@@ -586,7 +586,10 @@ def series(result: SimResult, used: list[int], pending: list[int]) -> SimResult:
         # Full, but nobody else waiting: the newcomer takes what is free.
         ([250] * 12, [0] * 12, False),
         # Full at every sample but one in the stretch.
-        ([250] * 5 + [200] + [250] * 6, [5] * 12, False),
+        ([250] * 5 + [150] + [250] * 6, [5] * 12, False),
+        # Measured on the live sandbox before gpu-newcomer's vision joined: memory 80-91% allocated,
+        # memory-heavy jobs pending throughout (placement leaves fragments no pending job fits).
+        ([233] * 7 + [220, 218, 205, 205, 233], [2, 2, 3, 6, 8, 10, 8, 7, 6, 6, 6, 7], True),
     ],
 )
 def test_joining_a_full_cluster_takes_a_stretch_of_full_allocation(

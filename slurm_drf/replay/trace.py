@@ -68,15 +68,21 @@ def build_submissions(workload: Workload, compression: float) -> tuple[Submissio
     return tuple(sorted(subs, key=lambda s: (s.at, s.index)))
 
 
-def check_fits(workload: Workload, nodes: Sequence[Node]) -> None:
-    """Refuse the first job no set of the cluster's nodes can hold, naming it."""
-    capacity = [
-        (int(n.tres.get("cpu", 0)), int(n.tres.get("mem", 0)), int(n.tres.get("gres/gpu", 0)))
+def eligible_shapes(nodes: Sequence[Node]) -> list[NodeType]:
+    """The CPUs, memory and GPUs of every node that can run jobs; refused when there is none."""
+    shapes = [
+        NodeType(int(n.tres.get("cpu", 0)), int(n.tres.get("mem", 0)), int(n.tres.get("gres/gpu", 0)))
         for n in nodes
         if n.eligible
     ]
-    if not capacity:
+    if not shapes:
         raise ReplayInputError("the cluster has no node that can run jobs (every node down, drained or powered down)")
+    return shapes
+
+
+def check_fits(workload: Workload, nodes: Sequence[Node]) -> None:
+    """Refuse the first job no set of the cluster's nodes can hold, naming it."""
+    capacity = [(shape.cpu, shape.mem, shape.gpu) for shape in eligible_shapes(nodes)]
     largest = max(capacity, key=lambda c: (c[0], c[1], c[2]))
     for job in workload.jobs:
         fitting = sum(1 for cpu, mem, gpu in capacity if cpu >= job.cpu and mem >= job.mem and gpu >= job.gpu)
@@ -96,13 +102,7 @@ def on_cluster(workload: Workload, nodes: Sequence[Node]) -> tuple[Workload, str
     one. The simulator's nodes are all alike: on a cluster of several
     shapes they are the most common one's, which the note (else None) says.
     """
-    shapes = [
-        NodeType(int(n.tres.get("cpu", 0)), int(n.tres.get("mem", 0)), int(n.tres.get("gres/gpu", 0)))
-        for n in nodes
-        if n.eligible
-    ]
-    if not shapes:
-        raise ReplayInputError("the cluster has no node that can run jobs (every node down, drained or powered down)")
+    shapes = eligible_shapes(nodes)
     counted = Counter(shapes)
     shape = max(counted, key=lambda t: (counted[t], t.cpu, t.mem, t.gpu))
     note = None

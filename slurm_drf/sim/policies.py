@@ -167,14 +167,16 @@ class Policy:
         # A list: sort_key reads it at every insertion.
         self.term: list[float] = self.site.weighted(np.zeros(records), self.urgent).tolist()
 
-    def age(self, now: float) -> IntArray:
-        """The pending records, their age and QOS terms brought to `now` (as Slurm recalculates them)."""
+    def age(self, now: float) -> tuple[IntArray, IntArray]:
+        """The pending records (grouped by account) and their age and QOS factors, truncated as Slurm
+        sums them; their terms in `sort_key`'s list brought to `now` (as Slurm recalculates them)."""
         pending = self.sim.pending_record_index()
         terms = self.site.weighted(now - self.submit[pending], self.urgent[pending])
         term = self.term
         for record, value in zip(pending.tolist(), terms.tolist(), strict=True):  # the pending ones only
             term[record] = value
-        return pending
+        factors: IntArray = np.floor(terms).astype(np.int64)  # SlurmSide.factors of the same jobs
+        return pending, factors
 
     def sort_key(self, job: int) -> QueueKey:
         """Where `job` belongs in the queue: Slurm's priority (age and QOS) high first, then job number."""
@@ -383,17 +385,17 @@ class DrfPolicy(Policy):
         self.pending_cache[record] = (tasks, priority, job)
         return job
 
-    def snapshot(self, now: float) -> Snapshot:
-        """The simulated cluster as the daemon would read it from Slurm."""
+    def snapshot(self, now: float, aged: tuple[IntArray, IntArray]) -> Snapshot:
+        """The simulated cluster as the daemon would read it from Slurm (`aged`: `age(now)`)."""
         jobs = list(self.running_jobs.values())
-        pending = self.sim.pending_record_index()
+        pending, factors = aged
         # Slurm's priority is at least 1 (0 would hold the job).
-        base = 1 + self.site.factors(now - self.submit[pending], self.urgent[pending])
+        base = 1 + factors
         jobs.extend(self._pending_job(r, p) for r, p in zip(pending.tolist(), base.tolist(), strict=True))
         return Snapshot(cluster="sim", taken_at=format_time(now), nodes=self.nodes, jobs=tuple(jobs))
 
-    def _plan_order(self, now: float) -> IntArray:
-        plan = compute_plan(self.snapshot(now), self.config, self.state, self._past())
+    def _plan_order(self, now: float, aged: tuple[IntArray, IntArray]) -> IntArray:
+        plan = compute_plan(self.snapshot(now, aged), self.config, self.state, self._past())
         self.state = plan.state
         ordered = sorted(
             (j for j in plan.jobs if j.order is not None), key=lambda j: j.order if j.order is not None else -1
@@ -403,18 +405,17 @@ class DrfPolicy(Policy):
             raise SimulationError(f"the engine skipped job {skipped[0].job_id}: {skipped[0].reason}")
         return np.array([self.record_of_label[j.job_id] for j in ordered], dtype=np.int64)
 
-    def _fast_order(self, now: float) -> IntArray:
+    def _fast_order(self, aged: tuple[IntArray, IntArray]) -> IntArray:
         """`compute_plan`'s order, from the lower-level functions it calls."""
-        return self._ordering(self._slurm_grouped(now))[0]
+        return self._ordering(self._slurm_grouped(aged))[0]
 
-    def _slurm_grouped(self, now: float) -> IntArray:
+    def _slurm_grouped(self, aged: tuple[IntArray, IntArray]) -> IntArray:
         """The pending records grouped by account, each account's in Slurm's order: what compute_plan sorts.
 
         The daemon takes an account's jobs by base priority (the site's age
-        and QOS factors) high first, then submit time, then job number.
+        and QOS factors, `aged` from `age`) high first, then submit time, then job number.
         """
-        grouped = self.sim.pending_record_index()
-        factors = self.site.factors(now - self.submit[grouped], self.urgent[grouped])
+        grouped, factors = aged
         account = self.table.record_account_array[grouped]
         index: IntArray = grouped[np.lexsort((self.number[grouped], self.submit[grouped], -factors, account))]
         return index
@@ -462,8 +463,8 @@ class DrfPolicy(Policy):
 
     def reorder(self, now: float) -> list[int] | None:
         self.plans += 1
-        self.age(now)
-        order = self._plan_order(now) if self.engine == "plan" else self._fast_order(now)
+        aged = self.age(now)
+        order = self._plan_order(now, aged) if self.engine == "plan" else self._fast_order(aged)
         if self.history is not None:
             self.history.append([self.table.record_number[r] for r in order.tolist()])
         return self._planned(order)
@@ -589,11 +590,10 @@ class NaiveDrfPolicy(DrfPolicy):
 
     def reorder(self, now: float) -> list[int] | None:
         self.plans += 1
-        self.age(now)
         sim = self.sim
         table = self.table
         # Each account's records in Slurm's order, as drf takes them: its bug is the rounding and the names.
-        index = self._slurm_grouped(now)
+        index = self._slurm_grouped(self.age(now))
         by_account: list[list[int]] = [[] for _ in table.accounts]
         for record, account in zip(index.tolist(), table.record_account_array[index].tolist(), strict=True):
             by_account[account].append(record)
@@ -635,9 +635,8 @@ class HdrfPolicy(DrfPolicy):
 
     def reorder(self, now: float) -> list[int] | None:
         self.plans += 1
-        self.age(now)
         # Grouped by account, each account's records in Slurm's order: each leaf's in Slurm's order.
-        index = self._slurm_grouped(now)
+        index = self._slurm_grouped(self.age(now))
         usage = self.leaf_usage[:, self.columns]
         usage[:, self.missing] = 0
         tree = build_tree(self.layout, usage.tolist(), index.tolist(), self._demand(index).tolist())
@@ -694,7 +693,7 @@ class LoopDrfPolicy(DrfPolicy):
     def reorder(self, now: float) -> list[int] | None:
         self.plans += 1
         assert self.writes is not None
-        ordered, levels = self._ordering(self._slurm_grouped(now))
+        ordered, levels = self._ordering(self._slurm_grouped(self.age(now)))
         current, known = self.nice[ordered], self.known[ordered]
         values = compute_values(self.mapping, levels, current, known, self.config, self.space, self.strict_gap)
         chosen = select_writes(values, current, known, self.config.max_writes_per_cycle)

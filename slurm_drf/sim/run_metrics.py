@@ -63,8 +63,8 @@ Sits after `engine` and before `render`. Definitions:
   jobs pending at every sample: `joined_full`; one job pending at one
   sample on an idle cluster is not a full cluster): the time from that
   submission to the first sample at which its dominant share is at least
-  90% of its fair share (inf: never). Reported per such account, and overall the longest of them (nan when no
-  account joined a full cluster).
+  90% of its fair share (inf: never). Reported per such account, and
+  overall the longest of them (nan when no account joined a full cluster).
 - *finish-time fairness* rho (Themis, Mahajan et al., NSDI 2020) of a job:
   its time in the shared cluster (end - submit) over its run time with
   its account's slice of the cluster to itself. The slice is the account's
@@ -186,10 +186,17 @@ def compute_sample_jain(shares: FloatArray, backlogged: BoolArray) -> tuple[Floa
     return jain, fair
 
 
+def used_fractions(result: SimResult) -> FloatArray:
+    """(S, 3) each sample's allocation over capacity, per resource (0 where there is no capacity)."""
+    capacity = np.maximum(np.array(result.capacity, dtype=np.float64), 1)
+    fractions: FloatArray = result.sample_used.astype(np.float64) / capacity
+    return fractions
+
+
 def compute_utilisation(result: SimResult) -> tuple[dict[str, float], dict[str, float]]:
     """Each resource's mean use, while jobs wait and over the whole run."""
     samples = result.sample_share.shape[0]
-    used = result.sample_used.astype(np.float64) / np.maximum(np.array(result.capacity, dtype=np.float64), 1)
+    used = used_fractions(result)
     waiting = result.sample_pending.sum(axis=1) > 0
     utilisation = {r: float(used[waiting, i].mean()) if waiting.any() else math.nan for i, r in enumerate(RESOURCES)}
     # Skipped idle ticks sampled zero use: they count in the mean, not in the sum.
@@ -206,8 +213,7 @@ def contended_utilisation(result: SimResult) -> dict[str, float]:
     all that is left (whole-node jobs waiting for nodes to drain, say).
     """
     contended = (result.sample_pending > 0).sum(axis=1) >= 2
-    capacity = np.maximum(np.array(result.capacity, dtype=np.float64), 1)
-    used = result.sample_used[contended].astype(np.float64) / capacity
+    used = used_fractions(result)[contended]
     return {r: float(used[:, i].mean()) if contended.any() else math.nan for i, r in enumerate(RESOURCES)}
 
 
@@ -400,10 +406,7 @@ FULL_SAMPLES: Final = 2
 
 def full_samples(result: SimResult) -> BoolArray:
     """(S,) whether the cluster was full at each sample: some resource allocated to at least FULL_USE."""
-    capacity = np.array(result.capacity, dtype=np.float64)
-    used = result.sample_used.astype(np.float64)
-    fraction = np.divide(used, capacity, out=np.zeros_like(used), where=capacity > 0)
-    full: BoolArray = fraction.max(axis=1, initial=0.0) >= FULL_USE if len(used) else np.zeros(0, dtype=np.bool_)
+    full: BoolArray = used_fractions(result).max(axis=1, initial=0.0) >= FULL_USE
     return full
 
 

@@ -49,7 +49,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 
@@ -82,6 +82,10 @@ from slurm_drf.policy.pools import build_pools, compute_capacity, weighted_share
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState, Recalled, TieBook, running_fingerprint
 from slurm_drf.policy.tree_weights import TreeWeights, compute_tree_weights, resolve_account_keys
 from slurm_drf.policy.values import adjust_for_memory, label_space, labels_of, mode_values, value_offset
+
+# `history:` weight from which whole-node jobs get no warning: in the simulator's whole-node
+# scenario it brings their account to its share (docs/evaluation.md, Whole-node jobs).
+WHOLE_NODE_HISTORY_WEIGHT: Final = 2
 
 if TYPE_CHECKING:
     # The H-DRF order (tree_order and the engines under it) is imported when a pool is ordered over a tree.
@@ -187,12 +191,13 @@ def compute_plan(
     account_rows: list[AccountColumns] = []
     orders: list[PoolOrder] = []
     for number, (name, partitions) in enumerate(pools):
-        capacity_map, node_count = compute_capacity(
+        capacity_map, node_count, largest = compute_capacity(
             snapshot, partitions, config.resources, config.include_unavailable_nodes
         )
         in_pool = (jobs.pool == number) & ~jobs.excluded
         running_rows = np.flatnonzero(in_pool & jobs.holding)
         pending_rows = np.flatnonzero(in_pool & jobs.pending & ~jobs.held)
+        warnings.extend(_whole_node_warnings(name, table, pending_rows, largest, config))
         if not any(capacity_map.values()) and (len(running_rows) or len(pending_rows)):
             warnings.append(
                 f"pool {name}: no capacity in {', '.join(config.resources)}; its jobs are "
@@ -235,6 +240,35 @@ def compute_plan(
         taken_at=snapshot.taken_at,
         orders=tuple(orders),
     )
+
+
+def _whole_node_warnings(
+    pool: str, table: JobTable, pending_rows: IntArray, largest: Mapping[str, int], config: Config
+) -> list[str]:
+    """Advice when pending jobs need whole nodes and the past does not count enough to even them out.
+
+    Such a job starts only on a drained node. Pure DRF keeps its account's
+    next one behind everyone while one runs (a node lifts it at once), so
+    the account is served one drain at a time and stays below its share;
+    `history:` at weight 2 or more brings it to its share over time
+    (docs/evaluation.md, *Whole-node jobs*). One warning per pool, naming
+    up to three accounts, so that the daemon logs it once, not every cycle.
+    """
+    if (config.history is not None and config.history.weight >= WHOLE_NODE_HISTORY_WEIGHT) or not len(pending_rows):
+        return []
+    whole = np.zeros(len(pending_rows), dtype=bool)
+    for name in config.resources:
+        if largest.get(name, 0) > 0:
+            whole |= table.column(name)[pending_rows] >= largest[name]
+    if not whole.any():
+        return []
+    names = sorted({table.accounts[a] for a in table.account[pending_rows[whole]].tolist()})
+    listed = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return [
+        f"pool {pool}: pending jobs of {listed} each need a whole node; pure DRF serves such an account one "
+        f"drained node at a time, below its share: set history: {{weight: {WHOLE_NODE_HISTORY_WEIGHT}}} "
+        "(docs/evaluation.md, Whole-node jobs)"
+    ]
 
 
 def _pool_plan(

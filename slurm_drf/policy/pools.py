@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from fractions import Fraction
-from typing import Final
+from typing import Final, NamedTuple
 
 import numpy as np
 
@@ -28,12 +28,21 @@ def build_pools(snapshot: Snapshot, config: Config) -> tuple[tuple[str, tuple[st
     return ((DEFAULT_POOL, tuple(seen)),)
 
 
+class PoolCapacity(NamedTuple):
+    """A pool's summed node TRES (each node once), its node count, and its largest node's TRES."""
+
+    total: dict[str, int]
+    nodes: int
+    largest: dict[str, int]
+
+
 def compute_capacity(
     snapshot: Snapshot, partitions: Iterable[str], resources: Sequence[str], include_unavailable: bool = False
-) -> tuple[dict[str, int], int]:
-    """Summed node TRES over the pool's nodes (each node once) and the node count."""
+) -> PoolCapacity:
+    """The pool's capacity: summed node TRES over its nodes, their count, the most of each TRES one node has."""
     wanted = set(partitions)
     capacity = dict.fromkeys(resources, 0)
+    largest = dict.fromkeys(resources, 0)
     count = 0
     for node in snapshot.nodes:
         if not wanted.intersection(node.partitions):
@@ -42,8 +51,10 @@ def compute_capacity(
             continue
         count += 1
         for name in resources:
-            capacity[name] += node.tres.get(name, 0)
-    return capacity, count
+            amount = node.tres.get(name, 0)
+            capacity[name] += amount
+            largest[name] = max(largest[name], amount)
+    return PoolCapacity(capacity, count, largest)
 
 
 def weighted_share(usage: Sequence[int], capacity: Sequence[int], weight: Fraction) -> Fraction:

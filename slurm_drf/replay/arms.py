@@ -15,13 +15,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from slurm_drf.config.durations import parse_duration
+from slurm_drf.config.settings import DEFAULT_HISTORY_HALF_LIFE, DEFAULT_HISTORY_WEIGHT
 from slurm_drf.model.types import Node
 from slurm_drf.replay.trace import ReplayInputError
 
 # Slurm's default PriorityDecayHalfLife, and what the replay scales.
 SLURM_HALF_LIFE: Final = 7 * 86400.0
-# The daemon's history half-life in trace time (drf-history), as the simulator's default.
-HISTORY_HALF_LIFE: Final = 14 * 86400.0
 # Fair share dominant over age (SPEC §8); the daemon's strict nice is larger than both together.
 WEIGHT_FAIRSHARE: Final = 100_000
 WEIGHT_AGE: Final = 1_000
@@ -90,9 +90,23 @@ def build_daemon_config(arm: Arm, compression: float, state_dir: str, base: Mapp
     config.pop("report_dir", None)
     config.pop("lease_dir", None)
     config["dry_run"] = False
+    # Only drf-history remembers past use: the user's `history:` sets its weight and half-life.
+    history = config.pop("history", None)
     if arm.name == "drf-history":
-        config["history"] = {"half_life": _duration(HISTORY_HALF_LIFE / compression), "weight": 0.5}
+        config["history"] = _compressed_history(history, compression)
     return config
+
+
+def _compressed_history(given: Any, compression: float) -> dict[str, Any]:
+    """drf-history's `history:`: the user's weight and half-life (in trace time), defaults 0.5 and 14 days."""
+    given = given if isinstance(given, Mapping) else {}
+    half_life = given.get("half_life")
+    trace_half_life = DEFAULT_HISTORY_HALF_LIFE if half_life is None else parse_duration(half_life)
+    weight = given.get("weight")
+    return {
+        "half_life": _duration(trace_half_life / compression),
+        "weight": DEFAULT_HISTORY_WEIGHT if weight is None else weight,
+    }
 
 
 def _minutes(seconds: float) -> int:

@@ -22,11 +22,13 @@ from slurm_drf.config.durations import parse_duration
 from slurm_drf.config.settings import (
     DEFAULT_HISTORY_HALF_LIFE,
     DEFAULT_HISTORY_WEIGHT,
+    DEFAULT_STALE_INTERVALS,
     NICE_LIMIT,
     Config,
     Hierarchy,
     HistoryConfig,
     Mode,
+    PlacementConfig,
     PoolConfig,
     Weighting,
     WeightSource,
@@ -186,6 +188,15 @@ def history_warnings(config: Config) -> list[str]:
         f"half-lives of history.half_life ({wanted:g} days): the history is pruned before the past fades, "
         f"so the past is cut short; keep {key} at {math.ceil(wanted)} or more"
     ]
+
+
+def _placement_config(placement: dict[str, Any] | None) -> PlacementConfig | None:
+    if placement is None:
+        return None
+    return PlacementConfig(
+        path=placement.get("path"),
+        stale_intervals=int(placement.get("stale_intervals", DEFAULT_STALE_INTERVALS)),
+    )
 
 
 def _history_config(history: dict[str, Any] | None) -> HistoryConfig | None:
@@ -406,6 +417,7 @@ def build_config(data: dict[str, Any], root: Node, lines: Mapping[str, int], sou
         retention_days=data.get("retention_days", defaults.retention_days),
         history_max_mb=data.get("history_max_mb", defaults.history_max_mb),
         history=_history_config(data.get("history")),
+        placement=_placement_config(data.get("placement", {})),
         report_dir=data.get("report_dir", defaults.report_dir),
         dry_run=data.get("dry_run", defaults.dry_run),
         max_writes_per_cycle=int(data.get("max_writes_per_cycle", defaults.max_writes_per_cycle)),

@@ -93,6 +93,20 @@ class HistoryConfig:
         return self.weight > 0
 
 
+# `placement:` (docs/rule.md §8): intervals after which the job_submit script stops trusting the table.
+DEFAULT_STALE_INTERVALS: Final = 3
+
+
+@dataclass(frozen=True, slots=True)
+class PlacementConfig:
+    """The table the job_submit/lua script places new jobs with (docs/formats.md, docs/rule.md §8)."""
+
+    # Where it is written; None: state_dir/placement.txt.
+    path: str | None = None
+    # The script ignores a table older than this many intervals (the daemon stopped or fails).
+    stale_intervals: int = DEFAULT_STALE_INTERVALS
+
+
 @dataclass(frozen=True, slots=True)
 class Config:
     """Everything the engine and the daemon are tuned by (docs/configuration.md)."""
@@ -130,6 +144,8 @@ class Config:
     history_max_mb: int | None = None
     # The decayed past blended into usage; None (the default) is pure DRF.
     history: HistoryConfig | None = None
+    # The placement table published every cycle; None publishes none.
+    placement: PlacementConfig | None = field(default_factory=PlacementConfig)
     report_dir: str | None = None
     dry_run: bool = False
     max_writes_per_cycle: int = 2000

@@ -31,7 +31,7 @@ import numpy as np
 from slurm_drf.config.settings import MODES
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import DrfError
-from slurm_drf.model.types import PENDING, BoolArray, IntArray, Snapshot
+from slurm_drf.model.types import PENDING, BoolArray, FloatArray, IntArray, Snapshot
 from slurm_drf.policy.state import LABEL_NICE_BELOW, JobMemory, PolicyState, Recalled, is_label_nice
 
 logger = logging.getLogger(__name__)
@@ -130,15 +130,16 @@ class Recall:
         # Said once, not every cycle it lasts.
         error, self._last_error = (error if error != self._last_error else None), error
         found: dict[str, JobMemory] = {}
-        counts = {"older": 0, "recovered": 0, "unknown": 0}
+        counts = {"older": 0, "recovered": 0, "unknown": 0, "placed": 0}
         label, asked, remembered = (nice_all < LABEL_NICE_BELOW).tolist(), self._asked, len(memory) > 0
+        placed = _placed(table.submit_time[rows], state.placed_after).tolist()
         for k in unexplained:
             job_id = ids[k]
             writes = asked.get(job_id, ())
             if not writes and not label[k]:
                 continue  # no write of ours on record and no label: its value is somebody's own
             previous = memory.get(job_id) if remembered else None
-            recalled = _recall_job(previous, writes, nice[k], priority[k])
+            recalled = _recall_job(previous, writes, nice[k], priority[k], placed[k])
             if recalled is not None:
                 kind, job_memory = recalled
                 counts[kind] += 1
@@ -179,10 +180,17 @@ class Recall:
 
 
 def _recall_job(
-    previous: JobMemory | None, writes: Sequence[LedgerWrite], nice: int, priority: int
+    previous: JobMemory | None, writes: Sequence[LedgerWrite], nice: int, priority: int, placed: bool
 ) -> tuple[str, JobMemory | None] | None:
-    """What a job the memory does not explain holds: (older | recovered | unknown, its memory now,
-    None to keep the old), or None when its value is somebody's own choice."""
+    """What a job the memory does not explain holds: (older | recovered | unknown | placed, its memory
+    now, None to keep the old), or None when its value is somebody's own choice.
+
+    `placed`: submitted after the last cycle. A label on such a job that nothing else explains was
+    put there at submission by the job_submit script, which places only jobs without a nice of
+    their own (docs/rule.md §8): ours, own nice 0.
+    """
+    if placed and previous is None and not writes and is_label_nice(nice):
+        return "placed", JobMemory(0, nice, "nice", own_known=True)
     match = _match(writes, nice, priority)
     if match is not None:
         mode, value, write = match
@@ -201,6 +209,14 @@ def _recall_job(
     if own is None:
         return "unknown", JobMemory(0, nice, "nice", own_known=False)
     return "recovered", JobMemory(own[0], nice, "nice", own_known=own[1])
+
+
+def _placed(submitted: FloatArray, after: float | None) -> BoolArray:
+    """Per job: submitted at or after the newest submit time the last cycle saw (none before a first cycle)."""
+    if after is None:
+        return np.zeros(len(submitted), dtype=np.bool_)
+    placed: BoolArray = submitted >= after
+    return placed
 
 
 def _restarted(before: str | None, now: str | None) -> bool:

@@ -230,7 +230,8 @@ def _run_cycle(
     undone = _reset_other_modes(writer, state, plan, snapshot, pending_ids)
     memory = remember(state.jobs, plan, chosen, pending_ids, undone)
     booted = snapshot.controller_started or state.controller_started
-    store.save(replace(plan.state, jobs=MappingProxyType(memory), controller_started=booted))
+    seen = _newest_submit(snapshot, state.placed_after)
+    store.save(replace(plan.state, jobs=MappingProxyType(memory), controller_started=booted, placed_after=seen))
     recall.forget([write.job_id for write in writes])
     failpoints.reached("saved")
     if failpoints.armed("mid_writes") and len(writes) > 1:
@@ -244,10 +245,19 @@ def _run_cycle(
                 memory[job_id] = state.jobs[job_id]
             else:
                 memory.pop(job_id, None)
-        store.save(replace(plan.state, jobs=MappingProxyType(memory), controller_started=booted))
+        store.save(replace(plan.state, jobs=MappingProxyType(memory), controller_started=booted, placed_after=seen))
     unknown = frozenset(job for job, m in memory.items() if not m.own_known)
     seconds = time.monotonic() - started
     return CycleReport(plan, snapshot, writes, result, read_seconds, seconds, deferred, False, unknown)
+
+
+def _newest_submit(snapshot: Snapshot, before: float | None) -> float | None:
+    """The newest submit time in the snapshot (slurmctld's clock), never earlier than `before`."""
+    times = snapshot.table.submit_time
+    if not len(times):
+        return before
+    newest = float(times.max())
+    return newest if before is None else max(newest, before)
 
 
 def _reset_other_modes(

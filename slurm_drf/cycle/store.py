@@ -63,6 +63,7 @@ def render_state(state: PolicyState) -> dict[str, Any]:
             for job, user, value, mode, own_known in zip(keys, user_nice, written, modes, known, strict=True)
         },
         **({"controller_started": state.controller_started} if state.controller_started is not None else {}),
+        **({"placed_after": state.placed_after} if state.placed_after is not None else {}),
     }
 
 
@@ -182,6 +183,11 @@ def parse_state(data: Any) -> PolicyState:
     started = data.get("controller_started")
     if started is not None and not isinstance(started, str):
         raise ValueError(f"controller_started: expected a string, got {show(started)}")
+    placed_after = data.get("placed_after")
+    if placed_after is not None and (
+        isinstance(placed_after, bool) or not isinstance(placed_after, int | float) or not math.isfinite(placed_after)
+    ):
+        raise ValueError(f"placed_after: expected a number of seconds, got {show(placed_after)}")
     return PolicyState(
         epoch=_whole(data["epoch"], 0, 2**62, "epoch"),
         fingerprint=fingerprint,
@@ -189,6 +195,7 @@ def parse_state(data: Any) -> PolicyState:
         plan_wins=MappingProxyType(_wins(data["plan_wins"], "plan_wins")),
         jobs=jobs,
         controller_started=started,
+        placed_after=None if placed_after is None else float(placed_after),
     )
 
 

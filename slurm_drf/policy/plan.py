@@ -434,6 +434,8 @@ def _plan_pool(given: _PoolInput) -> _PoolResult:
         ordering,
         labelling.exact,
         by_tree,
+        None if by_tree is not None else _next_usage(jobs, given.past),
+        given.table.accounts,
     )
     makers = _job_makers(given, jobs, record, _pick(jobs.current, taken), (written.tolist(), own))
     accounts = len(given.table.accounts)
@@ -489,6 +491,13 @@ def _pool_jobs(given: _PoolInput) -> _PoolJobs:
         our_part,
         ours,
     )
+
+
+def _next_usage(jobs: _PoolJobs, past: IntArray | None) -> IntArray:
+    """(A, R) each account's usage before its next job: §2's usage with every pending job of its own counted."""
+    usage = jobs.usage.copy() if past is None else jobs.usage + past
+    np.add.at(usage, jobs.account_of, jobs.demand)
+    return usage
 
 
 def _tres_rows(tres: Sequence[IntArray], rows: IntArray) -> IntArray:

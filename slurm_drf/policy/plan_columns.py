@@ -95,6 +95,10 @@ class PoolOrder:
     exact: int = 0  # positions [0, exact) are the exact band
     # The H-DRF record when the pool was ordered over a tree (docs/rule.md §7); None for §2's order.
     tree: TreeOrdering | None = None
+    # §2's order only: each account's usage before its next job (running, the past's blend and the
+    # demand of all its pending jobs in the pool), (A, R) by account code, named by `accounts`.
+    next_usage: IntArray | None = None
+    accounts: Sequence[str] = ()
 
     @property
     def size(self) -> int:

@@ -246,6 +246,9 @@ class PolicyState:
     jobs: Mapping[str, JobMemory] = field(default_factory=lambda: EMPTY_MEMORY)
     # slurmctld's BOOT_TIME when the state was saved (Snapshot.controller_started).
     controller_started: str | None = None
+    # The newest submit time (slurmctld's clock) the last cycle saw: a pending job submitted at or
+    # after it that holds a label was placed at submission (docs/rule.md §8), its own nice 0.
+    placed_after: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.jobs, JobMemories):

@@ -9,6 +9,8 @@ log it, because a missing report must not stop the scheduling.
 - `AuditRecorder` (slurm_drf.trail.history_db): always; history.sqlite in state_dir.
 - `ReportWriter` (here): when report_dir is set; latest.json (the plan,
   docs/formats.md) and latest.html (the share report), each replaced atomically.
+- `PlacementWriter` (slurm_drf.trail.placement): unless `placement: null`; the
+  table the job_submit/lua script places new jobs with (docs/formats.md).
 - `MetricsRecorder` (slurm_drf.trail.prometheus): when metrics_address or
   metrics_textfile is set; build_observers starts its HTTP server.
 """
@@ -26,6 +28,7 @@ from slurm_drf.cycle.run import CycleObserver, CycleReport
 from slurm_drf.files import write_atomic
 from slurm_drf.trail.compaction import HistoryUpkeep
 from slurm_drf.trail.history_db import AuditRecorder
+from slurm_drf.trail.placement import PlacementWriter
 from slurm_drf.trail.plan_output import render_plan_json_bytes
 from slurm_drf.trail.prometheus import MetricsRecorder
 from slurm_drf.trail.share_report import build_report, render_report_html
@@ -71,6 +74,8 @@ def build_observers(config: Config, *, start: bool = True) -> list[CycleObserver
         AuditRecorder(config.state_dir, config.retention_days),
         HistoryUpkeep(config.state_dir, config.interval, config.history_max_mb),
     ]
+    if config.placement is not None:
+        observers.append(PlacementWriter(config))
     if config.report_dir:
         observers.append(ReportWriter(config.report_dir))
     if config.metrics_address or config.metrics_textfile:

@@ -19,6 +19,7 @@ from slurm_drf.policy.plan import Plan
 from slurm_drf.trail.compaction import HistoryUpkeep
 from slurm_drf.trail.history_db import AuditRecorder
 from slurm_drf.trail.observers import LATEST_HTML, LATEST_JSON, ReportWriter, build_observers, close_observers
+from slurm_drf.trail.placement import PlacementWriter
 from slurm_drf.trail.plan_output import render_plan_json
 from slurm_drf.trail.prometheus import MetricsRecorder, parse_address
 from slurm_drf.trail.share_report import build_report, render_report_html
@@ -216,7 +217,11 @@ def test_report_writer_only_warns(
 
 def test_build_observers_follows_the_config(tmp_path: Path) -> None:
     observers = build_observers(Config(state_dir=str(tmp_path)))
-    assert [type(o) for o in observers] == [AuditRecorder, HistoryUpkeep]
+    assert [type(o) for o in observers] == [AuditRecorder, HistoryUpkeep, PlacementWriter]
+    assert [type(o) for o in build_observers(Config(state_dir=str(tmp_path), placement=None))] == [
+        AuditRecorder,
+        HistoryUpkeep,
+    ]
     config = Config(
         state_dir=str(tmp_path),
         report_dir=str(tmp_path / "www"),
@@ -226,11 +231,17 @@ def test_build_observers_follows_the_config(tmp_path: Path) -> None:
         interval=30.0,
     )
     observers = build_observers(config)
-    assert [type(o) for o in observers] == [AuditRecorder, HistoryUpkeep, ReportWriter, MetricsRecorder]
+    assert [type(o) for o in observers] == [
+        AuditRecorder,
+        HistoryUpkeep,
+        PlacementWriter,
+        ReportWriter,
+        MetricsRecorder,
+    ]
     audit, upkeep = observers[0], observers[1]
     assert isinstance(audit, AuditRecorder) and audit.retention_days == 30
     assert isinstance(upkeep, HistoryUpkeep) and (upkeep.max_mb, upkeep.max_gap) == (2048, 60.0)
-    metrics = observers[3]
+    metrics = observers[4]
     assert isinstance(metrics, MetricsRecorder) and metrics.port is None  # no address: no server
 
 

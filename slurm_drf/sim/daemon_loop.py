@@ -28,8 +28,9 @@ account, pending jobs are taken by it (high first), then submit order.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 from types import MappingProxyType
 from typing import Final
 
@@ -38,6 +39,7 @@ import numpy as np
 from slurm_drf.config.settings import SLURM_DEFAULT_QUEUE_DEPTH, Config
 from slurm_drf.model.types import BoolArray, FloatArray, IntArray
 from slurm_drf.policy.labels import LabelSpace, assign_labels
+from slurm_drf.policy.placement import AccountEntry, PoolTable
 from slurm_drf.policy.values import (
     label_space,
     labels_of,
@@ -170,3 +172,34 @@ def slurm_priority(factors: IntArray, nice: IntArray) -> IntArray:
     """Slurm's priority: the other factors minus the nice, clamped to [1, 2^32 - 1]."""
     priority: IntArray = np.clip(factors - nice, 1, PRIORITY_MAX)
     return priority
+
+
+def placement_pool(
+    usage: IntArray,
+    weights: Sequence[Fraction],
+    names: Sequence[str],
+    capacity: IntArray,
+    order: tuple[FloatArray, IntArray],
+    space: LabelSpace,
+    offset: int,
+) -> PoolTable:
+    """What the script reads after a cycle: the one pool of the simulated cluster as a placement table.
+
+    `usage` (accounts, resources) is each account's usage before its next job, `order` the cycle's
+    levels in DRF order and the nice values Slurm holds for those jobs (the k-th best with the k-th
+    level, as `policy.placement.build_table` pairs them).
+    """
+    levels, values = order
+    return PoolTable(
+        name="sim",
+        partitions=("sim",),
+        capacity=tuple(int(c) for c in capacity),
+        default_weight=Fraction(1),
+        best=-offset,
+        worst=-1,
+        gap=space.gap,
+        accounts={name: AccountEntry(weights[a], tuple(int(u) for u in usage[a])) for a, name in enumerate(names)},
+        excluded=frozenset(),
+        levels=tuple(levels.tolist()),
+        values=tuple(np.sort(values).tolist()),
+    )

@@ -396,6 +396,7 @@ class Simulator:
 
     def _submit(self, job: int) -> None:
         table = self.table
+        self.policy.on_submit(job)
         account = table.job_account[job]
         self.pending_count[account] += 1
         shape = table.job_shape[job]

@@ -85,15 +85,18 @@ from slurm_drf.policy.decayed_usage import EMPTY_PAST, DecayedUsage, UsageByPool
 from slurm_drf.policy.labels import fewest_writes
 from slurm_drf.policy.merge_engine import order_online
 from slurm_drf.policy.order import compute_before, order_pending
+from slurm_drf.policy.placement import PlacementTable, Placer
 from slurm_drf.policy.plan import compute_plan, past_usage
 from slurm_drf.policy.pools import DEFAULT_POOL
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState, TieBook, running_fingerprint
+from slurm_drf.policy.values import value_offset
 from slurm_drf.sim.daemon_loop import (
     DEFAULT_SLURM_SIDE,
     MAPPINGS,
     SlurmSide,
     build_space,
     compute_values,
+    placement_pool,
     select_writes,
     slurm_priority,
     strict_gap,
@@ -113,9 +116,11 @@ POLICIES: Final = ("fifo", "multifactor", "drf", "drf-naive")
 HISTORY_POLICIES: Final = ("drf-history",)
 # The daemon's loop modelled (`sim.daemon_loop`): the order labels, and the spread values of 0.1.0.
 LOOP_POLICIES: Final = tuple(f"drf-{mapping}" for mapping in MAPPINGS)
+# The daemon's loop with the job_submit script placing jobs at submission (docs/rule.md §8).
+PLACED_POLICY: Final = "drf-placed"
 # Over the account tree (docs/rule.md §7): H-DRF and the naive roll-up.
 TREE_POLICIES: Final = ("hdrf", "hdrf-rollup")
-ALL_POLICIES: Final = (*POLICIES, *HISTORY_POLICIES, *LOOP_POLICIES, *TREE_POLICIES)
+ALL_POLICIES: Final = (*POLICIES, *HISTORY_POLICIES, *LOOP_POLICIES, PLACED_POLICY, *TREE_POLICIES)
 # `slurm-drf simulate` with no --policies: the queue orders and the daemon's loop as it is.
 DEFAULT_POLICIES: Final = (*POLICIES, "drf-labels")
 PARTITION: Final = "sim"
@@ -192,6 +197,9 @@ class Policy:
 
     def on_start(self, job: int, now: float) -> None:
         """A job started."""
+
+    def on_submit(self, job: int) -> None:
+        """A job was submitted, before it is queued (`sort_key`): what a job_submit script sees."""
 
     def on_end(self, job: int, now: float) -> None:
         """A job ended."""
@@ -658,13 +666,22 @@ class LoopDrfPolicy(DrfPolicy):
     `mapping` under the write cap, and the queue in Slurm's priority order from them plus age and QOS."""
 
     def __init__(
-        self, mapping: str, config: Config | None = None, slurm: SlurmSide | None = None, track_minimum: bool = False
+        self,
+        mapping: str,
+        config: Config | None = None,
+        slurm: SlurmSide | None = None,
+        track_minimum: bool = False,
+        placed: bool = False,
     ) -> None:
         super().__init__(config, engine="fast", site=slurm)
         if mapping not in MAPPINGS:
             raise SimulationError(f"unknown mapping {mapping!r}; choose from {', '.join(MAPPINGS)}")
         self.mapping = mapping
-        self.name = f"drf-{mapping}"
+        self.name = PLACED_POLICY if placed else f"drf-{mapping}"
+        # With `placed`, the job_submit script places each job at submission (docs/rule.md §8)
+        # with what it read after the last cycle: the table and, since, its own placements.
+        self.placed = placed
+        self.placer: Placer | None = None
         self.writes = []
         # With track_minimum, per cycle: writes within the first `horizon` jobs of the order, and the
         # fewest that would have made the values Slurm held rise there by the gap (`labels.fewest_writes`).
@@ -705,6 +722,8 @@ class LoopDrfPolicy(DrfPolicy):
         self.nice[ordered[chosen]] = values[chosen]
         self.known[ordered[chosen]] = True
         self.writes.append(len(chosen))
+        if self.placed:
+            self.placer = self._placer(ordered, levels)
         # Slurm's queue: its priority high first, then job number.
         priority = slurm_priority(
             self.site.factors(now - self.submit[ordered], self.urgent[ordered]), self.nice[ordered]
@@ -712,6 +731,40 @@ class LoopDrfPolicy(DrfPolicy):
         self.key_array[ordered] = -priority
         self.key = self.key_array.tolist()
         return self._planned(ordered[np.lexsort((self.number[ordered], -priority))])
+
+    def _placer(self, ordered: IntArray, levels: FloatArray) -> Placer:
+        """The script's view after this cycle: the table it publishes (`sim.daemon_loop.placement_pool`)."""
+        usage = self.sim.usage[:, self.columns]
+        usage[:, self.missing] = 0
+        np.add.at(usage, self.table.record_account_array[ordered], self._demand(ordered))
+        pool = placement_pool(
+            usage,
+            self.fractions,
+            self.table.accounts,
+            self.capacity,
+            (levels, self.nice[ordered]),
+            self.space,
+            value_offset(self.config),
+        )
+        return Placer(PlacementTable(0.0, math.inf, "nice", self.config.resources, (pool,)))
+
+    def on_submit(self, job: int) -> None:
+        """Placed at submission: an array's record once, with all its tasks (`Placer.place`)."""
+        table = self.table
+        record = table.job_record[job]
+        if self.placer is None or table.record_tasks[record][0] != job:
+            return
+        demand = table.record_total_array[record][self.columns]
+        demand[self.missing] = 0
+        account = table.accounts[table.record_account[record]]
+        value = self.placer.place(("sim",), account, demand.tolist(), len(table.record_tasks[record]))
+        if value is None:
+            return
+        self.nice[record] = value
+        self.known[record] = True  # adopted as the daemon's own (docs/rule.md §8)
+        factors = self.site.factors(np.zeros(1), self.urgent[record : record + 1])
+        self.key_array[record] = -float(slurm_priority(factors, np.array([value], dtype=np.int64))[0])
+        self.key[record] = float(self.key_array[record])
 
 
 def naive_share(usage: Sequence[int], capacity: Sequence[int], weight: Fraction) -> int:
@@ -777,4 +830,6 @@ def build_policy(
         return HdrfPolicy(config, rollup=name == "hdrf-rollup", site=slurm)
     if name in LOOP_POLICIES:
         return LoopDrfPolicy(name.removeprefix("drf-"), config, slurm, track_minimum)
+    if name == PLACED_POLICY:
+        return LoopDrfPolicy("labels", config, slurm, track_minimum, placed=True)
     raise SimulationError(f"unknown policy {name!r}")

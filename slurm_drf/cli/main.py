@@ -118,17 +118,20 @@ def cmd_once(args: argparse.Namespace) -> int:
     config = resolve_config(args.config, os.environ, private=True)
     dry_run = args.dry_run or config.dry_run
     store = _store(config, args)
-    # A real cycle leaves the same trail as the daemon's: history and report
-    # files (not metrics: a one-off run must not reset the daemon's counters).
+    # A real cycle leaves the same trail as the daemon's: history, the placement
+    # table and report files (not metrics: a one-off run must not reset the daemon's counters).
     observers: list[CycleObserver] = []
     if not dry_run:
         from slurm_drf.trail.compaction import HistoryUpkeep
         from slurm_drf.trail.history_db import AuditRecorder
         from slurm_drf.trail.observers import ReportWriter
+        from slurm_drf.trail.placement import PlacementWriter
 
         store.lock()
         observers.append(AuditRecorder(store.directory, config.retention_days))
         observers.append(HistoryUpkeep(store.directory, config.interval, config.history_max_mb))
+        if config.placement is not None:
+            observers.append(PlacementWriter(config, store.directory))
         if config.report_dir:
             observers.append(ReportWriter(config.report_dir))
     try:

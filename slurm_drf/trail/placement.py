@@ -25,10 +25,11 @@ from slurm_drf.policy.placement import PlacementTable, PoolTable, build_table
 FORMAT: Final = "slurm-drf-placement/1"
 
 
-def default_path(config: Config) -> str:
-    """Where the table goes: `placement.path`, else the state directory's placement.txt."""
+def default_path(config: Config, state_dir: str | os.PathLike[str] | None = None) -> str:
+    """Where the table goes: `placement.path`, else the state directory's placement.txt
+    (`state_dir`, where the run keeps its state, else the config's)."""
     given = config.placement.path if config.placement is not None else None
-    return given or os.path.join(config.state_dir, "placement.txt")
+    return given or os.path.join(state_dir or config.state_dir, "placement.txt")
 
 
 def render_placement(table: PlacementTable) -> bytes:
@@ -75,9 +76,11 @@ logger = logging.getLogger(__name__)
 class PlacementWriter:
     """CycleObserver: replaces the placement table after every cycle that wrote (never in a dry run)."""
 
-    def __init__(self, config: Config, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, config: Config, state_dir: str | os.PathLike[str] | None = None, clock: Callable[[], float] = time.time
+    ) -> None:
         self.config = config
-        self.path = Path(default_path(config))
+        self.path = Path(default_path(config, state_dir))
         self.clock = clock
 
     def on_cycle(self, report: CycleReport) -> None:

@@ -46,6 +46,7 @@ _VERB_MODULES: Final = (
     ("slurm_drf.cli.simulate", "add_simulate_parser", ("simulate",)),
     ("slurm_drf.cli.replay", "add_replay_parser", ("replay",)),
     ("slurm_drf.cli.trail", "add_observe_parsers", ("report", "audit", "explain")),
+    ("slurm_drf.cli.submit", "add_job_submit_parser", ("job-submit",)),
 )
 _CORE_VERBS: Final = ("plan", "snapshot", "once", "reset", "check-config")
 _ALL_VERBS: Final = frozenset(_CORE_VERBS).union(*(names for _, _, names in _VERB_MODULES))

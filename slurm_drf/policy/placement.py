@@ -86,7 +86,8 @@ def build_table(plan: Plan, config: Config, written: float) -> PlacementTable:
     pools: list[PoolTable] = []
     if plan.mode in PLACED_MODES and all(RESOURCE.match(r) for r in plan.resources):
         for pool, record in zip(plan.pools, plan.orders, strict=True):
-            if record.next_usage is not None and NAME.match(pool.name) and any(pool.capacity.values()):
+            named = [p for p in pool.partitions if NAME.match(p)]
+            if record.next_usage is not None and NAME.match(pool.name) and named and any(pool.capacity.values()):
                 pools.append(_pool_table(plan, config, pool, record))
     return PlacementTable(written, stale * config.interval, plan.mode, plan.resources, tuple(pools))
 

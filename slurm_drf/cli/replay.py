@@ -112,6 +112,12 @@ def add_replay_parser(subparsers: Any) -> argparse.ArgumentParser:
     run.add_argument(
         "--config", metavar="FILE", help="daemon config the drf arms start from (weights, backend, partitions)"
     )
+    run.add_argument(
+        "--placement-table",
+        metavar="PATH",
+        help="where the cluster's job_submit.lua reads the placement table (docs/submit.md): the drf-placed arm "
+        "writes it there",
+    )
     run.add_argument("--no-predict", action="store_true", help="leave out the simulator's prediction")
     out = parser.add_argument_group("output")
     out.add_argument("--output", "-o", metavar="FILE", help="the result file (JSON; default replay-ARM.json)")
@@ -173,6 +179,7 @@ def _run(args: argparse.Namespace) -> int:
         partition=args.partition,
         users=args.users,
         create_unix_users=args.create_unix_users,
+        placement_table=args.placement_table,
     )
     progress = ProgressLine(sys.stderr, label="replay")
     try:

@@ -40,6 +40,8 @@ class Arm:
     # The simulator policy that predicts this arm.
     predicted_by: str
     tree: bool = False
+    # The cluster's job_submit/lua script places jobs at submission with this arm's table (docs/rule.md §8).
+    placed: bool = False
 
 
 ARMS: Final = {
@@ -47,6 +49,13 @@ ARMS: Final = {
     for arm in (
         Arm("slurm", "Slurm alone: multifactor, Fair Tree, MAX_TRES, normalised billing", None, "multifactor"),
         Arm("drf", "the daemon, strict nice mode", {"mode": "nice", "weighting": "strict"}, "drf-labels"),
+        Arm(
+            "drf-placed",
+            "the daemon, strict nice mode, placing jobs at submission (job_submit/lua)",
+            {"mode": "nice", "weighting": "strict"},
+            "drf-placed",
+            placed=True,
+        ),
         Arm(
             "drf-factor",
             "the daemon, nice mode weighted as one factor",
@@ -79,9 +88,20 @@ def _duration(seconds: float) -> str:
     return f"{max(1, round(seconds))}s"
 
 
-def build_daemon_config(arm: Arm, compression: float, state_dir: str, base: Mapping[str, Any]) -> dict[str, Any]:
-    """The daemon's config for `arm`: `base` (the user's config keys) with the arm's and the replay's over it."""
+def build_daemon_config(
+    arm: Arm, compression: float, state_dir: str, base: Mapping[str, Any], placement_table: str | None = None
+) -> dict[str, Any]:
+    """The daemon's config for `arm`: `base` (the user's config keys) with the arm's and the replay's over it.
+
+    `placement_table` is where the cluster's job_submit script reads its table: the placing arm
+    writes it there, every other arm none (so that no job of theirs is placed at submission).
+    """
     assert arm.daemon is not None
+    if arm.placed and not placement_table:
+        raise ReplayInputError(
+            f"--arm {arm.name}: needs --placement-table, where the cluster's job_submit.lua reads its table "
+            "(docs/submit.md; the sandbox's: $SLURM_SANDBOX_PLACEMENT)"
+        )
     config = dict(base)
     config.update(arm.daemon)
     config["interval"] = _duration(TRACE_INTERVAL / compression)
@@ -90,6 +110,7 @@ def build_daemon_config(arm: Arm, compression: float, state_dir: str, base: Mapp
     config.pop("report_dir", None)
     config.pop("lease_dir", None)
     config["dry_run"] = False
+    config["placement"] = {"path": placement_table} if arm.placed else None
     # Only drf-history remembers past use: the user's `history:` sets its weight and half-life.
     history = config.pop("history", None)
     if arm.name == "drf-history":

@@ -84,6 +84,8 @@ class ReplayOptions:
     users: UserChoice = field(default_factory=UserChoice)
     create_unix_users: bool = False
     partition: str | None = None
+    # Where the cluster's job_submit script reads the placement table (the placing arm writes it).
+    placement_table: str | None = None
 
 
 Progress = Callable[[str, float], None]
@@ -283,7 +285,9 @@ def run_arm(workload: Workload, options: ReplayOptions, progress: Progress | Non
         daemon = None
         daemon_config = None
         if arm.daemon is not None:
-            daemon_config = build_daemon_config(arm, options.compression, str(directory / "state"), options.config_keys)
+            daemon_config = build_daemon_config(
+                arm, options.compression, str(directory / "state"), options.config_keys, options.placement_table
+            )
             # A bad base config is refused here, before any user, account or job is made.
             daemon = _Daemon(daemon_config, directory)
         users, user_notes = prepare_users(workload, snapshot.cluster, options)

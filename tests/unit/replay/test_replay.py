@@ -437,12 +437,23 @@ def test_slurm_lines_compress_the_half_life_but_not_the_calc_period() -> None:
 
 @pytest.mark.parametrize("name", [n for n, a in ARMS.items() if a.daemon is not None])
 def test_each_daemon_arm_config_validates(name: str) -> None:
-    config = build_daemon_config(parse_arm(name), 60, "/srv/slurm-drf/state", {"accounts": {"vision": {"weight": 2}}})
+    base = {"accounts": {"vision": {"weight": 2}}}
+    config = build_daemon_config(parse_arm(name), 60, "/srv/slurm-drf/state", base, "/srv/sandbox/placement.txt")
     parsed = parse_config_text(yaml.safe_dump(config), "arm")
     assert parsed.interval == 1.0 and parsed.mode == "nice"
     assert parsed.weight("vision") == 2
     assert (parsed.history is not None and parsed.history.active) == (name == "drf-history")
     assert parsed.hierarchy == ("tree" if name == "hdrf" else "flat")
+    # Only the placing arm writes the table the cluster's job_submit script reads; the others none at all.
+    if name == "drf-placed":
+        assert parsed.placement is not None and parsed.placement.path == "/srv/sandbox/placement.txt"
+    else:
+        assert parsed.placement is None
+
+
+def test_the_placing_arm_without_a_table_path_is_refused_in_one_line() -> None:
+    with pytest.raises(ReplayInputError, match="--placement-table"):
+        build_daemon_config(ARMS["drf-placed"], 60, "/s", {})
 
 
 def test_drf_history_arm_takes_the_users_history_weight_and_compresses_its_half_life() -> None:
@@ -530,7 +541,9 @@ def test_every_arm_is_predicted_over_the_replays_span(arm: str) -> None:
     result = replace(_replayed(simulate(workload, build_policy("drf", engine="fast"))), arm=arm)
     daemon = ARMS[arm].daemon
     config = (
-        None if daemon is None else parse_config_text(yaml.safe_dump(build_daemon_config(ARMS[arm], 60, "/s", {})), "c")
+        None
+        if daemon is None
+        else parse_config_text(yaml.safe_dump(build_daemon_config(ARMS[arm], 60, "/s", {}, "/t.txt")), "c")
     )
     predicted = predict(result, config)
     assert predicted.policy == f"sim:{arm}"

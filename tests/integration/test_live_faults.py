@@ -373,7 +373,7 @@ def test_a_locked_history_is_one_line_and_the_cycle_goes_on(live: Live) -> None:
         run = live.once()
     finally:
         holder.close()
-    warnings = [line for line in run.error_lines if "history" in line]
+    warnings = [line for line in run.error_lines if "history.sqlite" in line]
     assert len(warnings) == 1 and "locked" in warnings[0], run.stderr
     assert_own_after_cycle_and_reset(live, own)
 

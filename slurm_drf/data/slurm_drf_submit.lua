@@ -137,8 +137,10 @@ local function gres_count(s)
 	return tonumber(digits) * COUNT_SUFFIX[string.lower(suffix)]
 end
 
-local function without_parentheses(s)
-	local out, depth = {}, 0
+-- Calls visit(i, c) for each character of s outside parentheses (GRES's
+-- "gpu:2(IDX:0,1)" holds commas of its own), in order.
+local function outside_parentheses(s, visit)
+	local depth = 0
 	for i = 1, #s do
 		local c = string.sub(s, i, i)
 		if c == "(" then
@@ -146,25 +148,27 @@ local function without_parentheses(s)
 		elseif c == ")" then
 			depth = math.max(depth - 1, 0)
 		elseif depth == 0 then
-			out[#out + 1] = c
+			visit(i, c)
 		end
 	end
+end
+
+local function without_parentheses(s)
+	local out = {}
+	outside_parentheses(s, function(_, c)
+		out[#out + 1] = c
+	end)
 	return table.concat(out)
 end
 
 local function top_level_items(s)
-	local out, depth, start = {}, 0, 1
-	for i = 1, #s do
-		local c = string.sub(s, i, i)
-		if c == "(" then
-			depth = depth + 1
-		elseif c == ")" then
-			depth = math.max(depth - 1, 0)
-		elseif c == "," and depth == 0 then
+	local out, start = {}, 1
+	outside_parentheses(s, function(i, c)
+		if c == "," then
 			out[#out + 1] = string.sub(s, start, i - 1)
 			start = i + 1
 		end
-	end
+	end)
 	out[#out + 1] = string.sub(s, start)
 	return out
 end

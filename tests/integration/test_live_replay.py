@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -72,6 +73,7 @@ class ReplaySandbox:
         )
         self.directory = directory
         self.made = False
+        self.placement = ""
 
     def ready(self) -> None:
         """The four-node sandbox, made now unless an earlier test of the module made it."""
@@ -80,9 +82,12 @@ class ReplaySandbox:
 
     def fresh(self) -> None:
         _sandbox("fresh", env=self.env)
-        conf = subprocess.run([str(SCRIPT), "env"], capture_output=True, text=True, check=True).stdout
-        os.environ["SLURM_CONF"] = conf.strip().split("=", 1)[1]
+        # `env` prints `export NAME=<shell-quoted value>` lines: SLURM_CONF and the job_submit script's table.
+        out = subprocess.run([str(SCRIPT), "env"], capture_output=True, text=True, check=True).stdout
+        exported = dict(word.split("=", 1) for word in shlex.split(out) if "=" in word)
+        os.environ["SLURM_CONF"] = exported["SLURM_CONF"]
         self.env["SLURM_CONF"] = os.environ["SLURM_CONF"]
+        self.placement = exported["SLURM_SANDBOX_PLACEMENT"]
         self.made = True
 
     def run(self, *argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -129,7 +134,17 @@ def _arm(sandbox: ReplaySandbox, arm: str) -> dict[str, Any]:
     sandbox.fresh()
     output = sandbox.directory / f"{arm}.json"
     proc = sandbox.replay(
-        "--arm", arm, *SCENARIO, "--stop-after", STOP_AFTER, *USERS, "--create-accounts", "-o", str(output)
+        "--arm",
+        arm,
+        *SCENARIO,
+        "--stop-after",
+        STOP_AFTER,
+        *USERS,
+        "--create-accounts",
+        "-o",
+        str(output),
+        "--placement-table",
+        sandbox.placement,
     )
     assert proc.returncode == 0, proc.stderr
     # Every job it submitted has ended or was cancelled: squeue shows none of them.

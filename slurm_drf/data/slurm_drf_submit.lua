@@ -1068,6 +1068,10 @@ local function place_job(job_desc, part_list)
 	local low = after >= 1 and values[after] or pool.best
 	local high = values[after + 1] or pool.worst
 	local value = value_between(low, high, pool.gap)
+	if value ~= pool.worst and (value - pool.worst) * (pool.worst - pool.best) > 0 then
+		-- Past WORST: a value the daemon could not tell from a nice of the user's own (docs/formats.md).
+		return note("range", "info", "its place is past the last value a placed job may hold")
+	end
 
 	if t.mode == "nice" then
 		local base = slurm and type(slurm.NICE_OFFSET) == "number" and slurm.NICE_OFFSET or NICE_OFFSET

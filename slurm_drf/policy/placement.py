@@ -29,6 +29,7 @@ import numpy as np
 from slurm_drf.config.settings import DEFAULT_STALE_INTERVALS, NICE_LIMIT, Config
 from slurm_drf.policy.plan import Plan, PoolPlan
 from slurm_drf.policy.plan_columns import PoolOrder
+from slurm_drf.policy.state import LABEL_NICE_BELOW
 from slurm_drf.policy.values import value_offset
 
 # Every job of the exact band is a point, up to this many; then at most
@@ -87,7 +88,13 @@ def build_table(plan: Plan, config: Config, written: float) -> PlacementTable:
     if plan.mode in PLACED_MODES and all(RESOURCE.match(r) for r in plan.resources):
         for pool, record in zip(plan.pools, plan.orders, strict=True):
             named = [p for p in pool.partitions if NAME.match(p)]
-            if record.next_usage is not None and NAME.match(pool.name) and named and any(pool.capacity.values()):
+            if (
+                record.next_usage is not None
+                and NAME.match(pool.name)
+                and named
+                and any(pool.capacity.values())
+                and (plan.mode != "nice" or -value_offset(config) < LABEL_NICE_BELOW)
+            ):
                 pools.append(_pool_table(plan, config, pool, record))
     return PlacementTable(written, stale * config.interval, plan.mode, plan.resources, tuple(pools))
 
@@ -95,7 +102,8 @@ def build_table(plan: Plan, config: Config, written: float) -> PlacementTable:
 def _pool_table(plan: Plan, config: Config, pool: PoolPlan, record: PoolOrder) -> PoolTable:
     assert record.next_usage is not None
     offset = value_offset(config)
-    best, worst = (-offset, -1) if plan.mode == "nice" else (offset, 1)
+    # A placed nice must be a label (below LABEL_NICE_BELOW): the next cycle recognises it by that alone.
+    best, worst = (-offset, LABEL_NICE_BELOW - 1) if plan.mode == "nice" else (offset, 1)
     accounts: dict[str, AccountEntry] = {}
     for code, name in enumerate(record.accounts):
         usage, weight = record.next_usage[code], record.weights[code]
@@ -212,6 +220,8 @@ class Placer:
         low = points.values[after - 1] if after else pool.best
         high = points.values[after] if after < len(points.values) else pool.worst
         value = value_between(low, high, pool.gap)
+        if value != pool.worst and (value - pool.worst) * (pool.worst - pool.best) > 0:
+            return None  # past WORST: the next cycle could not tell it from a nice of the user's own
         points.levels.insert(after, level)
         points.values.insert(after, value)
         for r, amount in enumerate(demand):

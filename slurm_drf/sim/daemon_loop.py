@@ -40,6 +40,7 @@ from slurm_drf.config.settings import SLURM_DEFAULT_QUEUE_DEPTH, Config
 from slurm_drf.model.types import BoolArray, FloatArray, IntArray
 from slurm_drf.policy.labels import LabelSpace, assign_labels
 from slurm_drf.policy.placement import AccountEntry, PoolTable
+from slurm_drf.policy.state import LABEL_NICE_BELOW
 from slurm_drf.policy.values import (
     label_space,
     labels_of,
@@ -196,7 +197,7 @@ def placement_pool(
         capacity=tuple(int(c) for c in capacity),
         default_weight=Fraction(1),
         best=-offset,
-        worst=-1,
+        worst=LABEL_NICE_BELOW - 1,
         gap=space.gap,
         accounts={name: AccountEntry(weights[a], tuple(int(u) for u in usage[a])) for a, name in enumerate(names)},
         excluded=frozenset(),

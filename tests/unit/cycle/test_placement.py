@@ -114,7 +114,8 @@ def test_the_table_has_a_pool_in_the_placed_modes_only(tmp_path: Path, mode: Mod
     report = _cycle(controller, tmp_path, mode)
     table = build_table(report.plan, Config(resources=RESOURCES, mode=mode), 0.0)
     (pool,) = table.pools
-    assert pool.best == (-2147483645 if mode == "nice" else 2147483645) and pool.worst == (-1 if mode == "nice" else 1)
+    assert pool.best == (-2147483645 if mode == "nice" else 2147483645)
+    assert pool.worst == (-1_000_001 if mode == "nice" else 1)
     priority = _cycle(Slurmctld(_queue()), tmp_path / "p", "priority")
     assert build_table(priority.plan, Config(resources=RESOURCES, mode="priority"), 0.0).pools == ()
 
@@ -139,3 +140,22 @@ def test_a_label_on_a_job_older_than_the_last_cycle_stays_of_unknown_own_nice(tm
     controller.jobs["600"] = replace(old, priority=FACTORS - old.nice)
     _cycle(controller, tmp_path)
     assert not StateStore(tmp_path).load().jobs["600"].own_known
+
+
+def test_no_pool_where_a_placed_nice_could_not_be_told_from_a_users_own(tmp_path: Path) -> None:
+    """Factor weighting writes our part between -factor_weight and -1: above LABEL_NICE_BELOW, so a
+    placed value would pass for the user's own nice at the next cycle. Nothing is placed there."""
+    config = Config(resources=RESOURCES, hierarchy="flat", weighting="factor", state_dir=str(tmp_path))
+    report = run_cycle(Slurmctld(_queue()), Slurmctld(_queue()), config, StateStore(tmp_path))
+    assert build_table(report.plan, config, 0.0).pools == ()
+
+
+def test_a_place_past_worst_is_left_to_the_next_cycle(tmp_path: Path) -> None:
+    settled = _cycle(Slurmctld(_queue()), tmp_path)
+    table = build_table(settled.plan, Config(resources=RESOURCES), 0.0)
+    (pool,) = table.pools
+    # Every job at the top of the range (-1, as a coarse band that runs out of room holds them): a job after
+    # them would get a nice no cycle could tell from a user's own.
+    crowded = replace(pool, values=(-1,) * len(pool.values))
+    placer = Placer(replace(table, pools=(crowded,)))
+    assert placer.place(["main"], "vision", [8, 64_000, 1]) is None  # its level is past every point

@@ -155,6 +155,18 @@ def test_before_the_first_point_after_the_last_and_in_an_empty_pool(lua: str, tm
         assert _nice(line) == expected == Placer(placement).place(["gpu"], account, GPU_DEMAND), (levels, values)
 
 
+def test_a_place_past_worst_is_left_unchanged_as_the_placer_leaves_it(lua: str, tmp_path: Path) -> None:
+    # WORST is the last value the next cycle tells from a user's own nice (-1,000,001 in nice mode): the
+    # points above it (a coarse band at the top of the range) leave no value for a job after them.
+    placement = table(pool(levels=(0.01,), values=(-1,), best=-2_000_000, worst=-1_000_001))
+    (line,), log = _submit(lua, tmp_path, placement, [gpu_job("nlp")])
+    assert _nice(line) is None and Placer(placement).place(["gpu"], "nlp", GPU_DEMAND) is None
+    assert any("past the last value" in message for _, message in log)
+    # Before them there is room: a newcomer is placed as ever.
+    (line,), _ = _submit(lua, tmp_path, placement, [gpu_job("physics")])
+    assert _nice(line) == -2_000_000 + 10 == Placer(placement).place(["gpu"], "physics", GPU_DEMAND)
+
+
 def test_site_factor_mode_writes_the_site_factor_the_largest_first(lua: str, tmp_path: Path) -> None:
     placement = table(pool(levels=(0.5,), values=(500_000,), best=1_000_000, worst=1, gap=10), mode="site_factor")
     lines, _ = _submit(lua, tmp_path, placement, [gpu_job("physics"), gpu_job("nlp"), gpu_job("vision")])

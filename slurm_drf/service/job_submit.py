@@ -104,7 +104,9 @@ def script_finding(directory: Path) -> Finding:
     if not module.is_file():
         return Finding(False, f"{module} is missing: `slurm-drf job-submit install --module-only {directory}`")
     if module.read_bytes() != shipped(MODULE):
-        return Finding(False, f"{module} is not this release's: `slurm-drf job-submit install --module-only`")
+        return Finding(
+            False, f"{module} is not this release's: `slurm-drf job-submit install --module-only {directory}`"
+        )
     return Finding(True, f"{script} places jobs with {module} (this release's)")
 
 

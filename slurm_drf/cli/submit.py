@@ -9,6 +9,7 @@ from pathlib import Path
 from slurm_drf.config.load import resolve_config
 from slurm_drf.errors import SlurmError
 from slurm_drf.service.job_submit import (
+    Finding,
     install_module,
     install_script,
     plugin_finding,
@@ -47,9 +48,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     directory = Path(args.directory) if args.directory else Path(slurm_conf).parent
     findings = [plugin_finding(text), script_finding(directory)]
     if config.placement is None:
-        print("not ok: the config has placement: null, so the daemon publishes no table")
-        return 1
-    findings.append(table_finding(Path(args.table or default_path(config))))
+        findings.append(Finding(False, "the config has placement: null, so the daemon publishes no table"))
+    else:
+        findings.append(table_finding(Path(args.table or default_path(config))))
     for finding in findings:
         print(f"{'ok' if finding.ok else 'not ok'}: {finding.text}")
     return 0 if all(f.ok for f in findings) else 1

@@ -81,6 +81,14 @@ class PlacementTable:
     pools: tuple[PoolTable, ...] = ()
 
 
+def value_range(mode: str, offset: int) -> tuple[int, int]:
+    """(BEST, WORST): the values a placed job may take in `mode` with labels below `offset`.
+
+    A placed nice must be a label (below LABEL_NICE_BELOW): the next cycle recognises it by that alone.
+    """
+    return (-offset, LABEL_NICE_BELOW - 1) if mode == "nice" else (offset, 1)
+
+
 def build_table(plan: Plan, config: Config, written: float) -> PlacementTable:
     """The table for `plan`, written at `written` (Unix seconds)."""
     stale = config.placement.stale_intervals if config.placement is not None else DEFAULT_STALE_INTERVALS
@@ -93,17 +101,22 @@ def build_table(plan: Plan, config: Config, written: float) -> PlacementTable:
                 and NAME.match(pool.name)
                 and named
                 and any(pool.capacity.values())
-                and (plan.mode != "nice" or -value_offset(config) < LABEL_NICE_BELOW)
+                and _placeable(plan.mode, *value_range(plan.mode, value_offset(config)))
             ):
                 pools.append(_pool_table(plan, config, pool, record))
     return PlacementTable(written, stale * config.interval, plan.mode, plan.resources, tuple(pools))
 
 
+def _placeable(mode: str, best: int, worst: int) -> bool:
+    """Whether some value is left for a placed job: BEST at or before WORST (nice values rise towards
+    it, site factors fall). Not so in nice mode with a small offset or factor weighting, whose labels
+    all lie above LABEL_NICE_BELOW."""
+    return best <= worst if mode == "nice" else best >= worst
+
+
 def _pool_table(plan: Plan, config: Config, pool: PoolPlan, record: PoolOrder) -> PoolTable:
     assert record.next_usage is not None
-    offset = value_offset(config)
-    # A placed nice must be a label (below LABEL_NICE_BELOW): the next cycle recognises it by that alone.
-    best, worst = (-offset, LABEL_NICE_BELOW - 1) if plan.mode == "nice" else (offset, 1)
+    best, worst = value_range(plan.mode, value_offset(config))
     accounts: dict[str, AccountEntry] = {}
     for code, name in enumerate(record.accounts):
         usage, weight = record.next_usage[code], record.weights[code]

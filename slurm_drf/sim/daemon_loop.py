@@ -39,8 +39,7 @@ import numpy as np
 from slurm_drf.config.settings import SLURM_DEFAULT_QUEUE_DEPTH, Config
 from slurm_drf.model.types import BoolArray, FloatArray, IntArray
 from slurm_drf.policy.labels import LabelSpace, assign_labels
-from slurm_drf.policy.placement import AccountEntry, PoolTable
-from slurm_drf.policy.state import LABEL_NICE_BELOW
+from slurm_drf.policy.placement import AccountEntry, PoolTable, value_range
 from slurm_drf.policy.values import (
     label_space,
     labels_of,
@@ -191,13 +190,14 @@ def placement_pool(
     level, as `policy.placement.build_table` pairs them).
     """
     levels, values = order
+    best, worst = value_range("nice", offset)
     return PoolTable(
         name="sim",
         partitions=("sim",),
         capacity=tuple(int(c) for c in capacity),
         default_weight=Fraction(1),
-        best=-offset,
-        worst=LABEL_NICE_BELOW - 1,
+        best=best,
+        worst=worst,
         gap=space.gap,
         accounts={name: AccountEntry(weights[a], tuple(int(u) for u in usage[a])) for a, name in enumerate(names)},
         excluded=frozenset(),

@@ -430,23 +430,24 @@ class DrfPolicy(Policy):
 
     def _ordering(self, index: IntArray) -> tuple[IntArray, FloatArray]:
         """Records `index` (grouped by account, each account's in Slurm's order) in DRF order, and their levels."""
-        sim = self.sim
         table = self.table
         ties = self._tie_book()
         account_of = table.record_account_array[index]
         demand = self._demand(index)
-        usage = sim.usage[:, self.columns]
-        usage[:, self.missing] = 0
-        added = self._past_added()
-        if added is not None:
-            usage = usage + added
-        before = compute_before(demand, account_of, usage)
+        before = compute_before(demand, account_of, self._usage())
         ordering = order_pending(before, account_of, self.capacity, self.fractions, table.accounts, ties)
         self.state = ties.state(self.state.jobs)
         order = ordering.order
         ordered: IntArray = index[order]
         levels: FloatArray = ordering.level[order]
         return ordered, levels
+
+    def _usage(self) -> IntArray:
+        """(accounts, config resources) §2's usage: the running allocation, with what the past adds."""
+        usage: IntArray = self.sim.usage[:, self.columns]
+        usage[:, self.missing] = 0
+        added = self._past_added()
+        return usage if added is None else usage + added
 
     def _tie_book(self) -> TieBook:
         """The tie rule's book this plan starts from, after the last plan's state (as compute_plan's)."""
@@ -734,8 +735,7 @@ class LoopDrfPolicy(DrfPolicy):
 
     def _placer(self, ordered: IntArray, levels: FloatArray) -> Placer:
         """The script's view after this cycle: the table it publishes (`sim.daemon_loop.placement_pool`)."""
-        usage = self.sim.usage[:, self.columns]
-        usage[:, self.missing] = 0
+        usage = self._usage()
         np.add.at(usage, self.table.record_account_array[ordered], self._demand(ordered))
         pool = placement_pool(
             usage,

@@ -50,10 +50,11 @@ M.cache = {
 	written = nil, -- `written` of the file last read, parsed or refused
 	table = nil, -- the parsed table, or nil
 	refusal = nil, -- why there is no table: {key, level, message}
-	since = {}, -- [pool][account] = demand placed since the table was read
+	since = {}, -- [pool][account, or "account user" in a tree pool] = demand placed since the table was read
 	points = {}, -- [pool] = {levels, values}: the table's points and the jobs placed since
 	logged = {}, -- [reason key] = os.time() of its last log line
 	options = {}, -- slurm.conf's global memory settings (M.configure)
+	users = {}, -- [uid] = user name, read once per uid (job_desc.user_name asks the system's user database)
 }
 
 -- ------------------------------------------------------------------------
@@ -616,7 +617,8 @@ local NAME = "^[A-Za-z0-9._-]+$"
 local RESOURCE = "^[A-Za-z0-9._/:-]+$"
 local MODES = { nice = true, site_factor = true, priority = true }
 local POOL_LINES = { "partitions", "capacity", "default_weight", "range", "gap" }
-local RANK = { account = 1, exclude = 2, point = 3 }
+local RANK = { tree = 1, node = 2, step = 3, leaf = 4, home = 5, account = 6, exclude = 7, point = 8 }
+local TREE_LINES = { node = true, step = true, leaf = true, home = true }
 
 local function real(s)
 	if
@@ -643,6 +645,76 @@ local function integer(s)
 	return nil
 end
 
+local function counts(f, first, n)
+	local out = {}
+	for i = first, #f do
+		out[i - first + 1] = integer(f[i])
+		if not out[i - first + 1] or out[i - first + 1] < 0 then
+			return nil, "usage '" .. f[i] .. "' is not a count"
+		end
+	end
+	if #out ~= n then
+		return nil, "usage of " .. #out .. " resources, not " .. n
+	end
+	return out
+end
+
+-- A tree pool's lines (`tree`, `node`, `step`, `leaf`, `home`): nil, or what is wrong.
+local function tree_entry(t, pool, f)
+	local kind, tree = f[1], pool.tree
+	if kind == "tree" then
+		if tree or #f ~= 2 or (f[2] ~= "user" and f[2] ~= "slurm") then
+			return "expected `tree user|slurm`, once"
+		end
+		pool.tree = { by_user = f[2] == "user", nodes = {}, leaves = {}, homes = {} }
+		return nil
+	end
+	if tree == nil then
+		return "`" .. kind .. "` before `tree`"
+	end
+	local node = tree.nodes[integer(f[2] or "") or -1]
+	if kind == "node" then
+		local id, parent = #f == 5 and integer(f[2]), #f == 5 and integer(f[3])
+		local weight, done = #f == 5 and real(f[4]), #f == 5 and real(f[5])
+		if not id or id ~= #tree.nodes + 1 or not parent or parent < 0 or parent >= id then
+			return "expected `node ID PARENT W DONE`, ID the next number, PARENT before it"
+		end
+		if not weight or weight <= 0 or not done or done < 0 then
+			return "expected `node ID PARENT W DONE`, W > 0, DONE >= 0"
+		end
+		tree.nodes[id] = { parent = parent, weight = weight, done = done, keys = {}, shares = {} }
+	elseif kind == "step" then
+		local key, share = #f == 4 and real(f[3]), #f == 4 and real(f[4])
+		if not node or not key or not share or key < 0 or share < 0 then
+			return "expected `step ID KEY SHARE` of a listed node, KEY and SHARE >= 0"
+		end
+		local k = #node.keys
+		if k > 0 and (key < node.keys[k] or share < node.shares[k]) then
+			return "a node's steps decrease"
+		end
+		node.keys[k + 1], node.shares[k + 1] = key, share
+	elseif kind == "leaf" then
+		if not node or #f < 4 or not string.find(f[3], NAME) or not (f[4] == "*" or string.find(f[4], NAME)) then
+			return "expected `leaf ID ACCOUNT USER U1 ...` of a listed node"
+		end
+		local usage, why = counts(f, 5, #t.resources)
+		if usage == nil then
+			return why
+		end
+		local who = f[3] .. " " .. f[4]
+		if tree.leaves[who] then
+			return "leaf " .. who .. " repeated"
+		end
+		tree.leaves[who] = { node = node, usage = usage }
+	else
+		local home = #f == 3 and tree.nodes[integer(f[3]) or -1]
+		if not home or not string.find(f[2], NAME) or tree.homes[f[2]] then
+			return "expected `home ACCOUNT ID` of a listed node, once an account"
+		end
+		tree.homes[f[2]] = home
+	end
+end
+
 -- One line of a pool past its fixed lines: nil, or what is wrong with it.
 local function pool_entry(t, pool, f)
 	local kind = f[1]
@@ -660,7 +732,12 @@ local function pool_entry(t, pool, f)
 			return "values turn back towards BEST"
 		end
 		pool.levels[k + 1], pool.values[k + 1] = level, value
+	elseif kind == "tree" or TREE_LINES[kind] then
+		return tree_entry(t, pool, f)
 	elseif kind == "account" then
+		if pool.tree then
+			return "`account` in a tree pool"
+		end
 		local weight = #f >= 3 and real(f[3])
 		if not string.find(f[2] or "", NAME) or not weight or weight <= 0 then
 			return "expected `account NAME W U1 ...`, W > 0"
@@ -801,7 +878,7 @@ function M.parse_table(text)
 		-- Most lines are points: read them without the general checks (the
 		-- match admits one space between fields, `real`/`integer` only digits).
 		local level, value
-		if rank == 3 and not ended then
+		if rank == RANK.point and not ended then
 			level, value = string.match(line, "^point ([^ ]+) ([^ ]+)$")
 		end
 		if level then
@@ -839,7 +916,7 @@ function M.parse_table(text)
 			elseif RANK[kind] == nil then
 				why = "unknown line `" .. string.sub(kind, 1, 20) .. "`"
 			elseif RANK[kind] < rank then
-				why = "`" .. kind .. "` after the pool's " .. (rank == 3 and "points" or "excludes")
+				why = "`" .. kind .. "` out of order in the pool"
 			else
 				rank = RANK[kind]
 				why = pool_entry(t, pool, f)
@@ -963,6 +1040,75 @@ local function level_of(usage, capacity, weight)
 	return share / weight
 end
 
+-- A node's share at the turn of a child of level `key` (docs/formats.md `node`, `step`).
+local function share_at(node, key, child_done, child_weight)
+	local keys, shares = node.keys, node.shares
+	local low_index, high_index = 1, #keys + 1 -- the first step above `key`
+	while low_index < high_index do
+		local middle = math.floor((low_index + high_index) / 2)
+		if keys[middle] > key then
+			high_index = middle
+		else
+			low_index = middle + 1
+		end
+	end
+	local after, base = low_index - 1, nil
+	if after < 1 then
+		base = shares[1] or 0
+	elseif after >= #keys then
+		base = node.done
+	else
+		local low_key, low = keys[after], shares[after]
+		local high_key, high = keys[after + 1], shares[after + 1]
+		if high_key == low_key then
+			base = low
+		else
+			base = low + (key - low_key) * (high - low) / (high_key - low_key)
+		end
+	end
+	return base + math.max(0, key - child_done) * child_weight / node.weight
+end
+
+-- A job's level in a tree pool (docs/rule.md §8): its leaf's, or as a new child of its account's
+-- home, then up the tree to the root's child, each parent's share at the child's turn.
+local function tree_level(pool, account, who, added)
+	local tree = pool.tree
+	local leaf, node, level = tree.leaves[who], nil, nil
+	if leaf then
+		node = leaf.node
+		local total = {}
+		for r = 1, #added do
+			total[r] = leaf.usage[r] + added[r]
+		end
+		level = level_of(total, pool.capacity, node.weight)
+	else
+		node = tree.homes[account]
+		if node == nil then
+			return level_of(added, pool.capacity, pool.default_weight)
+		end
+		level = share_at(node, level_of(added, pool.capacity, 1), 0, 1)
+	end
+	while node.parent ~= 0 do
+		local parent = tree.nodes[node.parent]
+		level = share_at(parent, level, node.done, node.weight)
+		node = parent
+	end
+	return level
+end
+
+-- The submitting user's name, asked of the system once per uid (job_desc.user_name looks it up).
+local function user_of(job_desc)
+	local uid = job_desc.user_id
+	local name = uid ~= nil and M.cache.users[uid]
+	if not name then
+		name = text(job_desc, "user_name") or "?"
+		if uid ~= nil then
+			M.cache.users[uid] = name
+		end
+	end
+	return name
+end
+
 local function pool_of(t, names)
 	local pool
 	for _, name in ipairs(names) do
@@ -1027,24 +1173,32 @@ local function place_job(job_desc, part_list)
 		return note("demand", "info", reason)
 	end
 
-	local entry = pool.accounts[account]
-	local usage = entry and entry.usage or {}
-	local weight = entry and entry.weight or pool.default_weight
+	local who = account
+	if pool.tree then
+		who = account .. " " .. (pool.tree.by_user and user_of(job_desc) or "*")
+	end
 	local since = M.cache.since[pool.name] or {}
 	M.cache.since[pool.name] = since
-	local added = since[account]
+	local added = since[who]
 	if added == nil then
 		added = {}
 		for r = 1, #t.resources do
 			added[r] = 0
 		end
-		since[account] = added
+		since[who] = added
 	end
-	local total = {}
-	for r = 1, #t.resources do
-		total[r] = (usage[r] or 0) + added[r]
+	local level
+	if pool.tree then
+		level = tree_level(pool, account, who, added)
+	else
+		local entry = pool.accounts[account]
+		local usage = entry and entry.usage or {}
+		local total = {}
+		for r = 1, #t.resources do
+			total[r] = (usage[r] or 0) + added[r]
+		end
+		level = level_of(total, pool.capacity, entry and entry.weight or pool.default_weight)
 	end
-	local level = level_of(total, pool.capacity, weight)
 
 	local points = M.cache.points[pool.name]
 	if points == nil then

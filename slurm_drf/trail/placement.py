@@ -20,7 +20,7 @@ from typing import Final
 from slurm_drf.config.settings import Config
 from slurm_drf.cycle.run import CycleReport
 from slurm_drf.files import write_atomic
-from slurm_drf.policy.placement import PlacementTable, PoolTable, build_table
+from slurm_drf.policy.placement import PlacementTable, PoolTable, TreeTable, build_table
 
 FORMAT: Final = "slurm-drf-placement/1"
 
@@ -54,12 +54,27 @@ def _pool_lines(pool: PoolTable) -> Iterator[str]:
     yield f"default_weight {_real(pool.default_weight)}"
     yield f"range {pool.best} {pool.worst}"
     yield f"gap {pool.gap}"
+    if pool.tree is not None:
+        yield from _tree_lines(pool.tree)
     for name, entry in pool.accounts.items():
         yield f"account {name} {_real(entry.weight)} " + " ".join(map(str, entry.usage))
     for name in sorted(pool.excluded):
         yield f"exclude {name}"
     for level, value in zip(pool.levels, pool.values, strict=True):
         yield f"point {_real(level)} {value}"
+
+
+def _tree_lines(tree: TreeTable) -> Iterator[str]:
+    yield "tree " + ("user" if tree.by_user else "slurm")
+    for number, node in sorted(tree.nodes.items()):
+        yield f"node {number} {node.parent} {_real(node.weight)} {_real(node.done)}"
+    for number, node in sorted(tree.nodes.items()):
+        for key, share in zip(node.keys, node.shares, strict=True):
+            yield f"step {number} {_real(key)} {_real(share)}"
+    for (account, user), (number, usage) in sorted(tree.leaves.items()):
+        yield f"leaf {number} {account} {user} " + " ".join(map(str, usage))
+    for account, number in sorted(tree.homes.items()):
+        yield f"home {account} {number}"
 
 
 def _real(value: float | Fraction) -> str:

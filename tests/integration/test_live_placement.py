@@ -22,6 +22,7 @@ from tests.integration.live_helpers import (
     queue,
     write_config,
 )
+from tests.integration.test_live_tree import submit_as
 from tests.polling import wait_for
 
 if TYPE_CHECKING:
@@ -29,15 +30,26 @@ if TYPE_CHECKING:
 
 LABEL_BELOW = -1_000_000
 BURST = 200
+TREE_BURST = 12
 
 
 @pytest.fixture
 def placed(slurm: SlurmSandbox, tmp_path: Path) -> Iterator[Live]:
     """A Live whose daemon publishes the table the sandbox's job_submit.lua reads (flat accounts)."""
+    yield from _publishing(slurm, tmp_path, "flat")
+
+
+@pytest.fixture
+def placed_tree(slurm: SlurmSandbox, tmp_path: Path) -> Iterator[Live]:
+    """The same over the sandbox's account tree (H-DRF, users as leaves: the defaults)."""
+    yield from _publishing(slurm, tmp_path, "tree")
+
+
+def _publishing(slurm: SlurmSandbox, tmp_path: Path, hierarchy: str) -> Iterator[Live]:
     table = slurm.dir / "placement.txt"
     live = Live(slurm, tmp_path)
     live.config = write_config(
-        tmp_path, state_dir=str(live.state_dir), hierarchy="flat", placement={"path": str(table)}, interval="60s"
+        tmp_path, state_dir=str(live.state_dir), hierarchy=hierarchy, placement={"path": str(table)}, interval="60s"
     )
     table.unlink(missing_ok=True)
     _next_second()
@@ -103,6 +115,46 @@ def test_a_burst_interleaves_with_the_others_as_the_next_cycle_orders_it(placed:
     rewritten = [j for j in burst if kept[j]["action"] == "set"]
     detail = {j: (kept[j]["current"], kept[j]["value"], kept[j]["order"]) for j in rewritten}
     assert len(rewritten) <= BURST // 100, f"{len(rewritten)} of {BURST} placed jobs written again: {detail}"
+
+
+def test_over_the_tree_a_new_users_first_job_is_first_and_a_burst_interleaves(placed_tree: Live) -> None:
+    """The sandbox's tree: root -> research -> {gputeam, memteam, cputeam, newteam} and root -> physics ->
+    theory -> {drfalice, drfbob, root}. drfbob's first job holds theory's waiting drfalice at 0 (§7's
+    rescaling), so physics goes first: Slurm must start it before anything else, before any further cycle."""
+    live = placed_tree
+    live.require_quiet_queue()
+    # fill_node's jobs, with its 4-CPU slot run by drfalice: theory's share is above 0 but for drfbob's.
+    running = [
+        live.submit("-A", "gputeam", "-p", "gpu", "--gres=gpu:6", "-c", "20", "--mem=16000"),
+        live.submit("-A", "memteam", "-p", "cpu", "-c", "8", "--mem=320000"),
+        live.submit("-A", "cputeam", "-p", "cpu", "-c", "32", "--mem=32000"),
+    ]
+    slot = submit_as(live, "drfalice", "theory", "-c", "4", "--mem=1000")
+    live.wait_running([*running, slot])
+    others = _others_pending(live)
+    alice = [submit_as(live, "drfalice", "theory", "-c", "8", "--mem=8000") for _ in range(3)]
+    assert live.once().returncode == 0
+    _next_second()
+    bob = submit_as(live, "drfbob", "theory", "-c", "4", "--mem=4000")
+    assert queue(live.slurm)[bob].nice < LABEL_BELOW
+    assert priority_order(live.slurm, [bob, *others, *alice])[0] == bob
+    # A burst of drfbob's: interleaved with the research teams' jobs as the next plan orders them.
+    burst = [submit_as(live, "drfbob", "theory", "-c", "4", "--mem=4000") for _ in range(TREE_BURST)]
+    pending = [bob, *burst, *others, *alice]
+    assert all(queue(live.slurm)[j].nice < LABEL_BELOW for j in burst)
+    plan = live.once("--dry-run").plan
+    keep = {bob, *burst, *others}  # theory's other jobs move as drfbob joins it: the next cycle writes them
+    slurm_order = [j for j in priority_order(live.slurm, pending) if j in keep]
+    plan_sequence = [j for j in plan_order(plan) if j in keep]
+    assert max(abs(slurm_order.index(j) - plan_sequence.index(j)) for j in burst) <= 1, (slurm_order, plan_sequence)
+    assert 0 < sum(slurm_order.index(j) < slurm_order.index(others[-1]) for j in burst) < TREE_BURST
+    live.cancel(slot)
+
+    def started() -> list[str]:
+        jobs = queue(live.slurm)
+        return [j for j in pending if jobs[j].state == "RUNNING"]
+
+    assert bob in wait_for(started, 60, "a pending job to start")
 
 
 BROKEN = {

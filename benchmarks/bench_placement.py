@@ -1,6 +1,6 @@
 """The placement table's cost (issue 38): its size and build time, and what reading it costs inside slurmctld.
 
-    PYTHONPATH=. python benchmarks/bench_placement.py [--pending 1000,50000] [--accounts 200] [--repeat 5]
+    PYTHONPATH=. python benchmarks/bench_placement.py [--pending 1000,50000] [--accounts 200] [--repeat 5] [--tree]
 
 For each queue size: a plan of that many pending jobs (and a tenth as many
 running) over ACCOUNTS accounts on 500 nodes, then
@@ -16,7 +16,10 @@ running) over ACCOUNTS accounts on 500 nodes, then
   process (os.clock: CPU time of the process).
 
 The table's size is bounded by the exact band (every job of it, at most
-2,000) and 500 sampled points past it, whatever the queue.
+2,000) and 500 sampled points past it, whatever the queue. `--tree` puts
+the accounts under 20 divisions with 1-8 users each (Slurm's associations,
+ordered by H-DRF with users as leaves, the defaults): the table then also
+carries the tree's nodes, leaves and steps (at most about 8,000).
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from pathlib import Path
 
 import slurm_drf
 from slurm_drf.config.settings import Config
-from slurm_drf.model.types import Job, Node, Snapshot, freeze_tres
+from slurm_drf.model.types import Association, Job, Node, Snapshot, freeze_tres
 from slurm_drf.policy.placement import build_table
 from slurm_drf.policy.plan import compute_plan
 from slurm_drf.trail.placement import render_placement
@@ -62,7 +65,7 @@ for r = 1, repeat_count do
     parse[r] = os.clock() - started
 end
 M.configure({table = arg[2]})
-local job = {account = "acct7", partition = "main", min_cpus = 4, num_tasks = 1, cpus_per_task = 1, min_nodes = 1,
+local job = {account = "acct7", user_id = 1001, user_name = "u1", partition = "main", min_cpus = 4, num_tasks = 1, cpus_per_task = 1, min_nodes = 1,
     min_mem_per_node = 8000, tres_per_node = "gres:gpu:1", nice = 4294967294, priority = 4294967294,
     array_inx = nil, site_factor = 4294967294, shared = 65534}
 local parts = {main = {name = "main", flag_default = 1, def_mem_per_cpu = 0, def_mem_per_node = 0, max_share = 1}}
@@ -80,8 +83,9 @@ print(string.format("place %.9f", median(place)))
 """
 
 
-def _plan_snapshot(pending: int, accounts: int, seed: int = 1) -> Snapshot:
+def _plan_snapshot(pending: int, accounts: int, tree: bool, seed: int = 1) -> Snapshot:
     rng = random.Random(seed)
+    users = [rng.randint(1, 8) for _ in range(accounts)]
     tres = freeze_tres({"cpu": 64, "mem": 512_000, "gres/gpu": 8})
     nodes = tuple(Node(f"n{i:04d}", ("main",), "idle", tres) for i in range(500))
     jobs: list[Job] = []
@@ -89,9 +93,17 @@ def _plan_snapshot(pending: int, accounts: int, seed: int = 1) -> Snapshot:
         state = "RUNNING" if k < pending // 10 else "PENDING"
         gpu = rng.choice((0, 0, 1, 2))
         job_tres = freeze_tres({"cpu": rng.choice((1, 4, 16)), "mem": rng.choice((4000, 16000)), "gres/gpu": gpu})
-        account = f"acct{rng.randrange(accounts)}"
-        jobs.append(Job(str(k + 1), account, "u", "main", state, 1000, 0, False, float(k), 1, job_tres))
-    return Snapshot("bench", "2026-12-04T00:00:00Z", nodes, tuple(jobs))
+        code = rng.randrange(accounts)
+        user = f"u{rng.randrange(users[code])}"
+        jobs.append(Job(str(k + 1), f"acct{code}", user, "main", state, 1000, 0, False, float(k), 1, job_tres))
+    associations: list[Association] = []
+    if tree:
+        associations.append(Association("root", None, None, 1))
+        associations += [Association(f"div{d}", "root", None, 1 + d % 3) for d in range(20)]
+        for code in range(accounts):
+            associations.append(Association(f"acct{code}", f"div{code % 20}", None, 1 + code % 4))
+            associations += [Association(f"acct{code}", f"acct{code}", f"u{u}", 1) for u in range(users[code])]
+    return Snapshot("bench", "2026-12-04T00:00:00Z", nodes, tuple(jobs), associations=tuple(associations))
 
 
 def _lua_times(interpreter: str, table: Path, repeat: int) -> tuple[float, float] | None:
@@ -116,10 +128,11 @@ def main() -> None:
     parser.add_argument("--pending", default="1000,50000", help="queue sizes, comma-separated")
     parser.add_argument("--accounts", type=int, default=200)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--tree", action="store_true", help="accounts under divisions, users as leaves (H-DRF)")
     args = parser.parse_args()
-    config = Config(hierarchy="flat")
+    config = Config(hierarchy="tree" if args.tree else "flat")
     for pending in (int(p) for p in args.pending.split(",")):
-        plan = compute_plan(_plan_snapshot(pending, args.accounts), config)
+        plan = compute_plan(_plan_snapshot(pending, args.accounts, args.tree), config)
         builds = []
         for _ in range(args.repeat):
             started = time.perf_counter()

@@ -617,8 +617,8 @@ local NAME = "^[A-Za-z0-9._-]+$"
 local RESOURCE = "^[A-Za-z0-9._/:-]+$"
 local MODES = { nice = true, site_factor = true, priority = true }
 local POOL_LINES = { "partitions", "capacity", "default_weight", "range", "gap" }
-local RANK = { tree = 1, node = 2, step = 3, leaf = 4, home = 5, account = 6, exclude = 7, point = 8 }
-local TREE_LINES = { node = true, step = true, leaf = true, home = true }
+local RANK = { tree = 1, node = 2, step = 3, home = 4, account = 5, exclude = 6, point = 7 }
+local TREE_LINES = { node = true, step = true, home = true }
 
 local function real(s)
 	if
@@ -659,7 +659,21 @@ local function counts(f, first, n)
 	return out
 end
 
--- A tree pool's lines (`tree`, `node`, `step`, `leaf`, `home`): nil, or what is wrong.
+-- A `step ID KEY SHARE` line's fields (`count` of them in all): nil, or what is wrong.
+local function tree_step(tree, id, key, share, count)
+	local node = tree.nodes[integer(id or "") or -1]
+	key, share = count == 4 and real(key), count == 4 and real(share)
+	if not node or not key or not share or key < 0 or share < 0 then
+		return "expected `step ID KEY SHARE` of a listed node, KEY and SHARE >= 0"
+	end
+	local k = #node.keys
+	if k > 0 and (key < node.keys[k] or share < node.shares[k]) then
+		return "a node's steps decrease"
+	end
+	node.keys[k + 1], node.shares[k + 1] = key, share
+end
+
+-- A tree pool's lines (`tree`, `node`, `step`, `home`): nil, or what is wrong.
 local function tree_entry(t, pool, f)
 	local kind, tree = f[1], pool.tree
 	if kind == "tree" then
@@ -672,40 +686,33 @@ local function tree_entry(t, pool, f)
 	if tree == nil then
 		return "`" .. kind .. "` before `tree`"
 	end
-	local node = tree.nodes[integer(f[2] or "") or -1]
 	if kind == "node" then
-		local id, parent = #f == 5 and integer(f[2]), #f == 5 and integer(f[3])
-		local weight, done = #f == 5 and real(f[4]), #f == 5 and real(f[5])
+		local id, parent = #f >= 5 and integer(f[2]), #f >= 5 and integer(f[3])
+		local weight, done = #f >= 5 and real(f[4]), #f >= 5 and real(f[5])
 		if not id or id ~= #tree.nodes + 1 or not parent or parent < 0 or parent >= id then
-			return "expected `node ID PARENT W DONE`, ID the next number, PARENT before it"
+			return "expected `node ID PARENT W DONE [ACCOUNT USER U1 ...]`, ID the next number, PARENT before it"
 		end
 		if not weight or weight <= 0 or not done or done < 0 then
-			return "expected `node ID PARENT W DONE`, W > 0, DONE >= 0"
+			return "expected `node ID PARENT W DONE [ACCOUNT USER U1 ...]`, W > 0, DONE >= 0"
 		end
-		tree.nodes[id] = { parent = parent, weight = weight, done = done, keys = {}, shares = {} }
+		local node = { parent = parent, weight = weight, done = done, keys = {}, shares = {} }
+		tree.nodes[id] = node
+		if #f > 5 then -- a leaf: ACCOUNT's USER (`*`: all the account's jobs) and its usage
+			if #f < 7 or not string.find(f[6], NAME) or not (f[7] == "*" or string.find(f[7], NAME)) then
+				return "expected a leaf's `ACCOUNT USER U1 ...` after DONE"
+			end
+			local usage, why = counts(f, 8, #t.resources)
+			if usage == nil then
+				return why
+			end
+			local who = f[6] .. " " .. f[7]
+			if tree.leaves[who] then
+				return "leaf " .. who .. " repeated"
+			end
+			tree.leaves[who] = { node = node, usage = usage }
+		end
 	elseif kind == "step" then
-		local key, share = #f == 4 and real(f[3]), #f == 4 and real(f[4])
-		if not node or not key or not share or key < 0 or share < 0 then
-			return "expected `step ID KEY SHARE` of a listed node, KEY and SHARE >= 0"
-		end
-		local k = #node.keys
-		if k > 0 and (key < node.keys[k] or share < node.shares[k]) then
-			return "a node's steps decrease"
-		end
-		node.keys[k + 1], node.shares[k + 1] = key, share
-	elseif kind == "leaf" then
-		if not node or #f < 4 or not string.find(f[3], NAME) or not (f[4] == "*" or string.find(f[4], NAME)) then
-			return "expected `leaf ID ACCOUNT USER U1 ...` of a listed node"
-		end
-		local usage, why = counts(f, 5, #t.resources)
-		if usage == nil then
-			return why
-		end
-		local who = f[3] .. " " .. f[4]
-		if tree.leaves[who] then
-			return "leaf " .. who .. " repeated"
-		end
-		tree.leaves[who] = { node = node, usage = usage }
+		return tree_step(tree, f[2], f[3], f[4], #f)
 	else
 		local home = #f == 3 and tree.nodes[integer(f[3]) or -1]
 		if not home or not string.find(f[2], NAME) or tree.homes[f[2]] then
@@ -877,11 +884,15 @@ function M.parse_table(text)
 		local why
 		-- Most lines are points: read them without the general checks (the
 		-- match admits one space between fields, `real`/`integer` only digits).
-		local level, value
+		local level, value, id
 		if rank == RANK.point and not ended then
 			level, value = string.match(line, "^point ([^ ]+) ([^ ]+)$")
+		elseif rank == RANK.step and not ended then
+			id, level, value = string.match(line, "^step ([^ ]+) ([^ ]+) ([^ ]+)$")
 		end
-		if level then
+		if id then
+			why = tree_step(pool.tree, id, level, value, 4)
+		elseif level then
 			why = pool_entry(t, pool, { "point", level, value })
 		elseif ended then
 			why = "a line after `end`"

@@ -57,8 +57,8 @@ RESOURCE: Final = re.compile(r"[A-Za-z0-9._/:-]+\Z")
 # STEP_BUDGET over all its nodes (at least 2 each): a node's share between
 # two steps is read off the line between them, and the next cycle corrects
 # what that misses.
-NODE_STEPS: Final = 64
-STEP_BUDGET: Final = 8000
+NODE_STEPS: Final = 32
+STEP_BUDGET: Final = 2000
 # The user of a leaf that holds all of an account's jobs (`fairness_within_account: slurm`).
 ANY_USER: Final = "*"
 # Modes whose value a job_submit script may set (never priority: a set priority stops later nice updates).

@@ -66,13 +66,16 @@ def _pool_lines(pool: PoolTable) -> Iterator[str]:
 
 def _tree_lines(tree: TreeTable) -> Iterator[str]:
     yield "tree " + ("user" if tree.by_user else "slurm")
+    leaf_of = {number: who for who, (number, _) in tree.leaves.items()}
     for number, node in sorted(tree.nodes.items()):
-        yield f"node {number} {node.parent} {_real(node.weight)} {_real(node.done)}"
+        line = f"node {number} {node.parent} {_real(node.weight)} {_real(node.done)}"
+        if number in leaf_of:
+            account, user = leaf_of[number]
+            line += f" {account} {user} " + " ".join(map(str, tree.leaves[account, user][1]))
+        yield line
     for number, node in sorted(tree.nodes.items()):
         for key, share in zip(node.keys, node.shares, strict=True):
             yield f"step {number} {_real(key)} {_real(share)}"
-    for (account, user), (number, usage) in sorted(tree.leaves.items()):
-        yield f"leaf {number} {account} {user} " + " ".join(map(str, usage))
     for account, number in sorted(tree.homes.items()):
         yield f"home {account} {number}"
 

@@ -184,22 +184,26 @@ GOOD_TREE = _good_tree()
 TREE_EDITS = {
     "a node out of turn": ("node 2 0 1 ", "node 3 0 1 "),
     "a parent after its child": ("node 3 2 1 ", "node 3 4 1 "),
-    "a node of weight 0": ("node 3 2 1 ", "node 3 2 0 "),
-    "a negative done": ("node 1 0 1 0.875", "node 1 0 1 -0.875"),
-    "a node lacking done": ("node 1 0 1 0.875", "node 1 0 1"),
+    "a node of weight 0": ("node 2 0 1 ", "node 2 0 0 "),
+    "a negative done": ("node 2 0 1 0.46875", "node 2 0 1 -0.46875"),
+    "a node lacking done": ("node 2 0 1 0.46875", "node 2 0 1"),
     "steps decrease": ("step 2 0.0625 0.125", "step 2 0.0625 0.01"),
     "a step of no node": ("step 1 0 0", "step 9 0 0"),
-    "a leaf of no node": ("leaf 4 lab", "leaf 9 lab"),
-    "a leaf lacking usage": ("leaf 4 lab carol 6 24000 0", "leaf 4 lab carol 6 24000"),
-    "a leaf twice": ("leaf 4 lab carol", "leaf 4 theory alice"),
-    "a bad user": ("leaf 4 lab carol", "leaf 4 lab car/ol"),
+    "a step's fraction of a node": ("step 2 0.0625 0.125", "step 2.5 0.0625 0.125"),
+    "a step of a nan": ("step 2 0.0625 0.125", "step 2 nan 0.125"),
+    "a leaf lacking usage": ("lab carol 6 24000 0", "lab carol 6 24000"),
+    "a leaf lacking its user": ("lab carol 6 24000 0", "lab"),
+    "a leaf twice": ("lab carol 6", "theory alice 6"),
+    "a bad user": ("lab carol", "lab car/ol"),
+    "a negative usage": ("lab carol 6", "lab carol -6"),
     "a home twice": ("home lab 4", "home gputeam 4"),
     "a home of no node": ("home lab 4", "home lab 12"),
     "a node before tree": ("tree user\n", ""),
     "tree twice": ("tree user\n", "tree user\ntree user\n"),
     "another tree": ("tree user", "tree users"),
     "an account in a tree pool": ("home theory 3\n", "home theory 3\naccount nlp 1 0 0 0\n"),
-    "a step after the leaves": ("home gputeam 1\n", "home gputeam 1\nstep 1 1 1\n"),
+    "a step after the homes": ("home gputeam 1\n", "home gputeam 1\nstep 1 1 1\n"),
+    "a step after end": ("", ""),
 }
 
 
@@ -212,7 +216,7 @@ def test_a_tree_table_is_read(lua: str, tmp_path: Path) -> None:
 def test_a_broken_tree_is_refused_naming_the_line(lua: str, tmp_path: Path, edit: str) -> None:
     old, new = TREE_EDITS[edit]
     assert old in GOOD_TREE
-    broken = GOOD_TREE.replace(old, new, 1)
+    broken = GOOD_TREE.replace(old, new, 1) if old else GOOD_TREE + "step 1 1 1\n"
     got = answers(run(lua, {"steps": [{"op": "parse", "id": "p", "text": broken}]}, tmp_path))
     assert got["p"][0] == "nil", (edit, got["p"])
     assert got["p"][1].startswith("line ")

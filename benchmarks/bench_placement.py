@@ -65,7 +65,8 @@ for r = 1, repeat_count do
     parse[r] = os.clock() - started
 end
 M.configure({table = arg[2]})
-local job = {account = "acct7", user_id = 1001, user_name = "u1", partition = "main", min_cpus = 4, num_tasks = 1, cpus_per_task = 1, min_nodes = 1,
+local job = {account = "acct7", user_id = 1001, user_name = "u1", partition = "main",
+    min_cpus = 4, num_tasks = 1, cpus_per_task = 1, min_nodes = 1,
     min_mem_per_node = 8000, tres_per_node = "gres:gpu:1", nice = 4294967294, priority = 4294967294,
     array_inx = nil, site_factor = 4294967294, shared = 65534}
 local parts = {main = {name = "main", flag_default = 1, def_mem_per_cpu = 0, def_mem_per_node = 0, max_share = 1}}

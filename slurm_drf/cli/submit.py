@@ -12,6 +12,8 @@ from slurm_drf.service.job_submit import (
     Finding,
     install_module,
     install_script,
+    memory_finding,
+    memory_settings,
     plugin_finding,
     script_finding,
     table_finding,
@@ -30,7 +32,12 @@ def cmd_install(args: argparse.Namespace) -> int:
         written = install_module(directory)
     else:
         table = args.table or default_path(resolve_config(args.config, os.environ))
-        written = install_script(directory, table, force=args.force)
+        try:
+            memory = memory_settings(parse_scontrol_config(run_command(build_scontrol_config_argv(), SCONTROL_TIMEOUT)))
+        except SlurmError as error:
+            memory = {}
+            print(f"warning: scontrol show config: {error}; slurm.conf's global DefMemPerCPU is not written in")
+        written = install_script(directory, table, memory, force=args.force)
     for path in written:
         print(f"wrote {path}")
     print("then: JobSubmitPlugins=lua in slurm.conf (if it is not there), and `scontrol reconfigure`")
@@ -47,6 +54,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     slurm_conf = parse_scontrol_config(text).get("SLURM_CONF", "/etc/slurm/slurm.conf")
     directory = Path(args.directory) if args.directory else Path(slurm_conf).parent
     findings = [plugin_finding(text), script_finding(directory)]
+    if findings[-1].ok:
+        findings.append(memory_finding(directory, memory_settings(parse_scontrol_config(text))))
     if config.placement is None:
         findings.append(Finding(False, "the config has placement: null, so the daemon publishes no table"))
     else:

@@ -18,7 +18,8 @@ local MODULE_DIR = "/etc/slurm"
 local SETTINGS = { table = "/var/lib/slurm-drf/placement.txt" }
 -- slurm.conf's global DefMemPerCPU, DefMemPerNode and MaxMemPerCPU (MiB),
 -- if it sets them outside partition lines, e.g. { def_mem_per_cpu = 2048 }:
--- job_submit/lua shows only a partition's own.
+-- job_submit/lua shows only a partition's own (the installer writes this
+-- line from `scontrol show config`; `slurm-drf job-submit status` checks it).
 local MEMORY = {}
 
 local SUCCESS = (slurm and slurm.SUCCESS) or 0

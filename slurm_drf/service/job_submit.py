@@ -3,7 +3,9 @@
 `install_script` writes the two Lua files the package ships
 (`slurm_drf/data/`: the standalone `job_submit.lua` and the module
 `slurm_drf_submit.lua` it loads) beside slurm.conf, the standalone with
-the table's path written in. `placement_status` answers what an
+the table's path and slurm.conf's global memory defaults written in (the
+plugin shows a script only a partition's own: `memory_settings` reads
+the global ones from `scontrol show config`). The findings answer what an
 administrator asks before trusting it (docs/submit.md): does slurm.conf
 load the plugin, is our script where slurmctld looks, is the table fresh.
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -26,6 +29,13 @@ STANDALONE: Final = "job_submit.lua"
 MODULE: Final = "slurm_drf_submit.lua"
 # The standalone's one setting: the line `install_script` writes the table's path into.
 _SETTINGS: Final = re.compile(r'^local SETTINGS = \{ table = "[^"\n]*" \}$', re.MULTILINE)
+# The standalone's memory line: slurm.conf's global DefMemPerCPU, DefMemPerNode and MaxMemPerCPU.
+_MEMORY: Final = re.compile(r"^local MEMORY = \{[^\n]*\}$", re.MULTILINE)
+_MEMORY_KEYS: Final = {
+    "DefMemPerCPU": "def_mem_per_cpu",
+    "DefMemPerNode": "def_mem_per_node",
+    "MaxMemPerCPU": "max_mem_per_cpu",
+}
 # What marks a job_submit.lua as ours (or as one that calls ours).
 MARKER: Final = "slurm_drf_submit"
 # Enough of the table for its first lines (the format, `written`, `stale_after`).
@@ -37,18 +47,41 @@ def shipped(name: str) -> bytes:
     return resources.files("slurm_drf").joinpath("data", name).read_bytes()
 
 
-def standalone_for(table: str) -> bytes:
-    """The standalone job_submit.lua reading the placement table at `table`."""
+def memory_settings(config: Mapping[str, str]) -> dict[str, int]:
+    """slurm.conf's global memory defaults in `scontrol show config` (parsed), as the module's settings.
+
+    Only whole numbers of MiB count: Slurm shows an unset one as
+    UNLIMITED (or 0), and DefMemPerCPU and DefMemPerNode exclude each other.
+    """
+    out: dict[str, int] = {}
+    for key, name in _MEMORY_KEYS.items():
+        value = config.get(key, "").strip()
+        if value.isdigit() and int(value) > 0:
+            out[name] = int(value)
+    return out
+
+
+def memory_line(memory: Mapping[str, int]) -> str:
+    """The standalone's MEMORY line for `memory` (`memory_settings`)."""
+    fields = ", ".join(f"{name} = {memory[name]}" for name in sorted(memory))
+    return f"local MEMORY = {{ {fields} }}" if fields else "local MEMORY = {}"
+
+
+def standalone_for(table: str, memory: Mapping[str, int] | None = None) -> bytes:
+    """The standalone job_submit.lua reading the placement table at `table`, with `memory` (`memory_settings`)."""
     if not os.path.isabs(table) or any(c in table for c in '"\\\n\r'):
         raise InputError(f"--table: {table!r}: expected an absolute path without quotes, backslashes or newlines")
     text = shipped(STANDALONE).decode()
     written, count = _SETTINGS.subn(f'local SETTINGS = {{ table = "{table}" }}', text)
-    if count != 1:
-        raise InputError(f"{STANDALONE}: the shipped script has no SETTINGS line to set (a broken install?)")
+    written, lines = _MEMORY.subn(memory_line(memory or {}), written)
+    if count != 1 or lines != 1:
+        raise InputError(f"{STANDALONE}: the shipped script lacks its SETTINGS or MEMORY line (a broken install?)")
     return written.encode()
 
 
-def install_script(directory: Path, table: str, *, force: bool = False) -> list[Path]:
+def install_script(
+    directory: Path, table: str, memory: Mapping[str, int] | None = None, *, force: bool = False
+) -> list[Path]:
     """Write the module and the standalone script into `directory` (slurm.conf's); the files written.
 
     A job_submit.lua that does not load ours is the site's own: kept unless
@@ -65,7 +98,7 @@ def install_script(directory: Path, table: str, *, force: bool = False) -> list[
             )
     module = directory / MODULE
     write_atomic(module, shipped(MODULE), mode=0o644)
-    write_atomic(target, standalone_for(table), mode=0o644)
+    write_atomic(target, standalone_for(table, memory), mode=0o644)
     return [module, target]
 
 
@@ -108,6 +141,28 @@ def script_finding(directory: Path) -> Finding:
             False, f"{module} is not this release's: `slurm-drf job-submit install --module-only {directory}`"
         )
     return Finding(True, f"{script} places jobs with {module} (this release's)")
+
+
+def memory_finding(directory: Path, memory: Mapping[str, int]) -> Finding:
+    """Whether the standalone script carries slurm.conf's global memory defaults (`memory_settings`)."""
+    script = directory / STANDALONE
+    try:
+        text = script.read_text(errors="replace")
+    except OSError as error:
+        return Finding(False, f"{script}: {error.strerror or error}")
+    found = _MEMORY.search(text)
+    wanted = memory_line(memory)
+    if found is None:
+        if not memory:
+            return Finding(True, f"{script}: slurm.conf sets no global memory default the script needs")
+        return Finding(
+            False, f"{script} is the site's own: its configure call needs {wanted.removeprefix('local MEMORY = ')}"
+        )
+    if found.group(0) != wanted:
+        return Finding(
+            False, f"{script} has `{found.group(0)}`, slurm.conf `{wanted}`: `slurm-drf job-submit install {directory}`"
+        )
+    return Finding(True, f"{script} has slurm.conf's global memory defaults (`{wanted}`)")
 
 
 def table_finding(path: Path, now: float | None = None) -> Finding:

@@ -16,6 +16,7 @@ import pytest
 
 from tests.integration.live_helpers import (
     Live,
+    drf,
     plan_jobs,
     plan_order,
     priority_order,
@@ -155,6 +156,20 @@ def test_over_the_tree_a_new_users_first_job_is_first_and_a_burst_interleaves(pl
         return [j for j in pending if jobs[j].state == "RUNNING"]
 
     assert bob in wait_for(started, 60, "a pending job to start")
+
+
+def test_job_submit_status_finds_everything_in_place_on_the_sandbox(placed: Live) -> None:
+    """The sandbox loads job_submit/lua with the shipped script (slurm.conf sets no global memory default,
+    and the script carries none); once the daemon has published a table, every finding is ok."""
+    assert placed.once().returncode == 0
+    status = drf("job-submit", "status", "--config", str(placed.config), check=False)
+    lines = status.stdout.splitlines()
+    assert status.returncode == 0, status.stdout
+    assert [line.split(":", 1)[0] for line in lines] == ["ok"] * 4, lines
+    assert "loads job_submit/lua" in lines[0] and "global memory defaults" in lines[2] and "fresh" in lines[3]
+    placed.slurm.dir.joinpath("placement.txt").unlink()
+    missing = drf("job-submit", "status", "--config", str(placed.config), check=False)
+    assert missing.returncode == 1 and missing.stdout.splitlines()[-1].startswith("not ok: ")
 
 
 BROKEN = {

@@ -6,18 +6,22 @@ from pathlib import Path
 
 import pytest
 
+from slurm_drf.cli import submit
 from slurm_drf.cli.main import main
-from slurm_drf.errors import InputError
+from slurm_drf.errors import InputError, SlurmError
 from slurm_drf.service.job_submit import (
     MODULE,
     STANDALONE,
     install_script,
+    memory_finding,
+    memory_settings,
     plugin_finding,
     script_finding,
     shipped,
     standalone_for,
     table_finding,
 )
+from slurm_drf.slurm.parse.scontrol import parse_scontrol_config
 
 
 def test_the_standalone_reads_the_table_it_is_installed_for() -> None:
@@ -52,14 +56,50 @@ def test_a_sites_own_job_submit_lua_is_kept_unless_forced(tmp_path: Path) -> Non
     assert script_finding(tmp_path).ok
 
 
-def test_install_and_module_only_from_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def _no_slurm(argv: list[str], timeout: float) -> str:
+    raise SlurmError("scontrol: not found")
+
+
+def test_install_and_module_only_from_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(submit, "run_command", _no_slurm)
     assert main(["job-submit", "install", str(tmp_path), "--table", "/srv/t.txt"]) == 0
     assert '"/srv/t.txt"' in (tmp_path / STANDALONE).read_text()
     (tmp_path / MODULE).write_text("-- an older release\n")
     assert not script_finding(tmp_path).ok
     assert main(["job-submit", "install", "--module-only", str(tmp_path)]) == 0
     assert script_finding(tmp_path).ok
-    assert "JobSubmitPlugins=lua" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "JobSubmitPlugins=lua" in out and "DefMemPerCPU is not written in" in out
+    assert "local MEMORY = {}" in (tmp_path / STANDALONE).read_text()
+
+
+@pytest.mark.parametrize(
+    ("lines", "memory"),
+    [
+        (["DefMemPerCPU = 2048", "MaxMemPerCPU = 4096"], {"def_mem_per_cpu": 2048, "max_mem_per_cpu": 4096}),
+        (["DefMemPerNode = 8192", "MaxMemPerNode = UNLIMITED"], {"def_mem_per_node": 8192}),
+        (["DefMemPerNode = UNLIMITED", "MaxMemPerNode = UNLIMITED"], {}),
+        (["DefMemPerCPU = 0"], {}),
+        ([], {}),
+    ],
+)
+def test_slurm_confs_global_memory_defaults_go_into_the_installed_script(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lines: list[str], memory: dict[str, int]
+) -> None:
+    text = "Configuration data as of 2026-12-04T05:00:00\n" + "".join(f"{line}\n" for line in lines)
+    assert memory_settings(parse_scontrol_config(text)) == memory
+    monkeypatch.setattr(submit, "run_command", lambda argv, timeout: text)
+    assert main(["job-submit", "install", str(tmp_path), "--table", "/srv/t.txt"]) == 0
+    script = (tmp_path / STANDALONE).read_text()
+    assert script.count("local MEMORY = ") == 1
+    if memory:
+        assert all(f"{name} = {value}" in script for name, value in memory.items())
+    assert memory_finding(tmp_path, memory).ok
+    # slurm.conf changed since: status says so, naming the command that writes it again.
+    changed = memory_finding(tmp_path, {**memory, "def_mem_per_cpu": 1000})
+    assert not changed.ok and "job-submit install" in changed.text
 
 
 @pytest.mark.parametrize(

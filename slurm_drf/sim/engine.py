@@ -94,6 +94,8 @@ class SimOptions:
     backfill: str = DEFAULT_BACKFILL  # one of BACKFILL_MODES
     # Keep every processed event time (for the tests of monotonic time).
     record_events: bool = False
+    # Seconds a requeued job waits before it may start again (Slurm's requeue delay, SPEC §9).
+    requeue_delay: float = 120.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +131,8 @@ class SimResult:
     # unchanged state. Not in the sample arrays or `plans`; averages over
     # time count them.
     idle_ticks: int = 0
+    # Each requeue (a policy's reclaim): (job, when, how long it had run).
+    requeued: tuple[tuple[int, float, float], ...] = ()
 
 
 ProgressCallback = Callable[[float], None]
@@ -221,6 +225,9 @@ class Simulator:
         self.finished = 0
         self.plans = 0
         self.passes = 0
+        # Requeued jobs waiting out the requeue delay: a heap of (when it is pending again, job).
+        self.rearrivals: list[tuple[float, int]] = []
+        self.requeued: list[tuple[int, float, float]] = []
 
     # ------------------------------------------------------------------
     # Views for the policies
@@ -289,7 +296,8 @@ class Simulator:
         while True:
             t_end = ends[0][0] if ends else math.inf
             t_submit = submit[next_submit] if next_submit < count else math.inf
-            now = min(t_end, t_submit, next_tick)
+            t_back = self.rearrivals[0][0] if self.rearrivals else math.inf
+            now = min(t_end, t_submit, next_tick, t_back)
             if options.record_events:
                 event_times.append(now)
             next_submit = self._advance(now, ends, next_submit)
@@ -306,9 +314,9 @@ class Simulator:
                 last_report = self._report_progress(self.progress, last_report)
             if self.finished == count:
                 break
-            if not ends and next_submit >= count:
+            if not ends and next_submit >= count and not self.rearrivals:
                 raise SimulationError("jobs left that can never start")
-            if ticked and not ends and not self.pending_shapes:
+            if ticked and not ends and not self.pending_shapes and not self.rearrivals:
                 # Nothing runs and nothing waits until the next submission, and this
                 # tick has planned and sampled that: every later tick before the
                 # submission would plan the same empty queue from the same state and
@@ -325,9 +333,13 @@ class Simulator:
         if now < self.now:
             raise SimulationError(f"time went back from {self.now} to {now}")
         self.now = now
+        duration = self.table.job_duration
         while ends and ends[0][0] <= now:
-            _, job = heapq.heappop(ends)
-            self._end(job, now)
+            when, job = heapq.heappop(ends)
+            if job in self.running and self.start_time[job] + duration[job] == when:
+                self._end(job, now)  # else: a run a requeue cut short
+        while self.rearrivals and self.rearrivals[0][0] <= now:
+            self._resubmit(heapq.heappop(self.rearrivals)[1])
         submit = self.table.job_submit
         count = self.table.job_count
         while next_submit < count and submit[next_submit] <= now:
@@ -336,7 +348,10 @@ class Simulator:
         return next_submit
 
     def _reorder(self, now: float) -> None:
-        """A policy tick: the policy may give the queue a new order, which the next pass takes whole."""
+        """A policy tick: the policy may requeue running jobs (its reclaim), then give the queue a new
+        order, which the next pass takes whole."""
+        for job in self.policy.reclaim(now):
+            self.requeue(job, now)
         queue = self.policy.reorder(now)
         if queue is not None:
             self.queue = queue
@@ -381,6 +396,7 @@ class Simulator:
             reserved_at=np.array(self.reserved_at, dtype=np.float64) if self.slurm else None,
             idle_ticks=idle_ticks,
             writes=None if self.policy.writes is None else np.array(self.policy.writes, dtype=np.int64),
+            requeued=tuple(self.requeued),
         )
 
     def _shares(self) -> list[float]:
@@ -461,6 +477,55 @@ class Simulator:
             # Released before its time limit: a reservation may start earlier.
             self.reservation = None
         self.policy.on_end(job, now)
+
+    def requeue(self, job: int, now: float) -> None:
+        """Requeue a running job (a reclaim's victim): its resources are free at once, its run is lost,
+        and it is pending again after the requeue delay, with its record's place and its value."""
+        table = self.table
+        if job not in self.running:
+            raise SimulationError(f"job {table.job_label[job]} requeued but not running")
+        self.requeued.append((job, now, now - self.start_time[job]))
+        self.cluster.release(self.node_of[job], table.job_demand[job])
+        account = table.job_account[job]
+        self.usage[account] -= table.shape_total[table.job_shape[job]]
+        del self.running[job]
+        expected = self.start_time[job] + table.job_limit[job]
+        del self.running_by_end[bisect.bisect_left(self.running_by_end, (expected, job))]
+        if job in self.queue:  # still there as a started job: it goes back in at its key when pending
+            where = self.queue.index(job)
+            del self.queue[where]
+            self.head -= where < self.head
+            self.dead = max(self.dead - 1, 0)
+        self.started[job] = False
+        self.started_array[job] = False
+        self.backfilled[job] = False
+        self.node_of[job] = ()
+        self.start_time[job] = math.nan
+        self.dirty = True
+        self.reservation = None
+        self.book = None
+        self.policy.on_end(job, now)
+        heapq.heappush(self.rearrivals, (now + self.options.requeue_delay, job))
+
+    def _resubmit(self, job: int) -> None:
+        """A requeued job is pending again: as a submission, but its record keeps its place."""
+        table = self.table
+        account = table.job_account[job]
+        record = table.job_record[job]
+        if self.record_pending[record] == 0:
+            records = self.account_records[account]
+            if record in records:
+                self.account_done[account] -= 1  # counted among its records with nothing pending
+            else:
+                bisect.insort(records, record)
+        self.record_pending[record] += 1
+        self.record_pending_array[record] += 1
+        self.pending_count[account] += 1
+        shape = table.job_shape[job]
+        self.pending_shapes[shape] = self.pending_shapes.get(shape, 0) + 1
+        bisect.insort(self.queue, job, lo=self.head, key=self.policy.sort_key)
+        self.arrivals.append(job)
+        self.dirty = True
 
     # ------------------------------------------------------------------
     # The scheduler: main pass, reservation, backfill

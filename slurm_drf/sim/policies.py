@@ -202,7 +202,12 @@ class Policy:
         """A job was submitted, before it is queued (`sort_key`): what a job_submit script sees."""
 
     def on_end(self, job: int, now: float) -> None:
-        """A job ended."""
+        """A job ended (or was requeued)."""
+
+    def reclaim(self, now: float) -> Sequence[int]:
+        """At a tick, before `reorder`: running jobs to requeue (a reclaim's victims); none by default."""
+        del now
+        return ()
 
 
 class FifoPolicy(Policy):

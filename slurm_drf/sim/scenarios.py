@@ -338,6 +338,58 @@ def _whole_node(rng: np.random.Generator, nodes: int, jobs: int, window: float |
     )
 
 
+# The long-jobs scenario (issue 39): hog's 4-GPU jobs run 12-36 h, newcomer's 2-GPU ones 8 h, from 6 h on.
+LONG_HOG: Final = (16, 128_000, 4)
+LONG_NEWCOMER: Final = (8, 64_000, 2)
+LONG_CPU: Final = (16, 96_000, 0)
+LONG_JOIN: Final = 6 * 3600.0
+
+
+def _long_jobs(rng: np.random.Generator, nodes: int, jobs: int, window: float | None) -> Workload:
+    """hog fills every GPU with 12-36 h 4-GPU jobs from the start (four tenths of the jobs, all
+    submitted at 0); newcomer joins six hours in with 8 h 2-GPU jobs (two tenths, over the next
+    twelve hours); cpu runs 1-4 h CPU and memory work throughout the window (48 h unless given).
+
+    Nothing of hog's ends for hours: ordering alone gives the newcomer its share only as hog's jobs
+    end, which is what guarantees and reclaim exist for (docs/rule.md §9).
+    """
+    window = 48 * 3600.0 if window is None else window
+    hog, newcomer = max(1, jobs * 4 // 10), max(1, jobs * 2 // 10)
+    cpu = max(0, jobs - hog - newcomer)
+    out: list[WorkloadJob] = []
+    runs = np.round(rng.uniform(12 * 3600.0, 36 * 3600.0, size=hog) / 60.0) * 60.0
+    out.extend(_fixed("hog", k, 0.0, float(runs[k]), LONG_HOG) for k in range(hog))
+    join = min(LONG_JOIN, window / 2)
+    times = np.round(np.sort(rng.uniform(join, join + (window - join) / 3, size=newcomer)))
+    out.extend(_fixed("newcomer", k, float(times[k]), 8 * 3600.0, LONG_NEWCOMER) for k in range(newcomer))
+    times = np.round(np.sort(rng.uniform(0.0, window, size=cpu)))
+    runs = np.round(rng.uniform(3600.0, 4 * 3600.0, size=cpu) / 60.0) * 60.0
+    out.extend(_fixed("cpu", k, float(times[k]), float(runs[k]), LONG_CPU) for k in range(cpu))
+    return Workload(
+        "long-jobs",
+        "hog keeps every GPU busy with 12-36 h jobs; newcomer joins at 6 h with 8 h 2-GPU jobs; cpu runs CPU and "
+        "memory work throughout",
+        tuple(sorted(out, key=lambda job: job.submit)),
+        nodes,
+        NODE,
+    )
+
+
+def _fixed(account: str, number: int, submit: float, runtime: float, shape: tuple[int, int, int]) -> WorkloadJob:
+    """Job `number` of `account` of one shape (cpu, mem, gpu) and run time."""
+    return WorkloadJob(
+        job_id=f"{account}-{number}",
+        account=account,
+        user=f"{account}-u{number % 3}",
+        submit=submit,
+        duration=runtime,
+        limit=runtime,
+        cpu=shape[0],
+        mem=shape[1],
+        gpu=shape[2],
+    )
+
+
 # The tree scenario: (user, account, profile, load, flood) per user; the accounts' parents below.
 TREE_USERS: Final = (
     ("sys-a", "systems", "cpu-small", 0.55, 0.0),
@@ -425,6 +477,13 @@ SCENARIOS: Final = {
         Scenario("burst", "an account that ran a burst yesterday meets one that did not (history)", 8, 900, _burst),
         Scenario("steady", "two identical accounts, steady load (history changes little)", 8, 1200, _steady),
         Scenario("tree", "an account tree: naive roll-up vs H-DRF vs flat DRF (hdrf, hdrf-rollup)", 8, 1200, _tree),
+        Scenario(
+            "long-jobs",
+            "day-long GPU jobs hold the cluster when a newcomer joins (guarantees, reclaim)",
+            8,
+            200,
+            _long_jobs,
+        ),
     )
 }
 # The scenarios of memory of past use (docs/evaluation.md, *Fair share over time*).

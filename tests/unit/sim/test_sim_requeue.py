@@ -10,7 +10,9 @@ import numpy as np
 import pytest
 
 from slurm_drf.sim.engine import SimOptions, Simulator, simulate
-from slurm_drf.sim.policies import FifoPolicy
+from slurm_drf.sim.policies import FifoPolicy, build_policy
+from slurm_drf.sim.run_metrics import compute_metrics
+from slurm_drf.sim.scenarios import build_scenario
 from slurm_drf.sim.workload import NodeType, SimulationError, Workload, WorkloadJob
 
 
@@ -72,3 +74,12 @@ def test_without_a_reclaim_nothing_changes() -> None:
     workload = _workload(_job("long", "b", 0.0, 1_000.0, 8), _job("claim", "a", 100.0, 1_000.0, 8))
     result = simulate(workload, FifoPolicy(), SimOptions(interval=60.0))
     assert result.requeued == () and result.start[1] == 1_000.0 and not math.isnan(result.end[1])
+
+
+def test_in_the_long_jobs_scenario_ordering_alone_leaves_the_newcomer_waiting_for_hogs_jobs_to_end() -> None:
+    """The problem reclaim exists for (issue 39): whatever the order, the newcomer reaches its fair share
+    only as hog's 12-36 h jobs end."""
+    workload = build_scenario("long-jobs", 1, nodes=4, jobs=60)
+    metrics = compute_metrics(simulate(workload, build_policy("drf", engine="fast")))
+    newcomer = next(a for a in metrics.accounts if a.account == "newcomer")
+    assert newcomer.time_to_fair_share > 8 * 3600

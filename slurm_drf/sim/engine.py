@@ -270,6 +270,11 @@ class Simulator:
         live: IntArray = flat[self.record_pending_array[flat] > 0]
         return live
 
+    def node_free(self) -> list[Vector]:
+        """Each node's free cpu, mem and gres/gpu now."""
+        cluster = self.cluster
+        return list(zip(cluster.free_cpu.tolist(), cluster.free_mem.tolist(), cluster.free_gpu.tolist(), strict=True))
+
     def pending_tasks(self, record: int) -> list[int]:
         started = self.started
         return [j for j in self.table.record_tasks[record] if not started[j]]

@@ -83,6 +83,7 @@ from slurm_drf.model.codec import format_time
 from slurm_drf.model.types import PENDING, RUNNING, FloatArray, IntArray, Job, Node, Snapshot, Tres, freeze_tres
 from slurm_drf.policy.decayed_usage import EMPTY_PAST, DecayedUsage, UsageByPool, UsageRecord
 from slurm_drf.policy.labels import fewest_writes
+from slurm_drf.policy.guarantees import guaranteed_first, within_guarantee
 from slurm_drf.policy.merge_engine import order_online
 from slurm_drf.policy.order import compute_before, order_pending
 from slurm_drf.policy.placement import PlacementTable, Placer
@@ -118,9 +119,11 @@ HISTORY_POLICIES: Final = ("drf-history",)
 LOOP_POLICIES: Final = tuple(f"drf-{mapping}" for mapping in MAPPINGS)
 # The daemon's loop with the job_submit script placing jobs at submission (docs/rule.md §8).
 PLACED_POLICY: Final = "drf-placed"
+# The daemon's loop with guarantees (each account its weighted fair share) and reclaim (sim.reclaim).
+RECLAIM_POLICY: Final = "drf-reclaim"
 # Over the account tree (docs/rule.md §7): H-DRF and the naive roll-up.
 TREE_POLICIES: Final = ("hdrf", "hdrf-rollup")
-ALL_POLICIES: Final = (*POLICIES, *HISTORY_POLICIES, *LOOP_POLICIES, PLACED_POLICY, *TREE_POLICIES)
+ALL_POLICIES: Final = (*POLICIES, *HISTORY_POLICIES, *LOOP_POLICIES, PLACED_POLICY, RECLAIM_POLICY, *TREE_POLICIES)
 # `slurm-drf simulate` with no --policies: the queue orders and the daemon's loop as it is.
 DEFAULT_POLICIES: Final = (*POLICIES, "drf-labels")
 PARTITION: Final = "sim"
@@ -306,6 +309,9 @@ class DrfPolicy(Policy):
         self.engine = engine
         self.base_config = config
         self.state: PolicyState = EMPTY_STATE
+        # Each account's guarantee by the config's resources (UNNAMED where none), for
+        # `guarantees.guaranteed_first`; None: no guarantees (sim.reclaim sets them).
+        self.guarantee_rows: list[list[int] | None] | None = None
         # Every tick's order as record numbers, for the equivalence tests.
         self.history: list[list[int]] | None = None
 
@@ -443,6 +449,8 @@ class DrfPolicy(Policy):
         ordering = order_pending(before, account_of, self.capacity, self.fractions, table.accounts, ties)
         self.state = ties.state(self.state.jobs)
         order = ordering.order
+        if self.guarantee_rows is not None:
+            order = guaranteed_first(order, within_guarantee(account_of, before, demand, self.guarantee_rows))
         ordered: IntArray = index[order]
         levels: FloatArray = ordering.level[order]
         return ordered, levels
@@ -837,4 +845,8 @@ def build_policy(
         return LoopDrfPolicy(name.removeprefix("drf-"), config, slurm, track_minimum)
     if name == PLACED_POLICY:
         return LoopDrfPolicy("labels", config, slurm, track_minimum, placed=True)
+    if name == RECLAIM_POLICY:
+        from slurm_drf.sim.reclaim import ReclaimPolicy  # noqa: PLC0415  (it builds on this module's loop)
+
+        return ReclaimPolicy(config, slurm)
     raise SimulationError(f"unknown policy {name!r}")

@@ -10,7 +10,7 @@ hook, and running jobs as `on_start` and `on_end`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from slurm_drf.model.types import IntArray
@@ -64,3 +64,18 @@ class SimulatorView(Protocol):
 
     def pending_tasks(self, record: int) -> list[int]:
         """The pending tasks (jobs) of one record, in task order."""
+
+    @property
+    def running(self) -> Mapping[int, None]:
+        """The running jobs (by index), as a set."""
+
+    @property
+    def node_of(self) -> Sequence[tuple[int, ...]]:
+        """Each job's nodes while it runs."""
+
+    @property
+    def start_time(self) -> Sequence[float]:
+        """Each job's start (NaN while it waits)."""
+
+    def node_free(self) -> list[Vector]:
+        """Each node's free cpu, mem and gres/gpu now."""

@@ -13,6 +13,7 @@ from slurm_drf.sim.engine import SimOptions, Simulator, simulate
 from slurm_drf.sim.policies import FifoPolicy, build_policy
 from slurm_drf.sim.run_metrics import compute_metrics
 from slurm_drf.sim.scenarios import build_scenario
+from slurm_drf.sim.table import build_workload_table
 from slurm_drf.sim.workload import NodeType, SimulationError, Workload, WorkloadJob
 
 
@@ -83,3 +84,24 @@ def test_in_the_long_jobs_scenario_ordering_alone_leaves_the_newcomer_waiting_fo
     metrics = compute_metrics(simulate(workload, build_policy("drf", engine="fast")))
     newcomer = next(a for a in metrics.accounts if a.account == "newcomer")
     assert newcomer.time_to_fair_share > 8 * 3600
+
+
+def test_with_guarantees_and_reclaim_the_newcomer_reaches_its_share_within_after_and_two_cycles() -> None:
+    """drf-reclaim (docs/rule.md §9) on the scenario as it is built (8 nodes, 200 jobs): each account
+    guaranteed its fair share, a claim waits `after` (10 min), then its victims are requeued and it starts
+    at the next cycle; 13 hours before (the test above, at a smaller scale)."""
+    workload = build_scenario("long-jobs", 1)
+    plain = simulate(workload, build_policy("drf-labels"))
+    reclaimed = simulate(workload, build_policy("drf-reclaim"))
+    metrics, before = compute_metrics(reclaimed), compute_metrics(plain)
+    newcomer = next(a for a in metrics.accounts if a.account == "newcomer")
+    assert newcomer.time_to_fair_share <= 600 + 2 * 60
+    moved = [job for job, _, _ in reclaimed.requeued]
+    assert moved and len(moved) == len(set(moved))  # nobody requeued twice
+    table = build_workload_table(workload)
+    assert {table.accounts[table.job_account[job]] for job in moved} == {"hog"}  # only the account over its share
+    lost = sum(ran * table.job_demand[job][2] * table.job_nodes_wanted[job] for job, _, ran in reclaimed.requeued)
+    served = sum(j.duration * j.gpu * j.nodes for j in workload.jobs)
+    assert lost < 0.05 * served
+    for resource in ("cpu", "mem", "gres/gpu"):
+        assert abs(metrics.utilisation[resource] - before.utilisation[resource]) <= 0.02, resource

@@ -490,6 +490,8 @@ SCENARIOS: Final = {
 HISTORY_SCENARIOS: Final = ("burst", "steady")
 # The scenarios of the account tree (docs/evaluation.md, *Hierarchy (tree)*).
 TREE_SCENARIOS: Final = ("tree",)
+# The scenarios of guarantees and reclaim (docs/evaluation.md, *Guarantees and reclaim*).
+RECLAIM_SCENARIOS: Final = ("long-jobs",)
 DEFAULT_SCENARIO: Final = "mixed"
 
 

@@ -82,8 +82,8 @@ from slurm_drf.config.settings import Config, HistoryConfig
 from slurm_drf.model.codec import format_time
 from slurm_drf.model.types import PENDING, RUNNING, FloatArray, IntArray, Job, Node, Snapshot, Tres, freeze_tres
 from slurm_drf.policy.decayed_usage import EMPTY_PAST, DecayedUsage, UsageByPool, UsageRecord
-from slurm_drf.policy.labels import fewest_writes
 from slurm_drf.policy.guarantees import guaranteed_first, within_guarantee
+from slurm_drf.policy.labels import fewest_writes
 from slurm_drf.policy.merge_engine import order_online
 from slurm_drf.policy.order import compute_before, order_pending
 from slurm_drf.policy.placement import PlacementTable, Placer

@@ -755,12 +755,9 @@ local function pool_entry(t, pool, f)
 		if pool.accounts[f[2]] or pool.excluded[f[2]] then
 			return "account " .. f[2] .. " repeated"
 		end
-		local usage = {}
-		for i = 4, #f do
-			usage[i - 3] = integer(f[i])
-			if not usage[i - 3] or usage[i - 3] < 0 then
-				return "usage '" .. f[i] .. "' is not a count"
-			end
+		local usage, why = counts(f, 4, #t.resources)
+		if usage == nil then
+			return why
 		end
 		pool.accounts[f[2]] = { weight = weight, usage = usage }
 	else

@@ -33,7 +33,7 @@ import numpy.typing as npt
 
 from slurm_drf.config.settings import DEFAULT_STALE_INTERVALS, NICE_LIMIT, Config
 from slurm_drf.model.types import FloatArray, IntArray
-from slurm_drf.policy.hierarchy import CompiledTree
+from slurm_drf.policy.hierarchy import SEPARATOR, CompiledTree
 from slurm_drf.policy.plan import Plan, PoolPlan
 from slurm_drf.policy.plan_columns import PoolOrder
 from slurm_drf.policy.state import LABEL_NICE_BELOW
@@ -263,7 +263,7 @@ def _tree_names(tree: CompiledTree) -> tuple[dict[str, int], dict[tuple[str, str
         for name in tree.names[n]:
             if "=" not in name and NAME.match(shown_name(name)):
                 homes[shown_name(name)] = n
-        path = [*tree.key[n].split("/"), *tree.names[n][1:]]
+        path = [*tree.key[n].split(SEPARATOR), *tree.names[n][1:]]
         if tree.children[n] or len(path) < 2 or not path[-1].startswith((USER_LEAF, JOBS_LEAF)):
             continue
         account = shown_name(path[-2])

@@ -1051,19 +1051,24 @@ local function level_of(usage, capacity, weight)
 	return share / weight
 end
 
+-- How many of the non-decreasing `list` are at or below `value` (a binary search).
+local function count_at_or_below(list, value)
+	local low, high = 1, #list + 1 -- the first entry above `value`
+	while low < high do
+		local middle = math.floor((low + high) / 2)
+		if list[middle] > value then
+			high = middle
+		else
+			low = middle + 1
+		end
+	end
+	return low - 1
+end
+
 -- A node's share at the turn of a child of level `key` (docs/formats.md `node`, `step`).
 local function share_at(node, key, child_done, child_weight)
 	local keys, shares = node.keys, node.shares
-	local low_index, high_index = 1, #keys + 1 -- the first step above `key`
-	while low_index < high_index do
-		local middle = math.floor((low_index + high_index) / 2)
-		if keys[middle] > key then
-			high_index = middle
-		else
-			low_index = middle + 1
-		end
-	end
-	local after, base = low_index - 1, nil
+	local after, base = count_at_or_below(keys, key), nil
 	if after < 1 then
 		base = shares[1] or 0
 	elseif after >= #keys then
@@ -1220,16 +1225,7 @@ local function place_job(job_desc, part_list)
 		M.cache.points[pool.name] = points
 	end
 	local levels, values = points.levels, points.values
-	local low_index, high_index = 1, #levels + 1 -- the first point above `level`
-	while low_index < high_index do
-		local middle = math.floor((low_index + high_index) / 2)
-		if levels[middle] > level then
-			high_index = middle
-		else
-			low_index = middle + 1
-		end
-	end
-	local after = low_index - 1 -- points at or below the level
+	local after = count_at_or_below(levels, level)
 	local low = after >= 1 and values[after] or pool.best
 	local high = values[after + 1] or pool.worst
 	local value = value_between(low, high, pool.gap)

@@ -24,9 +24,11 @@ the property tests in tests/unit/policy/test_reclaim.py hold it to each):
    chosen node freeing at least the claim's demand per node; a job on a node
    that cannot give the claim what it needs is never touched (GPUs freed on a
    node whose CPUs stay full free nothing).
-5. The fewest, newest first: on each node, the most recently started jobs
-   first, then any victim the node does not need is left running; of the
-   nodes that could serve, those that lose the least work. A claim on
+5. The fewest, newest first: on each node, the smallest set of jobs that
+   frees what the claim needs (the newest first among sets of one size;
+   with more than SEARCH_LIMIT candidates on a node, the newest first, then
+   any the node does not need left running); of the nodes that could
+   serve, those that lose the least work. A claim on
    several nodes takes them one at a time, the cheapest first, each counted
    with the victims already taken: it never breaks a law, and may miss a set
    a search of every combination would find (a claim on one node never
@@ -42,6 +44,7 @@ the property tests in tests/unit/policy/test_reclaim.py hold it to each):
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -221,6 +224,62 @@ def _laws_hold(victims: Iterable[Running], accounts: Accounts, floor: Fraction) 
     return all(_account_keeps(account, jobs, accounts, floor) for account, jobs in by_account.items())
 
 
+# Up to this many candidates on a node, the fewest victims are found by trying every set (smallest
+# first, newest first within a size); past it, newest first then pruned.
+SEARCH_LIMIT = 10
+
+
+def _covered(node: str, free: Vector, need: Vector, jobs: Sequence[Running]) -> bool:
+    room = free
+    for job in jobs:
+        room = _add(room, job.allocation[node])
+    return _covers(room, need)
+
+
+def _fewest(
+    node: str,
+    free: Vector,
+    need: Vector,
+    here: Sequence[Running],
+    context: tuple[Accounts, Fraction, Sequence[Running]],
+) -> list[Running] | None:
+    """The smallest set of `here` (newest first among sets of one size) that frees `need` within the laws."""
+    accounts, floor, taken = context
+    for size in range(1, len(here) + 1):
+        for subset in itertools.combinations(here, size):
+            if _covered(node, free, need, subset) and _laws_hold([*taken, *subset], accounts, floor):
+                return list(subset)
+    return None
+
+
+def _newest_first(
+    node: str,
+    free: Vector,
+    need: Vector,
+    here: Sequence[Running],
+    context: tuple[Accounts, Fraction, Sequence[Running]],
+) -> list[Running] | None:
+    """Newest first, each taken if it frees something still lacking within the laws; then pruned (oldest first)."""
+    accounts, floor, taken = context
+    picked: list[Running] = []
+    room = free
+    for job in here:
+        if _covers(room, need):
+            break
+        helps = any(a > 0 and r < n for a, r, n in zip(job.allocation[node], room, need, strict=True))
+        if helps and _laws_hold([*taken, *picked, job], accounts, floor):
+            picked.append(job)
+            room = _add(room, job.allocation[node])
+    if not _covers(room, need):
+        return None
+    for job in list(reversed(picked)):
+        without = _add(room, job.allocation[node], -1)
+        if _covers(without, need):
+            picked.remove(job)
+            room = without
+    return picked
+
+
 def _node_option(
     node: str,
     free: Vector,
@@ -230,29 +289,18 @@ def _node_option(
 ) -> tuple[tuple[float, ...], str, tuple[Running, ...]] | None:
     """The fewest, newest victims on `node` that free `need` (law 5), as (cost, node, victims); None if none do.
 
-    Newest first, each taken only if it frees something the node still lacks
-    and its account keeps laws 2 and 3 with it gone too (and the victims
-    `taken` on other nodes); then any the node does not need is left
-    running, the oldest first. The cost: how many, then how long they have
-    run (the work a requeue loses).
+    `_fewest` (every set, smallest first) up to SEARCH_LIMIT candidates, else
+    `_newest_first`; laws 2 and 3 counted with the victims `taken` on other
+    nodes. The cost: how many, then how long they have run (the work a
+    requeue loses).
     """
     accounts, floor, now, taken = context
     here = sorted((job for job in movable if node in job.allocation), key=lambda job: (-job.start, job.job_id))
-    picked: list[Running] = []
-    room = free
-    for job in here:
-        if _covers(room, need):
-            break
-        helps = any(a > 0 and r < n for a, r, n in zip(job.allocation[node], room, need, strict=True))
-        if helps and job not in taken and _laws_hold([*taken, *picked, job], accounts, floor):
-            picked.append(job)
-            room = _add(room, job.allocation[node])
-    if not _covers(room, need):
+    here = [job for job in here if job not in taken]
+    picked = _fewest(node, free, need, here, (accounts, floor, taken)) if len(here) <= SEARCH_LIMIT else None
+    if picked is None:
+        picked = _newest_first(node, free, need, here, (accounts, floor, taken))
+    if picked is None:
         return None
-    for job in list(reversed(picked)):  # the oldest first: leave running whatever the node does not need
-        without = _add(room, job.allocation[node], -1)
-        if _covers(without, need):
-            picked.remove(job)
-            room = without
     cost = (float(len(picked)), sum(max(now - job.start, 0.0) for job in picked))
     return cost, node, tuple(picked)

@@ -183,19 +183,9 @@ def _job(
     account: str, number: int, submit: float, drawn: _Drawn, index: int, array: tuple[str | None, int] = (None, 0)
 ) -> WorkloadJob:
     """Job `index` of `drawn`, as job `number` of `account`, submitted at `submit`."""
-    runtime = float(drawn.runtime[index])
-    return WorkloadJob(
-        job_id=f"{account}-{number}",
-        account=account,
-        user=f"{account}-u{number % 3}",
-        submit=submit,
-        duration=runtime,
-        limit=runtime,
-        cpu=int(drawn.cpu[index]),
-        mem=int(drawn.mem[index]),
-        gpu=int(drawn.gpu[index]),
-        array_id=array[0],
-        array_index=array[1],
+    shape = (int(drawn.cpu[index]), int(drawn.mem[index]), int(drawn.gpu[index]))
+    return replace(
+        _fixed(account, number, submit, float(drawn.runtime[index]), shape), array_id=array[0], array_index=array[1]
     )
 
 

@@ -1,7 +1,8 @@
-"""Files the daemon trusts or publishes: the privacy check and atomic writes.
+"""Files the daemon trusts or publishes: the privacy checks and atomic writes.
 
-Sits at the bottom beside errors: config (its file), state (its directory
-and file), snapshot files and the report and metrics writers use it.
+Sits at the bottom beside errors: config (its file), state and lease (their
+directories, `check_directory`, and files), snapshot files and the report
+and metrics writers use it.
 """
 
 from __future__ import annotations
@@ -11,24 +12,100 @@ import os
 import secrets
 import stat
 from pathlib import Path
+from typing import Final
 
-from slurm_drf.errors import DrfError, StateError
+from slurm_drf.errors import DrfError, InputError, StateError
 
 
-def check_private(path: str | os.PathLike[str], what: str, error: type[DrfError] = StateError) -> None:
-    """Refuse a file or directory others could change, as ssh does (`check_private_status`, `check_ancestors`).
+class UnsafePathError(StateError, InputError):
+    """A state or lease directory that others could change or swap: exit 2, as a config file others could change.
 
-    Whoever can write the config or the state can make a privileged daemon
-    reorder (or hold back) every job on the cluster. A path that cannot be
-    read is left to whoever reads it to report. For a file the daemon reads,
-    `read_private` checks what it opened instead of the path.
+    A StateError to the daemon (a cycle that fails, retried), an InputError
+    to the CLI (exit 2, which systemd does not restart into: the
+    administrator must fix the directory first).
+    """
+
+    category = "state"
+
+
+# Room a directory the daemon saves into must have beyond the file a save
+# replaces (write_atomic writes the new file beside the old one): the lease,
+# the lock, and the rounding of each to whole blocks.
+MIN_FREE_BYTES: Final = 64 * 1024
+
+
+def check_directory(path: str | os.PathLike[str], what: str, *, replaces: int = 0) -> None:
+    """The one check of a directory the daemon keeps its state or lease in: what a run needs of it.
+
+    The daemon, `once`, `reset` and the lease run it before they write
+    anything there, and a dry run (`once --dry-run`, the pre-flight) runs
+    the same one, so that it refuses what the run would. Refused:
+
+    - a symlink at the path (its target is what the daemon would trust, and
+      whoever may write the directory holding the link may point it
+      elsewhere): UnsafePathError, naming the target to configure instead;
+    - anything but a directory; a directory group or others may write (a
+      sticky bit does not make it safe: others could still put files of
+      the names the daemon opens in it), or owned by neither root nor us;
+      a directory above it others could change (`check_ancestors`):
+      UnsafePathError;
+    - one this user cannot write, on a read-only filesystem, or with less
+      than `replaces` (the size of the file a save replaces) plus
+      MIN_FREE_BYTES free: StateError (exit 1; the daemon retries, as the
+      disk may be freed).
+
+    A directory that does not exist yet (the run creates it) is judged by
+    the directories above it.
     """
     try:
-        info = os.stat(path)
-    except OSError:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        check_ancestors(path, what, UnsafePathError)
+        _check_room(_existing_parent(Path(path)), path, what, MIN_FREE_BYTES)
         return
-    check_private_status(info, path, what, error)
-    check_ancestors(path, what, error)
+    except OSError as error:
+        raise StateError(f"{path}: cannot use {what}: {error.strerror or error}") from error
+    if stat.S_ISLNK(info.st_mode):
+        target = os.path.realpath(path)
+        raise UnsafePathError(
+            f"{path}: {what} is a symlink (to {target}); name the directory itself in the config: {target}"
+        )
+    if not stat.S_ISDIR(info.st_mode):
+        raise UnsafePathError(f"{path}: {what} is not a directory ({stat.filemode(info.st_mode)})")
+    check_private_status(info, path, what, UnsafePathError)
+    check_ancestors(path, what, UnsafePathError)
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise StateError(
+            f"{path}: {what} is not writable by this user (uid {os.geteuid()}); nothing is written to Slurm"
+        )
+    _check_room(Path(path), path, what, replaces + MIN_FREE_BYTES)
+
+
+def _existing_parent(path: Path) -> Path:
+    """The nearest directory above `path` that exists (the one a mkdir would write into)."""
+    for parent in Path(os.path.abspath(path)).parents:
+        if parent.exists():
+            return parent
+    return Path("/")
+
+
+def _check_room(directory: Path, path: str | os.PathLike[str], what: str, need: int) -> None:
+    """StateError when the filesystem of `directory` is read-only or has less than `need` bytes free (for us)."""
+    try:
+        room = os.statvfs(directory)
+    except OSError:
+        return  # the save itself says what is wrong
+    if room.f_flag & os.ST_RDONLY:
+        raise StateError(
+            f"{path}: {what} is on a read-only filesystem; nothing is written to Slurm until it can be written"
+        )
+    # Root may use the blocks reserved for it; anyone else only what is available.
+    free = (room.f_bfree if os.geteuid() == 0 else room.f_bavail) * room.f_frsize
+    if free < need:
+        raise StateError(
+            f"{path}: {what} is on a full filesystem ({free:,} bytes free, a save needs {need:,}); "
+            "nothing is written to Slurm until there is room"
+        )
 
 
 def read_private(

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Final
 
 from slurm_drf.config.settings import HORIZON_MARGIN, Config
 from slurm_drf.errors import DrfError
-from slurm_drf.model.snapshot_file import SnapshotFileSource
-from slurm_drf.policy.values import label_space, priority_weight_sum
-from slurm_drf.slurm.cli_source import build_scontrol_config_argv
+from slurm_drf.policy.label_space import label_space, priority_weight_sum
 from slurm_drf.slurm.execute import run_command
 from slurm_drf.slurm.parse.scontrol import parse_priority_weights, parse_scheduler_parameters
 
 SCONTROL_TIMEOUT = 10.0
+# `slurm.cli_source.build_scontrol_config_argv()` (a test holds them equal): that module
+# brings the whole reader with it, numpy and the codec, which check-config does not need.
+SCONTROL_CONFIG_ARGV: Final = ("scontrol", "show", "config")
 
 
 def band_lines(config: Config, weights: Mapping[str, int], scheduler: Mapping[str, int]) -> list[str]:
@@ -54,10 +56,12 @@ def site_weights(snapshot_path: str | None) -> tuple[Mapping[str, int], Mapping[
     """Slurm's PriorityWeight* and SchedulerParameters, from a snapshot or `scontrol show config`;
     a one-line reason when neither can be read."""
     if snapshot_path is not None:
+        from slurm_drf.model.snapshot_file import SnapshotFileSource  # noqa: PLC0415  (a snapshot is rarely given)
+
         snapshot = SnapshotFileSource(snapshot_path).fetch_snapshot()
         return snapshot.priority_weights, snapshot.scheduler_parameters
     try:
-        text = run_command(build_scontrol_config_argv(), SCONTROL_TIMEOUT)
+        text = run_command(SCONTROL_CONFIG_ARGV, SCONTROL_TIMEOUT)
     except DrfError as error:
         return f"Slurm's weights unknown ({error}); pass --snapshot FILE to use a saved snapshot's"
     return parse_priority_weights(text), parse_scheduler_parameters(text)

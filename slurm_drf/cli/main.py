@@ -14,7 +14,7 @@ import importlib
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Final, NoReturn
 
 from slurm_drf import __version__
@@ -25,45 +25,74 @@ from slurm_drf.cli.options import (
     leave_to_exit,
     snapshot_limit,
 )
-from slurm_drf.config.load import load_config, resolve_config
-from slurm_drf.config.settings import Config
 from slurm_drf.errors import DrfError, InputError, StateError, shorten
-from slurm_drf.model.snapshot_file import SnapshotFileSource, render_snapshot_bytes, write_snapshot_file
-from slurm_drf.policy.plan import compute_plan
-from slurm_drf.trail.plan_output import render_plan_json_bytes, render_plan_table
 
 if TYPE_CHECKING:
+    from slurm_drf.config.settings import Config
     from slurm_drf.cycle.run import CycleObserver, CycleReport
     from slurm_drf.cycle.store import StateStore
+
+# Every verb imports what it needs when it runs (issue 40): `slurm-drf
+# --help` and `check-config` do not pay for numpy, the planner, the
+# scheduler, the metrics or the simulator, and `plan` not for the daemon's.
 
 logger = logging.getLogger("slurm_drf")
 
 # Verbs defined in their own modules: (module, function adding the parsers,
-# verbs). A run imports only the module of the verb it asks for, so `plan`
-# on a large snapshot does not pay for the scheduler, metrics and simulator.
-_VERB_MODULES: Final = (
-    ("slurm_drf.cli.daemon", "add_daemon_parser", ("daemon",)),
-    ("slurm_drf.cli.simulate", "add_simulate_parser", ("simulate",)),
-    ("slurm_drf.cli.replay", "add_replay_parser", ("replay",)),
-    ("slurm_drf.cli.trail", "add_observe_parsers", ("report", "audit", "explain")),
-    ("slurm_drf.cli.submit", "add_job_submit_parser", ("job-submit",)),
+# each verb's one-line help). A run imports only the module of the verb it
+# asks for; every other verb of these is listed with its help line alone
+# (what `slurm-drf --help` shows), so `--help` imports none of them.
+# tests/unit/cli/test_cli_startup.py checks each line against its module's.
+_VERB_MODULES: Final[tuple[tuple[str, str, Mapping[str, str]], ...]] = (
+    (
+        "slurm_drf.cli.daemon",
+        "add_daemon_parser",
+        {"daemon": "the service: a cycle every interval (SIGHUP reloads, SIGTERM stops)"},
+    ),
+    (
+        "slurm_drf.cli.simulate",
+        "add_simulate_parser",
+        {"simulate": "compare fifo, multifactor, drf and drf-naive on a simulated cluster"},
+    ),
+    (
+        "slurm_drf.cli.replay",
+        "add_replay_parser",
+        {"replay": "replay a workload through a real Slurm in compressed time (one arm), or compare saved results"},
+    ),
+    (
+        "slurm_drf.cli.trail",
+        "add_observe_parsers",
+        {
+            "report": "share report per pool and account, of the live cluster or a snapshot",
+            "audit": "query the history: values written, shares, cycles, errors",
+            "explain": "why a pending job has its place and value",
+        },
+    ),
+    (
+        "slurm_drf.cli.submit",
+        "add_job_submit_parser",
+        {"job-submit": "the job_submit/lua script that places jobs at submission: install it, check it"},
+    ),
 )
-_CORE_VERBS: Final = ("plan", "snapshot", "once", "reset", "check-config")
-_ALL_VERBS: Final = frozenset(_CORE_VERBS).union(*(names for _, _, names in _VERB_MODULES))
 
 
-def _emit(text: bytes) -> None:
-    sys.stdout.buffer.write(text)
+def _emit(*pieces: bytes | memoryview) -> None:
+    sys.stdout.buffer.writelines(pieces)
     sys.stdout.flush()
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
+    from slurm_drf.config.load import resolve_config
+    from slurm_drf.model.snapshot_file import SnapshotFileSource
+    from slurm_drf.policy.plan import compute_plan
+    from slurm_drf.trail.plan_output import render_plan_json_pieces, render_plan_table
+
     config = resolve_config(args.config, os.environ)
     source = SnapshotFileSource(args.snapshot, snapshot_limit(args), keep_decoded=exits_without_teardown())
     snapshot = source.fetch_snapshot()
     plan = compute_plan(snapshot, config)
     if args.format == "json":
-        _emit(render_plan_json_bytes(plan))
+        _emit(*render_plan_json_pieces(plan))
     else:
         print(render_plan_table(plan, args.limit))
     for warning in plan.warnings:
@@ -73,7 +102,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
+    from slurm_drf.config.load import resolve_config
     from slurm_drf.cycle.backends import make_source
+    from slurm_drf.model.snapshot_file import render_snapshot_bytes, write_snapshot_file
 
     config = resolve_config(args.config, os.environ)
     snapshot = make_source(config).fetch_snapshot()
@@ -114,6 +145,9 @@ def _lease(config: Config, writes: bool) -> Iterator[Callable[[], None] | None]:
 
 
 def cmd_once(args: argparse.Namespace) -> int:
+    from slurm_drf.config.load import resolve_config
+    from slurm_drf.trail.plan_output import render_plan_json_bytes, render_plan_table
+
     # Private in a dry run too: the dry run is the pre-flight of a real one,
     # and must refuse what `once` and `daemon` would.
     config = resolve_config(args.config, os.environ, private=True)
@@ -170,6 +204,7 @@ def _once_cycle(config: Config, store: StateStore, dry_run: bool, guard: Callabl
 
 
 def cmd_reset(args: argparse.Namespace) -> int:
+    from slurm_drf.config.load import resolve_config
     from slurm_drf.cycle.backends import make_source, make_writer
     from slurm_drf.cycle.reset import reset_jobs
 
@@ -217,6 +252,8 @@ def _own_nice(text: str) -> int:
 
 
 def cmd_check_config(args: argparse.Namespace) -> int:
+    from slurm_drf.config.load import load_config
+
     # The same checks as the daemon's start and reload, privacy included
     # (as the user running check-config: run it as the daemon's user).
     config = load_config(args.file, private=True)
@@ -289,9 +326,12 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     reset.set_defaults(func=cmd_reset)
 
     wanted = _requested_verb(sys.argv[1:] if argv is None else argv)
-    for module, function, names in _VERB_MODULES:
-        if wanted not in _CORE_VERBS and (wanted is None or wanted in names or wanted not in _ALL_VERBS):
+    for module, function, helps in _VERB_MODULES:
+        if wanted in helps:
             getattr(importlib.import_module(module), function)(verbs)
+        else:
+            for name, line in helps.items():
+                verbs.add_parser(name, help=line)
 
     check = verbs.add_parser("check-config", help="validate a config file: exit 0 or a clear error")
     check.add_argument("file", metavar="FILE")

@@ -28,7 +28,7 @@ from slurm_drf.errors import InputError
 from slurm_drf.replay.arms import ARMS, build_billing_weights, build_slurm_lines, parse_arm
 from slurm_drf.replay.report import build_comparison, predict, render_replay_html, render_text
 from slurm_drf.replay.result import ReplayResult, parse_result, render_result, to_sim_result
-from slurm_drf.replay.run import ReplayOptions, pool_nodes, run_arm
+from slurm_drf.replay.run import MAX_SAMPLE_INTERVAL, MIN_SAMPLE_INTERVAL, ReplayOptions, pool_nodes, run_arm
 from slurm_drf.replay.trace import ReplayInputError
 from slurm_drf.replay.users import UserChoice, parse_users
 from slurm_drf.sim.compare import Comparison, ProgressLine
@@ -84,7 +84,11 @@ def add_replay_parser(subparsers: Any) -> argparse.ArgumentParser:
         help=f"trace seconds per wall second (default {DEFAULT_COMPRESSION:g})",
     )
     run.add_argument(
-        "--sample-interval", type=_factor, default=2.0, metavar="S", help="wall seconds between samples (default 2)"
+        "--sample-interval",
+        type=_factor,
+        default=2.0,
+        metavar="S",
+        help=f"wall seconds between samples, {MIN_SAMPLE_INTERVAL:g} to {MAX_SAMPLE_INTERVAL:g} (default 2)",
     )
     run.add_argument("--stop-after", metavar="DUR", help="end the replay after this much trace time (e.g. 3h)")
     run.add_argument(

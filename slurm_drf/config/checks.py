@@ -16,7 +16,7 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, Final, cast
 
-from yaml.nodes import Node, ScalarNode
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from slurm_drf.config.durations import parse_duration
 from slurm_drf.config.settings import (
@@ -62,6 +62,12 @@ HISTORY_KEPT_HALF_LIVES: Final = 3
 MIN_WEIGHT: Final = Fraction(1, 10**6)
 MAX_WEIGHT: Final = Fraction(10**6)
 WEIGHT_DECIMALS: Final = 20
+# The longest mapping key, however it is written. PyYAML reads a key written
+# plainly or in quotes (a "simple key") only up to 1024 characters and
+# otherwise fails with "mapping values are not allowed here"
+# (config.load names the key instead); a key written as `? KEY` could be
+# longer, and is held to the same bound. No name Slurm keeps comes near it.
+MAX_KEY_CHARACTERS: Final = 1024
 
 
 def logical_problems(data: Any) -> list[Problem]:
@@ -341,6 +347,40 @@ def weight_problems(data: Any, root: Node) -> list[Problem]:
             problems.append(Problem(path, f"{written} is not between 0.000001 and 1000000"))
         elif (exact * 10**WEIGHT_DECIMALS).denominator != 1:
             problems.append(Problem(path, f"{written} has more than {WEIGHT_DECIMALS} digits after the point"))
+    return problems
+
+
+def long_key_message(length: int, what: str = "the key") -> str:
+    """What is wrong with a key of `length` characters (over MAX_KEY_CHARACTERS); `what` names it."""
+    return (
+        f"{what} is too long: {length:,} characters, where a key may have at most {MAX_KEY_CHARACTERS:,} "
+        "(YAML's limit for a key written plainly or in quotes); shorten it"
+    )
+
+
+def key_length_problems(root: Node) -> list[Problem]:
+    """Mapping keys longer than MAX_KEY_CHARACTERS (only a `? KEY` can be), each at its own line.
+
+    Walks the node tree once, each node once however many aliases share it.
+    """
+    problems = []
+    seen: set[int] = set()
+    stack: list[tuple[Node, KeyPath]] = [(root, ())]
+    while stack:
+        node, path = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, MappingNode):
+            for key, value in node.value:
+                text = str(key.value) if isinstance(key, ScalarNode) else ""
+                if len(text) > MAX_KEY_CHARACTERS:
+                    mark = (int(key.start_mark.line) + 1, int(key.start_mark.column) + 1)
+                    problems.append(Problem(path, long_key_message(len(text)), mark))
+                else:
+                    stack.append((value, (*path, text)))
+        elif isinstance(node, SequenceNode):
+            stack.extend((item, (*path, index)) for index, item in enumerate(node.value))
     return problems
 
 

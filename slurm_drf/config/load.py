@@ -121,11 +121,22 @@ def load_config(path: str | os.PathLike[str], *, private: bool = False) -> Confi
 
 def parse_config_text(text: str, source: str) -> Config:
     """Validate YAML text and convert it; `source` names it in messages and source_path."""
-    from slurm_drf.config.checks import build_config, logical_problems, weight_problems  # noqa: PLC0415
+    from slurm_drf.config.checks import (  # noqa: PLC0415
+        build_config,
+        key_length_problems,
+        logical_problems,
+        weight_problems,
+    )
     from slurm_drf.config.validate import schema_problems  # noqa: PLC0415
     from slurm_drf.config.yaml_tree import check_expanded_size, mark_of, read_yaml  # noqa: PLC0415
 
-    document = read_yaml(text, source)
+    try:
+        document = read_yaml(text, source)
+    except ConfigError as error:
+        long_key = _long_key_error(text, source, error)
+        if long_key is None:
+            raise
+        raise long_key from error
     if document is None or document.data is None:
         # An empty file (or only comments, or a bare `null`) asks for
         # nothing: defaults.
@@ -134,6 +145,7 @@ def parse_config_text(text: str, source: str) -> Config:
     # Before anything walks the data, which aliases may have made endless.
     check_expanded_size(root, source)
     problems = list(document.duplicates)
+    problems += key_length_problems(root)
     problems += schema_problems(data)
     problems += logical_problems(data)
     problems += weight_problems(data, root)
@@ -146,6 +158,58 @@ def parse_config_text(text: str, source: str) -> Config:
         messages = [f"{source}:{line}: {rendered}" for (line, _), _, rendered in placed]
         raise ConfigError("\n".join(messages), messages)
     return build_config(data, root, document.lines, source)
+
+
+def _long_key_error(text: str, source: str, error: ConfigError) -> ConfigError | None:
+    """The error to raise instead of a YAML syntax error that a key too long for PyYAML caused, or None.
+
+    PyYAML drops a possible key once it runs past 1024 characters, so the
+    `:` after it reads as "mapping values are not allowed here" (or, inside
+    `{...}`, "expected ',' or '}', but got ':'"). When the error points at
+    a `:` and what is written before it on its line is one key
+    (`written_key`) longer than MAX_KEY_CHARACTERS, that key is what is
+    wrong. Read from the line's text alone: scanning the file again would
+    cost as much as the file is hostile.
+    """
+    import yaml  # noqa: PLC0415
+
+    from slurm_drf.config.checks import MAX_KEY_CHARACTERS, long_key_message  # noqa: PLC0415
+
+    cause = error.__cause__
+    if not isinstance(cause, yaml.MarkedYAMLError) or cause.problem_mark is None:
+        return None
+    mark = cause.problem_mark
+    colon = int(mark.index)
+    if not 0 <= colon < len(text) or text[colon] != ":":
+        return None
+    before = text[max(text.rfind(brk, 0, colon) for brk in _LINE_BREAKS) + 1 : colon].rstrip(" \t")
+    key = written_key(before)
+    if key is None or len(key) <= MAX_KEY_CHARACTERS:
+        return None
+    where = f"the key at column {len(before) - len(key) + 1}"
+    return ConfigError(f"{source}:{int(mark.line) + 1}: {long_key_message(len(key), where)}")
+
+
+# What YAML (and PyYAML's marks) count as line breaks.
+_LINE_BREAKS: Final = ("\n", "\r", "\x85", "\u2028", "\u2029")
+# What ends the text before a key written plainly inside `{...}` or `[...]`.
+_FLOW_STARTS: Final = ("{", "[", ",")
+
+
+def written_key(before: str) -> str | None:
+    """The key written last in `before` (a line's text up to a `:`), quotes included, or None when what
+    is there is no one key: `  - "a b"` -> `"a b"`, `x: {y: 1, long_key` -> `long_key`, `x: value` -> None."""
+    text = before.rstrip(" \t")
+    if text[-1:] in ("'", '"'):
+        opening = text.rfind(text[-1], 0, len(text) - 1)
+        return text[opening:] if opening >= 0 else None
+    flow = max((found + 1 for start in _FLOW_STARTS if (found := text.rfind(start)) >= 0), default=0)
+    if ": " in text[flow:]:
+        return None  # a value after its key's `: `, where no key can start
+    key = text[flow:].lstrip(" \t")
+    while key.startswith(("- ", "? ")):  # sequence entries and an explicit key hold the key
+        key = key[2:].lstrip(" \t")
+    return key or None
 
 
 def warn_unknown_accounts(

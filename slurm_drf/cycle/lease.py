@@ -7,16 +7,21 @@ own shared StateSaveLocation), each cycle first takes or renews the lease:
 intervals after its last renewal, and is read and replaced under a POSIX
 record lock on `lease.lock` (fcntl.lockf, which NFS carries). A daemon
 that does not hold it is the standby: it reads nothing, writes nothing,
-and tries again when the hold ends. The holder renews at each cycle and
-again right before it saves its state and writes (`confirm`, the fence),
-so a holder whose hold ran out mid-cycle writes nothing. A clean stop
-releases the lease: the standby takes over at its next attempt, within one
-interval; after a crash, when the hold ends, within LEASE_INTERVALS.
+and tries again 50 ms after the hold ends (service.loop). The holder
+renews at each cycle, again right before it saves its state (`confirm`,
+the fence), and before every batch of its writes, each sized to end half
+an interval before the hold does (cycle.fence): a holder whose hold ran
+out mid-cycle writes nothing more, and one that finds the lease taken
+stops writing at once (LeaseLost). A clean stop releases the lease: the
+standby takes over at its next attempt, within one interval; after a
+crash, LEASE_INTERVALS intervals and 50 ms after the last renewal.
 
 The daemons' state file lives in the same directory (`StateStore(shared=)`):
 the new holder knows every job's own nice from its first cycle. Each keeps
-its own lock and history in its own state directory. The hold is wall-clock
-time: the heads' clocks must agree (NTP) to well under half an interval.
+its own lock and history in its own state directory. The directory is
+checked as the state directory is (files.check_directory: no symlink, no
+one else may write it, room to write). The hold is wall-clock time: the
+heads' clocks must agree (NTP) to well under half an interval.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from pathlib import Path
 from typing import Final
 
 from slurm_drf.errors import StateError
-from slurm_drf.files import write_atomic
+from slurm_drf.files import check_directory, write_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +55,21 @@ class LeaseLost(StateError):
     """Another daemon holds the lease: this one must not write."""
 
     category = "lease"
+
+    def __init__(self, lease: Path, holder: str, stopped: str = "this cycle writes nothing") -> None:
+        super().__init__(f"{lease}: {holder} holds the lease now; {stopped}")
+        self.lease = lease
+        self.holder = holder
+
+    def stopped_after(self, sent: int, total: int) -> LeaseLost:
+        """The same loss found between two batches of writes (cycle.fence): how far the writes got."""
+        if sent == 0:
+            return self
+        return LeaseLost(
+            self.lease,
+            self.holder,
+            f"this daemon stopped writing after {sent} of {total} value(s); the holder writes the rest",
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,12 +112,10 @@ class Lease:
             return None
 
     def confirm(self) -> None:
-        """The fence before the state is saved and Slurm written: renew, or LeaseLost."""
+        """The fence before the state is saved and before each batch of writes: renew, or LeaseLost."""
         hold = self.acquire()
         if hold is not None:
-            raise LeaseLost(
-                f"{self.directory / LEASE_FILE}: {hold.holder} holds the lease now; this cycle writes nothing"
-            )
+            raise LeaseLost(self.directory / LEASE_FILE, hold.holder)
 
     def release(self) -> None:
         """Give the lease up (a clean stop): the standby need not wait for the hold to end."""
@@ -110,7 +128,9 @@ class Lease:
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
         try:
-            self.directory.mkdir(mode=0o750, parents=True, exist_ok=True)
+            if not os.path.lexists(self.directory):  # a symlink in its place is check_directory's to refuse
+                self.directory.mkdir(mode=0o750, parents=True, exist_ok=True)
+            check_directory(self.directory, "the lease directory")
             descriptor = os.open(self.directory / LEASE_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o640)
         except OSError as error:
             raise StateError(f"{self.directory}: cannot use the lease directory: {error.strerror or error}") from error

@@ -12,7 +12,9 @@ explain is never taken to hold its own); the new memory (each job's own
 nice and the value about to be written) is saved BEFORE the writes, so a
 crash between the two never loses a user's nice; a write that then fails
 is harmless, because the next cycle sees Slurm still holding the user's
-value and takes it as theirs.
+value and takes it as theirs. With a lease (two head nodes) the writes go
+in batches, each sent only inside the lease's hold (`cycle.fence`); the
+ones a lost or too short hold leaves are unsent, and harmless the same way.
 """
 
 from __future__ import annotations
@@ -24,12 +26,13 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from slurm_drf import failpoints
 from slurm_drf.config.settings import Config
+from slurm_drf.cycle.fence import HoldFence
 from slurm_drf.cycle.recall import Recall
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.model.types import Snapshot
@@ -37,7 +40,7 @@ from slurm_drf.policy.decayed_usage import UsageByPool
 from slurm_drf.policy.plan import Plan, compute_plan
 from slurm_drf.policy.state import JobMemory, PolicyState, is_label_nice
 from slurm_drf.slurm.source import ClusterSource
-from slurm_drf.slurm.write import Write, WriteResult, build_reset_lines, is_gone
+from slurm_drf.slurm.write import HoldEnded, Write, WriteResult, build_reset_lines, combine_results, is_gone
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +49,14 @@ class Writer(Protocol):
     def apply(self, writes: Sequence[Write]) -> WriteResult: ...
 
     def run_lines(self, lines: Sequence[str]) -> tuple[dict[str, str], list[str]]: ...
+
+
+@runtime_checkable
+class DeadlineWriter(Protocol):
+    """A writer that can send nothing after a given time (ScontrolWriter, PyslurmWriter): under a lease,
+    each batch is sent with the end of the hold (cycle.fence)."""
+
+    def apply_until(self, writes: Sequence[Write], until: float) -> WriteResult: ...
 
 
 class CycleObserver(Protocol):
@@ -176,8 +187,10 @@ def run_cycle(
     """One cycle; dry_run computes the plan and writes nothing, state included.
 
     `history` is the past use and the record of writes (`CycleHistory`).
-    `guard` is called before anything is saved or written, and raises when
-    this daemon may not write (cycle.lease.Lease.confirm).
+    `guard` renews this daemon's right to write for LEASE_INTERVALS
+    intervals of `config.interval`, or raises when it may not write
+    (cycle.lease.Lease.confirm); it is called before anything is saved
+    and before every batch of writes (cycle.fence.HoldFence).
     """
     with collector_paused():
         return _run_cycle(source, writer, config, store, (dry_run, history, guard))
@@ -213,6 +226,8 @@ def _run_cycle(
     dry_run, history, guard = options
     past = history.past
     recall = history.recall or Recall(None)
+    # What the run needs of its directories, refused before anything is read (a dry run's too).
+    store.check()
     started = time.monotonic()
     snapshot = source.fetch_snapshot().columns_only()
     read_seconds = time.monotonic() - started
@@ -224,10 +239,11 @@ def _run_cycle(
     if dry_run:
         return CycleReport(plan, snapshot, writes, None, read_seconds, time.monotonic() - started, deferred, True)
 
-    if guard is not None:
-        guard()
+    # With a lease, the state is saved and every batch of writes sent inside the hold (cycle.fence).
+    fence = HoldFence(guard, config.interval)
+    fence.confirm()
     pending_ids = set(plan.column("job_id"))
-    undone = _reset_other_modes(writer, state, plan, snapshot, pending_ids)
+    undone = _reset_other_modes(writer, fence, state, plan, snapshot, pending_ids)
     memory = remember(state.jobs, plan, chosen, pending_ids, undone)
     booted = snapshot.controller_started or state.controller_started
     seen = _newest_submit(snapshot, state.placed_after)
@@ -235,20 +251,61 @@ def _run_cycle(
     recall.forget([write.job_id for write in writes])
     failpoints.reached("saved")
     if failpoints.armed("mid_writes") and len(writes) > 1:
-        writer.apply(writes[: len(writes) // 2])
+        apply_writes(writer, fence, writes[: len(writes) // 2])
         failpoints.reached("mid_writes")
-    result = writer.apply(writes)
-    if result.failed or result.gone:
+    result = apply_writes(writer, fence, writes)
+    answered = {*result.applied, *result.gone, *result.failed}
+    unsent = [write.job_id for write in writes if write.job_id not in answered]
+    if result.failed or result.gone or unsent:
         # A failed write left the job as it was: forget only what we just added.
-        for job_id in (*result.failed, *result.gone):
+        for job_id in (*result.failed, *result.gone, *unsent):
             if job_id in state.jobs and state.jobs[job_id].mode == plan.mode:
                 memory[job_id] = state.jobs[job_id]
             else:
                 memory.pop(job_id, None)
+        # The state may be shared with the other head: saved only while the lease is ours.
+        fence.confirm(len(answered), len(writes))
         store.save(replace(plan.state, jobs=MappingProxyType(memory), controller_started=booted, placed_after=seen))
     unknown = frozenset(job for job, m in memory.items() if not m.own_known)
     seconds = time.monotonic() - started
     return CycleReport(plan, snapshot, writes, result, read_seconds, seconds, deferred, False, unknown)
+
+
+def apply_writes(writer: Writer, fence: HoldFence, writes: Sequence[Write]) -> WriteResult:
+    """The writes, in the fence's batches (one without a lease); what became of those sent.
+
+    A writer that can stop at the end of the hold (`DeadlineWriter`) is
+    told when it ends. The writes not sent (the fence's hold left no time
+    for them, or the writer stopped at its end) are in none of the result's
+    fields: they wait for the next cycle.
+    """
+    results: list[WriteResult] = []
+    for batch in fence.batches(writes):
+        if batch.until is not None and isinstance(writer, DeadlineWriter):
+            try:
+                result = writer.apply_until(batch.items, batch.until)
+            except HoldEnded:
+                # Stopped mid-batch (a stall, a paused process): LeaseLost when the lease was taken, saying
+                # how many writes went to Slurm (this batch's among them: which of them landed is unknown).
+                fence.confirm(_answered(results) + len(batch.items), len(writes))
+                raise
+        else:
+            result = writer.apply(batch.items)
+        results.append(result)
+        if batch.until is not None and _answered([result]) < len(batch.items):
+            logger.warning(
+                "%d of %d write(s) wait for the next cycle: the lease's hold (less half an interval) ended "
+                "before they were sent",
+                len(writes) - _answered(results),
+                len(writes),
+            )
+            break
+    return combine_results(results)
+
+
+def _answered(results: Sequence[WriteResult]) -> int:
+    """How many writes these results account for (applied, gone or failed): the ones sent."""
+    return sum(len(r.applied) + len(r.gone) + len(r.failed) for r in results)
 
 
 def _newest_submit(snapshot: Snapshot, before: float | None) -> float | None:
@@ -261,7 +318,7 @@ def _newest_submit(snapshot: Snapshot, before: float | None) -> float | None:
 
 
 def _reset_other_modes(
-    writer: Writer, state: PolicyState, plan: Plan, snapshot: Snapshot, pending: set[str]
+    writer: Writer, fence: HoldFence, state: PolicyState, plan: Plan, snapshot: Snapshot, pending: set[str]
 ) -> set[str]:
     """After a change of mode, undo what the old mode wrote before the new one
     writes; the jobs undone. Held jobs wait: we never write to a held job."""
@@ -269,16 +326,21 @@ def _reset_other_modes(
         return set()
     table = snapshot.table
     held = {table.job_id[i] for i in np.flatnonzero(table.held | (table.priority == 0)).tolist()}
-    lines: list[str] = []
-    jobs: list[str] = []
-    for job_id, memory in state.jobs.items():
-        if memory.mode != plan.mode and job_id in pending and job_id not in held:
-            lines.extend(build_reset_lines(job_id, memory.mode, memory.user_nice))
-            jobs.append(job_id)
-    if not lines:
+    jobs = [
+        (job_id, memory)
+        for job_id, memory in state.jobs.items()
+        if memory.mode != plan.mode and job_id in pending and job_id not in held
+    ]
+    if not jobs:
         return set()
     logger.info("mode is now %s: giving %d job(s) their own values back first", plan.mode, len(jobs))
-    per_job, other = writer.run_lines(lines)
-    for line in other:
-        logger.warning("scontrol: %s", line)
-    return {job for job in jobs if job not in per_job or is_gone(per_job[job])}
+    undone: set[str] = set()
+    for batch in fence.batches(jobs):
+        lines = [
+            line for job_id, memory in batch.items for line in build_reset_lines(job_id, memory.mode, memory.user_nice)
+        ]
+        per_job, other = writer.run_lines(lines)
+        for line in other:
+            logger.warning("scontrol: %s", line)
+        undone.update(job_id for job_id, _ in batch.items if job_id not in per_job or is_gone(per_job[job_id]))
+    return undone

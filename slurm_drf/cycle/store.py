@@ -27,7 +27,7 @@ import orjson
 
 from slurm_drf.config.settings import MODES
 from slurm_drf.errors import StateError
-from slurm_drf.files import check_private, read_private, write_atomic
+from slurm_drf.files import check_directory, read_private, write_atomic
 from slurm_drf.model.codec import is_job_id, show
 from slurm_drf.model.types import MAX_JOB_ID, MAX_PRIORITY, NICE_RANGE, job_numbers, plain_numbers
 from slurm_drf.policy.state import (
@@ -245,16 +245,36 @@ class StateStore:
         self._lock: IO[str] | None = None
 
     def ensure_directory(self) -> None:
-        for directory in (self.directory, self.shared):
-            if directory is None:
-                continue
+        """`check` the directories, create those that are missing (0750), and check those again."""
+        self.check()  # nothing created below a directory others could change
+        missing = [directory for directory in self._directories() if not os.path.lexists(directory)]
+        for directory in missing:
             try:
                 directory.mkdir(mode=0o750, parents=True, exist_ok=True)
             except OSError as error:
                 raise StateError(
                     f"{directory}: cannot create the state directory: {error.strerror or error}"
                 ) from error
-            check_private(directory, "the state directory")
+        if missing:
+            self.check()
+
+    def check(self) -> None:
+        """What a run needs of the state directories (files.check_directory), missing ones judged by their parents.
+
+        The daemon and `once` check them before anything is saved or
+        written, and a dry run at the start of its cycle as well, so that
+        `once --dry-run` refuses what `once` would.
+        """
+        try:
+            replaces = os.lstat(self.path).st_size
+        except OSError:
+            replaces = 0
+        check_directory(self.directory, "the state directory", replaces=0 if self.shared else replaces)
+        if self.shared is not None:
+            check_directory(self.shared, "the lease directory", replaces=replaces)
+
+    def _directories(self) -> list[Path]:
+        return [self.directory] if self.shared is None else [self.directory, self.shared]
 
     def load(self) -> PolicyState:
         """The saved state; a fresh one (logged) when missing or corrupt."""

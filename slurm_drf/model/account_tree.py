@@ -16,8 +16,10 @@ user association hangs under its own account, which must exist. Each
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import compress
 from types import MappingProxyType
 from typing import Final
 
@@ -140,23 +142,43 @@ class _Listed:
         self.user_shares[pair] = association.shares
 
 
-def build_tree(associations: Sequence[Association]) -> AccountTree:
-    """Check the associations form one tree; SnapshotError names the first that does not."""
-    listed = _Listed()
-    for index, association in enumerate(associations):
-        if association.user is None:
-            listed.add_account(association, index)
-        else:
-            listed.add_user(association, association.user, index)
+@dataclass(frozen=True, slots=True)
+class AssociationColumns:
+    """The associations' fields as columns (one entry per association, in listed order)."""
+
+    account: Sequence[str]
+    parent: Sequence[str | None]
+    user: Sequence[str | None]
+    shares: Sequence[int | None]
+
+    @classmethod
+    def of(cls, associations: Sequence[Association]) -> AssociationColumns:
+        return cls(
+            [a.account for a in associations],
+            [a.parent for a in associations],
+            [a.user for a in associations],
+            [a.shares for a in associations],
+        )
+
+
+def build_tree(associations: Sequence[Association], columns: AssociationColumns | None = None) -> AccountTree:
+    """Check the associations form one tree; SnapshotError names the first that does not.
+
+    `columns`: the associations' fields as columns, where the caller has them (the snapshot parser).
+    """
+    columns = AssociationColumns.of(associations) if columns is None else columns
+    listed = _listed_at_once(columns)
+    if listed is None:  # something is wrong: one by one, to name the first that is
+        listed = _Listed()
+        for index, association in enumerate(associations):
+            if association.user is None:
+                listed.add_account(association, index)
+            else:
+                listed.add_user(association, association.user, index)
     accounts, parents, user_index = listed.accounts, listed.parents, listed.user_index
-    for name, parent in parents.items():
-        if parent is not None and parent not in accounts:
-            index = accounts[name]
-            raise _refuse(associations[index], index, f"parent: no account association for {parent!r}")
+    _check_parents(associations, listed)
     paths = _paths(associations, accounts, parents)
-    for (name, _user), index in user_index.items():
-        if name not in accounts:
-            raise _refuse(associations[index], index, f"account: no account association for {name!r}")
+    _check_user_accounts(associations, listed)
     children: dict[str, list[str]] = {name: [] for name in accounts}
     for name, parent in parents.items():
         if parent is not None:
@@ -165,13 +187,59 @@ def build_tree(associations: Sequence[Association]) -> AccountTree:
     for name, user in user_index:
         users[name].append(user)
     assert listed.root is not None or not associations
+    shares = columns.shares
     return AccountTree(
         root=listed.root or "",
         paths=MappingProxyType(paths),
-        children=MappingProxyType({name: tuple(kids) for name, kids in children.items()}),
-        users=MappingProxyType({name: tuple(names) for name, names in users.items()}),
-        shares=MappingProxyType({name: associations[index].shares for name, index in accounts.items()}),
+        children=MappingProxyType(dict(zip(children, map(tuple, children.values()), strict=True))),
+        users=MappingProxyType(dict(zip(users, map(tuple, users.values()), strict=True))),
+        shares=MappingProxyType(dict(zip(accounts, map(shares.__getitem__, accounts.values()), strict=True))),
         user_shares=MappingProxyType(listed.user_shares),
+    )
+
+
+def _check_parents(associations: Sequence[Association], listed: _Listed) -> None:
+    """Refuse the first account association whose parent is no account association."""
+    accounts = listed.accounts
+    if set(listed.parents.values()).difference((None,)) <= accounts.keys():
+        return
+    for name, parent in listed.parents.items():
+        if parent is not None and parent not in accounts:
+            index = accounts[name]
+            raise _refuse(associations[index], index, f"parent: no account association for {parent!r}")
+
+
+def _check_user_accounts(associations: Sequence[Association], listed: _Listed) -> None:
+    """Refuse the first user association of an account that has no account association."""
+    accounts = listed.accounts
+    if {name for name, _ in listed.user_index} <= accounts.keys():
+        return
+    for (name, _user), index in listed.user_index.items():
+        if name not in accounts:
+            raise _refuse(associations[index], index, f"account: no account association for {name!r}")
+
+
+def _listed_at_once(columns: AssociationColumns) -> _Listed | None:
+    """What `_Listed` makes of the associations added one by one, made in C loops over the columns
+    (a tree of 100,000 accounts); None when one of them would refuse an association."""
+    own = [user is None for user in columns.user]
+    theirs = list(map(operator.not_, own))
+    own_accounts = list(compress(columns.account, own))
+    own_parents = list(compress(columns.parent, own))
+    accounts = dict(zip(own_accounts, compress(range(len(own)), own), strict=False))
+    pairs = list(zip(compress(columns.account, theirs), compress(columns.user, theirs), strict=True))
+    user_index = dict(zip(pairs, compress(range(len(own)), theirs), strict=False))
+    roots = own_parents.count(None)
+    if len(accounts) != len(own_accounts) or len(user_index) != len(pairs) or roots > 1:
+        return None  # an account or a pair listed twice, or a second root
+    if not all(map(operator.eq, compress(columns.parent, theirs), compress(columns.account, theirs))):
+        return None  # a user association under another account (or of no written parent: one by one)
+    return _Listed(
+        accounts,
+        dict(zip(own_accounts, own_parents, strict=True)),
+        user_index,  # type: ignore[arg-type]  # every user of `pairs` is a name: `theirs` has no None
+        dict(zip(pairs, compress(columns.shares, theirs), strict=False)),  # type: ignore[arg-type]
+        own_accounts[own_parents.index(None)] if roots else None,
     )
 
 
@@ -185,6 +253,15 @@ def _paths(
     """
     depths: dict[str, int] = {}
     for start in accounts:
+        # The usual case first: the parent's depth is known (or it is the root).
+        parent = parents[start]
+        if parent is None:
+            depths[start] = 0
+            continue
+        above = depths.get(parent)
+        if above is not None:
+            depths[start] = above + 1
+            continue
         chain: list[str] = []
         on_chain: set[str] = set()
         name: str | None = start

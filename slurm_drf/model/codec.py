@@ -18,7 +18,7 @@ from typing import Any, Final
 import numpy as np
 
 from slurm_drf.errors import SnapshotError
-from slurm_drf.model.account_tree import build_tree, describe_association
+from slurm_drf.model.account_tree import AccountTree, AssociationColumns, build_tree, describe_association
 from slurm_drf.model.types import (
     EMPTY_TRES,
     MAX_ARRAY_TASKS,
@@ -234,18 +234,24 @@ def parse_snapshot(data: object) -> Snapshot:
     priority_type = data.get("priority_type")
     parsed_nodes = tuple(parse_node(n, i) for i, n in enumerate(nodes))
     check_nodes(parsed_nodes)
+    table = parse_job_table(jobs)
+    # In the order the keys were always checked in, so that a file with several faults names the same first.
+    priority_weights = _tres(weights, "priority_weights", MAX_PRIORITY)  # Slurm's PriorityWeight* are 32-bit.
+    het_leaders = _job_ids(data.get("het_leaders", []), "het_leaders")
+    scheduler_parameters = _tres(_object(data, "scheduler_parameters"), "scheduler_parameters", MAX_PRIORITY)
+    associations, tree = _association_tree(data.get("associations", []))
     return Snapshot.from_table(
-        parse_job_table(jobs),
+        table,
+        tree=tree,
         cluster=str(data.get("cluster", "")),
         taken_at=str(data.get("taken_at", "")),
         nodes=parsed_nodes,
         slurm_version=str(version) if version is not None else None,
-        # Slurm's PriorityWeight* are 32-bit.
-        priority_weights=_tres(weights, "priority_weights", MAX_PRIORITY),
+        priority_weights=priority_weights,
         priority_type=str(priority_type) if priority_type is not None else None,
-        het_leaders=_job_ids(data.get("het_leaders", []), "het_leaders"),
-        scheduler_parameters=_tres(_object(data, "scheduler_parameters"), "scheduler_parameters", MAX_PRIORITY),
-        associations=parse_associations(data.get("associations", [])),
+        het_leaders=het_leaders,
+        scheduler_parameters=scheduler_parameters,
+        associations=associations,
         controller_started=_text_or_none(data.get("controller_started"), "controller_started"),
     )
 
@@ -293,11 +299,46 @@ def parse_association(record: object, index: int) -> Association:
 
 def parse_associations(value: object) -> tuple[Association, ...]:
     """The snapshot's association tree, checked (`model.account_tree.build_tree`); [] is no tree."""
+    return _association_tree(value)[0]
+
+
+def _association_tree(value: object) -> tuple[tuple[Association, ...], AccountTree]:
+    """`parse_associations`, and the tree it checked them with."""
     if not isinstance(value, list):
         raise SnapshotError(f"associations: expected a list, got {show(value)}")
-    associations = tuple(parse_association(record, index) for index, record in enumerate(value))
-    build_tree(associations)
-    return associations
+    fast = _fast_associations(value)
+    if fast is None:
+        associations = tuple(parse_association(record, index) for index, record in enumerate(value))
+        return associations, build_tree(associations)
+    return fast[0], build_tree(*fast)
+
+
+def _fast_associations(records: list[Any]) -> tuple[tuple[Association, ...], AssociationColumns] | None:
+    """The associations `parse_association` makes of `records`, key by key over all of them, and
+    their columns; None when any record needs the careful path (which then names the first bad one)."""
+    if not _types(records) <= {dict}:
+        return None
+    accounts, parents, users, shares = (list(map(methodcaller("get", key), records)) for key in _ASSOCIATION_KEYS)
+    names = {str, type(None)}
+    if not (_types(accounts) <= {str} and _types(parents) <= names and _types(users) <= names):
+        return None
+    if "" in set(accounts) or "" in set(parents) or "" in set(users):
+        return None
+    # RawShares: an int in range or null (a whole float, a bool: the careful path).
+    given = [value for value in shares if value is not None]
+    if not _types(given) <= {int} or (given and (min(given) < 0 or max(given) > MAX_SHARES)):
+        return None
+    # A user association's parent is its account, written or not (as parse_association).
+    parents = [
+        account if user is not None and parent is None else parent
+        for account, parent, user in zip(accounts, parents, users, strict=True)
+    ]
+    return tuple(map(Association, accounts, parents, users, shares)), AssociationColumns(
+        accounts, parents, users, shares
+    )
+
+
+_ASSOCIATION_KEYS: Final = ("account", "parent", "user", "shares")
 
 
 def render_association(association: Association) -> dict[str, Any]:

@@ -11,13 +11,16 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Final
-
-import orjson
+from typing import TYPE_CHECKING, Final
 
 from slurm_drf.errors import SnapshotError
-from slurm_drf.model.codec import parse_snapshot, render_snapshot
-from slurm_drf.model.types import Snapshot
+
+if TYPE_CHECKING:
+    from slurm_drf.model.types import Snapshot
+
+# The codec (numpy) and orjson are imported by the functions that read and
+# write: every verb's parser takes the limit below (cli.options), and
+# `slurm-drf --help` or `check-config` should not pay for them.
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +47,10 @@ class SnapshotFileSource:
 
     def fetch_snapshot(self) -> Snapshot:
         """The snapshot in the file; SnapshotError names the file and the problem."""
+        import orjson  # noqa: PLC0415  (lazy, as said at the top)
+
+        from slurm_drf.model.codec import parse_snapshot  # noqa: PLC0415
+
         try:
             data = self._read()
         except OSError as error:
@@ -92,6 +99,10 @@ class SnapshotFileSource:
 
 def render_snapshot_bytes(snapshot: Snapshot) -> bytes:
     """The snapshot as indented JSON ending in a newline."""
+    import orjson  # noqa: PLC0415  (lazy, as said at the top)
+
+    from slurm_drf.model.codec import render_snapshot  # noqa: PLC0415
+
     return orjson.dumps(render_snapshot(snapshot), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)
 
 

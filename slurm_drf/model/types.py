@@ -16,10 +16,13 @@ from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Final, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
+
+if TYPE_CHECKING:
+    from slurm_drf.model.account_tree import AccountTree
 
 SNAPSHOT_FORMAT: Final = "slurm-drf-snapshot/1"
 
@@ -604,14 +607,30 @@ class Snapshot:
     # Derived from `jobs`; init=False so dataclasses.replace(jobs=...) never
     # carries a stale table over.
     _table: JobTable | None = field(default=None, init=False, compare=False, repr=False)
+    # Derived from `associations` the same way (`account_tree`).
+    _tree: AccountTree | None = field(default=None, init=False, compare=False, repr=False)
 
     @classmethod
-    def from_table(cls, table: JobTable, rows: Sequence[Job] | None = None, **fields: Any) -> Snapshot:
+    def from_table(
+        cls, table: JobTable, rows: Sequence[Job] | None = None, *, tree: AccountTree | None = None, **fields: Any
+    ) -> Snapshot:
         """A snapshot whose jobs are the table's: `rows` when given (`JobRows`), else Job
-        objects made lazily from the table alone."""
+        objects made lazily from the table alone. `tree`: what `build_tree` made of
+        `associations` when the reader checked them (so that the plan need not again)."""
         snapshot = cls(jobs=LazyRows(len(table), table.job) if rows is None else rows, **fields)
         object.__setattr__(snapshot, "_table", table)
+        object.__setattr__(snapshot, "_tree", tree)
         return snapshot
+
+    @property
+    def account_tree(self) -> AccountTree:
+        """`associations` as the checked tree (`model.account_tree.build_tree`), built once."""
+        if self._tree is None:
+            from slurm_drf.model.account_tree import build_tree  # noqa: PLC0415  (it imports this module)
+
+            object.__setattr__(self, "_tree", build_tree(self.associations))
+        assert self._tree is not None
+        return self._tree
 
     def columns_only(self) -> Snapshot:
         """The same snapshot with its jobs kept only as the table (Job objects made when asked).
@@ -622,7 +641,7 @@ class Snapshot:
         if isinstance(self.jobs, LazyRows):
             return self
         fields = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.init and f.name != "jobs"}
-        return Snapshot.from_table(self.table, **fields)
+        return Snapshot.from_table(self.table, tree=self._tree, **fields)
 
     @property
     def table(self) -> JobTable:

@@ -84,6 +84,9 @@ class CompiledTree:
     usage: tuple[tuple[int, ...], ...]
     jobs: tuple[Jobs, ...]
     occupied: tuple[int, ...]
+    # Every leaf's jobs in one (jobs, resources) int64 array, leaf after leaf in preorder, where the
+    # layout made them so (each leaf's `jobs` a slice of it): the engines read it instead of joining them.
+    demand: IntArray | None = None
 
     @property
     def leaves(self) -> tuple[int, ...]:
@@ -127,7 +130,9 @@ class TreeLayout:
             self.children[up].append(index)
         return index
 
-    def compiled(self, capacity: tuple[int, ...], occupied: Sequence[int]) -> CompiledTree:
+    def compiled(
+        self, capacity: tuple[int, ...], occupied: Sequence[int], demand: IntArray | None = None
+    ) -> CompiledTree:
         return CompiledTree(
             capacity,
             tuple(r for r, c in enumerate(capacity) if c > 0),
@@ -140,6 +145,7 @@ class TreeLayout:
             tuple(self.usage),
             tuple(self.jobs),
             tuple(occupied),
+            demand,
         )
 
 
@@ -295,6 +301,29 @@ def leaf_share(usage: Sequence[int], caps: Sequence[int], weight: Fraction) -> N
     return NodeShare(units, shares[0] if shares else 0, tuple(shares))
 
 
+def leaf_shares(
+    usage: Sequence[Sequence[int]] | IntArray, caps: Sequence[int], weights: Sequence[Fraction]
+) -> list[int]:
+    """`leaf_share(usage[k], caps, weights[k]).share` of every leaf k, in numpy where int64 holds every amount.
+
+    The same whole numbers: each share is floor(u·q · 2**SHARE_BITS / (c·p)),
+    exact in int64 while u·q stays below 2**32 and c·p below 2**62 (checked
+    first); otherwise leaf by leaf, on Python integers.
+    """
+    if not len(usage) or not caps:
+        return [0] * len(usage)
+    numerators = [w.numerator for w in weights]
+    denominators = [w.denominator for w in weights]
+    amounts = np.array(usage, dtype=np.int64).reshape(len(usage), len(caps))
+    if int(amounts.max()) * max(denominators) >= 1 << 32 or max(caps) * max(numerators) >= 1 << 62:
+        return [leaf_share(row, caps, w).share for row, w in zip(amounts.tolist(), weights, strict=True)]
+    p = np.array(numerators, dtype=np.int64)[:, None]
+    q = np.array(denominators, dtype=np.int64)[:, None]
+    shares = ((amounts * q) << SHARE_BITS) // (np.array(caps, dtype=np.int64)[None, :] * p)
+    top: list[int] = shares.max(axis=1).tolist()
+    return top
+
+
 def inner_share(children: Sequence[tuple[NodeShare, bool]], counted: Sequence[int], weight: Fraction) -> NodeShare:
     """An internal node from its children's (share, blocked); its share counts the `counted` resources.
 
@@ -371,8 +400,10 @@ def order_flat(tree: CompiledTree, ties: TieBook) -> HierarchyOrdering:
     width = len(tree.capacity)
     counts = np.array([len(tree.jobs[n]) for n in leaves], dtype=np.int64)
     account_of = np.repeat(np.arange(len(leaves), dtype=np.int64), counts)
-    pieces = [np.asarray(tree.jobs[n], dtype=np.int64).reshape(len(tree.jobs[n]), width) for n in leaves]
-    demand = np.concatenate(pieces) if pieces else np.zeros((0, width), dtype=np.int64)
+    demand = tree.demand
+    if demand is None:
+        pieces = [np.asarray(tree.jobs[n], dtype=np.int64).reshape(len(tree.jobs[n]), width) for n in leaves]
+        demand = np.concatenate(pieces) if pieces else np.zeros((0, width), dtype=np.int64)
     rows = len(account_of)
     usage = np.array([tree.usage[n] for n in leaves], dtype=np.int64).reshape(len(leaves), width)
     before = compute_before(demand, account_of, usage)

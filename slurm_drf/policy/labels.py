@@ -41,21 +41,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from slurm_drf.model.types import BoolArray, IntArray
+from slurm_drf.policy.label_space import LabelSpace
 
-
-@dataclass(frozen=True, slots=True)
-class LabelSpace:
-    """Where one pool's labels live, and how far apart the exact band keeps them."""
-
-    lo: int
-    hi: int
-    gap: int
-    horizon: int
-
-    @property
-    def separable(self) -> int:
-        """How many jobs the exact band can hold, one gap left above it for the coarse band."""
-        return max(0, (self.hi - self.lo) // self.gap) if self.hi >= self.lo else 0
+# LabelSpace lives in `policy.label_space` (numpy-free); named here too.
+__all__ = ["LabelSpace", "Labelling", "assign_labels", "fewest_writes"]
 
 
 @dataclass(frozen=True, slots=True)

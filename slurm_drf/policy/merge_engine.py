@@ -83,6 +83,56 @@ class _Sequence:
 
 
 @dataclass(frozen=True, slots=True)
+class _Joined:
+    """The sequences of a batch's children, child after child: their jobs, their states but each
+    child's last (the keys its turns are taken by), all their states (`units`) and each state's
+    share; `lengths` holds each child's job count."""
+
+    jobs: IntArray
+    keys: Amounts
+    units: Amounts
+    shares: Amounts
+    lengths: IntArray
+
+
+@dataclass(frozen=True, slots=True)
+class _Leaves:
+    """Every leaf's sequence in one block, leaf after leaf (preorder): job ids, states (`units`,
+    `vector`), each leaf's first state (`bounds`, one more at the end) and its place (`place`)."""
+
+    ids: IntArray
+    units: Amounts
+    vector: Amounts
+    bounds: list[int]
+    place: dict[int, int]
+
+    def sequence(self, node: int) -> _Sequence:
+        """One leaf's sequence. (Each leaf has one state more than jobs: the k-th leaf's first job is
+        its first state less k.)"""
+        i = self.place[node]
+        lo, hi = self.bounds[i], self.bounds[i + 1]
+        return _Sequence(self.ids[lo - i : hi - i - 1], self.units[lo:hi], self.vector[lo:hi])
+
+    def joined(self, children: list[int]) -> _Joined | None:
+        """The children's sequences joined, straight from the block where they are leaves that follow
+        each other in it (the usual batch of the lowest internal nodes); None otherwise."""
+        place = self.place
+        if not all(map(place.__contains__, children)):
+            return None
+        at = [place[c] for c in children]
+        if at != list(range(at[0], at[0] + len(at))):
+            return None
+        lo, hi = self.bounds[at[0]], self.bounds[at[-1] + 1]
+        states = np.array(self.bounds[at[0] : at[-1] + 2], dtype=np.int64)
+        last = np.ones(hi - lo, dtype=np.bool_)
+        last[states[1:] - 1 - lo] = False
+        lengths = np.diff(states) - 1
+        vector = self.vector[lo:hi]
+        jobs = self.ids[lo - at[0] : hi - at[-1] - 1]  # as in `sequence`, from the first leaf's first job
+        return _Joined(jobs, vector[last], self.units[lo:hi], vector[:, 0], lengths)
+
+
+@dataclass(frozen=True, slots=True)
 class _Turns:
     """The merged turns of one height's nodes: each turn's child (an index of the batch's children),
     its index among that child's turns, and the job it places."""
@@ -155,16 +205,17 @@ def _lexicographic(keys: Amounts) -> tuple[IntArray, npt.NDArray[np.bool_]]:
     return order, new
 
 
-def _interleave(usage: Amounts, jobs: list[Amounts], width: int, dtype: type) -> Amounts:
-    """Each leaf's usage row (a row of `usage`) followed by its jobs' rows (an array of `jobs`), leaf after leaf."""
-    lengths = np.array([len(j) for j in jobs], dtype=np.int64) + 1
+def _interleave(usage: Amounts, jobs: list[Amounts] | Amounts, width: int, dtype: type, counts: IntArray) -> Amounts:
+    """Each leaf's usage row (a row of `usage`) followed by its jobs' rows (`counts[k]` rows of leaf k),
+    leaf after leaf; `jobs` is each leaf's array, or all of them joined."""
+    lengths = counts + 1
     starts = np.cumsum(lengths) - lengths
     joined: Amounts = np.zeros((int(lengths.sum()), width), dtype=dtype)
     joined[starts] = usage
-    if jobs:
+    if len(jobs):
         demand = np.ones(len(joined), dtype=np.bool_)
         demand[starts] = False
-        joined[demand] = np.concatenate(jobs)
+        joined[demand] = jobs if isinstance(jobs, np.ndarray) else np.concatenate(jobs)
     return joined
 
 
@@ -199,23 +250,29 @@ class _Merge:
         self.usable = list(tree.usable)
         count = len(tree.parent)
         self.leaves = [n for n, kids in enumerate(tree.children) if not kids and n]
-        self.first = [0] * count  # each leaf's first job id
-        jobs = 0
-        for n in self.leaves:
-            self.first[n] = jobs
-            jobs += len(tree.jobs[n])
-        self.jobs = jobs
         width = len(tree.capacity)
+        counts = np.array([len(tree.jobs[n]) for n in self.leaves], dtype=np.int64)
+        # Job ids run leaf after leaf, each leaf's jobs in its order.
+        self.jobs = jobs = int(counts.sum())
+        # The largest numerator and denominator of the weights (a few objects, shared by many nodes).
+        weights = {id(w): w for w in tree.weight}.values()
+        self._weight_parts = (max(w.numerator for w in weights), max(w.denominator for w in weights))
         try:
             # Per leaf its usage row, then its jobs' demands (summed into its states by `_leaves`).
             usage = np.array([tree.usage[n] for n in self.leaves], dtype=np.int64).reshape(-1, width)
-            pieces = [np.asarray(tree.jobs[n], dtype=np.int64).reshape(len(tree.jobs[n]), width) for n in self.leaves]
-            self.raw: Amounts = _interleave(usage, pieces, width, np.int64)
-            fits = self._fits()
+            pieces = (
+                [np.asarray(tree.jobs[n], dtype=np.int64).reshape(len(tree.jobs[n]), width) for n in self.leaves]
+                if tree.demand is None
+                else tree.demand
+            )
+            self.raw: Amounts = _interleave(usage, pieces, width, np.int64, counts)
+            leaves_fit, fits = self._leaves_fit(), self._fits()
         except OverflowError:  # an amount beyond int64
             usage = np.array([tree.usage[n] for n in self.leaves], dtype=object).reshape(-1, width)
             pieces = [np.array(tree.jobs[n], dtype=object).reshape(len(tree.jobs[n]), width) for n in self.leaves]
-            self.raw, fits = _interleave(usage, pieces, width, object), False
+            self.raw, leaves_fit, fits = _interleave(usage, pieces, width, object, counts), False, False
+        # The leaves' states in int64 where their amounts fit, even when the merges' do not (many siblings).
+        self.leaf_raw: Amounts | None = self.raw if leaves_fit and not fits else None
         if not fits:
             self.raw = self.raw.astype(object)
         self.dtype: type = self.raw.dtype.type
@@ -226,48 +283,55 @@ class _Merge:
     def _fits(self) -> bool:
         """Whether every amount of the rule stays below 2**52 (module docstring), from bounds in Python integers."""
         tree = self.tree
+        if not self.usable or not len(self.raw):
+            return True
+        q = self._weight_parts[1]
+        siblings = max((_weight_sum([tree.weight[c] for c in kids]) for kids in tree.children if kids), default=ONE)
+        directions = (2 << DIRECTION_BITS) * (int(siblings * q) + 1)
+        return self._leaves_fit() and directions < _SAFE
+
+    def _leaves_fit(self) -> bool:
+        """Whether the leaves' amounts, consumption and shares (`_leaves`) stay below 2**52, as `_fits`."""
+        tree = self.tree
         caps = [tree.capacity[r] for r in self.usable]
         if not caps or not len(self.raw):
             return True
         sums = self.raw[:, self.usable].sum(axis=0, dtype=np.float64)
         most = [int(v) * 2 + 1 for v in sums.tolist()]  # a float sum, with room for its rounding
-        p = max(w.numerator for w in tree.weight)
-        q = max(w.denominator for w in tree.weight)
+        p, q = self._weight_parts
         units = max((m << SHARE_BITS) // c + 1 for m, c in zip(most, caps, strict=True))
-        siblings = max((_weight_sum([tree.weight[c] for c in kids]) for kids in tree.children if kids), default=ONE)
-        directions = (2 << DIRECTION_BITS) * (int(siblings * q) + 1)
-        return max(most) * q < _SAFE and max(caps) * p < _SAFE and units * q < _SAFE and directions < _SAFE
+        return max(most) * q < _SAFE and max(caps) * p < _SAFE and units * q < _SAFE
 
     # ---- the leaves, all at once
 
-    def _leaves(self) -> dict[int, _Sequence]:
+    def _leaves(self) -> _Leaves:
         tree = self.tree
         leaves = self.leaves
-        raw = self.raw
-        steps = raw[:, self.usable] if self.usable else np.zeros((len(raw), 1), dtype=self.dtype)
+        raw = self.raw if self.leaf_raw is None else self.leaf_raw
+        self.leaf_raw = None  # read once
+        dtype = raw.dtype.type
+        steps = raw[:, self.usable] if self.usable else np.zeros((len(raw), 1), dtype=dtype)
         lengths = np.array([len(tree.jobs[n]) + 1 for n in leaves], dtype=np.int64)
         segment = np.repeat(np.arange(len(leaves), dtype=np.int64), lengths)
         starts = np.cumsum(lengths) - lengths
         sums = np.cumsum(steps, axis=0)
         amounts = sums - np.repeat(sums[starts] - steps[starts], lengths, axis=0)
-        caps: Amounts = np.array([tree.capacity[r] for r in self.usable] or [1], dtype=self.dtype)
+        caps: Amounts = np.array([tree.capacity[r] for r in self.usable] or [1], dtype=dtype)
         units = _shift_div(amounts, SHARE_BITS, np.broadcast_to(caps, amounts.shape))
         if all(tree.weight[n] == 1 for n in leaves):
             vector = _descending(units)  # weight 1: the shares are the units
         else:
-            p: Amounts = np.array([tree.weight[n].numerator for n in leaves], dtype=self.dtype)[segment][:, None]
-            q: Amounts = np.array([tree.weight[n].denominator for n in leaves], dtype=self.dtype)[segment][:, None]
+            p: Amounts = np.array([tree.weight[n].numerator for n in leaves], dtype=dtype)[segment][:, None]
+            q: Amounts = np.array([tree.weight[n].denominator for n in leaves], dtype=dtype)[segment][:, None]
             vector = _descending(_shift_div(amounts * q, SHARE_BITS, caps[None, :] * p))
         if not self.usable:
             units, vector = units * 0, vector * 0
-        out: dict[int, _Sequence] = {}
+        if dtype is not self.dtype:  # the same whole numbers, as the merges' Python integers
+            units, vector = units.astype(object), vector.astype(object)
         self.start[leaves] = vector[starts, 0].astype(np.float64) / SHARE_ONE
         bounds = np.r_[starts, len(segment)].tolist()
         ids = np.arange(self.jobs, dtype=np.int64)  # leaf after leaf, each leaf's jobs in its order
-        for i, n in enumerate(leaves):
-            lo, hi = bounds[i], bounds[i + 1]
-            out[n] = _Sequence(ids[self.first[n] : self.first[n] + hi - lo - 1], units[lo:hi], vector[lo:hi])
-        return out
+        return _Leaves(ids, units, vector, bounds, {n: i for i, n in enumerate(leaves)})
 
     # ---- the internal nodes of one height, all at once
 
@@ -279,41 +343,57 @@ class _Merge:
         """
         tree = self.tree
         pairs = [(g, c) for g, n in enumerate(nodes) for c in tree.children[n]]
-        parts = [sequences.pop(c) for _, c in pairs]
+        joined = self._joined([c for _, c in pairs], sequences)
         node_of = np.array([g for g, _ in pairs], dtype=np.int64)  # per child: its parent, as an index of `nodes`
         local_of = np.array([i for n in nodes for i in range(len(tree.children[n]))], dtype=np.int64)
-        lengths = np.array([len(s.jobs) for s in parts], dtype=np.int64)
+        lengths = joined.lengths
         size = int(lengths.sum())
-        segment = np.repeat(np.arange(len(parts), dtype=np.int64), lengths)  # each job's child
+        segment = np.repeat(np.arange(len(pairs), dtype=np.int64), lengths)  # each job's child
         index = np.arange(size, dtype=np.int64) - np.repeat(np.cumsum(lengths) - lengths, lengths)
-        jobs = np.concatenate([s.jobs for s in parts])
+        jobs = joined.jobs
         order = np.zeros(0, dtype=np.int64)
         if size:
-            order = self._merged_order(nodes, pairs, parts, (node_of, local_of, segment), jobs)
+            order = self._merged_order(nodes, pairs, joined.keys, (node_of, local_of, segment), jobs)
         merged = jobs[order]
         if nodes == [0]:
             return merged
         turns = _Turns(segment[order], index[order], merged)
         # Per child state its units and its share; then nothing else of the children is kept: the
         # states are the batch's peak of memory.
-        states = (np.concatenate([s.units for s in parts]), np.concatenate([s.vector[:, 0] for s in parts]))
-        del jobs, segment, index, order, parts
+        states = (joined.units, joined.shares)
+        del jobs, segment, index, order, joined
         sequences.update(self._states(nodes, states, node_of, lengths, turns))
         return merged
+
+    def _joined(self, children: list[int], sequences: dict[int, _Sequence]) -> _Joined:
+        """The children's sequences joined (`_Joined`): leaves read from the block, the others made by
+        the batches below (and let go of)."""
+        leaves = self.leaf_block
+        straight = leaves.joined(children)
+        if straight is not None:
+            return straight
+        parts = [sequences.pop(c) if c in sequences else leaves.sequence(c) for c in children]
+        return _Joined(
+            np.concatenate([s.jobs for s in parts]),
+            np.concatenate([s.vector[:-1] for s in parts]),
+            np.concatenate([s.units for s in parts]),
+            np.concatenate([s.vector[:, 0] for s in parts]),
+            np.array([len(s.jobs) for s in parts], dtype=np.int64),
+        )
 
     def _merged_order(
         self,
         nodes: list[int],
         pairs: list[tuple[int, int]],
-        parts: list[_Sequence],
+        keys: Amounts,
         places: tuple[IntArray, IntArray, IntArray],
         jobs: IntArray,
     ) -> IntArray:
-        """The order of the children's jobs, node after node (`_batch`); each job's share on its
-        path noted. What it works with is gone once it returns, before the states are made."""
+        """The order of the children's jobs, node after node (`_batch`), by their `keys` (each child's
+        states but its last); each job's share on its path noted. What it works with is gone once it
+        returns, before the states are made."""
         tree = self.tree
         node_of, local_of, segment = places  # per child its node and its index there; per job its child
-        keys = np.concatenate([s.vector[:-1] for s in parts])
         rank = self._rank(keys)
         top = int(rank.max()) + 1
         running = np.maximum.accumulate(rank + segment * top) - segment * top
@@ -339,6 +419,8 @@ class _Merge:
     def _rank(self, keys: Amounts) -> IntArray:
         """Each key's place among the distinct keys (lexicographic, largest share first in each)."""
         count = len(keys)
+        if keys.dtype == object and count and int(keys.max()) < _SAFE:
+            keys = keys.astype(np.int64)  # shares (>= 0) that int64 holds: ranked the same, faster
         if keys.dtype != object and keys.shape[1] in (2, 3):
             by_key, new = _lexicographic(keys)
         else:
@@ -364,9 +446,9 @@ class _Merge:
         children = local[rows].tolist()
         if len(set(children)) == len(children):  # the usual run: one job of each child, turn after turn
             keys = [self.tree.key[kids[c]] for c in children]
-            ranked = sorted(range(len(children)), key=lambda i: self.ties.rank(keys[i]))
-            for i in ranked[:-1]:  # each is taken while another waits: a tie won
-                self.ties.win(keys[i])
+            ranked = self.ties.ranked(keys)
+            # Each is taken while another waits: a tie won.
+            self.ties.win_all([keys[i] for i in ranked[:-1]])
             self.tied[jobs[rows[ranked[:-1]]]] = True
             placed: IntArray = rows[ranked]
             return placed
@@ -467,7 +549,8 @@ class _Merge:
 
     def run(self) -> HierarchyOrdering:
         tree = self.tree
-        sequences = self._leaves()
+        self.leaf_block = self._leaves()
+        sequences: dict[int, _Sequence] = {}
         count = len(tree.parent)
         height = [0] * count
         for n in range(count - 1, -1, -1):  # preorder: every child after its parent

@@ -186,14 +186,13 @@ def _break_groups(
     group_stops = np.r_[group_starts[1:], len(order)]
     multi = np.flatnonzero(group_stops - group_starts > 1)
     records: list[TieRecord] = []
-    rotation: dict[str, int] = {}  # each account's rotation key, made once however many ties it is in
     for g in multi.tolist():
         start, stop = int(group_starts[g]), int(group_stops[g])
         rows = order[start:stop].tolist()
         accounts = account_of[rows].tolist()
         if len(set(accounts)) < 2:
             continue
-        placed, record = _break_ties(rows, accounts, account_names, ties, start, rotation)
+        placed, record = _break_ties(rows, accounts, account_names, ties, start)
         order[start:stop] = placed
         records.append(record)
         tied[rows] = True
@@ -249,7 +248,6 @@ def _break_ties(
     account_names: Sequence[str],
     ties: TieBook,
     start: int,
-    rotation_keys: dict[str, int],
 ) -> tuple[list[int], TieRecord]:
     """Order rows of equal level and share vector: fewer tie wins first, then rotation.
 
@@ -257,7 +255,7 @@ def _break_ties(
     `accounts` holds the account of each. An account wins a tie when it is
     placed while another account waits. Returns the rows in their new order
     and the record of the tie, whose group starts at position `start`.
-    `rotation_keys` caches each account's rotation key for the epoch (filled here).
+    (The book makes each account's rotation key once however many ties it is in.)
     """
     one_each = len(set(accounts)) == len(rows)
     queues: dict[int, list[int]] = {}
@@ -266,10 +264,8 @@ def _break_ties(
             queues.setdefault(account, []).append(row)
     # Loops over the accounts of the tie in C (map): a tie may hold 100,000 of them.
     names = list(map(account_names.__getitem__, accounts if one_each else queues))
-    missing = list(itertools.filterfalse(rotation_keys.__contains__, names))
-    rotation_keys.update(zip(missing, ties.rotations(missing), strict=True))
     record_wins = dict(zip(names, map(ties.wins.get, names, itertools.repeat(0.0)), strict=True))
-    rotation = dict(zip(names, map(rotation_keys.__getitem__, names), strict=True))
+    rotation = dict(zip(names, ties.rotations(names), strict=True))
     if one_each:
         out, placed_wins = _one_row_each(rows, names, record_wins, rotation, ties)
     else:

@@ -54,7 +54,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 
 from slurm_drf.config.settings import NICE_LIMIT, Config
-from slurm_drf.model.account_tree import AccountTree, build_tree
+from slurm_drf.model.account_tree import AccountTree
 from slurm_drf.model.types import (
     HOLDING_STATES,
     MAX_TRES,
@@ -64,8 +64,8 @@ from slurm_drf.model.types import (
     JobTable,
     Snapshot,
 )
-from slurm_drf.policy.decayed_usage import UsageByPool, past_term
-from slurm_drf.policy.labels import LabelSpace, assign_labels
+from slurm_drf.policy.label_space import LabelSpace, label_space, value_offset
+from slurm_drf.policy.labels import assign_labels
 from slurm_drf.policy.order import Ordering, compute_before, order_pending
 from slurm_drf.policy.plan_columns import (
     JOB_COLUMNS,
@@ -81,14 +81,16 @@ from slurm_drf.policy.plan_columns import (
 from slurm_drf.policy.pools import build_pools, compute_capacity, weighted_shares
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState, Recalled, TieBook, running_fingerprint
 from slurm_drf.policy.tree_weights import TreeWeights, compute_tree_weights, resolve_account_keys
-from slurm_drf.policy.values import adjust_for_memory, label_space, labels_of, mode_values, value_offset
+from slurm_drf.policy.values import adjust_for_memory, labels_of, mode_values
 
 # `history:` weight from which whole-node jobs get no warning: in the simulator's whole-node
 # scenario it brings their account to its share (docs/evaluation.md, Whole-node jobs).
 WHOLE_NODE_HISTORY_WEIGHT: Final = 2
 
 if TYPE_CHECKING:
-    # The H-DRF order (tree_order and the engines under it) is imported when a pool is ordered over a tree.
+    # The H-DRF order (tree_order and the engines under it) is imported when a pool is ordered over a
+    # tree, the decayed past when a plan blends one.
+    from slurm_drf.policy.decayed_usage import UsageByPool
     from slurm_drf.policy.tree_order import TreeOrdering, TreeRow
 
 
@@ -322,7 +324,7 @@ def _classify(snapshot: Snapshot, config: Config, pools: Sequence[tuple[str, tup
     job_pool = pool_of_code[table.partition] if len(table) else np.zeros(0, dtype=np.int64)
     holding = np.isin(table.state, [i for i, s in enumerate(table.states) if s in HOLDING_STATES])
     pending = np.isin(table.state, [i for i, s in enumerate(table.states) if s == PENDING])
-    known = build_tree(snapshot.associations) if snapshot.associations else None
+    known = snapshot.account_tree if snapshot.associations else None
     tree = (
         None
         if known is None or config.hierarchy == "flat"
@@ -330,8 +332,9 @@ def _classify(snapshot: Snapshot, config: Config, pools: Sequence[tuple[str, tup
     )
     warnings: list[str] = []
     if tree is not None:
-        # An account's weight among its siblings (docs/rule.md §7).
-        weights = [tree.weights.accounts.get(a, config.weight(a)) for a in table.accounts]
+        # An account's weight among its siblings (docs/rule.md §7); the config's where the tree lacks it.
+        by_tree = tree.weights.accounts
+        weights = [w if (w := by_tree.get(a)) is not None else config.weight(a) for a in table.accounts]
         skipped_accounts = tree.weights.excluded
         warnings.extend(tree.weights.warnings)
     else:
@@ -601,6 +604,8 @@ def past_usage(
     history = config.history
     if past is None or history is None or not history.active:
         return None
+    from slurm_drf.policy.decayed_usage import past_term  # noqa: PLC0415  (only with a past)
+
     added = past_term(past.get(pool, {}), history.weight, config.resources)
     out = np.zeros((len(account_names), len(config.resources)), dtype=np.int64)
     if not added:

@@ -39,14 +39,16 @@ saturated as the engine was given them (docs/rule.md §7; the plan's
 online rule: nothing saturated, a node blocked when nothing below it waits). The nodes of a chain of
 single children are one node (§7): each shows the chain's share. The rows
 are kept as columns and made into `TreeRow`s the first time they are read
-(`model.types.LazyRows`): a cycle that shows the tree to no one pays for
-its sums only.
+(`TreeRows`, a `model.types.LazyRows` that also lends the columns, from
+which the plan and report JSON are written): a cycle that shows the tree
+to no one pays for its sums only.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from itertools import chain, starmap
@@ -68,6 +70,7 @@ from slurm_drf.policy.hierarchy import (
     TreeLayout,
     inner_share,
     leaf_share,
+    leaf_shares,
 )
 from slurm_drf.policy.merge_engine import order_compiled
 from slurm_drf.policy.order import Ordering, compute_before
@@ -95,6 +98,7 @@ class _Branch:
     rows: list[int] | None = None  # a leaf's jobs: positions into the pool's job list, in Slurm's order
     running: int = 0  # a leaf's running jobs
     node: int = -1  # the compiled node it is part of (`_compile`)
+    path: str = ""  # its key, names joined by "/" from the root's child down (`_compile`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,33 +150,43 @@ def shown_name(node: str) -> str:
     return node.replace("%3D", "=").replace("%2F", PATH_SEPARATOR).replace("%25", "%")
 
 
-def _compile(root: _Branch, demand: IntArray, capacity: Sequence[int]) -> tuple[CompiledTree, IntArray]:
-    """The built tree laid out for the engine, and the rows of its leaves' jobs in the pool's job list, leaf after leaf.
+def _compile(root: _Branch, demand: IntArray, capacity: Sequence[int]) -> tuple[CompiledTree, IntArray, list[str]]:
+    """The built tree laid out for the engine, the rows of its leaves' jobs in the pool's job list, leaf
+    after leaf, and each compiled node's path to the bottom of its chain (a leaf's: its whole key).
 
     The layout `hierarchy.compile_tree` gives the same tree as `TreeNode`s
     (preorder, chains of single children contracted, keys by the chain's
     top), made straight from the join without its checks: the join makes
     every name (escaped, never empty, siblings by dict key), weight (> 0)
-    and amount (whole, >= 0) itself. Explicit stack: a tree may be deep.
+    and amount (whole, >= 0) itself. Every branch learns its node and its
+    path. Explicit stack: a tree may be deep.
     """
     zeros = (0,) * len(capacity)
     layout = TreeLayout()
+    add = layout.add
+    bottoms: list[str] = []  # per compiled node, the path of its chain's bottom
     leaves: list[tuple[int, list[int]]] = []  # each leaf and its rows, in preorder
     todo: list[tuple[str, _Branch, int, str]] = [("", root, -1, "")]  # (name, branch, parent's index, path)
     while todo:
         name, bottom, up, path = todo.pop()
-        contracted, label, members = [name], path, [bottom]
-        while up >= 0 and len(bottom.children) == 1:
-            ((name, bottom),) = bottom.children.items()
-            contracted.append(name)
-            members.append(bottom)
-            label = f"{label}{SEPARATOR}{name}"
-        leaf = bottom.rows is not None or bottom.usage is not None
-        usage = tuple(bottom.usage or zeros) if leaf else zeros
-        index = layout.add(up, members[0].weight if up >= 0 else ONE, path, tuple(contracted), usage)
-        for member in members:
-            member.node = index
-        if leaf:
+        bottom.path = label = path
+        if up >= 0 and len(bottom.children) == 1:
+            contracted, members = [name], [bottom]
+            while len(bottom.children) == 1:
+                ((name, bottom),) = bottom.children.items()
+                contracted.append(name)
+                members.append(bottom)
+                bottom.path = label = f"{label}{SEPARATOR}{name}"
+            index = add(up, members[0].weight, path, tuple(contracted), zeros)
+            for member in members:
+                member.node = index
+        else:
+            index = add(up, bottom.weight if up >= 0 else ONE, path, (name,), zeros)
+            bottom.node = index
+        bottoms.append(label)
+        if bottom.rows is not None or bottom.usage is not None:  # a leaf
+            if bottom.usage:
+                layout.usage[index] = tuple(bottom.usage)
             leaves.append((index, bottom.rows or []))  # its jobs: a slice of `placed`, below
         else:
             todo.extend(
@@ -186,7 +200,7 @@ def _compile(root: _Branch, demand: IntArray, capacity: Sequence[int]) -> tuple[
     for (n, _), stop, length in zip(leaves, stops, lengths, strict=True):
         layout.jobs[n] = placed[stop - length : stop]
     caps = tuple(int(c) for c in capacity)
-    return layout.compiled(caps, caps), rows_of
+    return layout.compiled(caps, caps, placed), rows_of, bottoms
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,18 +282,18 @@ def order_tree(request: TreeRequest) -> TreeOrdering:
     """Order the pool's pending jobs by H-DRF over the pool's tree (docs/rule.md §7, "In the plan")."""
     root = _TreeBuilder(request).build()
     demand = request.demand.astype(np.int64, copy=False)
-    compiled, rows_of = _compile(root, demand, request.capacity.tolist())
+    compiled, rows_of, bottoms = _compile(root, demand, request.capacity.tolist())
     hierarchy = order_compiled(compiled, request.ties)
-    leaf_path = {n: PATH_SEPARATOR.join((compiled.key[n], *compiled.names[n][1:])) for n in compiled.leaves}
     # Each compiled leaf's first job in `rows_of`.
-    own = [len(compiled.jobs[n]) for n in compiled.leaves]
+    leaves = list(compiled.leaves)
+    own = [len(compiled.jobs[n]) for n in leaves]
     first = np.zeros(len(compiled.parent), dtype=np.int64)
-    first[list(compiled.leaves)] = np.cumsum(own) - own
+    first[leaves] = np.cumsum(own) - own
     order = rows_of[first[hierarchy.leaf] + hierarchy.job]
     return TreeOrdering(
         *_flat_ordering(request, order, hierarchy.tied),
         hierarchy,
-        tuple(map(leaf_path.__getitem__, hierarchy.leaf.tolist())),
+        tuple(map(bottoms.__getitem__, hierarchy.leaf.tolist())),  # a leaf's path is its whole key
         tree_rows(root, compiled, request.resources, hierarchy.start),
     )
 
@@ -308,7 +322,10 @@ class _TreeBuilder:
         self.request = request
         self.width = int(request.capacity.shape[0])
         self.root = _Branch(ONE, {})
-        self.branches: dict[int, _Branch] = {}
+        self.branches: dict[int, _Branch] = {}  # by account code
+        self.in_tree: dict[str, _Branch] = {}  # the accounts of Slurm's tree made so far, by name
+        self.paths = request.tree.paths
+        self.weights = request.weights.accounts
 
     def build(self) -> _Branch:
         self._add_jobs()
@@ -320,71 +337,93 @@ class _TreeBuilder:
         return self.root
 
     def _account(self, code: int) -> _Branch:
+        """The branch of an account, made the first time: where its path in Slurm's tree leads (its
+        ancestors made on the way), or, for the root account's own jobs and an account the tree lacks,
+        under the root."""
         found = self.branches.get(code)
         if found is not None:
             return found
-        request = self.request
-        name = request.account_names[code]
-        node = self.root
-        # The root account's own jobs, and an account the tree lacks, hang under the root.
-        for step in request.tree.path(name) or (name,):
-            key = node_name(step)
-            child = node.children.get(key)
-            if child is None:
+        name = self.request.account_names[code]
+        path = self.paths.get(name)
+        default = self.request.account_weights[code]
+        if not path:
+            key = node_name(name)
+            node = self.root.children.get(key)
+            if node is None:
                 # An account the tree lacks weighs what the config gives it, as without a tree.
-                weight = request.weights.accounts.get(step, request.account_weights[code])
-                child = node.children[key] = _Branch(weight, {})
-            node = child
+                node = self.root.children[key] = _Branch(self.weights.get(name, default), {})
+        elif name in self.in_tree:
+            node = self.in_tree[name]
+        else:
+            # From the deepest ancestor made already (every ancestor of a made account is made).
+            made = len(path) - 1
+            while made > 0 and path[made - 1] not in self.in_tree:
+                made -= 1
+            node = self.in_tree[path[made - 1]] if made else self.root
+            for step in path[made:]:
+                key = node_name(step)
+                child = node.children.get(key)
+                if child is None:
+                    child = node.children[key] = _Branch(self.weights.get(step, default), {})
+                self.in_tree[step] = node = child
         self.branches[code] = node
         return node
 
-    def _leaf(self, code: int, user: str) -> _Branch:
-        """The leaf of the jobs of (account, user), made once per distinct pair (escaped: no account's name)."""
-        if self.request.within == "user":
-            name = USER_LEAF + node_name(user)
-            weight = self.request.weights.users.get((self.request.account_names[code], user), ONE)
-        else:
-            name, weight = JOBS_LEAF, ONE
-        branch = self._account(code).children[name] = _Branch(weight, {}, [0] * self.width, [])
-        return branch
-
     def _add_jobs(self) -> None:
-        """Every running and pending job to its leaf: the leaves' usage, running count and rows."""
-        running, width = self.request.running, self.width
-        # Each job's (account, user) as one number, so that `_leaf` runs once per leaf, not per job.
-        codes = np.r_[running.account, self.request.account_of].astype(np.int64)
-        people = [*running.user, *self.request.user_of]
-        if self.request.within == "user":
+        """Every running and pending job to its leaf (one per (account, user) pair with a job, or one per
+        account with `slurm` within accounts): the leaves' usage, running count and rows."""
+        request = self.request
+        running, width = request.running, self.width
+        # Each job's (account, user) as one number, so that a leaf is made once, not once per job.
+        codes = np.r_[running.account, request.account_of].astype(np.int64)
+        people = [*running.user, *request.user_of]
+        if request.within == "user":
             user_code = {u: i for i, u in enumerate(dict.fromkeys(people))}
-            names = list(user_code)
+            names = [USER_LEAF + node_name(user) for user in user_code]  # escaped: no account's name
+            users = list(user_code)
             pairs = codes * len(names) + np.array(list(map(user_code.__getitem__, people)), dtype=np.int64)
         else:
-            names, pairs = [""], codes
+            names, users, pairs = [JOBS_LEAF], [""], codes
         distinct, inverse = np.unique(pairs, return_inverse=True)
         span = max(len(names), 1)
-        leaves = [self._leaf(k // span, names[k % span]) for k in distinct.tolist()]
         per_job = inverse.reshape(-1).astype(np.int64, copy=False)
         held, waiting = per_job[: len(running.account)], per_job[len(running.account) :]
-        allocation = np.zeros((len(leaves), width), dtype=np.int64)
+        leaves = len(distinct)
+        allocation = np.zeros((leaves, width), dtype=np.int64)
         np.add.at(allocation, held, running.allocation.reshape(len(held), width))
-        counts = np.bincount(held, minlength=len(leaves)).tolist()
+        counts = np.bincount(held, minlength=leaves).tolist()
         by_leaf = np.argsort(waiting, kind="stable")  # positions of each leaf's jobs, in Slurm's order
-        bounds = np.r_[0, np.cumsum(np.bincount(waiting, minlength=len(leaves)))].tolist()
+        bounds = np.r_[0, np.cumsum(np.bincount(waiting, minlength=leaves))].tolist()
         grouped = by_leaf.tolist()
-        for index, (branch, usage_row) in enumerate(zip(leaves, allocation.tolist(), strict=True)):
-            branch.usage, branch.running = usage_row, counts[index]
-            branch.rows = grouped[bounds[index] : bounds[index + 1]]
+        user_weights = dict(request.weights.users) if request.within == "user" else {}
+        account_names = request.account_names
+        made = zip(distinct.tolist(), allocation.tolist(), counts, bounds[:-1], bounds[1:], strict=True)
+        for pair, usage_row, count, start, stop in made:
+            code, user = divmod(pair, span)
+            weight = user_weights.get((account_names[code], users[user]), ONE) if user_weights else ONE
+            leaf = _Branch(weight, {}, usage_row, grouped[start:stop], count)
+            self._account(code).children[names[user]] = leaf
 
 
-def _kind(name: str) -> tuple[NodeKind, str]:
-    """A node's kind and the name people read, from its name in the tree."""
-    if name.startswith(USER_LEAF):
-        return "user", shown_name(name[len(USER_LEAF) :])
-    if name == JOBS_LEAF:
-        return "jobs", "(jobs)"
-    if name == PAST_LEAF:
-        return "past", "(past)"
-    return "account", shown_name(name)
+def _kinds(names: Sequence[str]) -> tuple[list[NodeKind], list[str]]:
+    """Each node's kind and the name people read, from its name in the tree, as two columns.
+
+    `user=NAME` is a user (NAME), `jobs=` an account's jobs in Slurm's
+    order, `past=` its past; anything else an account. The names are read
+    back from their escapes (`shown_name`). Comprehensions: a tree may
+    have 200,000 nodes.
+    """
+    kinds: list[NodeKind] = [
+        "user" if n.startswith(USER_LEAF) else "jobs" if n == JOBS_LEAF else "past" if n == PAST_LEAF else "account"
+        for n in names
+    ]
+    cut = len(USER_LEAF)
+    shown = [
+        n[cut:] if kind == "user" else "(jobs)" if kind == "jobs" else "(past)" if kind == "past" else n
+        for n, kind in zip(names, kinds, strict=True)
+    ]
+    labels = [text if "%" not in text else shown_name(text) for text in shown]
+    return kinds, labels
 
 
 # Siblings in the rows: a node's own leaves (users or its jobs), then its child accounts, then its past.
@@ -403,6 +442,16 @@ def start_shares(tree: CompiledTree, start: FloatArray | None = None) -> tuple[l
         saturated = set()  # the pool is full: no resource counts as saturated
     counted = [k for k in range(len(usable)) if k not in saturated]
     count = len(tree.parent)
+    if start is None and not saturated and tree.flat:
+        # Every node but the root a leaf, none blocked but for want of jobs: the leaves' shares at once.
+        leaves = tree.children[0]
+        usage = np.array([tree.usage[n] for n in leaves], dtype=np.int64).reshape(len(leaves), len(tree.capacity))
+        found = leaf_shares(usage[:, list(usable)], caps, [tree.weight[n] for n in leaves])
+        flat_shares, flat_blocked = [0.0] * count, [True] * count
+        for n, share in zip(leaves, found, strict=True):
+            flat_shares[n] = share / SHARE_ONE
+            flat_blocked[n] = not len(tree.jobs[n])
+        return flat_shares, flat_blocked
     exact = [NodeShare((), 0, ())] * count
     blocked = [True] * count
     for n in range(count - 1, 0, -1):  # preorder: every child after its parent
@@ -424,11 +473,13 @@ def start_shares(tree: CompiledTree, start: FloatArray | None = None) -> tuple[l
 
 
 def _by_kind(children: Mapping[str, _Branch]) -> list[tuple[str, _Branch]]:
+    if len(children) == 1:
+        return list(children.items())
     return sorted(children.items(), key=lambda item: (_place(item[0]), item[0]))
 
 
 def _place(name: str) -> int:
-    """A sibling's place among its kind in the rows (`_KIND_PLACE`), from its name, as `_kind` reads it."""
+    """A sibling's place among its kind in the rows (`_KIND_PLACE`), from its name, as `_kinds` reads it."""
     if name.startswith(USER_LEAF) or name == JOBS_LEAF:
         return 0
     return 2 if name == PAST_LEAF else 1
@@ -437,27 +488,27 @@ def _place(name: str) -> int:
 def _preorder(root: _Branch) -> tuple[list[str], list[str], list[int], list[_Branch], list[int]]:
     """The nodes of the tree in the rows' preorder (a node's own leaves, then its child accounts, then its past).
 
-    Per node: its path, its name, its depth (1 below the root), its branch
-    and its parent's place in the lists (-1 for the root's children).
+    Per node: its path (as `_compile` noted it), its name, its depth (1
+    below the root), its branch and its parent's place in the lists (-1 for
+    the root's children).
     """
     paths: list[str] = []
     names: list[str] = []
     depths: list[int] = []
     branches: list[_Branch] = []
     ups: list[int] = []
-    stack = [(name, child, name, 1, -1) for name, child in reversed(_by_kind(root.children))]
+    stack = [(name, child, 1, -1) for name, child in reversed(_by_kind(root.children))]
     while stack:
-        name, branch, path, depth, up = stack.pop()
+        name, branch, depth, up = stack.pop()
         here = len(paths)
-        paths.append(path)
+        paths.append(branch.path)  # `_compile` made it
         names.append(name)
         depths.append(depth)
         branches.append(branch)
         ups.append(up)
         if branch.children:
             stack.extend(
-                (child_name, child, f"{path}{PATH_SEPARATOR}{child_name}", depth + 1, here)
-                for child_name, child in reversed(_by_kind(branch.children))
+                (child_name, child, depth + 1, here) for child_name, child in reversed(_by_kind(branch.children))
             )
     return paths, names, depths, branches, ups
 
@@ -474,6 +525,35 @@ def _subtree_sums(branches: Sequence[_Branch], ups: Sequence[int], depths: Seque
         at = np.flatnonzero(depth == level)
         np.add.at(sums, up[at], sums[at])
     return sums
+
+
+_TREE_ROW_FIELDS: Final = tuple(field.name for field in dataclasses.fields(TreeRow))
+
+
+@dataclass(frozen=True, slots=True)
+class TreeColumns:
+    """A pool's tree rows as columns: every field of `TreeRow` but `usage` by name (`of`), and
+    `usage` as one (nodes, resources) array."""
+
+    of: Callable[[], Mapping[str, Sequence[Any]]]
+    usage: IntArray
+    resources: tuple[str, ...]
+
+
+class TreeRows(LazyRows[TreeRow]):
+    """The rows of `tree_rows`, which also lend their columns (`columns`), for output written from them."""
+
+    __slots__ = ("columns",)
+
+    def __init__(
+        self,
+        size: int,
+        make_row: Callable[[int], TreeRow],
+        make_all: Callable[[], Iterable[TreeRow]],
+        columns: TreeColumns,
+    ) -> None:
+        super().__init__(size, make_row, make_all)
+        self.columns = columns
 
 
 def tree_rows(
@@ -500,27 +580,36 @@ def tree_rows(
     nodes = [branch.node for branch in branches]
 
     @functools.cache
-    def columns() -> list[list[Any]]:
-        """The rows' fields as columns, in `TreeRow`'s order, made once when the first row is read."""
-        kinds = list(map(_kind, names))
-        return [
-            paths,
-            [label for _, label in kinds],
-            depths,
-            [kind for kind, _ in kinds],
-            [branch.weight for branch in branches],
-            [MappingProxyType(dict(zip(resources, row, strict=True))) for row in usage.tolist()],
-            *sums[:, width:].T.tolist(),  # running, pending
-            resource.tolist(),
-            np.where(dominant, best, 0.0).tolist(),
-            np.array(shares, dtype=np.float64)[nodes].tolist(),
-            np.array(blocked, dtype=np.bool_)[nodes].tolist(),
-        ]
+    def columns() -> dict[str, list[Any]]:
+        """The rows' fields but `usage` as columns, made once when first read."""
+        kinds, labels = _kinds(names)
+        running, pending = sums[:, width:].T.tolist()
+        return {
+            "path": paths,
+            "name": labels,
+            "depth": depths,
+            "kind": kinds,
+            "weight": [branch.weight for branch in branches],
+            "running_jobs": running,
+            "pending_jobs": pending,
+            "dominant_resource": resource.tolist(),
+            "dominant_share": np.where(dominant, best, 0.0).tolist(),
+            "weighted_share": np.array(shares, dtype=np.float64)[nodes].tolist(),
+            "blocked": np.array(blocked, dtype=np.bool_)[nodes].tolist(),
+        }
 
-    return LazyRows(
+    @functools.cache
+    def fields() -> list[list[Any]]:
+        """The rows' fields in `TreeRow`'s order, `usage` as mappings."""
+        made = columns()
+        made_usage = [MappingProxyType(dict(zip(resources, row, strict=True))) for row in usage.tolist()]
+        return [made_usage if name == "usage" else made[name] for name in _TREE_ROW_FIELDS]
+
+    return TreeRows(
         len(paths),
-        lambda index: TreeRow(*(column[index] for column in columns())),
-        lambda: starmap(TreeRow, zip(*columns(), strict=True)),
+        lambda index: TreeRow(*(column[index] for column in fields())),
+        lambda: starmap(TreeRow, zip(*fields(), strict=True)),
+        TreeColumns(columns, usage, tuple(resources)),
     )
 
 

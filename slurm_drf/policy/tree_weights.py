@@ -35,7 +35,6 @@ from types import MappingProxyType
 from typing import Final
 
 from slurm_drf.config.settings import Config
-from slurm_drf.config.yaml_tree import format_path
 from slurm_drf.model.account_tree import PATH_SEPARATOR, AccountTree
 
 ONE: Final = Fraction(1)
@@ -61,6 +60,9 @@ def _slurm_weight(shares: int | None, default: Fraction) -> Fraction:
 
 def _where(config: Config, *path: str) -> str:
     """`config.yaml:12: accounts.physics/theory`, as the config's own warnings begin."""
+    # Imported for a warning only: config.yaml_tree brings the YAML reader, which a plan does not need.
+    from slurm_drf.config.yaml_tree import format_path  # noqa: PLC0415
+
     key = format_path(("accounts", *path))
     line = config.lines.get(format_path(("accounts", path[0])))
     source = config.source_path or "config"
@@ -92,9 +94,12 @@ def _resolve(config: Config, tree: AccountTree | None, keys: list[str], warnings
     """
     named: dict[str, str] = {}
     for key in sorted(keys, key=lambda k: (k.count(PATH_SEPARATOR), k)):
-        if tree is not None and tree.find(key) is None:
+        found = None if tree is None else tree.find(key)
+        if tree is not None and found is None:
             warnings.append(f"{_where(config, key)}: Slurm's account tree has no account or path {key!r}")
-        account = resolve_key(key, tree)
+        # `resolve_key`, the tree asked once: by path where the tree knows the last name, else by that name.
+        name = last_name(key)
+        account = name if tree is None or name not in tree.paths else found
         if account is None:
             continue
         if account in named:
@@ -110,14 +115,14 @@ def compute_tree_weights(config: Config, tree: AccountTree) -> TreeWeights:
     """Each account's and each user's weight among its siblings, by the config's `weights:` rule."""
     from_slurm = config.weight_source == "slurm"
     warnings: list[str] = []
-    accounts: dict[str, Fraction] = {}
-    for account in tree.paths:
-        if account == tree.root:
-            accounts[account] = ONE  # the root has no siblings
-        elif from_slurm:
-            accounts[account] = _slurm_weight(tree.shares.get(account), config.default_weight)
-        else:
-            accounts[account] = config.default_weight
+    default = config.default_weight
+    accounts: dict[str, Fraction] = (
+        {account: _slurm_weight(tree.shares.get(account), default) for account in tree.paths}
+        if from_slurm
+        else dict.fromkeys(tree.paths, default)
+    )
+    if tree.root in accounts:
+        accounts[tree.root] = ONE  # the root has no siblings
     for account, key in _resolve(config, tree, list(config.weights), warnings).items():
         accounts[account] = config.weights[key]
     users: dict[tuple[str, str], Fraction] = {
@@ -156,6 +161,8 @@ def excluded_accounts(config: Config, tree: AccountTree | None, warnings: list[s
 
 def _exclude_where(config: Config, key: str) -> str:
     """Where an exclusion was written: `accounts.KEY.exclude`, or the `exclude_accounts` list."""
+    from slurm_drf.config.yaml_tree import format_path  # noqa: PLC0415  (as in `_where`)
+
     source = config.source_path or "config"
     path = format_path(("accounts", key, "exclude"))
     line = config.lines.get(path)

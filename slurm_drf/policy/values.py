@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
-from slurm_drf.config.settings import (
-    HORIZON_MARGIN,
-    MODES,
-    NICE_LIMIT,
-    SLURM_BF_MAX_JOB_TEST,
-    SLURM_DEFAULT_QUEUE_DEPTH,
-    Config,
-)
+from slurm_drf.config.settings import MODES, NICE_LIMIT
 from slurm_drf.model.types import BoolArray, IntArray
-from slurm_drf.policy.labels import LabelSpace
+from slurm_drf.policy.label_space import horizon, label_space, priority_weight_sum, value_offset
 from slurm_drf.policy.state import LABEL_NICE_BELOW, Recalled
+
+# The label space's arithmetic is `policy.label_space` (numpy-free, for check-config); named here too.
+__all__ = [
+    "adjust_for_memory",
+    "horizon",
+    "label_space",
+    "labels_of",
+    "mode_values",
+    "priority_weight_sum",
+    "value_offset",
+]
 
 
 def adjust_for_memory(
@@ -99,48 +103,6 @@ def _not_own(label: BoolArray, own: IntArray, base: IntArray, mode: str, nice: I
     own[label] = 0
     if mode != "priority":
         base[label] += nice[label]
-
-
-def priority_weight_sum(weights: Mapping[str, int]) -> int:
-    """The most Slurm's other factors can add to a job's priority (PriorityWeight*).
-
-    PriorityWeightTRES is counted through its per-TRES entries
-    (`PriorityWeightTRES/CPU`), each factor being at most its weight.
-    """
-    return sum(v for k, v in weights.items() if k.startswith("PriorityWeight") and k != "PriorityWeightTRES")
-
-
-def horizon(config: Config, scheduler_parameters: Mapping[str, int]) -> int:
-    """Jobs per pool in the exact band: the config's, or a margin over how deep Slurm looks."""
-    if config.horizon is not None:
-        return config.horizon
-    depth = max(
-        scheduler_parameters.get("bf_max_job_test", SLURM_BF_MAX_JOB_TEST),
-        scheduler_parameters.get("default_queue_depth", SLURM_DEFAULT_QUEUE_DEPTH),
-    )
-    return HORIZON_MARGIN * max(depth, 1)
-
-
-def value_offset(config: Config) -> int:
-    """The value a label of 0 is written as (see `mode_values`)."""
-    return config.factor_weight if config.weighting == "factor" else config.offset
-
-
-def label_space(
-    config: Config, priority_weights: Mapping[str, int], scheduler_parameters: Mapping[str, int]
-) -> LabelSpace:
-    """Where the labels of `mode_values` live and how far apart the exact band keeps them.
-
-    Labels run from 0 (ours -offset, site factor or priority offset) to
-    offset - 1 (ours -1, site factor or priority 1), offset being
-    `factor_weight` in factor weighting: the factor adds between 1 and its
-    weight. Strict weighting keeps neighbours 1 + Slurm's other weights apart.
-    """
-    offset = value_offset(config)
-    lo = 0
-    strict = config.weighting == "strict" and config.mode != "priority"
-    gap = priority_weight_sum(priority_weights) + 1 if strict else 1
-    return LabelSpace(lo=lo, hi=offset - 1, gap=gap, horizon=horizon(config, scheduler_parameters))
 
 
 def labels_of(mode: str, our_part: IntArray, offset: int) -> IntArray:

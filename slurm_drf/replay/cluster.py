@@ -5,7 +5,10 @@ through the daemon's own backend (`cycle.backends`); what only a replay
 does is here: sbatch, scancel, sacct's times of the jobs it submitted,
 sacctmgr's associations, sdiag's RPC counts and slurmctld's priority
 settings. Every command is an argv list run by `slurm.execute`, never a
-shell.
+shell, and every name in it follows the one rule for names
+(`trace.check_name`: the `build_*_argv` here check it again, whoever
+called them). Answers are split into records at "\n" only: a field may
+hold U+2028, U+0085 or a form feed, which `str.splitlines` splits at.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from slurm_drf.errors import SlurmError, SlurmWriteError
-from slurm_drf.replay.trace import Submission, build_job_script, build_sbatch_argv
+from slurm_drf.replay.trace import Submission, build_job_script, build_sbatch_argv, check_name
 from slurm_drf.slurm.execute import run_command
 
 TIMEOUT = 60.0
@@ -68,10 +71,15 @@ def cancel_named(names: Sequence[str]) -> None:
         run_command(["scancel", f"--name={name}"], TIMEOUT, error_class=SlurmWriteError)
 
 
+def records(text: str) -> list[str]:
+    """The lines of a command's answer, split at "\n" only (a "\r" before it dropped)."""
+    return [line.removesuffix("\r") for line in text.split("\n")]
+
+
 def _queued() -> list[str]:
     """The id of every job squeue shows (pending, running or completing)."""
     out = run_command(["squeue", "-h", "-o", "%i"], TIMEOUT)
-    return [line.strip() for line in out.splitlines() if line.strip()]
+    return [line.strip() for line in records(out) if line.strip()]
 
 
 def remaining(job_ids: Sequence[str]) -> list[str]:
@@ -106,47 +114,68 @@ def fetch_job_times(job_ids: Sequence[str]) -> dict[str, JobTimes]:
         # --allusers: the jobs of every user the replay submitted as, not only the invoking user's.
         argv = ["sacct", "-X", "-n", "-P", "--allusers", "-j", ",".join(chunk), "-o", "JobIDRaw,Submit,Start,End"]
         text = run_command(argv, TIMEOUT, env=env)
-        for line in text.splitlines():
+        for line in records(text):
             fields = line.split("|")
             if len(fields) == 4 and fields[0] in chunk:
                 out[fields[0]] = JobTimes(_epoch(fields[1]), _epoch(fields[2]), _epoch(fields[3]))
     return out
 
 
-def fetch_associations(cluster: str) -> set[tuple[str, str]]:
-    """(account, user) of every association of `cluster`; user "" for an account's own."""
-    text = run_command(["sacctmgr", "-n", "-P", "show", "assoc", f"cluster={cluster}", "format=account,user"], TIMEOUT)
+def build_associations_argv(cluster: str) -> list[str]:
+    return [
+        "sacctmgr", "-n", "-P", "show", "assoc", f"cluster={check_name(cluster, 'the cluster')}",
+        "format=account,user",
+    ]  # fmt: skip
+
+
+def parse_associations(text: str) -> set[tuple[str, str]]:
+    """(account, user) of `sacctmgr -n -P show assoc format=account,user`; user "" for an account's own."""
     pairs = set()
-    for line in text.splitlines():
+    for line in records(text):
         account, _, user = line.partition("|")
         if account:
             pairs.add((account, user))
     return pairs
 
 
-def create_account(cluster: str, account: str, parent: str | None, fairshare: int) -> None:
-    argv = ["sacctmgr", "-i", "add", "account", account, f"cluster={cluster}", f"fairshare={fairshare}"]
+def fetch_associations(cluster: str) -> set[tuple[str, str]]:
+    """(account, user) of every association of `cluster`; user "" for an account's own."""
+    return parse_associations(run_command(build_associations_argv(cluster), TIMEOUT))
+
+
+def build_account_argv(cluster: str, account: str, parent: str | None, fairshare: int) -> list[str]:
+    argv = [
+        "sacctmgr", "-i", "add", "account", check_name(account, "account"),
+        f"cluster={check_name(cluster, 'the cluster')}", f"fairshare={int(fairshare)}",
+    ]  # fmt: skip
     if parent:
-        argv.append(f"parent={parent}")
-    run_command(argv, TIMEOUT, error_class=SlurmWriteError)
+        argv.append(f"parent={check_name(parent, f'the parent of account {account}')}")
+    return argv
+
+
+def create_account(cluster: str, account: str, parent: str | None, fairshare: int) -> None:
+    run_command(build_account_argv(cluster, account, parent, fairshare), TIMEOUT, error_class=SlurmWriteError)
+
+
+def build_user_argv(cluster: str, user: str, account: str) -> list[str]:
+    """The user's association in `account`: a leaf of its tree, weighing 1 beside the account's other users."""
+    return [
+        "sacctmgr", "-i", "add", "user", check_name(user, "user"), f"account={check_name(account, 'account')}",
+        f"cluster={check_name(cluster, 'the cluster')}", "fairshare=1",
+    ]  # fmt: skip
 
 
 def create_user(cluster: str, user: str, account: str) -> None:
-    """The user's association in `account`: a leaf of its tree, weighing 1 beside the account's other users."""
-    run_command(
-        ["sacctmgr", "-i", "add", "user", user, f"account={account}", f"cluster={cluster}", "fairshare=1"],
-        TIMEOUT,
-        error_class=SlurmWriteError,
-    )
+    run_command(build_user_argv(cluster, user, account), TIMEOUT, error_class=SlurmWriteError)
+
+
+def build_unix_user_argv(user: str) -> list[str]:
+    """A system user without a home or a login shell (--create-unix-users, a test host only), as the sandbox's."""
+    return ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", check_name(user, "user")]
 
 
 def create_unix_user(user: str) -> None:
-    """A system user without a home or a login shell (--create-unix-users, a test host only), as the sandbox's."""
-    run_command(
-        ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", user],
-        TIMEOUT,
-        error_class=SlurmWriteError,
-    )
+    run_command(build_unix_user_argv(user), TIMEOUT, error_class=SlurmWriteError)
 
 
 _RPC = re.compile(r"^\s*([A-Z][A-Z0-9_]+)\s+\(\s*\d+\)\s+count:(\d+)")
@@ -156,7 +185,7 @@ def parse_sdiag_rpcs(text: str) -> dict[str, int]:
     """RPC counts by message type from `sdiag` (its section by message type only)."""
     counts: dict[str, int] = {}
     section = False
-    for line in text.splitlines():
+    for line in records(text):
         if line.startswith("Remote Procedure Call statistics by message type"):
             section = True
             continue
@@ -184,10 +213,10 @@ def fetch_priority_settings() -> list[str]:
     partition's TRESBillingWeights."""
     lines = [
         " ".join(line.split())
-        for line in run_command(["scontrol", "show", "config"], TIMEOUT).splitlines()
+        for line in records(run_command(["scontrol", "show", "config"], TIMEOUT))
         if _PRIORITY_KEYS.match(line.strip())
     ]
-    for line in run_command(["scontrol", "-o", "show", "partition"], TIMEOUT).splitlines():
+    for line in records(run_command(["scontrol", "-o", "show", "partition"], TIMEOUT)):
         fields = {key: value for key, _, value in (item.partition("=") for item in line.split())}
         name = fields.get("PartitionName", "?")
         lines.append(f"PartitionName={name} TRESBillingWeights={fields.get('TRESBillingWeights', '(none)')}")

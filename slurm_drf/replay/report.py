@@ -5,12 +5,13 @@ submission times) in the simulator under the policy that models the arm,
 cut where the replay stopped sampling; `build_comparison` puts arms (and
 predictions) into the simulator's `Comparison`, so the replay's tables,
 JSON and HTML page are the simulator's own renderers; `render_calibration`
-sets each measured figure beside its prediction.
+sets each measured figure beside its prediction. Names in a result file
+(arms, accounts, notes) are shown as the simulator shows them, control
+characters escaped (`sim.render.terminal_text`).
 """
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Sequence
 from dataclasses import replace
@@ -31,7 +32,15 @@ from slurm_drf.sim.compare import Comparison, choose_engine
 from slurm_drf.sim.daemon_loop import SlurmSide
 from slurm_drf.sim.engine import SimOptions, SimResult, simulate
 from slurm_drf.sim.policies import MultifactorPolicy, Policy, build_policy
-from slurm_drf.sim.render import SAMPLE_INTERVAL, html_table, render_aligned, render_html, render_table
+from slurm_drf.sim.render import (
+    SAMPLE_INTERVAL,
+    html_table,
+    html_text,
+    render_aligned,
+    render_html,
+    render_table,
+    terminal_text,
+)
 from slurm_drf.sim.run_metrics import PolicyMetrics, compute_metrics
 from slurm_drf.sim.workload import Workload, format_duration
 
@@ -186,11 +195,12 @@ def render_text(comparison: Comparison, results: Sequence[ReplayResult]) -> str:
         render_aligned(*summary_rows(comparison, results)),
     ]
     for index, result in enumerate(results):
+        arm = terminal_text(result.arm)
         if len(comparison.metrics) > len(results):
-            out.append(f"{result.arm}: measured against the simulator's prediction")
+            out.append(f"{arm}: measured against the simulator's prediction")
             predicted = comparison.metrics[len(results) + index]
             out.append(render_aligned(*calibration_table(comparison.metrics[index], predicted)))
-        out.extend(f"note ({result.arm}): {note}" for note in result.notes)
+        out.extend(f"note ({arm}): {terminal_text(note)}" for note in result.notes)
     return "\n".join(out) + "\n"
 
 
@@ -203,11 +213,11 @@ def render_replay_html(comparison: Comparison, results: Sequence[ReplayResult], 
     parts = ["<h2>On the live Slurm</h2>", html_table(*summary_rows(comparison, results))]
     for index, result in enumerate(results):
         if len(comparison.metrics) > len(results):
-            parts.append(f"<h3>{html.escape(result.arm)}: measured against the simulator's prediction</h3>")
+            parts.append(f"<h3>{html_text(result.arm)}: measured against the simulator's prediction</h3>")
             parts.append(
                 html_table(*calibration_table(comparison.metrics[index], comparison.metrics[len(results) + index]))
             )
-        parts.extend(f"<p>note ({html.escape(result.arm)}): {html.escape(note)}</p>" for note in result.notes)
+        parts.extend(f"<p>note ({html_text(result.arm)}): {html_text(note)}</p>" for note in result.notes)
     return render_html(
         comparison,
         png,

@@ -1,6 +1,9 @@
 """One arm of a replay on a live Slurm: submit on time, sample, measure, leave nothing behind.
 
-Sits under `cli/replay.py`. `run_arm` checks the cluster (no other jobs
+Sits under `cli/replay.py`. `run_arm` checks the trace and the options
+first, before Slurm is asked anything (`trace.check_trace`: every name
+follows the one rule, and whatever `simulate` refuses is refused; every
+wall time bounded), then the cluster (no other jobs
 unless forced, every job fits, jobs no shorter than Slurm's scheduling
 interval, every job's submitter a Unix user, every account and user
 association known or created), starts the daemon for a drf
@@ -49,13 +52,16 @@ from slurm_drf.replay.trace import (
     build_submissions,
     check_compression,
     check_fits,
+    check_name,
+    check_trace,
     job_name,
     on_cluster,
     scheduling_interval,
 )
 from slurm_drf.replay.users import UserChoice, UserPlan, plan_associations, plan_users
-from slurm_drf.sim.workload import RESOURCES, Workload
+from slurm_drf.sim.workload import MAX_SUBMIT_SECONDS, RESOURCES, Workload
 from slurm_drf.slurm.source import ClusterSource
+from slurm_drf.trail.text import terminal_text
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +69,9 @@ DAEMON_STOP_SECONDS: Final = 30.0
 CANCEL_SECONDS: Final = 60.0
 # Past the last submission, an arm waits at most this many times the longest job, plus a minute.
 DRAIN_FACTOR: Final = 3.0
+# Wall seconds between samples (each a squeue and a sinfo): no busy loop, and at least one sample an hour.
+MIN_SAMPLE_INTERVAL: Final = 0.1
+MAX_SAMPLE_INTERVAL: Final = 3600.0
 
 
 class ReplayError(DrfError):
@@ -103,6 +112,22 @@ def pool_capacity(nodes: Sequence[Node]) -> tuple[int, int, int]:
     return cpu, mem, gpu
 
 
+def check_options(options: ReplayOptions) -> None:
+    """Refuse, in one line naming the option, what no replay may hand to Slurm or wait for."""
+    if options.partition is not None:
+        check_name(options.partition, "--partition")
+    if not MIN_SAMPLE_INTERVAL <= options.sample_interval <= MAX_SAMPLE_INTERVAL:
+        raise ReplayInputError(
+            f"--sample-interval: expected {MIN_SAMPLE_INTERVAL:g} to {MAX_SAMPLE_INTERVAL:g} wall seconds, "
+            f"got {options.sample_interval:g}"
+        )
+    if options.stop_after is not None and not 0 < options.stop_after <= MAX_SUBMIT_SECONDS:
+        raise ReplayInputError(
+            f"--stop-after: expected more than 0 and at most {MAX_SUBMIT_SECONDS} trace seconds, "
+            f"got {options.stop_after:g}"
+        )
+
+
 def _is_unix_user(name: str) -> bool:
     """Whether this host knows the user (its passwd, or LDAP and the like through NSS)."""
     try:
@@ -122,6 +147,7 @@ def prepare_users(workload: Workload, cluster_name: str, options: ReplayOptions)
 
     Everything is checked (one line, nothing made) before the first useradd or sacctmgr.
     """
+    check_name(cluster_name, "the cluster's name (Slurm's ClusterName)")
     plan = plan_users(
         workload,
         options.users,
@@ -188,8 +214,9 @@ class _Daemon:
             raise ReplayError(f"the daemon exited with status {self.process.returncode}: {self.last_line()}")
 
     def last_line(self) -> str:
-        lines = [line for line in self.log.read_text(encoding="utf-8", errors="replace").splitlines() if line.strip()]
-        return lines[-1] if lines else "(no output)"
+        """The log's last line, control characters escaped (it may quote names from Slurm)."""
+        lines = [line for line in self.log.read_text(encoding="utf-8", errors="replace").split("\n") if line.strip()]
+        return terminal_text(lines[-1]) if lines else "(no output)"
 
     def stop(self) -> None:
         if self.process is None or self.process.poll() is not None:
@@ -261,6 +288,8 @@ def _trace_times(
 
 def run_arm(workload: Workload, options: ReplayOptions, progress: Progress | None = None) -> ReplayResult:
     """Replay `workload` once under `options.arm`; see the module docstring."""
+    check_trace(workload)
+    check_options(options)
     arm = options.arm
     source = make_source(options.config)
     snapshot = source.fetch_snapshot()

@@ -1,12 +1,26 @@
 """A workload as timed submissions to a real Slurm. Pure.
 
-Sits at the start of a replay: `build_submissions` compresses the
+Sits at the start of a replay: `check_trace` refuses, before anything
+reaches Slurm, what no replay may hand to its tools (below) and what
+`simulate` refuses (`sim.workload.validate_workload`, the one validation
+of times and sizes both share); `build_submissions` compresses the
 workload's times (a job submitted at trace time t is submitted t /
 compression wall seconds after the replay starts and sleeps its run time
-/ compression), `check_*` refuse what cannot be replayed faithfully, and
+/ compression), bounded as the simulator bounds trace times; the other
+`check_*` refuse what cannot be replayed faithfully, and
 `build_sbatch_argv` and `build_job_script` say exactly what is handed to
 sbatch (an argv list and a script on stdin; nothing goes through a shell
 on our side), as the user `users.plan_users` picked.
+
+Names. Every name a replay hands to sbatch, sacctmgr, useradd or runuser
+(an account, a parent account, a user, a partition, the cluster) follows
+one rule, `SLURM_NAME`: letters, digits, `.`, `_` and `-`, starting with a
+letter, a digit or `_`, at most 64 characters. A name outside it is
+refused, never escaped: `--help` is an option to every tool, sacctmgr
+reads `a,b` as two accounts and `cluster=prod` as a field of its own, and
+no argument holds a NUL. A trace job's id may also hold `+` (a component
+of a heterogeneous job, `1234+0`); it reaches sbatch only in the job's
+comment and, made plain, in its name.
 """
 
 from __future__ import annotations
@@ -19,9 +33,17 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Final
 
-from slurm_drf.errors import InputError
+from slurm_drf.errors import InputError, shorten
 from slurm_drf.model.types import Node
-from slurm_drf.sim.workload import TREE_SEPARATOR, NodeType, Workload, WorkloadJob
+from slurm_drf.sim.workload import (
+    MAX_JOB_SECONDS,
+    MAX_SUBMIT_SECONDS,
+    TREE_SEPARATOR,
+    NodeType,
+    Workload,
+    WorkloadJob,
+    validate_workload,
+)
 
 # Every job a replay submits is named so; `squeue` and `sacct` show it.
 JOB_NAME_PREFIX: Final = "drf-replay-"
@@ -32,12 +54,65 @@ DEFAULT_BF_INTERVAL: Final = 30
 MIN_JOB_SECONDS: Final = 1.0
 # Seconds added to each job's time limit: the sleep ends on its own, never killed at its limit.
 LIMIT_MARGIN: Final = 5.0
+# The memory of a job that asks for none (an SWF job without memory): Slurm's smallest request. Slurm reads
+# --mem=0, and no --mem at all where slurm.conf sets no DefMemPerCPU or DefMemPerNode, as all of each node's
+# memory; the simulator counts such a job as holding no memory.
+MIN_MEM_MIB: Final = 1
+
+# The one rule for a name handed to Slurm's tools (the module docstring says why).
+MAX_NAME_LENGTH: Final = 64
+SLURM_NAME: Final = re.compile(rf"[A-Za-z0-9_][A-Za-z0-9._-]{{0,{MAX_NAME_LENGTH - 1}}}")
+NAME_RULE: Final = (
+    f"letters, digits, '.', '_' and '-', starting with a letter, a digit or '_', at most {MAX_NAME_LENGTH} characters"
+)
+# A trace job's id: a name, or a heterogeneous job's component (`1234+0`).
+_JOB_ID: Final = re.compile(rf"[A-Za-z0-9_][A-Za-z0-9._+-]{{0,{MAX_NAME_LENGTH - 1}}}")
 
 
 class ReplayInputError(InputError):
     """A trace, option or cluster that cannot be replayed (exit code 2)."""
 
     category = "replay"
+
+
+def shown(text: str) -> str:
+    """`text` quoted for a message: control characters escaped, a long one cut (`errors.shorten`)."""
+    return shorten(repr(text), 80)
+
+
+def is_slurm_name(text: str) -> bool:
+    return SLURM_NAME.fullmatch(text) is not None
+
+
+def check_name(text: str, what: str) -> str:
+    """`text` if it follows the one rule for a name handed to Slurm's tools; else ReplayInputError, `what`
+    saying where it comes from (`trace.swf: job 12: account`)."""
+    if SLURM_NAME.fullmatch(text) is None:
+        raise ReplayInputError(f"{what} {shown(text)} is not a name Slurm's tools take as one word ({NAME_RULE})")
+    return text
+
+
+def check_job(job: WorkloadJob, where: str) -> None:
+    """Refuse a job whose id, account or user breaks the rule for names (`where`: the trace's name)."""
+    if _JOB_ID.fullmatch(job.job_id) is None:
+        raise ReplayInputError(f"{where}: job {shown(job.job_id)}: the job id is not {NAME_RULE} (or '+')")
+    check_name(job.account, f"{where}: job {job.job_id}: account")
+    if job.user:  # none: `users.plan_users` says whether the job can be submitted all the same
+        check_name(job.user, f"{where}: job {job.job_id}: user")
+
+
+def check_trace(workload: Workload) -> None:
+    """Refuse, in one line naming the trace, the job and the field, a name no replay may hand to Slurm's
+    tools (`check_job`, `check_name`), then whatever `simulate` refuses of the same workload
+    (`validate_workload`: times, sizes, ids): before anything is created or submitted, and before Slurm
+    is asked anything."""
+    for job in workload.jobs:
+        check_job(job, workload.name)
+    if workload.tree is not None:
+        for account, parent in sorted(workload.tree.parents.items()):
+            for name in parent.split(TREE_SEPARATOR):
+                check_name(name, f"{workload.name}: tree: parent of account {account}")
+    validate_workload(workload)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +140,27 @@ def build_submissions(workload: Workload, compression: float) -> tuple[Submissio
         )
         for index, job in enumerate(workload.jobs)
     ]
+    for sub in subs:
+        _check_wall_times(sub, compression, workload.name)
     return tuple(sorted(subs, key=lambda s: (s.at, s.index)))
+
+
+def _check_wall_times(sub: Submission, compression: float, name: str) -> None:
+    """Refuse a submission whose wait, sleep or time limit is no number or past the simulator's bounds on
+    trace times (`MAX_SUBMIT_SECONDS`, `MAX_JOB_SECONDS`), now in wall seconds: what reaches a sleep or
+    sbatch's --time stays a number of a few digits whatever the trace or --compress said."""
+    where = f"{name}: job {sub.job.job_id}: --compress {compression:g}"
+    if not 0 <= sub.at <= MAX_SUBMIT_SECONDS:
+        raise ReplayInputError(
+            f"{where} would submit it {sub.at:g} s after the replay starts; a replay submits within "
+            f"{MAX_SUBMIT_SECONDS} s"
+        )
+    limit = max(sub.job.limit, sub.job.duration) / compression
+    if not (sub.sleep > 0 and limit <= MAX_JOB_SECONDS):
+        raise ReplayInputError(
+            f"{where} would make it run {sub.sleep:g} s with a time limit of {limit:g} s; a replay runs a job "
+            f"for more than 0 and at most {MAX_JOB_SECONDS} s"
+        )
 
 
 def eligible_shapes(nodes: Sequence[Node]) -> list[NodeType]:
@@ -159,8 +254,15 @@ RUNUSER: Final = "runuser"
 def build_sbatch_argv(sub: Submission, partition: str | None, workdir: str, run_as: str | None, run: str) -> list[str]:
     """The argv of the sbatch that submits `sub` (its script comes on stdin), as `run_as` if given
     (`runuser -u USER -- sbatch ...`: root only; from a directory that user can enter), named for
-    the replay `run` (`job_name`)."""
+    the replay `run` (`job_name`). Every name in it follows the one rule (`check_name`; `check_trace`
+    has refused a trace that breaks it, naming the job, before anything ran); a job of no memory asks
+    for `MIN_MEM_MIB`."""
     job = sub.job
+    check_job(job, "trace")
+    if run_as:
+        check_name(run_as, f"trace job {job.job_id}: the user to submit as")
+    if partition:
+        check_name(partition, "--partition")
     argv = [
         *([RUNUSER, "-u", run_as, "--"] if run_as else []),
         "sbatch",
@@ -170,7 +272,7 @@ def build_sbatch_argv(sub: Submission, partition: str | None, workdir: str, run_
         f"--nodes={job.nodes}",
         "--ntasks-per-node=1",
         f"--cpus-per-task={job.cpu}",
-        f"--mem={job.mem}M",
+        f"--mem={max(job.mem, MIN_MEM_MIB)}M",
         f"--time={_clock(sub.limit)}",
         "--output=/dev/null",
         f"--chdir={workdir}",

@@ -27,15 +27,14 @@ from collections.abc import Callable, Iterable, Mapping, Set
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from slurm_drf.replay.trace import ReplayInputError, account_paths
+from slurm_drf.replay.trace import NAME_RULE, ReplayInputError, account_paths, is_slurm_name, shown
 from slurm_drf.sim.workload import Workload, WorkloadJob
 
 USERS_TRACE: Final = "trace"
 USERS_INVOKING: Final = "invoking"
 POOL_PREFIX: Final = "pool="
-# A user Slurm and sacctmgr take as one plain word (sacctmgr splits on commas, reads `=`).
-_SLURM_USER: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._@-]{0,63}")
-# What useradd takes without --badname (shadow's default), for --create-unix-users.
+# A user is a name Slurm's tools take as one word: the one rule (`trace.SLURM_NAME`). For
+# --create-unix-users also what useradd takes without --badname (shadow's default).
 _NEW_UNIX_USER: Final = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 # Names shown in a refusal; the rest are counted.
 SHOWN: Final = 10
@@ -66,12 +65,13 @@ def parse_users(text: str) -> UserChoice:
         return UserChoice("invoking")
     if text.startswith(POOL_PREFIX):
         names = tuple(name.strip() for name in text[len(POOL_PREFIX) :].split(","))
-        bad = [name for name in names if not _SLURM_USER.fullmatch(name)]
+        bad = [name for name in names if not is_slurm_name(name)]
         if bad:
-            raise ReplayInputError(f"--users {text}: {bad[0]!r} is not a user name")
+            raise ReplayInputError(f"--users {shown(text)}: {shown(bad[0])} is not a user name ({NAME_RULE})")
         return UserChoice("pool", tuple(dict.fromkeys(names)))
     raise ReplayInputError(
-        f"--users {text}: expected {USERS_TRACE}, {USERS_INVOKING} or {POOL_PREFIX}NAME,NAME,... (existing Unix users)"
+        f"--users {shown(text)}: expected {USERS_TRACE}, {USERS_INVOKING} or {POOL_PREFIX}NAME,NAME,... "
+        "(existing Unix users)"
     )
 
 
@@ -173,9 +173,12 @@ def _trace_plan(
             f"trace job {nameless.job_id} (account {nameless.account}) has no user to submit it as: pass {hint}"
         )
     users = sorted({user for names in by_account.values() for user in names})
-    odd = [user for user in users if not _SLURM_USER.fullmatch(user)]
+    odd = [user for user in users if not is_slurm_name(user)]
     if odd:
-        raise ReplayInputError(f"trace user(s) that are no plain user names for Slurm: {_listed(odd)}; pass {hint}")
+        raise ReplayInputError(
+            f"trace user(s) that are no plain user names for Slurm: {_listed(map(shown, odd))} ({NAME_RULE}); "
+            f"pass {hint}"
+        )
     missing = [user for user in users if not is_unix_user(user)]
     if missing and not create:
         raise ReplayInputError(

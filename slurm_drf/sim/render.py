@@ -5,6 +5,12 @@ Sits at the end of the simulator's flow, after `compare`/`run_metrics`.
 pure; `write_plot` draws with matplotlib (the optional `plot` extra,
 imported only when a plot is asked for) and writes the file atomically,
 as `write_text` does for the others.
+
+Names come from the trace (accounts, users, the file's name): a trace's
+account can hold ESC, BEL or NUL, which a terminal obeys, or U+2028, which
+breaks a line. Every text a table, a description, a Markdown table, an
+HTML page or a plot shows passes through `terminal_text` (escaped as
+`\x1b`, `\u2028`); JSON stays exact.
 """
 
 from __future__ import annotations
@@ -14,8 +20,10 @@ import html
 import io
 import math
 import os
+import re
 import tempfile
 import textwrap
+import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -35,6 +43,33 @@ SIM_FORMAT: Final = "slurm-drf-simulation/1"
 # and plots draw the spread instead of one line per account.
 MANY_ACCOUNTS: Final = 8
 SHOWN_EACH_END: Final = 3
+
+
+# Escaped: C0 and C1 control characters and DEL, the invisible format characters (category Cf: the
+# bidirectional overrides, zero-width characters), the line and paragraph separators and lone surrogates.
+# The rule of `trail.text.terminal_text`, which the simulator, its sibling layer, cannot import.
+_SUSPECT: Final = re.compile("[^\x20-\x7e]")
+_ESCAPED_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+def _visible(match: re.Match[str]) -> str:
+    character = match.group()
+    if unicodedata.category(character) not in _ESCAPED_CATEGORIES:
+        return character
+    code = ord(character)
+    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(character)
+    if named:
+        return named
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def terminal_text(text: str) -> str:
+    """`text` with control characters written as escapes (`\\x1b`, `\\x00`, `\\u2028`): one line, inert."""
+    if text.isascii() and text.isprintable():
+        return text  # nothing _SUSPECT looks at: the common case, asked once per cell
+    return _SUSPECT.sub(_visible, text)
 
 
 def _fmt(value: float, digits: int = 3) -> str:
@@ -68,7 +103,7 @@ def describe_workload(comparison: Comparison, interval_label: str = POLICY_INTER
     if weighted:
         lines.append(f"weights: {weighted} (others 1)")
     lines.extend(f"note: {n}" for n in workload.notes)
-    return lines
+    return [terminal_text(line) for line in lines]
 
 
 ACCOUNT_NOTE = (
@@ -246,6 +281,9 @@ def _account_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
 
 
 def _align(header: list[str], rows: list[list[str]]) -> list[str]:
+    """Aligned columns, every cell through `terminal_text` (names come from the trace)."""
+    header = [terminal_text(cell) for cell in header]
+    rows = [[terminal_text(cell) for cell in row] for row in rows]
     widths = [max(len(header[i]), *(len(r[i]) for r in rows)) for i in range(len(header))]
     out = ["  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)).rstrip()]
     out.append("  ".join("-" * w for w in widths))
@@ -322,11 +360,15 @@ def render_markdown(comparison: Comparison) -> str:
     tables = [_summary_rows(comparison), _account_rows(comparison)]
     tables.extend(t for t in (writes, history, _level_rows(comparison)) if t is not None)
     for header, rows in tables:
-        out.append("| " + " | ".join(header) + " |")
+        out.append("| " + " | ".join(_markdown_cell(h) for h in header) + " |")
         out.append("|" + "|".join(" --- " for _ in header) + "|")
-        out.extend("| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows)
+        out.extend("| " + " | ".join(_markdown_cell(c) for c in row) + " |" for row in rows)
         out.append("")
     return "\n".join(out)
+
+
+def _markdown_cell(text: str) -> str:
+    return terminal_text(text).replace("|", "\\|")
 
 
 def _series(values: Any) -> list[float | None]:
@@ -443,15 +485,18 @@ def render_plot_png(comparison: Comparison, title: str = "slurm-drf simulate") -
         hours = result.sample_time / 3600
         if len(result.accounts) <= MANY_ACCOUNTS:
             for index, account in enumerate(result.accounts):
-                axis.plot(hours, result.sample_share[:, index], lw=1.1, color=colours(index % 10), label=account)
+                axis.plot(
+                    hours, result.sample_share[:, index], lw=1.1, color=colours(index % 10), label=_plotted(account)
+                )
         else:
             shares = result.sample_share
             axis.fill_between(hours, shares.min(axis=1), shares.max(axis=1), color="0.85", label="min-max")
             axis.plot(hours, np.median(shares, axis=1), lw=1.0, color="0.4", label="median")
-            axis.plot(hours, shares[:, 0], lw=1.0, color=colours(0), label=f"{result.accounts[0]} (first)")
-            axis.plot(hours, shares[:, -1], lw=1.2, color=colours(3), label=f"{result.accounts[-1]} (last)")
+            first, last = _plotted(result.accounts[0]), _plotted(result.accounts[-1])
+            axis.plot(hours, shares[:, 0], lw=1.0, color=colours(0), label=f"{first} (first)")
+            axis.plot(hours, shares[:, -1], lw=1.2, color=colours(3), label=f"{last} (last)")
         axis.set_title(
-            f"{metrics.policy}: Jain {_fmt(metrics.jain)}, share max/min {_fmt(metrics.share_ratio, 2)}",
+            f"{_plotted(metrics.policy)}: Jain {_fmt(metrics.jain)}, share max/min {_fmt(metrics.share_ratio, 2)}",
             fontsize=10,
             loc="left",
         )
@@ -468,7 +513,7 @@ def render_plot_png(comparison: Comparison, title: str = "slurm-drf simulate") -
             metrics.jain_series[fair],
             lw=0.9,
             color=colours(index),
-            label=metrics.policy,
+            label=_plotted(metrics.policy),
         )
     axis.axhline(0.95, color="0.5", lw=0.8, ls="--")
     axis.set_ylim(0, 1.02)
@@ -477,7 +522,9 @@ def render_plot_png(comparison: Comparison, title: str = "slurm-drf simulate") -
     axis.legend(fontsize=7, ncol=len(comparison.results), loc="lower right")
     axis.grid(alpha=0.3)
     workload = comparison.workload
-    figure.suptitle(f"{title}: {workload.name}, {len(workload.jobs)} jobs on {workload.node_count} nodes", fontsize=11)
+    figure.suptitle(
+        f"{title}: {_plotted(workload.name)}, {len(workload.jobs)} jobs on {workload.node_count} nodes", fontsize=11
+    )
     figure.tight_layout()
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=100)
@@ -485,10 +532,21 @@ def render_plot_png(comparison: Comparison, title: str = "slurm-drf simulate") -
     return buffer.getvalue()
 
 
+def _plotted(text: str) -> str:
+    """A name for a plot's label: escaped (`terminal_text`), and `$` taken literally, not as mathtext
+    (an account named `$\\x$` would stop the drawing)."""
+    return terminal_text(text).replace("$", "\\$")
+
+
+def html_text(text: str) -> str:
+    """Text for an HTML page: control characters escaped (`terminal_text`), then HTML's own."""
+    return html.escape(terminal_text(text))
+
+
 def html_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """One HTML table, every cell escaped."""
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    head = "".join(f"<th>{html_text(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html_text(c)}</td>" for c in row) + "</tr>" for row in rows)
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
@@ -510,7 +568,7 @@ def render_html(
     account_header, account_rows = _account_rows(comparison)
     table = html_table
     writes = _writes_rows(comparison)
-    described = f"<p>{html.escape(describe_loop(comparison))}</p>\n" if loop else ""
+    described = f"<p>{html_text(describe_loop(comparison))}</p>\n" if loop else ""
     loop_section = f"<h2>Writes</h2>\n{described}{table(*writes)}\n" if writes is not None else ""
     history = _history_rows(comparison)
     over_time = (
@@ -521,11 +579,11 @@ def render_html(
     lines = describe_workload(comparison, interval_label)
     if loop:  # a simulation: every row ran under the site model
         lines.append(describe_site(comparison))
-    description = "".join(f"<p>{html.escape(line)}</p>" for line in lines)
+    description = "".join(f"<p>{html_text(line)}</p>" for line in lines)
     image = base64.b64encode(png).decode("ascii")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
-<title>{html.escape(title)}: {html.escape(comparison.workload.name)}</title>
+<title>{html_text(title)}: {html_text(comparison.workload.name)}</title>
 <style>
 body {{ font-family: sans-serif; margin: 2em; max-width: 70em; }}
 table {{ border-collapse: collapse; margin: 1em 0; }}
@@ -533,7 +591,7 @@ th, td {{ border: 1px solid #ccc; padding: 0.3em 0.6em; text-align: left; font-s
 th {{ background: #f0f0f0; }}
 img {{ max-width: 100%; }}
 </style></head><body>
-<h1>{html.escape(title)}: {html.escape(comparison.workload.name)}</h1>
+<h1>{html_text(title)}: {html_text(comparison.workload.name)}</h1>
 {description}
 <h2>Policies</h2>
 {table(summary_header, summary_rows)}

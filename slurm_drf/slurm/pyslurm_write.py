@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import time
 from collections.abc import Sequence
 from types import MappingProxyType, ModuleType
 from typing import Final
@@ -133,6 +134,14 @@ class PyslurmWriter:
     def apply(self, writes: Sequence[Write]) -> WriteResult:
         """Write every value; raises SlurmWriteError when Slurm failed in a way
         that names no job (slurmctld down, permission denied)."""
+        return self._apply(writes, None)
+
+    def apply_until(self, writes: Sequence[Write], until: float) -> WriteResult:
+        """`apply`, with no update sent after `until` (time.monotonic()): where a lease's hold ends
+        (cycle.fence). The writes not sent by then are in none of the result's fields."""
+        return self._apply(writes, until)
+
+    def _apply(self, writes: Sequence[Write], until: float | None) -> WriteResult:
         if not writes:
             return WriteResult()
         module = self._pyslurm()
@@ -142,13 +151,20 @@ class PyslurmWriter:
         by_pyslurm, by_scontrol = build_routes(writes, can_update)
 
         messages: dict[str, str] = {}
+        sent: list[Write] = []
         for write in by_pyslurm:
+            if until is not None and time.monotonic() >= until:
+                break
             message = self._update(module, write)
+            sent.append(write)
             if message is not None:
                 messages[write.job_id] = message
         if by_scontrol:
             logger.debug("%d write(s) through scontrol (zero values pyslurm drops, het jobs)", len(by_scontrol))
-            scontrol_result = self.scontrol.apply(by_scontrol)
+            if until is None:
+                scontrol_result = self.scontrol.apply(by_scontrol)
+            else:
+                scontrol_result = self.scontrol.apply_until(by_scontrol, until)
         else:
             scontrol_result = WriteResult()
 
@@ -156,9 +172,9 @@ class PyslurmWriter:
         failed = {job: message for job, message in messages.items() if not is_gone(message)}
         for job, message in failed.items():
             logger.warning("job %s: pyslurm update failed: %s", job, message)
-        not_applied = set(messages) | set(scontrol_result.gone) | set(scontrol_result.failed)
+        landed = {w.job_id for w in sent if w.job_id not in messages} | set(scontrol_result.applied)
         return WriteResult(
-            applied=tuple(w.job_id for w in writes if w.job_id not in not_applied),
+            applied=tuple(w.job_id for w in writes if w.job_id in landed),
             gone=(*gone, *scontrol_result.gone),
             failed=MappingProxyType({**failed, **scontrol_result.failed}),
         )

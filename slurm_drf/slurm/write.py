@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import re
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -46,6 +47,10 @@ _GONE: Final = (
 # Lines scontrol prints that are not errors (its prompt, echoed in batch mode).
 _NOISE: Final = re.compile(r"^\s*(scontrol:.*)?$")
 BATCH: Final = 500
+
+
+class HoldEnded(SlurmWriteError):
+    """scontrol was stopped where the lease's hold ends (`apply_until`): which of its writes landed is unknown."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +134,18 @@ def is_gone(message: str) -> bool:
     return any(pattern in lowered for pattern in _GONE)
 
 
+def combine_results(results: Sequence[WriteResult]) -> WriteResult:
+    """One WriteResult for writes sent in several parts."""
+    failed: dict[str, str] = {}
+    for result in results:
+        failed.update(result.failed)
+    return WriteResult(
+        tuple(job for result in results for job in result.applied),
+        tuple(job for result in results for job in result.gone),
+        MappingProxyType(failed),
+    )
+
+
 class ScontrolWriter:
     """Applies writes through `scontrol` reading commands from stdin."""
 
@@ -141,19 +158,23 @@ class ScontrolWriter:
         per_job: dict[str, str] = {}
         other: list[str] = []
         for start in range(0, len(lines), BATCH):
-            chunk = lines[start : start + BATCH]
-            completed = run_process(
-                ["scontrol"],
-                self.timeout,
-                env=self.env,
-                input_text="\n".join(chunk) + "\n",
-                error_class=SlurmWriteError,
-            )
-            errors, unknown = parse_update_errors(completed.stderr)
+            errors, unknown = self._run_chunk(lines[start : start + BATCH], self.timeout)
             per_job.update(errors)
             other.extend(unknown)
-            if completed.returncode != 0 and not errors and not unknown:
-                other.append(f"scontrol exited {completed.returncode} without a message")
+        return per_job, other
+
+    def _run_chunk(self, lines: Sequence[str], timeout: float) -> tuple[dict[str, str], list[str]]:
+        """One scontrol process for `lines`, killed after `timeout` seconds."""
+        completed = run_process(
+            ["scontrol"],
+            timeout,
+            env=self.env,
+            input_text="\n".join(lines) + "\n",
+            error_class=SlurmWriteError,
+        )
+        per_job, other = parse_update_errors(completed.stderr)
+        if completed.returncode != 0 and not per_job and not other:
+            other.append(f"scontrol exited {completed.returncode} without a message")
         return per_job, other
 
     def apply(self, writes: Sequence[Write]) -> WriteResult:
@@ -162,7 +183,35 @@ class ScontrolWriter:
         knows which writes landed."""
         if not writes:
             return WriteResult()
-        per_job, other = self.run_lines(build_update_lines(writes))
+        return self._result(writes, self.run_lines(build_update_lines(writes)))
+
+    def apply_until(self, writes: Sequence[Write], until: float) -> WriteResult:
+        """`apply`, with no scontrol process alive after `until` (time.monotonic()): where a lease's hold
+        ends (cycle.fence). A part not started by then is not sent, and in none of the result's fields;
+        SlurmWriteError when a process had to be stopped, since which of its writes landed is unknown."""
+        lines = build_update_lines(writes)
+        results = []
+        for start in range(0, len(writes), BATCH):
+            left = until - time.monotonic()
+            if left <= 0:
+                break
+            chunk = writes[start : start + BATCH]
+            timeout = min(self.timeout, left)
+            try:
+                answer = self._run_chunk(lines[start : start + BATCH], timeout)
+            except SlurmWriteError as error:
+                if timeout < self.timeout and time.monotonic() >= until:
+                    raise HoldEnded(
+                        f"scontrol update: stopped at the end of the lease's hold, after {timeout:.3f} s: which of "
+                        f"its {len(chunk)} write(s) landed is unknown (the next cycle reads them back)"
+                    ) from error
+                raise
+            results.append(self._result(chunk, answer))
+        return combine_results(results)
+
+    def _result(self, writes: Sequence[Write], answer: tuple[dict[str, str], list[str]]) -> WriteResult:
+        """What scontrol's answer says of `writes`; SlurmWriteError for an error that names no job."""
+        per_job, other = answer
         if other:
             raise SlurmWriteError(
                 f"scontrol update: {other[0]}" + (f" (and {len(other) - 1} more)" if len(other) > 1 else "")

@@ -6,9 +6,10 @@ them cost a quarter of a second at that size; here each column is
 serialised by one orjson call and laid into one byte grid with the
 constant text between the values (`object_list`). A value that is itself
 an object of the same keys in every row (an account's usage per resource)
-is a `Nested` of columns. Where a column holds something else (a list, an
-object of varying keys) `object_list` gives None and the caller writes the
-list the plain way.
+is a `Nested` of columns, and a value that is a list of scalars in every row
+(a job's path shares over a tree) a `Listed` column. Where a column holds
+something else (an object of varying keys) `object_list` gives None and the
+caller writes the list the plain way.
 """
 
 from __future__ import annotations
@@ -32,7 +33,14 @@ class Nested:
     fields: Sequence[tuple[str, Sequence[Any]]]
 
 
-Value: TypeAlias = Sequence[Any] | Nested
+@dataclass(frozen=True, slots=True)
+class Listed:
+    """A value that is a list (or tuple) of scalars, or null, in every row: the column of them."""
+
+    column: Sequence[Sequence[Any] | None]
+
+
+Value: TypeAlias = Sequence[Any] | Nested | Listed
 
 
 def object_list(
@@ -53,6 +61,9 @@ def object_list(
     for number, (key, value) in enumerate(fields):
         layout.text(((b" " * (2 * depth + 2) if indent else b"") + b"{" if number == 0 else b",") + at_key)
         layout.text(orjson.dumps(key) + colon)
+        if isinstance(value, Listed):
+            layout.cells(_ListCells(value.column, at_nested, at_key))
+            continue
         if not isinstance(value, Nested):
             layout.column(value)
             continue
@@ -64,15 +75,15 @@ def object_list(
     layout.text(_line(depth + 1, indent) + b"}")
     separator = b",\n" if indent else b","
     if not layout.columns:
-        body: bytes | memoryview = (layout.pending + separator) * (rows - 1) + layout.pending
+        body: list[bytes | memoryview] = [(layout.pending + separator) * (rows - 1) + layout.pending]
     else:
         grid = _interleave(layout.columns, layout.prefixes, layout.pending, separator)
         if grid is None:
             return None
-        body = grid.data
+        body = [part.data for part in grid]
     if indent:
-        return b"[\n", body, _line(depth, indent) + b"]"
-    return b"[", body, b"]"
+        return b"[\n", *body, _line(depth, indent) + b"]"
+    return b"[", *body, b"]"
 
 
 class _Layout:
@@ -80,7 +91,7 @@ class _Layout:
     `pending` the text after the last column."""
 
     def __init__(self) -> None:
-        self.columns: list[Sequence[Any]] = []
+        self.columns: list[Sequence[Any] | _ListCells] = []
         self.prefixes: list[bytes] = []
         self.pending = b""
 
@@ -95,9 +106,78 @@ class _Layout:
             if b"\n" not in dumped:  # a scalar (or [], {}): the same text indented or not
                 self.pending += dumped
                 return
+        self.cells(column)
+
+    def cells(self, column: Sequence[Any] | _ListCells) -> None:
+        """A column of values, each cut into its own cell."""
         self.prefixes.append(self.pending)
         self.columns.append(column)
         self.pending = b""
+
+
+class _ListCells:
+    """A `Listed` column, each row's list as orjson writes it: items on lines of their own at
+    `item_line`, the bracket closing at `close_line` (both b"" when compact); [] and null as they are."""
+
+    __slots__ = ("close_line", "column", "item_line")
+
+    def __init__(self, column: Sequence[Sequence[Any] | None], item_line: bytes, close_line: bytes) -> None:
+        self.column = column
+        self.item_line = item_line
+        self.close_line = close_line
+
+    def __len__(self) -> int:
+        return len(self.column)
+
+    def cells(self) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.intp]] | None:
+        """Each row's text as a row of a NUL-padded block (as `cells`), and its length; None when a
+        row is not a list of scalars.
+
+        The block holds, at fixed places, the opening bracket, then per item k a
+        comma (k > 0), the item's line and its cell, then the closing line and
+        bracket; what a row has not (items past its own, the lines of an empty
+        list, every bracket of a null) stays NUL and is dropped with the padding.
+        """
+        column = self.column
+        kinds = _types(column)
+        if not kinds <= {list, tuple, type(None)}:
+            return None
+        null = np.fromiter((value is None for value in column), dtype=np.bool_, count=len(column))
+        rows = [() if value is None else value for value in column]
+        counts = np.fromiter(map(len, rows), dtype=np.intp, count=len(rows))
+        items = list(itertools.chain.from_iterable(rows))
+        cut = cells(items) if items else (np.zeros((0, 0), dtype=np.uint8), np.zeros(0, dtype=np.intp))
+        if cut is None:
+            return None
+        item_block, item_lengths = cut
+        line, close = np.frombuffer(self.item_line, dtype=np.uint8), np.frombuffer(self.close_line, dtype=np.uint8)
+        most = int(counts.max(initial=0))
+        step = 1 + len(line) + item_block.shape[1]  # a comma's place, the item's line, its cell
+        width = max(1 + most * step + len(close) + 1, len(_NULL))
+        block = np.zeros((len(rows), width), dtype=np.uint8)
+        listed = np.flatnonzero(~null)
+        block[listed, 0] = _OPEN
+        block[listed, -1] = _CLOSE
+        some = np.flatnonzero(counts > 0)
+        block[some, width - 1 - len(close) : width - 1] = close
+        first = np.cumsum(counts) - counts  # each row's first item
+        for k in range(most):
+            at = np.flatnonzero(counts > k)
+            place = 1 + k * step
+            if k:
+                block[at, place] = _COMMA
+            block[at, place + 1 : place + 1 + len(line)] = line
+            block[at, place + 1 + len(line) : place + step] = item_block[first[at] + k]
+        block[null, : len(_NULL)] = np.frombuffer(_NULL, dtype=np.uint8)
+        owner = np.repeat(np.arange(len(rows)), counts)
+        texts = np.bincount(owner, weights=item_lengths, minlength=len(rows)).astype(np.intp)
+        some_items = counts > 0
+        lengths = 2 + counts * (len(line) + 1) - some_items + np.where(some_items, len(close), 0) + texts
+        return block, np.where(null, len(_NULL), lengths)
+
+
+def _types(values: Sequence[Any]) -> set[type]:
+    return set(map(type, values))
 
 
 class Splice:
@@ -118,6 +198,12 @@ def dumps_spliced(data: Any, option: int) -> bytes | None:
     when a marker's text is found other than once (a string of the data
     equal to it), for the caller to write the document the plain way.
     """
+    pieces = dumps_spliced_pieces(data, option)
+    return None if pieces is None else b"".join(pieces)
+
+
+def dumps_spliced_pieces(data: Any, option: int) -> list[bytes | memoryview] | None:
+    """`dumps_spliced`'s text in pieces, as they are (joined, they are its bytes); the last a `bytes`."""
     splices: list[Splice] = []
 
     def marker(value: object) -> str:
@@ -135,7 +221,7 @@ def dumps_spliced(data: Any, option: int) -> bytes | None:
             return None
         before, rest = rest.split(mark)
         pieces += (before, *splice.pieces)
-    return b"".join((*pieces, rest))
+    return [*pieces, rest]
 
 
 def float_each(values: Sequence[Any]) -> list[float]:
@@ -152,18 +238,21 @@ def _line(depth: int, indent: bool) -> bytes:
 
 
 def _interleave(
-    columns: Sequence[Sequence[Any]], prefixes: Sequence[bytes], suffix: bytes, separator: bytes
-) -> npt.NDArray[np.uint8] | None:
-    """Row i is prefixes[0] + JSON(columns[0][i]) + prefixes[1] + ... + suffix; rows joined by `separator`.
+    columns: Sequence[Sequence[Any] | _ListCells], prefixes: Sequence[bytes], suffix: bytes, separator: bytes
+) -> list[npt.NDArray[np.uint8]] | None:
+    """Row i is prefixes[0] + JSON(columns[0][i]) + prefixes[1] + ... + suffix; rows joined by `separator`:
+    the text in pieces, rows after rows.
 
     Each column is serialised by one orjson call and cut into a block of
     fixed-width cells padded with NUL bytes; the blocks and the constant
-    prefixes are laid side by side in one byte grid, row after row, and the
-    padding is dropped. No Python object per value. None when a column
+    prefixes are laid side by side in a byte grid, row after row, and the
+    padding is dropped. No Python object per value. The grid is made a few
+    thousand rows at a time (`_GRID_PIECE` bytes), so that laying it out and
+    dropping the padding work in the processor's cache. None when a column
     cannot be cut (a value that is not a scalar) or when the padding would
     cost more memory than the text itself (a few very long names).
     """
-    cut = [cells(column) for column in columns]
+    cut = [column.cells() if isinstance(column, _ListCells) else cells(column) for column in columns]
     if any(block is None for block in cut):
         return None
     blocks = [block for block in cut if block is not None]
@@ -177,7 +266,6 @@ def _interleave(
     # One template row with the constant parts (a broadcast copies it fast),
     # then each column's block into its place.
     template = np.zeros(width, dtype=np.uint8)
-    grid = np.empty((rows, width), dtype=np.uint8)
     places = []
     at = 0
     for part, (block, _) in zip(constant, blocks, strict=True):
@@ -186,16 +274,24 @@ def _interleave(
         places.append((at, block))
         at += block.shape[1]
     template[at:] = ending
-    grid[:] = template
-    for at, block in places:
-        grid[:, at : at + block.shape[1]] = block
-    flat = grid.reshape(-1)
-    text: npt.NDArray[np.uint8] = flat[flat != 0]
-    return text[: -len(separator)]
+    step = max(1, _GRID_PIECE // width)
+    grid = np.empty((min(rows, step), width), dtype=np.uint8)
+    pieces: list[npt.NDArray[np.uint8]] = []
+    for first in range(0, rows, step):
+        part_grid = grid[: min(rows - first, step)]
+        part_grid[:] = template
+        for at, block in places:
+            part_grid[:, at : at + block.shape[1]] = block[first : first + step]
+        flat = part_grid.reshape(-1)
+        pieces.append(flat[flat != 0])
+    pieces[-1] = pieces[-1][: -len(separator)]
+    return pieces
 
 
 # Padding the grid may add beyond twice the text (a mebibyte: short lists).
 _GRID_SLACK: Final = 1 << 20
+# The grid is laid out this many bytes at a time.
+_GRID_PIECE: Final = 1 << 20
 
 
 def cells(column: Sequence[Any]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.intp]] | None:
@@ -221,3 +317,7 @@ def cells(column: Sequence[Any]) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.
 
 
 _NEWLINE: Final = ord("\n")
+_OPEN: Final = ord("[")
+_CLOSE: Final = ord("]")
+_COMMA: Final = ord(",")
+_NULL: Final = b"null"

@@ -1,15 +1,17 @@
 """A Plan as the `plan` and `once` verbs print it: the plan JSON (docs/formats.md) and the table.
 
 `render_plan_json` gives the plan as data; `render_plan_json_bytes` gives
-the same document as the bytes orjson writes for it, with the job entries
-built from the plan's columns instead of one dict per job (100,000 dicts
-and their serialisation are a quarter of a second of a `plan --format
-json` process).
+the same document as the bytes orjson writes for it, with the job entries,
+the account rows and a tree's rows built from the plan's columns instead
+of one dict per row (100,000 dicts and their serialisation are a quarter
+of a second of a `plan --format json` process; a tree of 100,000 accounts
+has twice as many rows), and `render_plan_json_pieces` the same bytes in
+pieces, for the CLI to write without joining them first.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import orjson
@@ -25,7 +27,7 @@ from slurm_drf.policy.plan_columns import (
     PlanAccounts,
     PlanJobs,
 )
-from slurm_drf.trail.json_rows import Nested, Value, float_each, object_list
+from slurm_drf.trail.json_rows import Listed, Nested, Splice, Value, dumps_spliced_pieces, float_each, object_list
 from slurm_drf.trail.text import format_capacity, render_table, terminal_text
 
 if TYPE_CHECKING:
@@ -69,17 +71,18 @@ def render_plan_json(plan: Plan) -> dict[str, Any]:
     }
 
 
-def _plan_head(plan: Plan) -> dict[str, Any]:
-    """Every key of the plan JSON before `jobs`, in order."""
+def _plan_head(plan: Plan, tree: Callable[[Sequence[TreeRow]], Any] | None = None) -> dict[str, Any]:
+    """Every key of the plan JSON before `jobs`, in order (`tree` as in `_plan_top`)."""
     return {
-        **_plan_top(plan),
+        **_plan_top(plan, tree),
         # blends_past reads every account: once, not once per account (issue 22, item 4).
         "accounts": [_account_entry(a, blends) for blends in [plan.blends_past] for a in plan.accounts],
     }
 
 
-def _plan_top(plan: Plan) -> dict[str, Any]:
-    """Every key of the plan JSON before `accounts`, in order."""
+def _plan_top(plan: Plan, tree: Callable[[Sequence[TreeRow]], Any] | None = None) -> dict[str, Any]:
+    """Every key of the plan JSON before `accounts`, in order. `tree`: what stands for a pool's
+    tree rows (by default, one dict each)."""
     return {
         "format": PLAN_FORMAT,
         "cluster": plan.cluster,
@@ -97,7 +100,11 @@ def _plan_top(plan: Plan) -> dict[str, Any]:
                 "exact": p.exact,
                 "gap": p.gap,
                 "separable": p.separable,
-                **({"tree": [tree_row_entry(row) for row in p.tree]} if p.tree else {}),
+                **(
+                    {"tree": [tree_row_entry(row) for row in p.tree] if tree is None else tree(p.tree)}
+                    if p.tree
+                    else {}
+                ),
             }
             for p in plan.pools
         ],
@@ -145,6 +152,32 @@ def tree_row_entry(row: TreeRow) -> dict[str, Any]:
     }
 
 
+def tree_row_list(rows: Sequence[TreeRow], depth: int, indent: bool) -> Splice | list[dict[str, Any]]:
+    """A pool's tree rows as the value of a key `depth` levels deep in the plan or report JSON:
+    written from the rows' columns where they keep them (`tree_order.TreeRows`), else one dict each."""
+    columns = getattr(rows, "columns", None)
+    if columns is not None and len(rows):
+        of, usage = columns.of(), columns.usage
+        fields: list[tuple[str, Value]] = [
+            ("path", of["path"]),
+            ("name", of["name"]),
+            ("depth", of["depth"]),
+            ("kind", of["kind"]),
+            ("weight", float_each(of["weight"])),
+            ("running_jobs", of["running_jobs"]),
+            ("pending_jobs", of["pending_jobs"]),
+            ("usage", Nested([(r, usage[:, k].tolist()) for k, r in enumerate(columns.resources)])),
+            ("dominant_resource", of["dominant_resource"]),
+            ("dominant_share", of["dominant_share"]),
+            ("weighted_share", of["weighted_share"]),
+            ("blocked", of["blocked"]),
+        ]
+        pieces = object_list(fields, len(rows), depth, indent)
+        if pieces is not None:
+            return Splice(pieces)
+    return [tree_row_entry(row) for row in rows]
+
+
 def present_share(account: AccountShare) -> float:
     """The account's weighted share over its running usage alone (without the past)."""
     return account.weighted_share if account.present_share is None else account.present_share
@@ -156,18 +189,37 @@ def render_plan_json_bytes(plan: Plan, *, indent: bool = True) -> bytes:
     `indent`: two-space indentation (OPT_INDENT_2), as the CLI prints it;
     otherwise compact, as the report files are written.
     """
+    return b"".join(render_plan_json_pieces(plan, indent=indent))
+
+
+def render_plan_json_pieces(plan: Plan, *, indent: bool = True) -> list[bytes | memoryview]:
+    """`render_plan_json_bytes`'s text in pieces, for a writer that takes them one by one
+    (the CLI: 100 MB of plan are not copied into one string first)."""
     option = orjson.OPT_INDENT_2 if indent else 0
     accounts = _render_account_list(plan, indent)
-    head = orjson.dumps(_plan_top(plan) if accounts is not None else _plan_head(plan), option=option)
+    head = _render_head(plan, accounts is not None, indent)
     tail = orjson.dumps({"warnings": list(plan.warnings)}, option=option)
     jobs = _render_job_list(plan.jobs, plan.mode, indent, entry_fields(plan))
     # head ends with the closing brace (after a newline when indented), tail
     # starts with the opening one (and a newline): the account and job lists
-    # go between. One join: the 30 MB of job entries are copied once.
+    # go between.
     between = () if accounts is None else (b',\n  "accounts": ' if indent else b',"accounts":', *accounts)
     if indent:
-        return b"".join((head[:-2], *between, b',\n  "jobs": ', *jobs, b",\n", tail[2:], b"\n"))
-    return b"".join((head[:-1], *between, b',"jobs":', *jobs, b",", tail[1:], b"\n"))
+        return [*head[:-1], head[-1][:-2], *between, b',\n  "jobs": ', *jobs, b",\n", tail[2:], b"\n"]
+    return [*head[:-1], head[-1][:-1], *between, b',"jobs":', *jobs, b",", tail[1:], b"\n"]
+
+
+def _render_head(plan: Plan, top_only: bool, indent: bool) -> list[bytes | memoryview]:
+    """orjson's text of `_plan_top` (`top_only`) or `_plan_head`, in pieces, the last a `bytes` that
+    ends with the closing brace: each pool's tree rows written from their columns (under `pools`,
+    its key three levels deep)."""
+    option = orjson.OPT_INDENT_2 if indent else 0
+    head = _plan_top if top_only else _plan_head
+    if any(p.tree for p in plan.pools):
+        spliced = dumps_spliced_pieces(head(plan, lambda rows: tree_row_list(rows, 3, indent)), option)
+        if spliced is not None:
+            return spliced
+    return [orjson.dumps(head(plan), option=option)]
 
 
 def _render_account_list(plan: Plan, indent: bool) -> tuple[bytes | memoryview, ...] | None:
@@ -219,11 +271,13 @@ def _render_job_list(
         else [[getattr(job, name) for job in jobs] for name in fields]
     )
     keys = [mode if name == "value" else name for name in fields]
-    text = object_list(list(zip(keys, columns, strict=True)), len(jobs), 1, indent)
+    # A tree plan's `path_shares` are lists: a column of them.
+    values: list[Value] = [Listed(c) if name == "path_shares" else c for name, c in zip(fields, columns, strict=True)]
+    text = object_list(list(zip(keys, values, strict=True)), len(jobs), 1, indent)
     if text is not None:
         return text
-    # The plain way, for values the columns cannot be cut into (a tree plan's `path_shares` lists):
-    # the list inside an object, so that orjson indents it one level deep.
+    # The plain way, for values the columns cannot be cut into: the list inside
+    # an object, so that orjson indents it one level deep.
     wrapped = orjson.dumps(
         {"jobs": render_job_entries(jobs, mode, fields)}, option=orjson.OPT_INDENT_2 if indent else 0
     )

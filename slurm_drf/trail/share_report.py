@@ -31,7 +31,7 @@ from slurm_drf.policy.plan import Plan, PoolPlan
 from slurm_drf.policy.plan_columns import AccountColumns, AccountShare, PlanAccounts
 from slurm_drf.policy.tree_order import TreeRow
 from slurm_drf.trail.json_rows import Nested, Splice, Value, dumps_spliced, float_each, object_list
-from slurm_drf.trail.plan_output import present_share, tree_row_entry
+from slurm_drf.trail.plan_output import present_share, tree_row_entry, tree_row_list
 from slurm_drf.trail.text import (
     csv_cell,
     format_capacity,
@@ -163,9 +163,13 @@ def report_columns(resources: Sequence[str], with_past: bool = False) -> list[st
     ]
 
 
-def render_report_json(report: ShareReport, accounts: Callable[[PoolReport], Any] | None = None) -> dict[str, Any]:
-    """The report as JSON-ready data; shares are exact floats. `accounts`: what stands for a
-    pool's accounts (by default, one dict each)."""
+def render_report_json(
+    report: ShareReport,
+    accounts: Callable[[PoolReport], Any] | None = None,
+    tree: Callable[[Sequence[TreeRow]], Any] | None = None,
+) -> dict[str, Any]:
+    """The report as JSON-ready data; shares are exact floats. `accounts`, `tree`: what stands for a
+    pool's accounts and tree rows (by default, one dict each)."""
     return {
         "format": REPORT_FORMAT,
         "cluster": report.cluster,
@@ -179,7 +183,11 @@ def render_report_json(report: ShareReport, accounts: Callable[[PoolReport], Any
                 "capacity": dict(p.pool.capacity),
                 "next_account": p.next_account,
                 "accounts": [_account_json(a, report) for a in p.accounts] if accounts is None else accounts(p),
-                **({"tree": [tree_row_entry(row) for row in p.pool.tree]} if p.pool.tree else {}),
+                **(
+                    {"tree": [tree_row_entry(row) for row in p.pool.tree] if tree is None else tree(p.pool.tree)}
+                    if p.pool.tree
+                    else {}
+                ),
             }
             for p in report.pools
         ],
@@ -191,7 +199,9 @@ def render_report_json_bytes(report: ShareReport) -> bytes:
     """The text of `render_report_json(report)` as the CLI prints it (indented, a final newline), byte for byte:
     each pool's accounts written from the plan's columns when it keeps them."""
     option = orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE
-    data = render_report_json(report, lambda pool: _account_list(pool, report))
+    data = render_report_json(
+        report, lambda pool: _account_list(pool, report), lambda rows: tree_row_list(rows, 3, indent=True)
+    )
     spliced = dumps_spliced(data, option)
     return orjson.dumps(render_report_json(report), option=option) if spliced is None else spliced
 

@@ -46,11 +46,15 @@ def _same(root: TreeNode, capacity: Vector, epoch: int, wins: dict[str, float]) 
     return len(merged.leaf), int(merged.tied.sum())
 
 
-@pytest.fixture(params=["int64", "python"])
+@pytest.fixture(params=["int64", "python", "python-leaves"])
 def numbers(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Runs a test on both of the merge engine's number paths."""
-    if request.param == "python":
+    """Runs a test on each of the merge engine's number paths: int64; the merges on Python integers
+    (the leaves in int64, as where many siblings outgrow int64 but their amounts do not); Python
+    integers from the leaves up."""
+    if request.param != "int64":
         monkeypatch.setattr(merge_engine._Merge, "_fits", lambda self: False)
+    if request.param == "python-leaves":
+        monkeypatch.setattr(merge_engine._Merge, "_leaves_fit", lambda self: False)
     return str(request.param)
 
 

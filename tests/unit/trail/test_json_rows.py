@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_drf.trail.json_rows import Nested, Splice, Value, dumps_spliced, float_each, object_list
+from slurm_drf.trail.json_rows import Listed, Nested, Splice, Value, dumps_spliced, float_each, object_list
 
 _SCALARS = (
     st.none()
@@ -46,6 +46,8 @@ def _as_dicts(rows: int, fields: list[tuple[str, Value]]) -> list[dict[str, Any]
     def value(field: Value, row: int) -> Any:
         if isinstance(field, Nested):
             return {name: column[row] for name, column in field.fields}
+        if isinstance(field, Listed):
+            return field.column[row]
         return field[row]
 
     return [{key: value(field, row) for key, field in fields} for row in range(rows)]

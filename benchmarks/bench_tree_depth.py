@@ -29,7 +29,8 @@ from slurm_drf.config.settings import Config
 from slurm_drf.model.account_tree import MAX_TREE_DEPTH
 from slurm_drf.model.types import Association, Job, Node, Snapshot, freeze_tres
 from slurm_drf.policy.plan import compute_plan
-from slurm_drf.trail.explain import explain_job, render_explanation_json
+from slurm_drf.trail.explain import explain_job
+from slurm_drf.trail.explain_render import render_explanation_json
 from slurm_drf.trail.plan_output import render_plan_json
 from slurm_drf.trail.share_report import render_report
 

@@ -279,7 +279,8 @@ def _state_for_explain(directory: str | None, lease_dir: str | None = None) -> P
 def cmd_explain(args: argparse.Namespace) -> int:
     config = resolve_config(args.config, os.environ)
     directory = _state_directory(args, config)
-    from slurm_drf.trail.explain import explain_planned, render_explanation_json, render_explanation_text
+    from slurm_drf.trail.explain import explain_planned
+    from slurm_drf.trail.explain_render import render_explanation_json, render_explanation_text
 
     snapshot = _snapshot(args, config)
     explanation = explain_planned(

@@ -18,12 +18,14 @@ from typing import Any, Final, cast
 
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from slurm_drf.config import reclaim_keys
 from slurm_drf.config.durations import parse_duration
 from slurm_drf.config.settings import (
     DEFAULT_HISTORY_HALF_LIFE,
     DEFAULT_HISTORY_WEIGHT,
     DEFAULT_STALE_INTERVALS,
     NICE_LIMIT,
+    Amounts,
     Config,
     Hierarchy,
     HistoryConfig,
@@ -84,6 +86,7 @@ def logical_problems(data: Any) -> list[Problem]:
         *_scale_problems(data),
         *_weighting_problems(data),
         *_metrics_address_problems(data),
+        *reclaim_keys.problems(data),
     ]
 
 
@@ -127,7 +130,12 @@ def ignored_key_warnings(config: Config) -> list[str]:
 
 def config_warnings(config: Config) -> list[str]:
     """What `check-config` and the daemon warn of in a config that loads."""
-    return [*renamed_key_warnings(config), *ignored_key_warnings(config), *history_warnings(config)]
+    return [
+        *renamed_key_warnings(config),
+        *ignored_key_warnings(config),
+        *history_warnings(config),
+        *reclaim_keys.reclaim_warnings(config),
+    ]
 
 
 # The top-level durations' bounds: key, least and most seconds, and both in words.
@@ -415,12 +423,16 @@ def build_config(data: dict[str, Any], root: Node, lines: Mapping[str, int], sou
     defaults = Config()
     weights: dict[str, Fraction] = {}
     user_weights: dict[str, Mapping[str, Fraction]] = {}
+    bounds: dict[str, dict[str, Amounts]] = {"guarantee": {}, "limit": {}}
     excluded = set(data.get("exclude_accounts", ()))
     for account, settings in data.get("accounts", {}).items():
         if "weight" in settings:
             weights[account] = _exact(settings["weight"], node_at(root, ("accounts", account, "weight")))
         if settings.get("exclude", False):
             excluded.add(account)
+        for name, found in bounds.items():
+            if name in settings:
+                found[account] = reclaim_keys.build_amounts(settings[name])
         if "users" in settings:
             user_weights[account] = MappingProxyType(
                 {
@@ -440,6 +452,9 @@ def build_config(data: dict[str, Any], root: Node, lines: Mapping[str, int], sou
         mode=cast(Mode, data.get("mode", defaults.mode)),
         weights=MappingProxyType(weights),
         user_weights=MappingProxyType(user_weights),
+        guarantees=MappingProxyType(bounds["guarantee"]),
+        limits=MappingProxyType(bounds["limit"]),
+        reclaim=reclaim_keys.build_reclaim(data.get("reclaim")),
         weight_source=cast(WeightSource, data.get("weights", defaults.weight_source)),
         fairness_within_account=cast(
             WithinAccount, data.get("fairness_within_account", defaults.fairness_within_account)

@@ -108,6 +108,41 @@ class PlacementConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class Amounts:
+    """A guarantee or a limit (docs/rule.md §9): a share of every resource of a pool, or whole TRES amounts."""
+
+    # A share of each resource of the pool, 0 < fraction <= 1; None: `amounts`.
+    fraction: Fraction | None = None
+    # TRES name -> whole amount (mem in MiB); a resource not named neither limits nor counts.
+    amounts: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+
+
+# `reclaim:` (docs/rule.md §9): the defaults of its keys.
+DEFAULT_RECLAIM_AFTER: Final = 600.0
+DEFAULT_RECLAIM_MIN_RUNTIME: Final = 600.0
+DEFAULT_RECLAIM_COOLDOWN: Final = 86400.0
+DEFAULT_RECLAIM_MAX_PER_CYCLE: Final = 4
+
+ReclaimWay = Literal["requeue", "cancel"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReclaimConfig:
+    """Where and how the daemon frees room for a job waiting within its guarantee (docs/rule.md §9)."""
+
+    pools: tuple[str, ...]
+    after: float = DEFAULT_RECLAIM_AFTER
+    min_runtime: float = DEFAULT_RECLAIM_MIN_RUNTIME
+    cooldown: float = DEFAULT_RECLAIM_COOLDOWN
+    max_per_cycle: int = DEFAULT_RECLAIM_MAX_PER_CYCLE
+    way: ReclaimWay = "requeue"
+    # An account below this fraction of its weighted fair share counts as below its guarantee.
+    share_floor: Fraction = Fraction(0)
+    exempt_qos: frozenset[str] = frozenset()
+    exempt_partitions: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
 class Config:
     """Everything the engine and the daemon are tuned by (docs/configuration.md)."""
 
@@ -119,6 +154,11 @@ class Config:
     weights: Mapping[str, Fraction] = field(default_factory=lambda: MappingProxyType({}))
     # accounts.KEY.users: per user of an account, its weight among the account's users.
     user_weights: Mapping[str, Mapping[str, Fraction]] = field(default_factory=lambda: MappingProxyType({}))
+    # accounts.KEY.guarantee and .limit, keyed as `weights` (docs/rule.md §9).
+    guarantees: Mapping[str, Amounts] = field(default_factory=lambda: MappingProxyType({}))
+    limits: Mapping[str, Amounts] = field(default_factory=lambda: MappingProxyType({}))
+    # `reclaim:`; None (the default) never requeues.
+    reclaim: ReclaimConfig | None = None
     # `weights:` config | slurm (RawShares, YAML winning).
     weight_source: WeightSource = "config"
     fairness_within_account: WithinAccount = "user"

@@ -168,6 +168,7 @@ _CHECKS: Final[Mapping[str, _Check]] = {
     "minLength": lambda limit, value, schema, root: not isinstance(value, str) or len(value) >= limit,
     "pattern": lambda limit, value, schema, root: not isinstance(value, str) or re.search(limit, value) is not None,
     "minItems": lambda limit, value, schema, root: not isinstance(value, list) or len(value) >= limit,
+    "minProperties": lambda limit, value, schema, root: not isinstance(value, dict) or len(value) >= limit,
     "uniqueItems": _check_unique,
     "items": lambda limit, value, schema, root: (
         not isinstance(value, list) or all(_conforms(limit, v, root) for v in value)

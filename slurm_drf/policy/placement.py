@@ -139,6 +139,7 @@ def build_table(plan: Plan, config: Config, written: float) -> PlacementTable:
             named = [p for p in pool.partitions if NAME.match(p)]
             if (
                 (record.next_usage is not None or record.tree is not None)
+                and record.parts is None  # guarantees move jobs the table cannot place (docs/rule.md §9)
                 and NAME.match(pool.name)
                 and named
                 and any(pool.capacity.values())

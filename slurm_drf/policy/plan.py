@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 from types import MappingProxyType
@@ -63,6 +63,16 @@ from slurm_drf.model.types import (
     IntArray,
     JobTable,
     Snapshot,
+)
+from slurm_drf.policy.guarantees import (
+    PART_REASONS,
+    Group,
+    PoolBounds,
+    arrange,
+    arranged_ordering,
+    floor_groups,
+    pool_bounds,
+    resolve_groups,
 )
 from slurm_drf.policy.label_space import LabelSpace, label_space, value_offset
 from slurm_drf.policy.labels import assign_labels
@@ -186,6 +196,9 @@ def compute_plan(
     warnings = list(jobs.warnings)
     fingerprint = running_fingerprint([table.job_id[i] for i in np.flatnonzero(jobs.holding).tolist()])
     ties = TieBook.open(state, fingerprint, config.tie_half_life)
+    groups = resolve_groups(
+        config.guarantees, config.limits, table.accounts, snapshot.account_tree if snapshot.associations else None
+    )
 
     space = label_space(config, snapshot.priority_weights, snapshot.scheduler_parameters)
     columns = LazyColumns()
@@ -205,6 +218,8 @@ def compute_plan(
                 f"pool {name}: no capacity in {', '.join(config.resources)}; its jobs are "
                 "ordered by tie rule and Slurm's order only"
             )
+        bounds = _bounds(name, groups, jobs.weights, table, (running_rows, pending_rows), capacity_map, config)
+        warnings.extend(f"pool {name}: {w}" for w in bounds[1])
         given = _PoolInput(
             name,
             capacity_map,
@@ -219,6 +234,7 @@ def compute_plan(
             space,
             columns.size,
             jobs.tree,
+            bounds[0] if bounds[0].active else None,
         )
         result = _plan_pool(given)
         columns.add(result.size, result.makers)
@@ -242,6 +258,24 @@ def compute_plan(
         taken_at=snapshot.taken_at,
         orders=tuple(orders),
     )
+
+
+def _bounds(
+    pool: str,
+    groups: Sequence[Group],
+    weights: Sequence[Fraction],
+    table: JobTable,
+    rows: tuple[IntArray, IntArray],
+    capacity_map: Mapping[str, int],
+    config: Config,
+) -> tuple[PoolBounds, list[str]]:
+    """The pool's guarantees and limits (docs/rule.md §9), `reclaim.share_floor`'s among them where it acts."""
+    reclaim = config.reclaim
+    if reclaim is not None and pool in reclaim.pools and reclaim.share_floor:
+        present = np.unique(table.account[np.concatenate(rows)]).tolist()
+        groups = floor_groups(groups, present, weights, reclaim.share_floor)
+    capacity = [capacity_map[r] for r in config.resources]
+    return pool_bounds(groups, len(table.accounts), capacity, config.resources)
 
 
 def _whole_node_warnings(
@@ -376,6 +410,8 @@ class _PoolInput:
     space: LabelSpace
     offset: int
     tree: _TreeContext | None = None
+    # Guarantees and limits of the pool (docs/rule.md §9); None: none.
+    bounds: PoolBounds | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -411,6 +447,14 @@ def _plan_pool(given: _PoolInput) -> _PoolResult:
     config, mode = given.config, given.config.mode
     jobs = _pool_jobs(given)
     before, ordering, by_tree = _order_pool(given, jobs)
+    part, drf_position = None, None
+    if given.bounds is not None:
+        arranged, part = arrange(ordering.order, jobs.account_of, jobs.demand, jobs.usage, given.bounds)
+        if arranged is not ordering.order:
+            drf_position = np.empty(len(arranged), dtype=np.int64)
+            drf_position[ordering.order] = np.arange(len(arranged))
+            drf_position = drf_position[arranged]
+            ordering = arranged_ordering(ordering, arranged, part)
     order = ordering.order
     taken = jobs.slurm_order[order]  # positions into the pool's pending_rows / ids / adjustments
     own = jobs.own_nice[taken]
@@ -439,6 +483,8 @@ def _plan_pool(given: _PoolInput) -> _PoolResult:
         by_tree,
         None if by_tree is not None else _next_usage(jobs, given.past),
         given.table.accounts,
+        part,
+        drf_position,
     )
     makers = _job_makers(given, jobs, record, _pick(jobs.current, taken), (written.tolist(), own))
     accounts = len(given.table.accounts)
@@ -559,6 +605,13 @@ def _job_makers(
     table = given.table
     job_ids, users, names = table.job_id, table.user, table.accounts
     account_of = jobs.account_of
+    moved = record.drf_position
+    parts = record.parts
+
+    def by_drf_position(column: Callable[[], Sequence[Any]]) -> ColumnMaker:
+        """A column the tree record keeps by position in the DRF order, in the arranged order."""
+        return lambda: _pick(column(), moved) if moved is not None else list(column())
+
     return {
         "job_id": lambda: _pick(job_ids, rows_sorted),
         "account": lambda: _pick(names, account_of[order]),
@@ -569,13 +622,13 @@ def _job_makers(
         "value": lambda: written_list,
         "current": lambda: now,
         "action": lambda: ["keep" if c == w else "set" for c, w in zip(now, written_list, strict=True)],
-        "reason": lambda: [None] * count,
+        "reason": lambda: [None] * count if parts is None else [PART_REASONS[p] for p in parts[order].tolist()],
         "tie": ordering.tied[order].tolist,
         "user_nice": own.tolist,
         "array_tasks": table.array_tasks[rows_sorted].tolist,
         "band": lambda: ["exact"] * exact + ["coarse"] * (count - exact),
-        "path": lambda: [None] * count if by_tree is None else list(by_tree.leaf_keys),
-        "path_shares": lambda: [None] * count if by_tree is None else by_tree.all_path_shares(),
+        "path": (lambda: [None] * count) if by_tree is None else by_drf_position(lambda: by_tree.leaf_keys),
+        "path_shares": (lambda: [None] * count) if by_tree is None else by_drf_position(by_tree.all_path_shares),
     }
 
 

@@ -20,6 +20,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
+import numpy.typing as npt
 
 from slurm_drf.model.types import FloatArray, IntArray, LazyRows
 from slurm_drf.policy.order import Ordering, TieRecord
@@ -99,6 +100,10 @@ class PoolOrder:
     # demand of all its pending jobs in the pool), (A, R) by account code, named by `accounts`.
     next_usage: IntArray | None = None
     accounts: Sequence[str] = ()
+    # With guarantees or limits (docs/rule.md §9): each job's part (policy.guarantees WITHIN,
+    # ORDINARY, OVER) by row, and each position's place in the DRF order before they moved it.
+    parts: npt.NDArray[np.int8] | None = None
+    drf_position: IntArray | None = None
 
     @property
     def size(self) -> int:

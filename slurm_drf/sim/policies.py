@@ -82,7 +82,7 @@ from slurm_drf.config.settings import Config, HistoryConfig
 from slurm_drf.model.codec import format_time
 from slurm_drf.model.types import PENDING, RUNNING, FloatArray, IntArray, Job, Node, Snapshot, Tres, freeze_tres
 from slurm_drf.policy.decayed_usage import EMPTY_PAST, DecayedUsage, UsageByPool, UsageRecord
-from slurm_drf.policy.guarantees import guaranteed_first, within_guarantee
+from slurm_drf.policy.guarantees import account_bounds, arrange
 from slurm_drf.policy.labels import fewest_writes
 from slurm_drf.policy.merge_engine import order_online
 from slurm_drf.policy.order import compute_before, order_pending
@@ -450,15 +450,21 @@ class DrfPolicy(Policy):
         self.state = ties.state(self.state.jobs)
         order = ordering.order
         if self.guarantee_rows is not None:
-            order = guaranteed_first(order, within_guarantee(account_of, before, demand, self.guarantee_rows))
+            bounds = account_bounds(self.guarantee_rows, len(self.columns))
+            order = arrange(order, account_of, demand, self._running_usage(), bounds)[0]
         ordered: IntArray = index[order]
         levels: FloatArray = ordering.level[order]
         return ordered, levels
 
-    def _usage(self) -> IntArray:
-        """(accounts, config resources) §2's usage: the running allocation, with what the past adds."""
+    def _running_usage(self) -> IntArray:
+        """(accounts, config resources) the running allocation."""
         usage: IntArray = self.sim.usage[:, self.columns]
         usage[:, self.missing] = 0
+        return usage
+
+    def _usage(self) -> IntArray:
+        """(accounts, config resources) §2's usage: the running allocation, with what the past adds."""
+        usage = self._running_usage()
         added = self._past_added()
         return usage if added is None else usage + added
 

@@ -158,7 +158,10 @@ BAD_CONFIGS: list[tuple[str, str, list[str]]] = [
     (
         "account key unknown",
         "accounts:\n  physics: {share: 2}\n",
-        ["config.yaml:2: accounts.physics.share: unknown key; expected one of exclude, users, weight"],
+        [
+            "config.yaml:2: accounts.physics.share: unknown key; "
+            "expected one of exclude, guarantee, limit, users, weight"
+        ],
     ),
     (
         "account exclude not boolean",

@@ -32,7 +32,8 @@ from slurm_drf.policy.plan import Plan, compute_plan
 from slurm_drf.sim.engine import SimOptions
 from slurm_drf.slurm.cli_source import CliSource, build_sinfo_argv, build_squeue_argv
 from slurm_drf.slurm.parse.snapshot import SnapshotHeader, build_snapshot
-from slurm_drf.trail.explain import explain_job, render_explanation_json, render_explanation_text
+from slurm_drf.trail.explain import explain_job
+from slurm_drf.trail.explain_render import render_explanation_json, render_explanation_text
 from slurm_drf.trail.plan_output import render_plan_json, render_plan_table
 from slurm_drf.trail.share_report import build_report, render_report, render_report_json
 from slurm_drf.trail.text import format_tres

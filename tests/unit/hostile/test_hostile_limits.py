@@ -97,7 +97,15 @@ def test_check_config_refuses_it_in_one_line_exit_2(
 
 def test_every_numeric_key_of_the_schema_has_a_maximum() -> None:
     """A new number in the schema needs a maximum too (or a check that bounds it after parsing)."""
-    bounded_after_parsing = {"interval", "slurm_timeout", "history.half_life"}  # durations: config/checks.py
+    # Durations: config/checks.py and config/reclaim_keys.py.
+    bounded_after_parsing = {
+        "interval",
+        "slurm_timeout",
+        "history.half_life",
+        "reclaim.after",
+        "reclaim.min_runtime",
+        "reclaim.cooldown",
+    }
     bounded_by_checks = {"default_weight", "accounts.*.weight", "accounts.*.users.*"}  # weight_problems
     found: dict[str, bool] = {}
 

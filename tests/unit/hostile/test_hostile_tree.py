@@ -27,7 +27,8 @@ from slurm_drf.policy.plan import Plan, compute_plan
 from slurm_drf.policy.pools import DEFAULT_POOL
 from slurm_drf.slurm.cli_source import AssociationReader
 from slurm_drf.slurm.parse.assoc_mgr import check_associations
-from slurm_drf.trail.explain import explain_job, render_explanation_json, render_explanation_text
+from slurm_drf.trail.explain import explain_job
+from slurm_drf.trail.explain_render import render_explanation_json, render_explanation_text
 from slurm_drf.trail.plan_output import render_plan_json, render_plan_table
 from slurm_drf.trail.prometheus import MetricsRecorder
 from slurm_drf.trail.share_report import REPORT_FORMATS, render_report

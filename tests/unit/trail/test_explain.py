@@ -14,7 +14,8 @@ from slurm_drf.errors import InputError
 from slurm_drf.model.types import Snapshot
 from slurm_drf.policy.plan import compute_plan
 from slurm_drf.policy.state import PolicyState, running_fingerprint
-from slurm_drf.trail.explain import explain_job, render_explanation_json, render_explanation_text
+from slurm_drf.trail.explain import explain_job
+from slurm_drf.trail.explain_render import render_explanation_json, render_explanation_text
 from tests.helpers import load_report_plan
 from tests.unit.builders import job, node, snapshot
 

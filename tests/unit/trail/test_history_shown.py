@@ -27,7 +27,8 @@ from slurm_drf.config.settings import HistoryConfig
 from slurm_drf.cycle.run import CycleReport
 from slurm_drf.model.snapshot_file import render_snapshot_bytes
 from slurm_drf.policy.plan import Plan, compute_plan
-from slurm_drf.trail.explain import explain_job, explain_planned, render_explanation_json, render_explanation_text
+from slurm_drf.trail.explain import explain_job, explain_planned
+from slurm_drf.trail.explain_render import render_explanation_json, render_explanation_text
 from slurm_drf.trail.history_db import AuditRecorder
 from slurm_drf.trail.plan_output import render_plan_json, render_plan_json_bytes
 from slurm_drf.trail.prometheus import MetricsRecorder

@@ -17,7 +17,8 @@ import pytest
 from slurm_drf.config.settings import Config, HistoryConfig, WithinAccount
 from slurm_drf.model.types import Association, Snapshot
 from slurm_drf.policy.plan import Plan, compute_plan
-from slurm_drf.trail.explain import explain_job, render_explanation_json, render_explanation_text
+from slurm_drf.trail.explain import explain_job
+from slurm_drf.trail.explain_render import render_explanation_json, render_explanation_text
 from slurm_drf.trail.plan_output import render_plan_json, render_plan_json_bytes
 from slurm_drf.trail.prometheus import MetricsRecorder
 from slurm_drf.trail.share_report import render_report

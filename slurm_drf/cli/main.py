@@ -146,7 +146,7 @@ def _lease(config: Config, writes: bool) -> Iterator[Callable[[], None] | None]:
 
 def cmd_once(args: argparse.Namespace) -> int:
     from slurm_drf.config.load import resolve_config
-    from slurm_drf.trail.plan_output import render_plan_json_bytes, render_plan_table
+    from slurm_drf.trail.plan_output import reclaim_lines, render_plan_json_bytes, render_plan_table
 
     # Private in a dry run too: the dry run is the pre-flight of a real one,
     # and must refuse what `once` and `daemon` would.
@@ -182,6 +182,8 @@ def cmd_once(args: argparse.Namespace) -> int:
         _emit(render_plan_json_bytes(report.plan))
     else:
         print(render_plan_table(report.plan, args.limit))
+        for line in reclaim_lines(report.reclaimed):
+            print(line)
     for warning in report.plan.warnings:
         logger.warning("%s", warning)
     logger.info("%s", report.summary())
@@ -191,6 +193,7 @@ def cmd_once(args: argparse.Namespace) -> int:
 def _once_cycle(config: Config, store: StateStore, dry_run: bool, guard: Callable[[], None] | None) -> CycleReport:
     from slurm_drf.cycle.backends import make_source, make_writer
     from slurm_drf.cycle.recall import Recall
+    from slurm_drf.cycle.reclaim import SlurmReclaimer
     from slurm_drf.cycle.run import CycleHistory, run_cycle
     from slurm_drf.slurm.sacct import fetch_allocations
     from slurm_drf.trail.history_db import HistoryLedger
@@ -198,8 +201,9 @@ def _once_cycle(config: Config, store: StateStore, dry_run: bool, guard: Callabl
 
     source = make_source(config)
     past = HistoryPast(store.directory, fetch=fetch_allocations).past(config)
-    recall = Recall(HistoryLedger(store.directory))
-    history = CycleHistory(past, recall)
+    ledger = HistoryLedger(store.directory)
+    reclaimer = SlurmReclaimer(config, ledger.moved_since) if config.reclaim is not None else None
+    history = CycleHistory(past, Recall(ledger), reclaimer)
     return run_cycle(source, make_writer(source), config, store, dry_run=dry_run, history=history, guard=guard)
 
 

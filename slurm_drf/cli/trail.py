@@ -30,18 +30,15 @@ from slurm_drf.model.types import Snapshot
 from slurm_drf.policy.decayed_usage import UsageByPool
 from slurm_drf.policy.plan import compute_plan
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState
-from slurm_drf.trail.history_db import (
-    AUDIT_FORMATS,
-    AUDIT_TABLES,
+from slurm_drf.trail.audit_query import (
     MAX_AUDIT_LIMIT,
     AuditQuery,
     check_query,
-    history_path,
-    open_history_readonly,
     parse_since,
     query_history,
     render_audit,
 )
+from slurm_drf.trail.history_db import AUDIT_FORMATS, AUDIT_TABLES, history_path, open_history_readonly
 from slurm_drf.trail.share_report import REPORT_FORMATS, render_report
 
 # Live Slurm (the cycle's backends, sacct), the daemon's state and history,

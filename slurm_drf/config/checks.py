@@ -130,12 +130,7 @@ def ignored_key_warnings(config: Config) -> list[str]:
 
 def config_warnings(config: Config) -> list[str]:
     """What `check-config` and the daemon warn of in a config that loads."""
-    return [
-        *renamed_key_warnings(config),
-        *ignored_key_warnings(config),
-        *history_warnings(config),
-        *reclaim_keys.reclaim_warnings(config),
-    ]
+    return [*renamed_key_warnings(config), *ignored_key_warnings(config), *history_warnings(config)]
 
 
 # The top-level durations' bounds: key, least and most seconds, and both in words.

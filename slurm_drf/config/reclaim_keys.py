@@ -20,7 +20,6 @@ from slurm_drf.config.settings import (
     DEFAULT_RECLAIM_MAX_PER_CYCLE,
     DEFAULT_RECLAIM_MIN_RUNTIME,
     Amounts,
-    Config,
     ReclaimConfig,
     ReclaimWay,
 )
@@ -159,15 +158,3 @@ def build_reclaim(reclaim: dict[str, Any] | None) -> ReclaimConfig | None:
         exempt_qos=frozenset(reclaim.get("exempt_qos", ())),
         exempt_partitions=frozenset(reclaim.get("exempt_partitions", ())),
     )
-
-
-def reclaim_warnings(config: Config) -> list[str]:
-    """Until the daemon's requeue step lands: `reclaim:` is checked and orders, and requeues nothing."""
-    if config.reclaim is None:
-        return []
-    line = config.lines.get("reclaim")
-    where = f"{config.source_path or 'config'}:{line}" if line else config.source_path or "config"
-    return [
-        f"{where}: reclaim: this version checks it and orders by its share_floor, but requeues nothing yet "
-        "(docs/rule.md §9)"
-    ]

@@ -34,7 +34,9 @@ from slurm_drf import failpoints
 from slurm_drf.config.settings import Config
 from slurm_drf.cycle.fence import HoldFence
 from slurm_drf.cycle.recall import Recall
+from slurm_drf.cycle.reclaim import Reclaimed, Reclaimer, run_reclaim
 from slurm_drf.cycle.store import StateStore
+from slurm_drf.errors import SlurmError
 from slurm_drf.model.types import Snapshot
 from slurm_drf.policy.decayed_usage import UsageByPool
 from slurm_drf.policy.plan import Plan, compute_plan
@@ -79,6 +81,8 @@ class CycleReport:
     dry_run: bool
     # Jobs whose own nice no record holds (docs/rule.md §5): the history records none for them.
     unknown_own: frozenset[str] = frozenset()
+    # The reclaim step's victims (docs/rule.md §9), what it would do in a dry run.
+    reclaimed: tuple[Reclaimed, ...] = ()
 
     def summary(self) -> str:
         pending = sum(1 for order in self.plan.column("order") if order is not None)
@@ -95,6 +99,10 @@ class CycleReport:
             text += f", {self.deferred} deferred to the next cycle (max_writes_per_cycle)"
         if self.result is not None and self.result.failed:
             text += f", {len(self.result.failed)} failed"
+        if self.reclaimed:
+            verb = "would requeue" if self.dry_run else "requeued"
+            moved = [r for r in self.reclaimed if r.outcome in ("would", "requeued", "cancelled")]
+            text += f", {verb} {len(moved)} job(s) for jobs within their guarantees"
         return text
 
 
@@ -172,6 +180,8 @@ class CycleHistory:
 
     past: UsageByPool | None = None
     recall: Recall | None = None
+    # With `reclaim:` set: what runs where, the requeues and the cooldown's record of them (cycle.reclaim).
+    reclaimer: Reclaimer | None = None
 
 
 def run_cycle(
@@ -224,6 +234,7 @@ def _run_cycle(
     options: tuple[bool, CycleHistory, Callable[[], None] | None],
 ) -> CycleReport:
     dry_run, history, guard = options
+    reclaimer = history.reclaimer
     past = history.past
     recall = history.recall or Recall(None)
     # What the run needs of its directories, refused before anything is read (a dry run's too).
@@ -237,7 +248,9 @@ def _run_cycle(
     chosen, deferred = select_writes(plan, config.max_writes_per_cycle)
     writes = tuple(Write(j.job_id, plan.mode, j.value, het_leader=j.job_id in snapshot.het_leaders) for j in chosen)
     if dry_run:
-        return CycleReport(plan, snapshot, writes, None, read_seconds, time.monotonic() - started, deferred, True)
+        reclaimed = _reclaim(plan, snapshot, config, reclaimer, None)
+        seconds = time.monotonic() - started
+        return CycleReport(plan, snapshot, writes, None, read_seconds, seconds, deferred, True, reclaimed=reclaimed)
 
     # With a lease, the state is saved and every batch of writes sent inside the hold (cycle.fence).
     fence = HoldFence(guard, config.interval)
@@ -267,8 +280,23 @@ def _run_cycle(
         fence.confirm(len(answered), len(writes))
         store.save(replace(plan.state, jobs=MappingProxyType(memory), controller_started=booted, placed_after=seen))
     unknown = frozenset(job for job, m in memory.items() if not m.own_known)
+    reclaimed = _reclaim(plan, snapshot, config, reclaimer, fence)
     seconds = time.monotonic() - started
-    return CycleReport(plan, snapshot, writes, result, read_seconds, seconds, deferred, False, unknown)
+    return CycleReport(plan, snapshot, writes, result, read_seconds, seconds, deferred, False, unknown, reclaimed)
+
+
+def _reclaim(
+    plan: Plan, snapshot: Snapshot, config: Config, reclaimer: Reclaimer | None, fence: HoldFence | None
+) -> tuple[Reclaimed, ...]:
+    """The reclaim step after the writes (a dry run's: what it would do); a Slurm error there is
+    logged and leaves this cycle's writes as they are: the next cycle tries again."""
+    if reclaimer is None or config.reclaim is None:
+        return ()
+    try:
+        return run_reclaim(plan, snapshot, config, reclaimer, fence is None, fence.confirm if fence else lambda: None)
+    except SlurmError as error:
+        logger.warning("reclaim: %s; nothing requeued this cycle", error)
+        return ()
 
 
 def apply_writes(writer: Writer, fence: HoldFence, writes: Sequence[Write]) -> WriteResult:

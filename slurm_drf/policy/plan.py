@@ -485,6 +485,7 @@ def _plan_pool(given: _PoolInput) -> _PoolResult:
         given.table.accounts,
         part,
         drf_position,
+        given.bounds,
     )
     makers = _job_makers(given, jobs, record, _pick(jobs.current, taken), (written.tolist(), own))
     accounts = len(given.table.accounts)

@@ -27,6 +27,7 @@ from slurm_drf.policy.order import Ordering, TieRecord
 from slurm_drf.policy.pools import weighted_share
 
 if TYPE_CHECKING:
+    from slurm_drf.policy.guarantees import PoolBounds
     from slurm_drf.policy.tree_order import TreeOrdering
 
 
@@ -104,6 +105,7 @@ class PoolOrder:
     # ORDINARY, OVER) by row, and each position's place in the DRF order before they moved it.
     parts: npt.NDArray[np.int8] | None = None
     drf_position: IntArray | None = None
+    bounds: PoolBounds | None = None
 
     @property
     def size(self) -> int:

@@ -48,6 +48,7 @@ from slurm_drf.config.settings import Config
 from slurm_drf.cycle.backends import make_source, make_writer
 from slurm_drf.cycle.lease import Lease
 from slurm_drf.cycle.recall import Recall
+from slurm_drf.cycle.reclaim import SlurmReclaimer
 from slurm_drf.cycle.run import CycleHistory, CycleObserver, CycleReport, Writer, run_cycle
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import ConfigError, DrfError
@@ -154,7 +155,8 @@ class Service:
         # The decayed past from the history (docs/rule.md §6), read before each cycle.
         self._past = past or HistoryPast(store.directory, fetch=fetch_allocations, keep=True)
         # Whose value each job holds, checked against every write on record (cycle.recall).
-        self._recall = Recall(HistoryLedger(store.directory))
+        self._ledger = HistoryLedger(store.directory)
+        self._recall = Recall(self._ledger)
         # One writer among head nodes; kept until restart, like the state directory.
         self._lease = Lease(config.lease_dir, config.interval) if config.lease_dir else None
         self._standby_for: str | None = None
@@ -215,7 +217,7 @@ class Service:
                     config,
                     self.store,
                     dry_run=dry_run,
-                    history=CycleHistory(self._past.past(config), self._recall),
+                    history=CycleHistory(self._past.past(config), self._recall, self._reclaimer(config)),
                     guard=None if lease is None else lease.confirm,
                 )
             except Exception as error:
@@ -230,6 +232,10 @@ class Service:
                 self._cycle_started = None
                 self._hung_reported = False
             return delay
+
+    def _reclaimer(self, config: Config) -> SlurmReclaimer | None:
+        """The reclaim step's reader and requeuer, with `reclaim:` set (cycle.reclaim)."""
+        return None if config.reclaim is None else SlurmReclaimer(config, self._ledger.moved_since)
 
     def _standby(self, number: int, holder: str, until: float) -> float:
         """Another head's daemon holds the lease: nothing read, nothing written; the delay until its hold ends."""

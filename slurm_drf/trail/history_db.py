@@ -22,36 +22,27 @@ handed; `parse_since` takes `now` from the caller.
 from __future__ import annotations
 
 import contextlib
-import csv
 import functools
-import io
 import json
 import logging
-import operator
 import os
 import re
 import sqlite3
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-import orjson
-
 from slurm_drf import failpoints
-from slurm_drf.config.durations import SINCE_SYNTAX, parse_duration
 from slurm_drf.cycle.recall import LedgerWrite
 from slurm_drf.cycle.store import StateStore
-from slurm_drf.errors import DrfError, HistoryError, InputError, StateError
+from slurm_drf.errors import DrfError, HistoryError, StateError
 from slurm_drf.files import check_regular
-from slurm_drf.model.codec import format_time, show
 from slurm_drf.policy.state import is_label_nice
 from slurm_drf.trail.plan_output import ordered_job_count
-from slurm_drf.trail.text import csv_cell, render_table
 
 if TYPE_CHECKING:
+    from slurm_drf.cycle.reclaim import Reclaimed
     from slurm_drf.cycle.run import CycleReport
 
 logger = logging.getLogger(__name__)
@@ -59,7 +50,7 @@ logger = logging.getLogger(__name__)
 HISTORY_FILE: Final = "history.sqlite"
 OUTCOMES: Final = ("applied", "gone", "failed")
 AUDIT_FORMATS: Final = ("table", "json", "csv")
-AUDIT_TABLES: Final = ("writes", "shares", "cycles", "errors")
+AUDIT_TABLES: Final = ("writes", "shares", "cycles", "errors", "reclaims")
 # Retention runs at most this often (seconds): deleting is cheap, but not free.
 PRUNE_EVERY: Final = 3600.0
 
@@ -157,13 +148,38 @@ MIGRATIONS: Final[tuple[tuple[str, ...], ...]] = (
         "CREATE INDEX hours_last_cycle ON hours(last_cycle)",
         "CREATE INDEX hours_thinned ON hours(thinned, last_cycle)",
     ),
+    # Reclaim (docs/rule.md §9): every job requeued (or cancelled) to make room for a job
+    # waiting within its guarantee; `lost` is JSON resource-hours. The cooldown reads it.
+    (
+        """CREATE TABLE reclaims (
+            id INTEGER PRIMARY KEY,
+            cycle_id INTEGER NOT NULL REFERENCES cycles(id) ON DELETE CASCADE,
+            time REAL NOT NULL,
+            pool TEXT NOT NULL,
+            job_id TEXT NOT NULL,
+            account TEXT NOT NULL,
+            user TEXT NOT NULL,
+            claim_job TEXT NOT NULL,
+            claim_account TEXT NOT NULL,
+            victim_share REAL NOT NULL,
+            claim_share REAL NOT NULL,
+            nodes TEXT NOT NULL,
+            lost TEXT NOT NULL,
+            outcome TEXT NOT NULL,
+            message TEXT)""",
+        "CREATE INDEX reclaims_time ON reclaims(time)",
+        "CREATE INDEX reclaims_job ON reclaims(job_id, time)",
+        "CREATE INDEX reclaims_claim ON reclaims(claim_job, time)",
+        "CREATE INDEX reclaims_cycle ON reclaims(cycle_id)",
+    ),
 )
 SCHEMA_VERSION: Final = len(MIGRATIONS)
 # Versions `audit` reads alike before the daemon has migrated the file: 3 only
-# adds an index, 4 the compacted hours (none yet in an older file).
-READABLE_VERSIONS: Final = (2, 3, SCHEMA_VERSION)
-# The first version with compacted hours.
+# adds an index, 4 the compacted hours, 5 the reclaims (none yet in an older file).
+READABLE_VERSIONS: Final = (2, 3, 4, SCHEMA_VERSION)
+# The first version with compacted hours, and with reclaims.
 HOURS_VERSION: Final = 4
+RECLAIMS_VERSION: Final = 5
 
 
 def error_kind(error: BaseException) -> str:
@@ -381,6 +397,13 @@ def record_cycle(connection: sqlite3.Connection, report: CycleReport, now: float
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(cycle_id, now, *row) for row in build_write_rows(report)],
             )
+        if report.reclaimed and not report.dry_run:
+            connection.executemany(
+                "INSERT INTO reclaims (cycle_id, time, pool, job_id, account, user, claim_job, claim_account,"
+                " victim_share, claim_share, nodes, lost, outcome, message)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(cycle_id, now, *reclaim_row(r)) for r in report.reclaimed],
+            )
         failpoints.reached("history_commit")
         connection.execute("COMMIT")
     except BaseException:
@@ -454,6 +477,8 @@ def prune(connection: sqlite3.Connection, before: float) -> int:
         ).rowcount
         deleted += connection.execute("DELETE FROM cycles WHERE time < ?", (before,)).rowcount
         deleted += connection.execute("DELETE FROM errors WHERE time < ?", (before,)).rowcount
+        if schema_version(connection) >= RECLAIMS_VERSION:
+            deleted += connection.execute("DELETE FROM reclaims WHERE time < ?", (before,)).rowcount
         if schema_version(connection) >= HOURS_VERSION:
             deleted += connection.execute("DELETE FROM hours WHERE start < ?", (before,)).rowcount
             connection.execute("DELETE FROM hour_keys WHERE id NOT IN (SELECT keys_id FROM hours)")
@@ -524,6 +549,36 @@ _LEDGER_QUERIES: Final = {
 }
 
 
+def reclaim_row(r: Reclaimed) -> tuple[Any, ...]:
+    """(pool, job, account, user, claim job, claim account, both shares, nodes, lost hours JSON, outcome, message)."""
+    return (
+        r.pool,
+        r.victim,
+        r.victim_account,
+        r.victim_user,
+        r.claim,
+        r.claim_account,
+        r.victim_share,
+        r.claim_share,
+        ",".join(r.nodes),
+        json.dumps(dict(r.lost_hours), sort_keys=True),
+        r.outcome,
+        r.message or None,
+    )
+
+
+def moved_since(connection: sqlite3.Connection, since: float) -> dict[str, float]:
+    """Each job a reclaim requeued or cancelled at or after `since`, and when last (the cooldown's record)."""
+    if schema_version(connection) < RECLAIMS_VERSION:
+        return {}
+    rows = connection.execute(
+        "SELECT job_id, MAX(time) FROM reclaims WHERE time >= ? AND outcome IN ('requeued', 'cancelled')"
+        " GROUP BY job_id",
+        (since,),
+    ).fetchall()
+    return {str(job): float(moment) for job, moment in rows}
+
+
 class HistoryLedger:
     """cycle.recall's WriteLedger: every value the daemon wrote to given jobs, from `writes`.
 
@@ -567,6 +622,18 @@ class HistoryLedger:
             )
         return found
 
+    def moved_since(self, since: float) -> dict[str, float]:
+        """The reclaim cooldown's record (cycle.reclaim): each job requeued since `since`, and when last."""
+        if not self.path.exists():
+            return {}
+        connection = open_history_readonly(self.path, readable=(1, *READABLE_VERSIONS))
+        try:
+            return moved_since(connection, since)
+        except sqlite3.Error as error:
+            raise StateError(f"{self.path}: cannot read the history: {error}") from error
+        finally:
+            connection.close()
+
 
 def _whole_or_none(value: object) -> int | None:
     if isinstance(value, int) and not isinstance(value, bool) and -(2**31) <= value < 2**32:
@@ -576,295 +643,3 @@ def _whole_or_none(value: object) -> int | None:
 
 # --------------------------------------------------------------------------
 # Queries (`slurm-drf audit`)
-
-
-def parse_since(text: str, now: float) -> float:
-    """Seconds since the epoch from `7d`, `12h`, `30m`, `2w`, a date (`2026-11-30`, UTC) or an ISO time."""
-    with contextlib.suppress(ValueError):
-        return now - parse_duration(text, SINCE_SYNTAX)
-    try:
-        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        raise InputError(
-            f"--since {text!r}: expected a duration back from now (7d, 12h, 30m, 2w), a date "
-            "(2026-11-30) or a time (2026-11-30T02:00:00Z)"
-        ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.timestamp()
-
-
-@dataclass(frozen=True, slots=True)
-class AuditQuery:
-    table: str = "writes"
-    since: float | None = None
-    account: str | None = None
-    job: str | None = None
-    pool: str | None = None
-    limit: int = 0
-
-
-WRITE_COLUMNS: Final = (
-    "time",
-    "cycle",
-    "job",
-    "account",
-    "user",
-    "pool",
-    "mode",
-    "old",
-    "new",
-    "level",
-    "order",
-    "tie",
-    "outcome",
-    "message",
-    "own_nice",
-)
-CYCLE_COLUMNS: Final = (
-    "time",
-    "cycle",
-    "taken_at",
-    "cluster",
-    "mode",
-    "dry_run",
-    "epoch",
-    "pending",
-    "writes_planned",
-    "deferred",
-    "read_seconds",
-    "seconds",
-)
-ERROR_COLUMNS: Final = ("time", "kind", "message")
-
-
-def query_history(connection: sqlite3.Connection, query: AuditQuery, source: str = "history") -> list[dict[str, Any]]:
-    """Records of one table, oldest first, as dicts with the columns shown by `slurm-drf audit`.
-
-    A row no slurm-drf wrote (a time that is no date, JSON that is not an
-    object of numbers, a BLOB) is left out and logged, naming `source` (the
-    file) and the row: the rest of the audit is still worth showing.
-    """
-    check_query(query)
-    time_column = {"writes": "w.time", "shares": "c.time", "cycles": "c.time", "errors": "e.time"}[query.table]
-    conditions: list[str] = []
-    parameters: list[Any] = []
-    if query.since is not None:
-        conditions.append(f"{time_column} >= ?")
-        parameters.append(query.since)
-    prefix = "w" if query.table == "writes" else "s"
-    if query.account is not None:
-        conditions.append(f"{prefix}.account = ?")
-        parameters.append(query.account)
-    if query.pool is not None:
-        conditions.append(f"{prefix}.pool = ?")
-        parameters.append(query.pool)
-    if query.job is not None:
-        conditions.append("w.job_id = ?")
-        parameters.append(query.job)
-    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-    order = {
-        "writes": "w.time, w.id",
-        "shares": "c.time, s.cycle_id, s.pool, s.rank",
-        "cycles": "c.time, c.id",
-        "errors": "e.time, e.id",
-    }[query.table]
-    # The first column names the row in a message; the rest are the record's.
-    select = {
-        "writes": "SELECT w.id, w.time, w.cycle_id, w.job_id, w.account, w.user, w.pool, w.mode, w.old_value, "
-        "w.new_value, w.level, w.position, w.tie, w.outcome, w.message, w.user_nice FROM writes w",
-        "shares": "SELECT s.cycle_id, c.time, s.cycle_id, s.pool, s.account, s.rank, s.weight, s.running_jobs, "
-        "s.pending_jobs, s.dominant_resource, s.dominant_share, s.weighted_share, s.usage, s.shares "
-        "FROM shares s JOIN cycles c ON c.id = s.cycle_id",
-        "cycles": "SELECT c.id, c.time, c.id, c.taken_at, c.cluster, c.mode, c.dry_run, c.epoch, c.pending_jobs, "
-        "c.writes_planned, c.deferred, c.read_seconds, c.seconds FROM cycles c",
-        "errors": "SELECT e.id, e.time, e.kind, e.message FROM errors e",
-    }[query.table]
-    if query.limit > 0:
-        # The newest `limit` rows, shown oldest first like the rest.
-        descending = ", ".join(f"{column} DESC" for column in order.split(", "))
-        rows = connection.execute(
-            f"{select}{where} ORDER BY {descending} LIMIT ?", [*parameters, query.limit]
-        ).fetchall()
-        rows.reverse()
-    else:
-        rows = connection.execute(f"{select}{where} ORDER BY {order}", parameters).fetchall()
-    records: list[dict[str, Any]] = []
-    bad: list[str] = []
-    for row in rows:
-        try:
-            records.append(_record(query.table, row[1:]))
-        except ValueError as error:
-            bad.append(f"{_row_name(query.table, row)}: {error}")
-    for line in bad[:MAX_BAD_ROWS_LOGGED]:
-        logger.warning("%s: %s; the row is left out", source, line)
-    if len(bad) > MAX_BAD_ROWS_LOGGED:
-        logger.warning("%s: %d more bad %s row(s) left out", source, len(bad) - MAX_BAD_ROWS_LOGGED, query.table)
-    return records
-
-
-# SQLite's LIMIT is a signed 64-bit integer.
-MAX_AUDIT_LIMIT: Final = 2**63 - 1
-
-
-def check_query(query: AuditQuery) -> None:
-    """InputError for a query no table answers: a filter the table has not, a limit SQLite cannot take."""
-    if query.table not in AUDIT_TABLES:
-        raise InputError(f"unknown history table {query.table!r}; expected one of {', '.join(AUDIT_TABLES)}")
-    if query.job is not None and query.table != "writes":
-        raise InputError(f"--job selects writes; {query.table} are not per job")
-    if query.account is not None and query.table not in ("writes", "shares"):
-        raise InputError(f"--account selects writes or shares; {query.table} are not per account")
-    if query.pool is not None and query.table not in ("writes", "shares"):
-        raise InputError(f"--pool selects writes or shares; {query.table} are not per pool")
-    if not 0 <= query.limit <= MAX_AUDIT_LIMIT:
-        raise InputError(f"--limit {show(query.limit)}: expected 0 (all) to {MAX_AUDIT_LIMIT} rows")
-
-
-# Bad rows logged one by one per query; the rest are counted.
-MAX_BAD_ROWS_LOGGED: Final = 20
-
-
-def _row_name(table: str, row: Sequence[Any]) -> str:
-    """How a message names a row: by its id, or a share by its cycle, pool and account."""
-    if table == "shares":
-        return f"shares of cycle {show(row[0])}, pool {show(row[3])}, account {show(row[4])}"
-    if table == "cycles":
-        return f"cycle {show(row[0])}"
-    return f"{table} row {show(row[0])}"
-
-
-def _record(table: str, row: Sequence[Any]) -> dict[str, Any]:
-    """One row as `audit` shows it; ValueError naming the column when it holds what no slurm-drf writes."""
-    names = {"writes": WRITE_COLUMNS, "cycles": CYCLE_COLUMNS, "errors": ERROR_COLUMNS}.get(table, SHARE_COLUMNS)
-    if bytes in map(type, row):
-        for name, value in zip(names, row, strict=True):
-            if isinstance(value, bytes):
-                raise ValueError(f"{name} is a BLOB of {len(value)} byte(s), not text or a number")
-    record = dict(zip(names, row, strict=True))
-    if table == "writes":
-        record["tie"] = bool(record["tie"])
-    elif table == "cycles":
-        record["dry_run"] = bool(record["dry_run"])
-    elif table == "shares":
-        record["usage"] = _amounts(record["usage"], "usage")
-        record["shares"] = _amounts(record["shares"], "shares")
-    record["time"] = _shown_time(record["time"])
-    return record
-
-
-SHARE_COLUMNS: Final = (
-    "time",
-    "cycle",
-    "pool",
-    "account",
-    "rank",
-    "weight",
-    "running",
-    "pending",
-    "dominant",
-    "dominant_share",
-    "weighted_share",
-    "usage",
-    "shares",
-)
-
-
-def _shown_time(moment: object) -> str:
-    """A row's time as audit shows it; ValueError when it is no number or no date (past the year 9999)."""
-    if isinstance(moment, bool) or not isinstance(moment, int | float):
-        raise ValueError(f"time {show(moment)} is not a number")
-    try:
-        return _format_time(float(moment))
-    except (ValueError, OverflowError, OSError):
-        raise ValueError(f"time {show(moment)} is not a time a date can say") from None
-
-
-# The writes of one cycle share its time: a day of them is 30,000 rows and 1,440 times.
-_format_time: Final = functools.lru_cache(maxsize=4096)(format_time)
-
-
-def _amounts(text: object, column: str) -> dict[str, Any]:
-    """A usage or shares column: a JSON object of numbers; ValueError otherwise."""
-    try:
-        data = orjson.loads(text) if isinstance(text, str) else None
-    except orjson.JSONDecodeError:
-        data = None
-    if not isinstance(data, dict) or not all(
-        isinstance(value, int | float) and not isinstance(value, bool) for value in data.values()
-    ):
-        raise ValueError(f"{column} {show(text)} is not a JSON object of numbers")
-    return data
-
-
-# --------------------------------------------------------------------------
-# Rendering query results (pure)
-
-
-def _flatten(record: Mapping[str, Any]) -> dict[str, Any]:
-    """Nested per-resource mappings as `usage:cpu`, `share:cpu` columns."""
-    flat: dict[str, Any] = {}
-    for key, value in record.items():
-        # Plain values first: the Mapping ABC's check is slow, and a day of writes asks it 400k times.
-        if not isinstance(value, str | int | float | None) and isinstance(value, Mapping):
-            label = "share" if key == "shares" else key
-            flat.update({f"{label}:{name}": amount for name, amount in value.items()})
-        else:
-            flat[key] = value
-    return flat
-
-
-def _columns(records: Sequence[Mapping[str, Any]]) -> list[str]:
-    columns: dict[str, None] = {}
-    for record in records:
-        columns.update(dict.fromkeys(record))
-    return list(columns)
-
-
-def render_audit_json(records: Sequence[Mapping[str, Any]]) -> str:
-    return orjson.dumps(list(records), option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE).decode()
-
-
-def render_audit_csv(records: Sequence[Mapping[str, Any]]) -> str:
-    flat = [_flatten(r) for r in records]
-    columns = _columns(flat)
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(columns)
-    for record in flat:
-        writer.writerow(
-            [
-                "" if record.get(c) is None else repr(v) if isinstance(v := record.get(c), float) else csv_cell(v)
-                for c in columns
-            ]
-        )
-    return out.getvalue()
-
-
-def render_audit_table(records: Sequence[Mapping[str, Any]], table: str = "writes") -> str:
-    if not records:
-        return f"no {table} recorded for this query\n"
-    # Only shares nest (usage, shares per resource); the records of the other tables are flat already.
-    first = records[0].keys()
-    nested = any(not isinstance(value, str | int | float | None) for value in records[0].values())
-    if nested or any(record.keys() != first for record in records):
-        flat = [_flatten(r) for r in records]
-        # The table leaves usage out (it is in JSON and CSV): shares say it relative to the pool.
-        columns = [c for c in _columns(flat) if not c.startswith("usage:")]
-        rows: list[Sequence[Any]] = [[record.get(c) for c in columns] for record in flat]
-    else:
-        # Flat records of one table have the same columns: read them by position, in C.
-        columns = list(first)
-        pick = operator.itemgetter(*columns)
-        rows = list(map(pick, records)) if len(columns) > 1 else [[pick(record)] for record in records]
-    return render_table(columns, rows) + "\n"
-
-
-def render_audit(records: Sequence[Mapping[str, Any]], fmt: str, table: str = "writes") -> str:
-    if fmt == "json":
-        return render_audit_json(records)
-    if fmt == "csv":
-        return render_audit_csv(records)
-    if fmt == "table":
-        return render_audit_table(records, table)
-    raise ValueError(f"unknown audit format {fmt!r}; expected one of {', '.join(AUDIT_FORMATS)}")

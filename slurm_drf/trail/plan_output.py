@@ -31,6 +31,7 @@ from slurm_drf.trail.json_rows import Listed, Nested, Splice, Value, dumps_splic
 from slurm_drf.trail.text import format_capacity, render_table, terminal_text
 
 if TYPE_CHECKING:
+    from slurm_drf.cycle.reclaim import Reclaimed
     from slurm_drf.policy.tree_order import TreeRow
 
 # Plan job entries: every key always present, the value under the mode's name;
@@ -355,3 +356,19 @@ def render_plan_table(plan: Plan, limit: int = 20) -> str:
     out.append(f"{writes} write(s) needed, mode {plan.mode}" + (f"; exact band: {bands}" if bands else ""))
     out.extend(f"warning: {terminal_text(w)}" for w in plan.warnings)
     return "\n".join(out)
+
+
+def reclaim_lines(reclaimed: Sequence[Reclaimed]) -> list[str]:
+    """`once`'s lines for the reclaim step (docs/rule.md §9): each victim, whom for, both shares, the work lost."""
+    lines: list[str] = []
+    for r in reclaimed:
+        verb = {"would": "would requeue" if r.requeueable else "would cancel"}.get(r.outcome, r.outcome)
+        lost = ", ".join(f"{hours:.1f} {terminal_text(name)}-hours" for name, hours in r.lost_hours.items() if hours)
+        said = f": {terminal_text(r.message)}" if r.message else ""
+        lines.append(
+            f"reclaim: {verb} job {terminal_text(r.victim)} ({terminal_text(r.victim_account)}, "
+            f"{terminal_text(r.victim_user)}, on {terminal_text(','.join(r.nodes))}, weighted share "
+            f"{r.victim_share:.4f}) for job {terminal_text(r.claim)} ({terminal_text(r.claim_account)}, "
+            f"{r.claim_share:.4f}), within its guarantee; lost {lost or 'nothing'}{said}"
+        )
+    return lines

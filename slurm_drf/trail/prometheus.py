@@ -189,6 +189,19 @@ class MetricsRecorder:
             "slurm_drf_writes", "Values written to Slurm, by outcome (applied, gone, failed)", ("outcome",), registry=r
         )
         self.errors = Counter("slurm_drf_errors", "Cycles that failed, by kind of error", ("kind",), registry=r)
+        self.reclaims = Counter(
+            "slurm_drf_reclaims",
+            "Running jobs the reclaim step moved for jobs within their guarantees (docs/rule.md §9), "
+            "by pool and outcome (requeued, cancelled, gone, failed)",
+            ("pool", "outcome"),
+            registry=r,
+        )
+        self.reclaim_lost = Counter(
+            "slurm_drf_reclaim_lost_hours",
+            "Resource-hours of work the jobs requeued or cancelled by reclaim had done, by pool and resource",
+            ("pool", "resource"),
+            registry=r,
+        )
         self.cycles = Counter("slurm_drf_cycles", "Cycles completed (dry runs included)", registry=r)
         self.deferred = Gauge(
             "slurm_drf_deferred_writes", "Writes left to the next cycle by max_writes_per_cycle", registry=r
@@ -257,6 +270,18 @@ class MetricsRecorder:
 
     # -- CycleObserver ------------------------------------------------------
 
+    def _record_outcomes(self, report: CycleReport) -> None:
+        """What the cycle's writes and reclaims came to (a dry run's are none)."""
+        if report.result is not None:
+            self.writes.labels("applied").inc(len(report.result.applied))
+            self.writes.labels("gone").inc(len(report.result.gone))
+            self.writes.labels("failed").inc(len(report.result.failed))
+        for moved in report.reclaimed:
+            self.reclaims.labels(moved.pool, moved.outcome).inc()
+            if moved.outcome in ("requeued", "cancelled"):
+                for resource, hours in moved.lost_hours.items():
+                    self.reclaim_lost.labels(moved.pool, resource).inc(hours)
+
     def on_cycle(self, report: CycleReport) -> None:
         plan = report.plan
         accounts: set[tuple[str, str]] = set()
@@ -290,10 +315,8 @@ class MetricsRecorder:
 
         self.cycle_duration.observe(report.seconds)
         self.read_seconds.observe(report.read_seconds)
-        if report.result is not None and not report.dry_run:
-            self.writes.labels("applied").inc(len(report.result.applied))
-            self.writes.labels("gone").inc(len(report.result.gone))
-            self.writes.labels("failed").inc(len(report.result.failed))
+        if not report.dry_run:
+            self._record_outcomes(report)
         self.deferred.set(report.deferred)
         self.pending_total.set(ordered_job_count(plan))
         self.dry_run.set(1 if report.dry_run else 0)

@@ -42,7 +42,8 @@ from slurm_drf.cycle.run import CycleObserver, CycleReport, run_cycle
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.slurm.cli_source import CliSource
 from slurm_drf.slurm.write import ScontrolWriter
-from slurm_drf.trail.history_db import AuditQuery, AuditRecorder, history_path, open_history_readonly, query_history
+from slurm_drf.trail.audit_query import AuditQuery, query_history
+from slurm_drf.trail.history_db import AuditRecorder, history_path, open_history_readonly
 from slurm_drf.trail.prometheus import MetricsRecorder
 from slurm_drf.trail.share_report import RESOURCE_COLOURS, TABLE_HEADER_COLOUR, render_report
 from tests.helpers import SampleKey, load_report_plan, parse_samples, run_observe_verb

@@ -17,6 +17,8 @@ release. One module per thing read:
 - `scontrol`: `scontrol show config` (priority weights and type,
   SchedulerParameters, the cluster's name);
 - `assoc_mgr`: `scontrol show assoc_mgr flags=assoc`, Slurm's account tree;
+- `running`: what a reclaim needs (`slurm.running` runs the commands):
+  each node's free resources and each running job's allocation per node;
 - `snapshot`: the Snapshot built from all of them and checked.
 
 Formats covered (field names checked against Slurm's own source, see

@@ -87,13 +87,3 @@ def test_nested_paths_count_within_their_parent_and_the_settings_are_exact() -> 
 def test_without_the_keys_nothing_is_guaranteed_and_nothing_reclaimed() -> None:
     config = parse_config_text("{}\n", "config.yaml")
     assert (dict(config.guarantees), dict(config.limits), config.reclaim) == ({}, {}, None)
-
-
-def test_check_config_says_reclaim_requeues_nothing_yet() -> None:
-    from slurm_drf.config.checks import config_warnings
-
-    config = parse_config_text("reclaim: {pools: [default]}\n", "config.yaml")
-    assert config_warnings(config) == [
-        "config.yaml:1: reclaim: this version checks it and orders by its share_floor, but requeues nothing yet "
-        "(docs/rule.md §9)"
-    ]

@@ -26,9 +26,9 @@ from slurm_drf.sim.engine import SimOptions, simulate
 from slurm_drf.sim.policies import POLICIES, build_policy
 from slurm_drf.sim.run_metrics import compute_metrics
 from slurm_drf.sim.workload import NodeType, Workload, WorkloadJob
+from slurm_drf.trail.audit_query import render_audit
 from slurm_drf.trail.explain import explain_job
 from slurm_drf.trail.explain_render import render_explanation_text
-from slurm_drf.trail.history_db import render_audit
 from slurm_drf.trail.plan_output import render_plan_json, render_plan_table
 from slurm_drf.trail.share_report import render_report
 from slurm_drf.trail.text import csv_cell, markdown_cell, terminal_text

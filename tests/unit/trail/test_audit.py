@@ -21,21 +21,18 @@ from slurm_drf.cycle.run import CycleReport
 from slurm_drf.errors import ConfigError, InputError, SlurmReadError, StateError
 from slurm_drf.model.types import Snapshot
 from slurm_drf.policy.plan import Plan
+from slurm_drf.trail.audit_query import AuditQuery, parse_since, query_history, render_audit
 from slurm_drf.trail.history_db import (
     HISTORY_FILE,
     MIGRATIONS,
     SCHEMA_VERSION,
-    AuditQuery,
     AuditRecorder,
     error_kind,
     migrate,
     open_history,
     open_history_readonly,
-    parse_since,
     prune,
-    query_history,
     record_cycle,
-    render_audit,
 )
 from tests.helpers import build_cycle_report, run_observe_verb
 from tests.unit.builders import job, node, snapshot
@@ -90,7 +87,8 @@ def test_a_version_2_history_is_read_before_and_after_its_migration(
     path = tmp_path / HISTORY_FILE
     _version_2_history(path, planned)
     config = Config(history=HistoryConfig(half_life=DAY, weight=1.0))
-    # Version 3 only adds an index, 4 the compacted hours: audit, the past and the ledger read version 2 alike.
+    # Version 3 only adds an index, 4 the compacted hours, 5 the reclaims: audit, the past and the ledger read
+    # version 2 alike.
     before = open_history_readonly(path)
     writes = query_history(before, AuditQuery("writes"))
     before.close()
@@ -99,7 +97,7 @@ def test_a_version_2_history_is_read_before_and_after_its_migration(
     assert writes and past and ledger
     connection = open_history(path)  # what the daemon's next cycle does
     try:
-        assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+        assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
         indexes = {r[1] for r in connection.execute("PRAGMA index_list(writes)")}
         assert "writes_cycle" in indexes
         assert connection.execute("SELECT count(*) FROM hours").fetchone()[0] == 0

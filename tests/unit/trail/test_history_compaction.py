@@ -22,6 +22,7 @@ from slurm_drf import failpoints
 from slurm_drf.config.settings import Config, HistoryConfig
 from slurm_drf.policy.decayed_usage import Allocation, UsageByPool
 from slurm_drf.trail import compaction
+from slurm_drf.trail.audit_query import AuditQuery, query_history
 from slurm_drf.trail.compaction import (
     DETAIL_KEPT,
     HOUR,
@@ -30,15 +31,7 @@ from slurm_drf.trail.compaction import (
     compact_next_hour,
     thin_next_hour,
 )
-from slurm_drf.trail.history_db import (
-    HISTORY_FILE,
-    MIGRATIONS,
-    SCHEMA_VERSION,
-    AuditQuery,
-    open_history,
-    prune,
-    query_history,
-)
+from slurm_drf.trail.history_db import HISTORY_FILE, MIGRATIONS, SCHEMA_VERSION, open_history, prune
 from slurm_drf.trail.past import HistoryPast
 
 START = 1_800_000_000.0  # a whole hour
@@ -301,7 +294,7 @@ def test_a_schema_3_file_migrates_and_compacts(tmp_path: Path) -> None:
     config = _config(86400.0)
     exact = HistoryPast(tmp_path, clock=lambda: NOW).past(config)  # a version 3 file reads as before
     connection = open_history(path)
-    assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 4
+    assert connection.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION == 5
     connection.close()
     assert _compact_all(tmp_path, NOW)[0] == 3
     assert _relative_gap(exact, HistoryPast(tmp_path, clock=lambda: NOW).past(config)) <= _bound(86400.0)

@@ -210,20 +210,28 @@ def _once_cycle(config: Config, store: StateStore, dry_run: bool, guard: Callabl
 def cmd_reset(args: argparse.Namespace) -> int:
     from slurm_drf.config.load import resolve_config
     from slurm_drf.cycle.backends import make_source, make_writer
+    from slurm_drf.cycle.fence import HoldFence
+    from slurm_drf.cycle.recall import Recall
     from slurm_drf.cycle.reset import reset_jobs
+    from slurm_drf.trail.history_db import HistoryLedger
 
     config = resolve_config(args.config, os.environ, private=True)
     store = _store(config, args)
     if not args.dry_run:
         store.lock()
     source = make_source(config)
-    from slurm_drf.cycle.recall import Recall
-    from slurm_drf.trail.history_db import HistoryLedger
-
     recall = Recall(HistoryLedger(store.directory))
-    with _lease(config, not args.dry_run):
+    with _lease(config, not args.dry_run) as guard:
+        # With a lease, every batch of writes (and the state's save) is sent inside the hold, as a cycle's are.
+        fence = HoldFence(guard, config.interval)
         report = reset_jobs(
-            source, make_writer(source), store, dry_run=args.dry_run, recall=recall, assume_own=args.assume_own
+            source,
+            make_writer(source),
+            store,
+            dry_run=args.dry_run,
+            recall=recall,
+            assume_own=args.assume_own,
+            fence=fence,
         )
     verb = "would reset" if args.dry_run else "reset"
     print(f"{verb} {len(report.reset)} job(s)" + (f": {list_ids(report.reset)}" if report.reset else ""))
@@ -415,7 +423,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _report(error: DrfError, debug: bool) -> None:
+    """Each line of the message as `slurm-drf: <category>: <line>`. The lines are ours (a config's
+    problems, one a line), split at "\n" only: what they quote (a name, Slurm's stderr) may hold
+    U+2028 or an ESC, written as escapes, never split at or sent to the terminal raw."""
+    from slurm_drf.trail.text import terminal_text
+
     if debug:
         logger.exception("%s", error)
-    for line in str(error).splitlines() or [""]:
-        print(f"slurm-drf: {error.category}: {shorten(line)}", file=sys.stderr)
+    for line in str(error).rstrip("\n").split("\n"):
+        print(f"slurm-drf: {error.category}: {shorten(terminal_text(line))}", file=sys.stderr)

@@ -133,30 +133,15 @@ class TooLargeError(yaml.constructor.ConstructorError):
     """An integer written with more digits than any setting takes; read_yaml names its key."""
 
 
-class Loader(yaml.SafeLoader):
-    """SafeLoader that reads every mapping key as the text written.
+class _Reading(yaml.constructor.SafeConstructor):
+    """What both loaders construct differently from PyYAML's safe loader.
 
-    YAML 1.1 turns keys like `no`, `on` or `123` into booleans and integers;
-    account and partition names are text, so a key is always its scalar's
-    text. Also accepts YAML 1.2 exponent floats (`1e-3`) that PyYAML would
-    otherwise read as strings. Refuses nesting past MAX_DEPTH and integers
-    longer than MAX_INTEGER_TEXT.
+    Every mapping key is read as the text written: YAML 1.1 turns keys like
+    `no`, `on` or `123` into booleans and integers; account and partition
+    names are text, so a key is always its scalar's text. Integers longer
+    than MAX_INTEGER_TEXT are refused. (`_with_our_tags` adds YAML 1.2
+    exponent floats, `1e-3`, which PyYAML would otherwise read as strings.)
     """
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self.depth = 0
-
-    def compose_node(self, parent: Node | None, index: int) -> Node | None:
-        self.depth += 1
-        try:
-            if self.depth > MAX_DEPTH:
-                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
-                raise yaml.composer.ComposerError(None, None, f"more than {MAX_DEPTH} nested lists or mappings", mark)
-            node: Node | None = super().compose_node(parent, index)
-            return node
-        finally:
-            self.depth -= 1
 
     def construct_yaml_int(self, node: ScalarNode) -> int:
         text = str(node.value)
@@ -182,12 +167,88 @@ class Loader(yaml.SafeLoader):
         return mapping
 
 
-Loader.add_constructor("tag:yaml.org,2002:int", Loader.construct_yaml_int)
-Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
-    list("-+0123456789"),
-)
+class Loader(_Reading, yaml.SafeLoader):
+    """PyYAML's safe loader, in Python, reading as `_Reading` says; refuses nesting past MAX_DEPTH.
+
+    The reference: a file's errors are said in its words.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.depth = 0
+
+    def compose_node(self, parent: Node | None, index: int) -> Node | None:
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise yaml.composer.ComposerError(None, None, f"more than {MAX_DEPTH} nested lists or mappings", mark)
+            node: Node | None = super().compose_node(parent, index)
+            return node
+        finally:
+            self.depth -= 1
+
+
+def _with_our_tags(loader: type[Loader] | type[_FastLoader]) -> None:
+    """Make `loader` read integers as `_Reading` does, and YAML 1.2 exponent floats."""
+    # (the stubs type the function's first argument as one of PyYAML's own loaders; `_Reading` is our part of one)
+    loader.add_constructor("tag:yaml.org,2002:int", loader.construct_yaml_int)  # type: ignore[type-var]
+    loader.add_implicit_resolver(
+        "tag:yaml.org,2002:float",
+        re.compile(r"^[-+]?[0-9][0-9_]*(?:\.[0-9_]*)?[eE][-+]?[0-9]+$"),
+        list("-+0123456789"),
+    )
+
+
+_with_our_tags(Loader)
+
+# libyaml, where PyYAML was built with it: otherwise every file is read in Python.
+_HAVE_LIBYAML: Final = bool(yaml.__with_libyaml__)
+# What PyYAML's Python reader refuses at once (libyaml's list differs): such a file is read in Python.
+_NON_PRINTABLE: Final = yaml.reader.Reader.NON_PRINTABLE
+# Where libyaml reads a text otherwise than PyYAML's Python reader (found by
+# tests/unit/config/test_yaml_libyaml.py): a tab, which PyYAML refuses in
+# places libyaml takes it; a tag (`!`: an empty `!` scalar is '' to
+# libyaml, null to PyYAML); a `?` (inside [...] or {...} PyYAML reads any
+# as a key, libyaml only one before a blank); a byte-order mark past the
+# start; a block scalar's header followed by `#` (`|#`, which PyYAML
+# refuses). A file with any of them is read in Python.
+_READ_OTHERWISE: Final = re.compile(r"[\t!?\ufeff]|[|>][-+0-9]*#")
+
+if _HAVE_LIBYAML:
+
+    class _FastLoader(_Reading, yaml.CSafeLoader):
+        """The same reading on libyaml's parser and composer (PyYAML's CSafeLoader): the same nodes
+        and marks, a quarter of the time. Only for a file it reads without an error, and only once
+        `_nests_within` said it nests no deeper than MAX_DEPTH."""
+
+    _with_our_tags(_FastLoader)
+
+
+def _nests_within(text: str, depth: int) -> bool:
+    """Whether no node of `text` is nested deeper than `depth` (the root is at 1; a list's items, a
+    mapping's keys and values one deeper: `Loader.compose_node`'s count), from libyaml's events
+    alone, no node made; False for a text libyaml cannot parse.
+
+    libyaml's composer recurses in C once per level: 100,000 nested
+    brackets would crash the process there, not raise.
+    """
+    parser = _FastLoader(text)
+    level = 0  # the lists and mappings open around the next node
+    try:
+        while parser.check_event():
+            event = parser.get_event()
+            if isinstance(event, yaml.events.NodeEvent) and level + 1 > depth:
+                return False
+            if isinstance(event, yaml.events.CollectionStartEvent):
+                level += 1
+            elif isinstance(event, yaml.events.CollectionEndEvent):
+                level -= 1
+    except yaml.YAMLError:
+        return False
+    finally:
+        parser.dispose()
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,10 +265,33 @@ class Document:
 
 
 def read_yaml(text: str, source: str) -> Document | None:
-    """The node tree and the data of a one-document YAML text; syntax errors raise."""
-    loader: Loader | None = None
+    """The node tree and the data of a one-document YAML text; syntax errors raise.
+
+    Read by libyaml where PyYAML has it (`_FastLoader`: a config of 40,000
+    weights composes in a quarter of the time), by PyYAML's Python reader
+    otherwise, and again by it whenever libyaml's read found anything wrong
+    or could not be tried (a character YAML does not allow, nesting past
+    MAX_DEPTH, what libyaml reads otherwise: `_READ_OTHERWISE`): a file's
+    errors are said in PyYAML's words, which name the problem the way the
+    messages here expect.
+    """
+    if (
+        _HAVE_LIBYAML
+        and _NON_PRINTABLE.search(text) is None
+        and _READ_OTHERWISE.search(text) is None
+        and _nests_within(text, MAX_DEPTH)
+    ):
+        try:
+            return _read_yaml(_FastLoader, text, source)
+        except ConfigError:
+            pass  # said by the Python reader, below
+    return _read_yaml(Loader, text, source)
+
+
+def _read_yaml(loader_class: type[Loader] | type[_FastLoader], text: str, source: str) -> Document | None:
+    loader: Loader | _FastLoader | None = None
     try:
-        loader = Loader(text)  # refuses control characters right away
+        loader = loader_class(text)
         root = loader.get_single_node()
         if root is None:
             return None

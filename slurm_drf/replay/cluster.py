@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from slurm_drf.errors import SlurmError, SlurmWriteError
 from slurm_drf.replay.trace import Submission, build_job_script, build_sbatch_argv, check_name
 from slurm_drf.slurm.execute import run_command
+from slurm_drf.slurm.parse.lines import split_lines
 
 TIMEOUT = 60.0
 # scancel and sacct take ids on the command line; at most this many at once.
@@ -72,8 +73,8 @@ def cancel_named(names: Sequence[str]) -> None:
 
 
 def records(text: str) -> list[str]:
-    """The lines of a command's answer, split at "\n" only (a "\r" before it dropped)."""
-    return [line.removesuffix("\r") for line in text.split("\n")]
+    """The lines of a command's answer, split at "\n" only (a "\r" before it dropped): slurm.parse.lines."""
+    return split_lines(text)
 
 
 def _queued() -> list[str]:

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import IO, Final, TypeVar
 
 from slurm_drf.errors import SlurmError, SlurmReadError
+from slurm_drf.slurm.parse.lines import split_lines
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +34,7 @@ def _first_line(text: str | bytes | None) -> str:
         return ""
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="replace")
-    for line in text.splitlines():
+    for line in split_lines(text):
         if line.strip():
             return line.strip()
     return ""

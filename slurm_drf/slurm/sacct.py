@@ -20,6 +20,10 @@ Sits beside the CLI source, in two formats with one parser each:
   `parse_sacct_table` reads whatever columns a site exported, times as
   dates or epoch seconds, into the same `SacctJob`s, steps included.
 
+Both text formats end a record at "\n" only (slurm.parse.lines): a job's
+name or account may hold U+2028, U+0085 or a form feed, which Slurm
+writes through and `str.splitlines` would split at.
+
 TRES are named as Slurm names them (`cpu`, `mem` in MiB, `node`,
 `gres/gpu`, `gres/gpu:a100`, ...) by the one reader of TRES strings,
 slurm.parse.amounts.parse_tres_string; typed GPUs without an untyped count also
@@ -29,16 +33,15 @@ same rule (`_allocation`).
 
 from __future__ import annotations
 
-import csv
-import io
 import logging
+import operator
 import os
 import re
 import shlex
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any, Final
 
 import orjson
@@ -49,6 +52,7 @@ from slurm_drf.policy.decayed_usage import Allocation
 from slurm_drf.slurm.cli_source import CommandRunner, build_command_env
 from slurm_drf.slurm.execute import run_command
 from slurm_drf.slurm.parse.amounts import parse_tres_entries, parse_tres_string
+from slurm_drf.slurm.parse.lines import split_lines
 
 logger = logging.getLogger(__name__)
 
@@ -221,69 +225,139 @@ def parse_elapsed(text: str) -> float | None:
     return int(days or 0) * 86400 + int(hours or 0) * 3600 + int(minutes) * 60 + float(seconds)
 
 
+# A naive time is read as UTC: `(t - _EPOCH).total_seconds()` is what `t.replace(tzinfo=UTC).timestamp()`
+# computes, without the copy (a million rows hold three times each).
+_EPOCH: Final = datetime(1970, 1, 1)
+
+
 def _table_time(text: str) -> float | None:
-    """Seconds since the epoch from `2026-11-30T01:00:00` (read as UTC) or epoch digits; None for Unknown/None."""
-    value = text.strip()
-    if not value or value in ("Unknown", "None", "N/A"):
-        return None
+    """Seconds since the epoch from `2026-11-30T01:00:00` (read as UTC) or epoch digits; None for Unknown/None.
+
+    ASCII digits are seconds since the epoch (SLURM_TIME_FORMAT=%s), but for
+    eight, which ISO 8601 reads as a date (`20261130`) when it is one. A
+    field's padding is stripped before (`_TableReader.job`).
+    """
+    if text.isdigit() and text.isascii() and len(text) != 8:
+        return float(text)
     try:
-        parsed = datetime.fromisoformat(value)
+        parsed = datetime.fromisoformat(text)  # first: a million rows hold three times each
     except ValueError:
-        if value.isdigit():  # SLURM_TIME_FORMAT=%s
-            return float(value)
-        raise ValueError(f"expected a time such as 2026-11-30T01:00:00, got {value!r}") from None
+        if not text or text in ("Unknown", "None", "N/A"):
+            return None
+        if text.isdigit() and text.isascii():
+            return float(text)
+        raise ValueError(f"expected a time such as 2026-11-30T01:00:00, got {text!r}") from None
     if parsed.tzinfo is None:
-        parsed = parsed.replace(tzinfo=UTC)
+        return (parsed - _EPOCH).total_seconds()
     return parsed.timestamp()
 
 
-def _table_columns(header_line: str, source: str) -> tuple[list[str], dict[str, int]]:
-    """The header's column names, and each lower-cased name's index; SlurmReadError when a trace cannot be read."""
+def _table_columns(header_line: str, where: str) -> tuple[list[str], dict[str, int]]:
+    """The header's column names, and each lower-cased name's index; SlurmReadError (saying `where`: the
+    source and the header's line) when a trace cannot be read."""
     header = [name.strip() for name in header_line.rstrip("|").split("|")]
     columns = {name.lower(): index for index, name in enumerate(header)}
     missing = [name for name in _TABLE_NEEDS if name not in columns]
     if missing:
-        raise SlurmReadError(f"{source}:1: header lacks {', '.join(missing)}; run sacct -P --format={_TABLE_FORMAT}")
+        raise SlurmReadError(f"{where}: header lacks {', '.join(missing)}; run sacct -P --format={_TABLE_FORMAT}")
     if "elapsed" not in columns and not ("start" in columns and "end" in columns):
-        raise SlurmReadError(f"{source}:1: header needs Elapsed, or Start and End")
+        raise SlurmReadError(f"{where}: header needs Elapsed, or Start and End")
     if "alloctres" not in columns and "reqtres" not in columns:
-        raise SlurmReadError(f"{source}:1: header needs AllocTRES or ReqTRES")
+        raise SlurmReadError(f"{where}: header needs AllocTRES or ReqTRES")
     return header, columns
 
 
-def _table_tres(text: str, field: str) -> dict[str, int]:
-    """A TRES column, every entry an amount (ValueError naming the column and the entry)."""
-    return parse_tres_entries(text, field)[0] if text else {}
+# The columns a SacctJob is read from, in the order `_TableReader.job` takes them.
+_JOB_COLUMNS: Final = (
+    "jobid",
+    "account",
+    "user",
+    "partition",
+    "state",
+    "submit",
+    "start",
+    "end",
+    "elapsed",
+    "timelimit",
+    "nnodes",
+    "alloctres",
+    "reqtres",
+)
 
 
-class _Row(dict[str, str]):
-    """A row's fields by lower-cased column name; a column the export lacks reads as ''."""
+class _TableReader:
+    """The rows of one table as SacctJobs: each row's fields picked by the header's columns, and what
+    rows repeat (TRES strings, run times, limits) read once each.
 
-    def __missing__(self, key: str) -> str:
-        return ""
+    The TRES mappings are shared between the rows that wrote the same string: nobody writes to them.
+    """
 
+    def __init__(self, columns: Mapping[str, int], width: int) -> None:
+        # A column the export lacks is read from the empty field `job` appends to each row (at `width`).
+        self.pick = operator.itemgetter(*(columns.get(name, width) for name in _JOB_COLUMNS))
+        self.tres: dict[tuple[str, str], dict[str, int]] = {}
+        self.durations: dict[str, float | None] = {}
 
-def _table_job(row: _Row) -> SacctJob:
-    """One row as a SacctJob; ValueError for a time or TRES amount it cannot read."""
-    start, end = _table_time(row["start"]), _table_time(row["end"])
-    elapsed = parse_elapsed(row["elapsed"])
-    if elapsed is None and start is not None and end is not None:
-        elapsed = end - start
-    return SacctJob(
-        job_id=row["jobid"],
-        account=row["account"] or None,
-        user=row["user"],
-        partition=row["partition"],
-        state=row["state"],
-        submit=_table_time(row["submit"]),
-        start=start,
-        end=end,
-        elapsed=elapsed,
-        limit=parse_elapsed(row["timelimit"]),
-        nodes=int(row["nnodes"]) if row["nnodes"].isdigit() else None,
-        allocated=_table_tres(row["alloctres"], "AllocTRES"),
-        requested=_table_tres(row["reqtres"], "ReqTRES"),
-    )
+    def tres_of(self, text: str, field: str) -> dict[str, int]:
+        """A TRES column, every entry an amount (ValueError naming the column and the entry)."""
+        if not text:
+            return {}
+        key = (text, field)
+        amounts = self.tres.get(key)
+        if amounts is None:
+            amounts = self.tres[key] = parse_tres_entries(text, field)[0]
+        return amounts
+
+    def duration_of(self, text: str) -> float | None:
+        """Elapsed or Timelimit in seconds (`parse_elapsed`)."""
+        if text in self.durations:
+            return self.durations[text]
+        seconds = self.durations[text] = parse_elapsed(text)
+        return seconds
+
+    def job(self, fields: list[str]) -> SacctJob:
+        """One row's fields (as many as the header's, padding stripped) as a SacctJob; ValueError for a
+        time or TRES amount it cannot read."""
+        fields.append("")
+        (
+            job_id,
+            account,
+            user,
+            partition,
+            state,
+            submit_text,
+            start_text,
+            end_text,
+            elapsed_text,
+            limit_text,
+            nodes_text,
+            allocated_text,
+            requested_text,
+        ) = self.pick(fields)
+        submit, start, end = _table_time(submit_text), _table_time(start_text), _table_time(end_text)
+        elapsed = self.duration_of(elapsed_text)
+        if elapsed is None and start is not None and end is not None:
+            elapsed = end - start
+        limit = self.duration_of(limit_text)
+        nodes = int(nodes_text) if nodes_text.isdigit() and nodes_text.isascii() else None
+        allocated = self.tres_of(allocated_text, "AllocTRES")
+        requested = self.tres_of(requested_text, "ReqTRES")
+        # By position, in the fields' order: a third faster than by keyword, a million times.
+        return SacctJob(
+            job_id,
+            account or None,
+            user,
+            partition,
+            state,
+            submit,
+            start,
+            end,
+            elapsed,
+            limit,
+            nodes,
+            allocated,
+            requested,
+        )
 
 
 def parse_sacct_table(text: str, source: str = "sacct -P") -> list[SacctJob]:
@@ -294,22 +368,31 @@ def parse_sacct_table(text: str, source: str = "sacct -P") -> list[SacctJob]:
     A row that cannot be read (its number of fields, a time, a TRES amount)
     is a SlurmReadError naming the source, the line and the job.
     """
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines:
+    # Records end at "\n" only (slurm.parse.lines); a line's number counts the blank ones too.
+    lines = split_lines(text)
+    first = next((index for index, line in enumerate(lines) if line.strip()), None)
+    if first is None:
         raise SlurmReadError(f"{source}: empty; expected sacct -P output with a header line")
-    header, columns = _table_columns(lines[0], source)
+    header, columns = _table_columns(lines[first], f"{source}:{first + 1}")
+    width = len(header)
+    reader = _TableReader(columns, width)
     jobs: list[SacctJob] = []
-    lines_read = csv.reader(io.StringIO("\n".join(lines[1:])), delimiter="|", quoting=csv.QUOTE_NONE)
-    for number, written in enumerate(lines_read, start=2):
-        # A line may end in the separator (sacct -p): one empty field more.
-        fields = written[:-1] if len(written) == len(header) + 1 and written[-1] == "" else written
-        if len(fields) != len(header):
-            raise SlurmReadError(f"{source}:{number}: {len(fields)} fields, the header has {len(header)}")
-        row = _Row((name, fields[index].strip()) for name, index in columns.items())
+    for number, line in enumerate(lines[first + 1 :], start=first + 2):
+        if not line.strip():
+            continue
+        # sacct -P quotes nothing: every "|" separates two fields. Only spaces and tabs are padding
+        # (sacct writes none): a name may end in U+0085 or U+2028, which str.strip() would drop.
+        fields = line.split("|")
+        if " " in line or "\t" in line:
+            fields = [field.strip(" \t") for field in fields]
+        if len(fields) == width + 1 and fields[-1] == "":
+            fields.pop()  # a line may end in the separator (sacct -p): one empty field more
+        if len(fields) != width:
+            raise SlurmReadError(f"{source}:{number}: {len(fields)} fields, the header has {width}")
         try:
-            jobs.append(_table_job(row))
+            jobs.append(reader.job(fields))
         except ValueError as error:
-            raise SlurmReadError(f"{source}:{number}: job {row['jobid']}: {error}") from error
+            raise SlurmReadError(f"{source}:{number}: job {fields[columns['jobid']]}: {error}") from error
     return jobs
 
 
@@ -391,7 +474,8 @@ def parse_sacct_answer(text: str, source: str = "sacct --parsable2") -> SacctAns
     skipped: list[tuple[str, str]] = []
     # Jobs share a few AllocTRES strings: each is read once (the mappings are not written to).
     tres_of: dict[str, Mapping[str, int]] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Records end at "\n" only (slurm.parse.lines): a field may hold U+2028, U+0085 or a form feed.
+    for number, line in enumerate(split_lines(text), start=1):
         if not line.strip():
             continue
         fields = line.split("|")

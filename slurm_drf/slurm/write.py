@@ -25,6 +25,7 @@ from typing import Final
 from slurm_drf.config.settings import NICE_LIMIT
 from slurm_drf.errors import SlurmWriteError
 from slurm_drf.slurm.execute import run_process
+from slurm_drf.slurm.parse.lines import split_lines
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +119,7 @@ def parse_update_errors(stderr: str) -> tuple[dict[str, str], list[str]]:
     """Per-job error messages, and error lines that name no job."""
     per_job: dict[str, str] = {}
     other: list[str] = []
-    for line in stderr.splitlines():
+    for line in split_lines(stderr):
         if _NOISE.match(line):
             continue
         found = _JOB_ERROR.match(line.strip())

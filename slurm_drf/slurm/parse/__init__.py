@@ -9,6 +9,7 @@ here is pure; a test can feed it canned output captured from any Slurm
 release. One module per thing read:
 
 - `amounts`: numbers in any of Slurm's JSON spellings, TRES and GRES strings;
+- `lines`: the lines of a text answer, split at "\n" only (a field may hold U+2028);
 - `arrays`: a pending array's `array_task_string`;
 - `envelope`: what every `--json` output has around its records (`meta`,
   `errors`);

@@ -181,12 +181,12 @@ def _combine_gres(untyped: Mapping[str, int], typed: Mapping[tuple[str, str], in
     entries appear, the total is their sum.
     """
     out: dict[str, int] = {}
-    names = list(dict.fromkeys([*untyped, *(name for name, _ in typed)]))
-    for name in names:
-        if name in untyped:
-            out[f"gres/{name}"] = untyped[name]
-        else:
-            out[f"gres/{name}"] = sum(count for (n, _), count in typed.items() if n == name)
+    # Each name's typed total in one pass over the types: a string of many names stays linear.
+    typed_totals: dict[str, int] = {}
+    for (name, _), count in typed.items():
+        typed_totals[name] = typed_totals.get(name, 0) + count
+    for name in dict.fromkeys([*untyped, *typed_totals]):
+        out[f"gres/{name}"] = untyped[name] if name in untyped else typed_totals[name]
     for (name, gres_type), count in typed.items():
         out[f"gres/{name}:{gres_type}"] = count
     return out

@@ -14,6 +14,7 @@ from typing import Final
 from slurm_drf.errors import SlurmReadError, SnapshotError
 from slurm_drf.model.account_tree import build_tree
 from slurm_drf.model.types import Association
+from slurm_drf.slurm.parse.lines import split_lines
 
 logger = logging.getLogger(__name__)
 
@@ -34,13 +35,15 @@ def _without_id(value: str) -> str:
 # The lines of a record that say what the tree needs; the limits (Grp*, Max*)
 # are a dozen more lines per association, not looked at.
 _ASSOC_MGR_LINES: Final = ("ClusterName=", "SharesRaw", "ParentAccount=")
+_BLANKS: Final = re.compile(r"[ \t]+")
 
 
 def _assoc_mgr_records(text: str) -> Iterator[dict[str, str]]:
     """The key=value pairs of each record; a record starts at a `ClusterName=` line."""
     record: dict[str, str] | None = None
-    for raw in text.splitlines():
-        line = raw.lstrip()
+    for raw in split_lines(text):
+        # Slurm pads with spaces (and tabs): a name may hold U+2028, U+0085 or \x1c, which str.split() splits at.
+        line = raw.lstrip(" \t")
         if not line.startswith(_ASSOC_MGR_LINES):
             continue
         if line.startswith("ClusterName="):
@@ -49,7 +52,7 @@ def _assoc_mgr_records(text: str) -> Iterator[dict[str, str]]:
             record = {}
         if record is None:
             continue
-        for token in line.split():
+        for token in _BLANKS.split(line):
             key, equals, value = token.partition("=")
             if equals:
                 record.setdefault(key, value)

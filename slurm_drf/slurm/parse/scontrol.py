@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import math
 
+from slurm_drf.slurm.parse.lines import split_lines
+
 
 def parse_scontrol_config(text: str) -> dict[str, str]:
     """`Key = value` lines of `scontrol show config` (first occurrence wins)."""
     out: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in split_lines(text):
         key, sep, value = line.partition("=")
         key = key.strip()
         if not sep or not key or " " in key:

@@ -27,6 +27,7 @@ import pytest
 
 from slurm_drf.cli.main import main
 from slurm_drf.config.settings import Config
+from slurm_drf.cycle import backends
 from slurm_drf.cycle import fence as fence_module
 from slurm_drf.cycle.lease import LEASE_FILE, Lease, LeaseLost
 from slurm_drf.cycle.reset import reset_jobs
@@ -192,6 +193,46 @@ def test_reset_renews_the_lease_before_its_writes_and_stops_when_it_is_taken(tmp
     assert writer.calls == [["update jobid=100 nice=0"]]  # one batch (one job's line), then nothing more
     # The state both heads share is not saved by the daemon that lost the lease: all six still remembered.
     assert len(store.load().jobs) == 6
+
+
+def test_the_reset_verb_passes_the_fence_before_every_batch_of_its_writes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `slurm-drf reset` under a lease: the other head takes the lease while reset's first batch runs.
+    lease_dir, state_dir = tmp_path / "shared", tmp_path / "head1"
+    store = StateStore(state_dir, lease_dir)
+    run_cycle(Source(6), TakenMidWrite(lease_dir, at=99), Config(resources=("cpu",)), store)
+    remembered = store.load().jobs
+    assert len(remembered) == 6
+
+    class Labelled(Source):
+        def fetch_snapshot(self) -> Snapshot:
+            jobs = [job("a", job_id=job_id, cpu=1, nice=memory.written) for job_id, memory in remembered.items()]
+            return snapshot([node(cpu=4)], jobs)
+
+    class TakenDuringReset:
+        def __init__(self) -> None:
+            self.calls: list[list[str]] = []
+
+        def apply(self, writes: Sequence[Write]) -> WriteResult:
+            raise AssertionError("reset sends lines, not writes")
+
+        def run_lines(self, lines: Sequence[str]) -> tuple[dict[str, str], list[str]]:
+            self.calls.append(list(lines))
+            assert Lease(lease_dir, 60.0, clock=lambda: 4_000_000_000.0, name="head2").acquire() is None
+            return {}, []
+
+    writer = TakenDuringReset()
+    monkeypatch.setattr(backends, "make_source", lambda config: Labelled(6))
+    monkeypatch.setattr(backends, "make_writer", lambda source: writer)
+    config = _config(tmp_path, lease_dir=str(lease_dir), interval="60s")
+    assert main(["reset", "--config", str(config), "--state-dir", str(state_dir)]) == 1
+    assert _error_line(capsys) == (
+        f"slurm-drf: lease: {lease_dir / LEASE_FILE}: head2 holds the lease now; "
+        "this daemon stopped writing after 1 of 6 value(s); the holder writes the rest"
+    )
+    assert writer.calls == [["update jobid=100 nice=0"]]  # one batch of one job's line, then nothing more
+    assert store.load().jobs == remembered  # the shared state is not saved by the daemon that lost the lease
 
 
 # --------------------------------------------------------------------------

@@ -517,11 +517,7 @@ def test_swf_lines_may_end_in_crlf() -> None:
     assert [j.job_id for j in parse_swf(text, "t.swf").jobs] == ["1", "2"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="slurm/sacct.py (parse_sacct_table) still splits records with str.splitlines: reported in issue 40",
-)
-@pytest.mark.parametrize("separator", ["\u2028", "\u0085"])
+@pytest.mark.parametrize("separator", ["\u2028", "\u0085", "\x0c", "\x1c"])
 def test_a_sacct_trace_field_holding_a_line_separator_is_one_record(separator: str) -> None:
     from slurm_drf.sim.importers import parse_sacct_pipe
 

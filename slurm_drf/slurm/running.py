@@ -42,6 +42,7 @@ from slurm_drf.errors import SlurmError, SlurmReadError, SlurmWriteError
 from slurm_drf.slurm.cli_source import CommandRunner, build_command_env, build_node_commands, parse_command_json
 from slurm_drf.slurm.execute import run_command, run_process
 from slurm_drf.slurm.parse.envelope import parse_slurm_version
+from slurm_drf.slurm.parse.lines import split_lines
 from slurm_drf.slurm.parse.running import Occupancy, RunningJob, parse_free, parse_running
 
 logger = logging.getLogger(__name__)
@@ -129,7 +130,7 @@ def build_state_argv(targets: Sequence[str]) -> list[str]:
 def parse_states(text: str) -> dict[str, str]:
     """`123|RUNNING` and `51_2|PENDING` lines -> {"123": "RUNNING", "51_2": "PENDING"}."""
     states: dict[str, str] = {}
-    for line in text.splitlines():
+    for line in split_lines(text):
         target, sep, state = line.strip().partition("|")
         if sep:
             states[target.strip()] = state.strip().upper()
@@ -152,7 +153,7 @@ def build_reclaim_argv(target: str, way: Way) -> list[str]:
 
 
 def _message(stderr: str, stdout: str) -> str:
-    for line in (*stderr.splitlines(), *stdout.splitlines()):
+    for line in (*split_lines(stderr), *split_lines(stdout)):
         if line.strip():
             return line.strip()
     return "no message"

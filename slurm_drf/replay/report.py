@@ -7,7 +7,7 @@ predictions) into the simulator's `Comparison`, so the replay's tables,
 JSON and HTML page are the simulator's own renderers; `render_calibration`
 sets each measured figure beside its prediction. Names in a result file
 (arms, accounts, notes) are shown as the simulator shows them, control
-characters escaped (`sim.render.terminal_text`).
+characters escaped (`model.escape.terminal_text`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from dataclasses import replace
 import numpy as np
 
 from slurm_drf.config.settings import Config
+from slurm_drf.model.escape import terminal_text
 from slurm_drf.replay.arms import (
     SLURM_CALC_PERIOD_WALL,
     SLURM_HALF_LIFE,
@@ -39,7 +40,6 @@ from slurm_drf.sim.render import (
     render_aligned,
     render_html,
     render_table,
-    terminal_text,
 )
 from slurm_drf.sim.run_metrics import PolicyMetrics, compute_metrics
 from slurm_drf.sim.workload import Workload, format_duration

@@ -20,10 +20,8 @@ import html
 import io
 import math
 import os
-import re
 import tempfile
 import textwrap
-import unicodedata
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Final
@@ -32,6 +30,7 @@ import numpy as np
 
 from slurm_drf.config.settings import Config
 from slurm_drf.errors import InputError
+from slurm_drf.model.escape import terminal_text
 from slurm_drf.sim.compare import Comparison
 from slurm_drf.sim.daemon_loop import build_space
 from slurm_drf.sim.policies import HISTORY_POLICIES
@@ -47,29 +46,6 @@ SHOWN_EACH_END: Final = 3
 
 # Escaped: C0 and C1 control characters and DEL, the invisible format characters (category Cf: the
 # bidirectional overrides, zero-width characters), the line and paragraph separators and lone surrogates.
-# The rule of `trail.text.terminal_text`, which the simulator, its sibling layer, cannot import.
-_SUSPECT: Final = re.compile("[^\x20-\x7e]")
-_ESCAPED_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
-
-
-def _visible(match: re.Match[str]) -> str:
-    character = match.group()
-    if unicodedata.category(character) not in _ESCAPED_CATEGORIES:
-        return character
-    code = ord(character)
-    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(character)
-    if named:
-        return named
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-
-
-def terminal_text(text: str) -> str:
-    """`text` with control characters written as escapes (`\\x1b`, `\\x00`, `\\u2028`): one line, inert."""
-    if text.isascii() and text.isprintable():
-        return text  # nothing _SUSPECT looks at: the common case, asked once per cell
-    return _SUSPECT.sub(_visible, text)
 
 
 def _fmt(value: float, digits: int = 3) -> str:

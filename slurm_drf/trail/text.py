@@ -12,40 +12,15 @@ HTML uses `html.escape` over `terminal_text`. JSON stays exact.
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Mapping, Sequence
 from fractions import Fraction
 from itertools import repeat
 from typing import Final
 
-# Escaped: C0 and C1 control characters and DEL; every invisible format
-# character (Unicode category Cf: the bidirectional marks and overrides,
-# which reorder what a terminal shows, U+061C, zero-width characters, tags);
-# the line and paragraph separators, which break a line; lone surrogates,
-# which no terminal encoding can write. Anything outside
-# printable ASCII is looked at; the rest passes untouched.
-_SUSPECT: Final = re.compile("[^\x20-\x7e]")
-_ESCAPED_CATEGORIES: Final = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+from slurm_drf.model import escape
 
-
-def _visible(match: re.Match[str]) -> str:
-    character = match.group()
-    if unicodedata.category(character) not in _ESCAPED_CATEGORIES:
-        return character
-    code = ord(character)
-    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}.get(character)
-    if named:
-        return named
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-
-
-def terminal_text(text: str) -> str:
-    """`text` with control characters written as escapes (`\\n`, `\\x1b`, `\\x00`): one line, inert."""
-    if text.isascii() and text.isprintable():
-        return text  # all of it in 0x20-0x7e: nothing _SUSPECT looks at (a table of 100k rows asks this often)
-    return _SUSPECT.sub(_visible, text)
+# The one rule of escaping, shared with the simulator (model.escape); every renderer here takes it from this module.
+terminal_text = escape.terminal_text
 
 
 # A lone `&` stays: it only matters before an entity name, and `<` is what starts a tag.

@@ -29,6 +29,7 @@ from hypothesis import strategies as st
 
 from slurm_drf.cli.main import main
 from slurm_drf.errors import InputError
+from slurm_drf.model.escape import terminal_text
 from slurm_drf.replay import cluster as replay_cluster
 from slurm_drf.replay import run as run_module
 from slurm_drf.replay.result import ReplayResult, render_result, to_sim_result
@@ -46,7 +47,7 @@ from slurm_drf.replay.users import parse_users
 from slurm_drf.sim.engine import simulate
 from slurm_drf.sim.importers import parse_swf
 from slurm_drf.sim.policies import build_policy
-from slurm_drf.sim.render import render_markdown, render_table, terminal_text
+from slurm_drf.sim.render import render_markdown, render_table
 from slurm_drf.sim.run_metrics import compute_metrics, render_metrics
 from slurm_drf.sim.scenarios import build_scenario
 from slurm_drf.sim.workload import MAX_JOB_SECONDS, MAX_SUBMIT_SECONDS, NodeType, Workload, WorkloadError, WorkloadJob

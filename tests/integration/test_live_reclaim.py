@@ -11,6 +11,7 @@ cycle moves anything again.
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,8 +52,9 @@ def test_once_requeues_the_newest_requeueable_job_for_a_job_waiting_within_its_g
     live.wait_running([older])
     newest = live.submit("-A", "gputeam", "-p", "gpu", "--gres=gpu:4", "-c", "4", "--mem=16000", "--no-requeue")
     live.wait_running([newest])
+    # Slurm keeps the submit time in whole seconds: at or after this one.
+    submitted = math.floor(time.time())
     waiting = live.submit("-A", "newteam", "-p", "gpu", "--gres=gpu:4", "-c", "4", "--mem=16000")
-    submitted = time.time()
     config = write_config(
         live.tmp_path,
         "reclaim.yaml",

@@ -277,16 +277,18 @@ def run_reclaim(
     reclaimer: Reclaimer,
     dry_run: bool,
     before_acting: Callable[[], None] = lambda: None,
+    now: float | None = None,
 ) -> tuple[Reclaimed, ...]:
     """The cycle's step: decide over the pools `reclaim.pools` names that have claims, then (unless a
     dry run) requeue, or cancel with `way: cancel` what cannot be requeued; every victim's outcome.
 
-    `before_acting` is the lease's fence, called before anything is done (cycle.fence).
+    `before_acting` is the lease's fence, called before anything is done (cycle.fence); `now` the
+    time the waits and run times are counted to (the clock's, unless given).
     """
     reclaim = config.reclaim
     if reclaim is None:
         return ()
-    now = time.time()
+    now = time.time() if now is None else now
     views: dict[str, ReclaimView] = {}
     for pool, record in zip(plan.pools, plan.orders, strict=True):
         if pool.name in reclaim.pools and record.parts is not None and (record.parts == WITHIN).any():

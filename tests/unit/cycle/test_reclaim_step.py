@@ -92,7 +92,7 @@ def _cluster(newcomer_waited: float = 20 * 60, **reclaim: object) -> tuple[Confi
 
 
 def _run(config: Config, shot: Snapshot, slurm: FakeSlurm, dry_run: bool = False):  # type: ignore[no-untyped-def]
-    return run_reclaim(compute_plan(shot, config), shot, config, slurm, dry_run)
+    return run_reclaim(compute_plan(shot, config), shot, config, slurm, dry_run, now=NOW)
 
 
 def test_a_job_within_its_guarantee_that_waited_gets_the_newest_job_on_one_node_requeued_for_it() -> None:
@@ -159,7 +159,7 @@ def test_every_reclaim_is_a_history_row_found_by_either_job_and_read_back_as_the
 
     config, shot, slurm = _cluster()
     plan = compute_plan(shot, config)
-    done = run_reclaim(plan, shot, config, slurm, False)
+    done = run_reclaim(plan, shot, config, slurm, False, now=NOW)
     report = build_cycle_report(plan, shot, refusal="denied", read_seconds=0.1, seconds=0.2, deferred=0)
     connection = open_history(tmp_path / "history.sqlite")
     try:
@@ -188,7 +188,7 @@ def test_once_says_each_victim_in_one_line_and_the_metrics_count_them_and_the_wo
 
     config, shot, slurm = _cluster()
     plan = compute_plan(shot, config)
-    done = run_reclaim(plan, shot, config, slurm, False)
+    done = run_reclaim(plan, shot, config, slurm, False, now=NOW)
     first = reclaim_lines(done)[0]
     assert first.startswith(
         "reclaim: requeued job r4 (hog, hogger, on g2, weighted share 1.0000) for job n1 (newcomer,"

@@ -2,7 +2,8 @@
 (slurm.running.apply_reclaim), checked against what Slurm itself says (`scontrol -d show job`, squeue's text).
 
 These tests need the sandbox to themselves (they fill a node); the one of a job on two nodes runs only on a
-sandbox of several nodes (SLURM_SANDBOX_NODES=2, docs/sandbox.md) and is skipped on one. A requeued job may
+sandbox of several nodes (marked `multinode`: scripts/test deselects it; run it by hand on
+SLURM_SANDBOX_NODES=2, docs/sandbox.md). A requeued job may
 start again only after Slurm's requeue delay (BeginTime about two minutes on), so one test waits that long.
 """
 
@@ -110,10 +111,10 @@ def test_the_read_is_what_slurm_allocated(live: Live) -> None:
     assert fetch_occupancy({"nosuch"}, RESOURCES, timeout=TIMEOUT).jobs == ()
 
 
+@pytest.mark.multinode
 def test_a_job_on_two_nodes_has_two_rows(live: Live) -> None:
     nodes = node_names(live.slurm)
-    if len(nodes) < 2:
-        pytest.skip("a sandbox of one node (SLURM_SANDBOX_NODES=2 gives two)")
+    assert len(nodes) >= 2, "a sandbox of one node: run this test on SLURM_SANDBOX_NODES=2 (docs/sandbox.md)"
     first, second = nodes[:2]
     extra = ["--ntasks-per-node=2", "--mem=700", "--gres=gpu:3"]
     spread = submit(live, "-A", "gputeam", "-p", "gpu", "-w", f"{first},{second}", "-N", "2", "-n", "4", *extra)

@@ -1,7 +1,7 @@
 """What each arm of a replay runs, and the Slurm it runs against. Pure.
 
 An arm is Slurm alone (`slurm`) or slurm-drf's daemon beside it with one
-config (`drf`, `drf-factor`, `drf-history`, `hdrf`). Every arm runs
+config (`drf`, `drf-factor`, `drf-history`, `hdrf`, `drf-reclaim`). Every arm runs
 against the same Slurm: the strongest native approximation of DRF a
 careful administrator would configure (SPEC §8, `build_slurm_lines`), so
 the only difference between arms is the daemon. Each arm names the
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from slurm_drf.config.durations import parse_duration
+from slurm_drf.config.reclaim_keys import DEFAULT_POOL, MIN_AFTER
 from slurm_drf.config.settings import DEFAULT_HISTORY_HALF_LIFE, DEFAULT_HISTORY_WEIGHT
 from slurm_drf.model.types import Node
 from slurm_drf.replay.trace import ReplayInputError
@@ -29,6 +30,13 @@ WEIGHT_AGE: Final = 1_000
 TRACE_INTERVAL: Final = 60.0
 # PriorityCalcPeriod: whole minutes, at least 1 (SPEC §8), so one wall minute at any compression.
 SLURM_CALC_PERIOD_WALL: Final = 60.0
+# drf-reclaim's `reclaim:` in trace time, as the simulator's drf-reclaim has it (sim.reclaim): a claim
+# waits 10 minutes, no job is requeued before 10 minutes of run, at most 4 a cycle; the cooldown is the
+# daemon's default day (the simulator's: never twice), longer than any replay at the compressions it allows.
+RECLAIM_AFTER: Final = 600.0
+RECLAIM_MIN_RUNTIME: Final = 600.0
+RECLAIM_COOLDOWN: Final = 86400.0
+RECLAIM_MAX_PER_CYCLE: Final = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +50,8 @@ class Arm:
     tree: bool = False
     # The cluster's job_submit/lua script places jobs at submission with this arm's table (docs/rule.md §8).
     placed: bool = False
+    # Guarantees (each account its weighted fair share) and reclaim over the default pool (docs/rule.md §9).
+    reclaim: bool = False
 
 
 ARMS: Final = {
@@ -71,6 +81,13 @@ ARMS: Final = {
             {"mode": "nice", "weighting": "strict"},
             "hdrf",
             tree=True,
+        ),
+        Arm(
+            "drf-reclaim",
+            "the daemon with guarantees and reclaim",
+            {"mode": "nice", "weighting": "strict"},
+            "drf-reclaim",
+            reclaim=True,
         ),
     )
 }
@@ -109,6 +126,10 @@ def build_daemon_config(
     config["hierarchy"] = "tree" if arm.tree else "flat"
     config.pop("report_dir", None)
     config.pop("lease_dir", None)
+    # Only drf-reclaim requeues: its `reclaim:` is the replay's, whatever the user's config says.
+    config.pop("reclaim", None)
+    if arm.reclaim:
+        config["reclaim"] = build_reclaim_keys(compression)
     config["dry_run"] = False
     config["placement"] = {"path": placement_table} if arm.placed else None
     # Only drf-history remembers past use: the user's `history:` sets its weight and half-life.
@@ -116,6 +137,32 @@ def build_daemon_config(
     if arm.name == "drf-history":
         config["history"] = _compressed_history(history, compression)
     return config
+
+
+def build_reclaim_keys(compression: float) -> dict[str, Any]:
+    """drf-reclaim's `reclaim:`: the simulator's settings (`RECLAIM_*`, trace time) compressed.
+
+    Each account is guaranteed its weighted fair share of the pool (`share_floor: 1`, no account
+    named: policy.guarantees.floor_groups), as the simulator's drf-reclaim guarantees it. The daemon
+    takes no `after` below a wall minute (config.reclaim_keys.MIN_AFTER): at a compression that
+    would need one, the arm is refused, naming the largest compression that works.
+    """
+    after = RECLAIM_AFTER / compression
+    if round(after) < MIN_AFTER:
+        largest = RECLAIM_AFTER / MIN_AFTER
+        raise ReplayInputError(
+            f"--arm drf-reclaim: reclaim.after ({RECLAIM_AFTER / 60:g} trace minutes) would be {after:g} wall "
+            f"seconds at --compress {compression:g}, and the daemon waits at least {MIN_AFTER:g} "
+            f"(reclaim.after >= 1 minute): use --compress {largest:g} or less"
+        )
+    return {
+        "pools": [DEFAULT_POOL],
+        "after": _duration(after),
+        "min_runtime": _duration(RECLAIM_MIN_RUNTIME / compression),
+        "cooldown": _duration(RECLAIM_COOLDOWN / compression),
+        "max_per_cycle": RECLAIM_MAX_PER_CYCLE,
+        "share_floor": 1,
+    }
 
 
 def _compressed_history(given: Any, compression: float) -> dict[str, Any]:

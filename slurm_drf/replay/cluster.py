@@ -33,14 +33,15 @@ CHUNK = 500
 WORKDIR = "/"
 
 
-def submit(sub: Submission, partition: str | None, run_as: str | None, run: str) -> str:
+def submit(sub: Submission, partition: str | None, run_as: str | None, run: str, requeue: bool = False) -> str:
     """Submit one job (as `run_as`, through runuser, if given) named for the replay `run`; its Slurm job id.
+    `requeue`: it may be requeued (`trace.build_sbatch_argv`).
 
     sbatch runs in a session of its own: a Ctrl-C at the terminal stops the
     replay, which lets the submission in flight finish and so knows its id.
     """
     out = run_command(
-        build_sbatch_argv(sub, partition, WORKDIR, run_as, run),
+        build_sbatch_argv(sub, partition, WORKDIR, run_as, run, requeue),
         TIMEOUT,
         input_text=build_job_script(sub),
         error_class=SlurmWriteError,

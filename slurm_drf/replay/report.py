@@ -21,6 +21,7 @@ import numpy as np
 from slurm_drf.config.settings import Config
 from slurm_drf.model.escape import terminal_text
 from slurm_drf.replay.arms import (
+    ARMS,
     SLURM_CALC_PERIOD_WALL,
     SLURM_HALF_LIFE,
     TRACE_INTERVAL,
@@ -59,8 +60,8 @@ REPLAY_SITE = SlurmSide(weight_age=WEIGHT_AGE, weight_qos=0, urgent=0.0, weight_
 
 
 def cut_result(result: SimResult, until: float) -> SimResult:
-    """`result` as if it had stopped at `until` seconds: its samples and policy cycles before, its jobs'
-    times clipped there (a cycle is planned at each sample's tick, so writes follow the samples)."""
+    """`result` as if it had stopped at `until` seconds: its samples, policy cycles and requeues before,
+    its jobs' times clipped there (a cycle is planned at each sample's tick, so writes follow the samples)."""
     keep = result.sample_time <= until
     writes = result.writes
     if writes is not None and len(writes) == len(keep):
@@ -75,6 +76,7 @@ def cut_result(result: SimResult, until: float) -> SimResult:
         sample_used=result.sample_used[keep],
         writes=writes,
         plans=min(result.plans, int(keep.sum())),
+        requeued=tuple(r for r in result.requeued if r[1] <= until),
     )
 
 
@@ -188,12 +190,68 @@ def summary_rows(comparison: Comparison, results: Sequence[ReplayResult]) -> tup
     return header, rows
 
 
+def gpu_hours(run: SimResult) -> tuple[float, float, float]:
+    """Trace GPU-hours in `run`: its requeues lost, its jobs were served in its span, and its jobs ask for
+    (each job's whole run time: what scripts/render-evaluation's reclaim table sets the loss against)."""
+    jobs = run.workload.jobs
+    lost = sum(ran * jobs[j].gpu * jobs[j].nodes for j, _, ran in run.requeued) / 3600.0
+    ran = np.nan_to_num(run.end - run.start, nan=0.0, posinf=0.0, neginf=0.0)
+    served = float(sum(r * job.gpu * job.nodes for r, job in zip(ran.tolist(), jobs, strict=True))) / 3600.0
+    asked = sum(job.duration * job.gpu * job.nodes for job in jobs) / 3600.0
+    return lost, served, asked
+
+
+def shows_reclaim(results: Sequence[ReplayResult]) -> bool:
+    """Whether any arm reclaims (then the reports show what reclaim took, for every arm)."""
+    return any(r.reclaims or (r.arm in ARMS and ARMS[r.arm].reclaim) for r in results)
+
+
+def _percent(part: float, whole: float) -> str:
+    return f"{100 * part / whole:.1f}%" if whole else "-"
+
+
+def reclaim_rows(comparison: Comparison) -> tuple[list[str], list[list[str]]]:
+    """What reclaim took in every arm (and prediction): requeues, jobs requeued more than once, GPU-hours
+    lost against those served in the span and against the replayed jobs' whole run times."""
+    header = [
+        "arm",
+        "requeues",
+        "jobs requeued",
+        "requeued twice",
+        "GPU-h lost",
+        "served in span",
+        "lost/served",
+        "lost/jobs' GPU-h",
+    ]
+    rows = []
+    for run in comparison.results:
+        moved = [j for j, _, _ in run.requeued]
+        counts = {j: moved.count(j) for j in set(moved)}
+        lost, served, asked = gpu_hours(run)
+        rows.append(
+            [
+                run.policy,
+                str(len(moved)),
+                str(len(counts)),
+                str(sum(1 for n in counts.values() if n > 1)),
+                f"{lost:.1f}",
+                f"{served:.1f}",
+                _percent(lost, served),
+                _percent(lost, asked),
+            ]
+        )
+    return header, rows
+
+
 def render_text(comparison: Comparison, results: Sequence[ReplayResult]) -> str:
     """The replay for a terminal: the simulator's tables, the replay's figures, calibration, notes."""
     out = [
         render_table(comparison, timings=False, loop=False, interval_label=SAMPLE_INTERVAL, site=False),
         render_aligned(*summary_rows(comparison, results)),
     ]
+    if shows_reclaim(results):
+        out.append("Reclaim: requeues of the daemon's reclaim (its history) and the GPU-hours they lost")
+        out.append(render_aligned(*reclaim_rows(comparison)))
     for index, result in enumerate(results):
         arm = terminal_text(result.arm)
         if len(comparison.metrics) > len(results):
@@ -211,6 +269,8 @@ def calibration_table(measured: PolicyMetrics, predicted: PolicyMetrics) -> tupl
 def render_replay_html(comparison: Comparison, results: Sequence[ReplayResult], png: bytes) -> str:
     """The simulator's page of the arms, with the replay's figures, calibration and notes before the plot."""
     parts = ["<h2>On the live Slurm</h2>", html_table(*summary_rows(comparison, results))]
+    if shows_reclaim(results):
+        parts.extend(["<h3>Reclaim</h3>", html_table(*reclaim_rows(comparison))])
     for index, result in enumerate(results):
         if len(comparison.metrics) > len(results):
             parts.append(f"<h3>{html_text(result.arm)}: measured against the simulator's prediction</h3>")

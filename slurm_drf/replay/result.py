@@ -28,6 +28,19 @@ RESULT_FORMAT: Final = "slurm-drf-replay/1"
 
 
 @dataclass(frozen=True, slots=True)
+class ReplayReclaim:
+    """One job the daemon's reclaim took (a row of its history's `reclaims`), in trace time."""
+
+    job_id: str  # Slurm's, of the victim
+    account: str
+    claim_job: str  # the waiting job it was for
+    claim_account: str
+    at: float  # trace seconds from the replay's start
+    lost: Mapping[str, float]  # trace resource-hours of the run it lost, by resource (cpu, mem, gres/gpu)
+    outcome: str  # requeued, cancelled, gone, failed
+
+
+@dataclass(frozen=True, slots=True)
 class ReplayResult:
     arm: str
     summary: str
@@ -55,6 +68,8 @@ class ReplayResult:
     # they were chosen (`--users`: trace, invoking, pool; "" in files of before).
     submitted_as: tuple[str, ...] = ()
     users: str = ""
+    # What the daemon's reclaim took (drf-reclaim; empty for the other arms and in files of before).
+    reclaims: tuple[ReplayReclaim, ...] = ()
 
     @property
     def interval(self) -> float:
@@ -69,6 +84,23 @@ class ReplayResult:
         """slurmctld's RPCs per daemon cycle (per sample for the slurm arm), the replay's own reads included."""
         cycles = len(self.writes_per_cycle) if self.writes_per_cycle else len(self.sample_pending)
         return self.rpcs_total / cycles if cycles else math.nan
+
+
+def requeued_runs(result: ReplayResult) -> tuple[tuple[int, float, float], ...]:
+    """The requeues as the simulator records them: (job, when, how long it had run), trace seconds.
+
+    The run is the victim's lost CPU-hours over its CPUs; a victim not among the replay's jobs is left out.
+    """
+    index = {job_id: i for i, job_id in enumerate(result.job_ids)}
+    out = []
+    for reclaim in result.reclaims:
+        job = index.get(reclaim.job_id)
+        if reclaim.outcome != "requeued" or job is None:
+            continue
+        cpus = result.workload.jobs[job].cpu * result.workload.jobs[job].nodes
+        ran = reclaim.lost.get("cpu", 0.0) * 3600.0 / cpus if cpus else 0.0
+        out.append((job, reclaim.at, ran))
+    return tuple(out)
 
 
 def to_sim_result(result: ReplayResult) -> SimResult:
@@ -103,6 +135,7 @@ def to_sim_result(result: ReplayResult) -> SimResult:
         plans=len(result.writes_per_cycle or ()),
         passes=0,
         writes=None if result.writes_per_cycle is None else np.array(result.writes_per_cycle, dtype=np.int64),
+        requeued=requeued_runs(result),
     )
 
 
@@ -175,6 +208,18 @@ def render_result(
         "rpcs": dict(result.rpcs),
         "rpcs_total": result.rpcs_total,
         "rpcs_per_cycle": None if math.isnan(result.rpcs_per_cycle()) else round(result.rpcs_per_cycle(), 1),
+        "reclaims": [
+            {
+                "job_id": r.job_id,
+                "account": r.account,
+                "claim_job": r.claim_job,
+                "claim_account": r.claim_account,
+                "at_s": round(r.at, 3),
+                "lost_hours": dict(r.lost),
+                "outcome": r.outcome,
+            }
+            for r in result.reclaims
+        ],
         "metrics": dict(metrics),
         "predicted": None if predicted is None else dict(predicted),
     }
@@ -251,6 +296,18 @@ def parse_result(data: Any, source: str) -> ReplayResult:
             if data["jobs"] and "submitted_as" in data["jobs"][0]
             else (),
             users=str(data.get("users", "")),
+            reclaims=tuple(
+                ReplayReclaim(
+                    job_id=str(r["job_id"]),
+                    account=str(r["account"]),
+                    claim_job=str(r["claim_job"]),
+                    claim_account=str(r["claim_account"]),
+                    at=float(r["at_s"]),
+                    lost=MappingProxyType({str(k): float(v) for k, v in r["lost_hours"].items()}),
+                    outcome=str(r["outcome"]),
+                )
+                for r in data.get("reclaims", ())
+            ),
         )
     except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as error:
         raise ReplayInputError(f"{source}: {error}") from None

@@ -17,6 +17,7 @@ job it submitted, and only those, is cancelled before it returns.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -45,7 +46,7 @@ from slurm_drf.errors import DrfError
 from slurm_drf.model.types import RUNNING, Node, Snapshot
 from slurm_drf.replay import cluster
 from slurm_drf.replay.arms import Arm, build_daemon_config
-from slurm_drf.replay.result import ReplayResult
+from slurm_drf.replay.result import ReplayReclaim, ReplayResult
 from slurm_drf.replay.trace import (
     ReplayInputError,
     Submission,
@@ -238,6 +239,30 @@ class _Daemon:
             ).fetchall()
         return tuple(int(r[0]) for r in rows)
 
+    def reclaims(self, origin_epoch: float, compression: float) -> tuple[ReplayReclaim, ...]:
+        """What the daemon's reclaim took (its history's `reclaims`), in trace time from `origin_epoch`."""
+        if not self.history.exists():
+            return ()
+        with sqlite3.connect(f"file:{self.history}?mode=ro", uri=True) as db:
+            if not db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'reclaims'").fetchone():
+                return ()
+            rows = db.execute(
+                "SELECT time, job_id, account, claim_job, claim_account, lost, outcome FROM reclaims ORDER BY id"
+            ).fetchall()
+        return tuple(
+            ReplayReclaim(
+                job_id=str(job),
+                account=str(account),
+                claim_job=str(claim),
+                claim_account=str(claim_account),
+                at=max(0.0, (float(at) - origin_epoch) * compression),
+                # The daemon's hours are wall hours: in the trace, `compression` times as many.
+                lost=MappingProxyType({str(k): float(v) * compression for k, v in json.loads(lost).items()}),
+                outcome=str(outcome),
+            )
+            for at, job, account, claim, claim_account, lost, outcome in rows
+        )
+
 
 @dataclass(slots=True)
 class _Samples:
@@ -326,6 +351,11 @@ def run_arm(workload: Workload, options: ReplayOptions, progress: Progress | Non
             "Slurm recalculates fair share every PriorityCalcPeriod (whole minutes, at least 1): "
             f"{options.compression:g} trace minutes per recalculation",
         ]
+        if arm.reclaim:
+            notes.append(
+                "jobs submitted with --requeue (the daemon's reclaim requeues its victims; every other arm's jobs "
+                "are --no-requeue); a requeued job runs its whole sleep again"
+            )
         if any(j.array_id is not None for j in workload.jobs):
             notes.append("job arrays replayed as one job per task")
         if shape_note is not None:
@@ -370,7 +400,10 @@ class _Player:
         while self.waiting and self.waiting[0].at <= now and not self.stop.is_set():
             sub = self.waiting.pop(0)
             try:
-                job_id = cluster.submit(sub, self.ready.options.partition, self.ready.users.run_as(sub.job), self.run)
+                options = self.ready.options
+                job_id = cluster.submit(
+                    sub, options.partition, self.ready.users.run_as(sub.job), self.run, options.arm.reclaim
+                )
             except DrfError:
                 self.unknown.append(job_name(sub.job, self.run))
                 raise
@@ -494,6 +527,7 @@ def _measure(ready: _Arm, player: _Player, origin_epoch: float, wall: float, res
         sample_time=tuple(t * compression for t in player.samples.times),
         sample_used=tuple(tuple(s[i] for i in keep) for s in player.samples.used),
         sample_pending=tuple(tuple(s[i] for i in keep) for s in player.samples.pending),
+        reclaims=() if ready.daemon is None else ready.daemon.reclaims(origin_epoch, compression),
     )
 
 

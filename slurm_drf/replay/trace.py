@@ -251,12 +251,15 @@ def _clock(seconds: float) -> str:
 RUNUSER: Final = "runuser"
 
 
-def build_sbatch_argv(sub: Submission, partition: str | None, workdir: str, run_as: str | None, run: str) -> list[str]:
+def build_sbatch_argv(
+    sub: Submission, partition: str | None, workdir: str, run_as: str | None, run: str, requeue: bool = False
+) -> list[str]:
     """The argv of the sbatch that submits `sub` (its script comes on stdin), as `run_as` if given
     (`runuser -u USER -- sbatch ...`: root only; from a directory that user can enter), named for
-    the replay `run` (`job_name`). Every name in it follows the one rule (`check_name`; `check_trace`
-    has refused a trace that breaks it, naming the job, before anything ran); a job of no memory asks
-    for `MIN_MEM_MIB`."""
+    the replay `run` (`job_name`). `requeue`: the job may be requeued (the reclaiming arm's victims
+    must be; every other arm's jobs are `--no-requeue`, run once whatever happens to a node). Every
+    name in it follows the one rule (`check_name`; `check_trace` has refused a trace that breaks it,
+    naming the job, before anything ran); a job of no memory asks for `MIN_MEM_MIB`."""
     job = sub.job
     check_job(job, "trace")
     if run_as:
@@ -276,7 +279,7 @@ def build_sbatch_argv(sub: Submission, partition: str | None, workdir: str, run_
         f"--time={_clock(sub.limit)}",
         "--output=/dev/null",
         f"--chdir={workdir}",
-        "--no-requeue",
+        "--requeue" if requeue else "--no-requeue",
         f"--comment=slurm-drf replay: trace job {job.job_id} of user {job.user}"[:200],
     ]
     if job.gpu:

@@ -116,6 +116,10 @@ def test_sbatch_argv_carries_the_trace_job_and_never_a_shell_string() -> None:
     # A working directory with a space stays one argument.
     assert "--chdir=/work dir" in argv
     assert build_job_script(sub) == "#!/bin/sh\nexec sleep 5.000\n"
+    # Run once whatever happens to a node; only the reclaiming arm's jobs may be requeued (its victims).
+    assert "--no-requeue" in argv and "--requeue" not in argv
+    requeue = build_sbatch_argv(sub, "gpu", "/work dir", None, "0a1b2c3d", requeue=True)
+    assert "--requeue" in requeue and "--no-requeue" not in requeue
 
 
 def test_no_gres_option_without_gpus_and_no_partition_when_none_is_given() -> None:
@@ -363,7 +367,7 @@ def _player(workload: Workload, monkeypatch: pytest.MonkeyPatch, fail: str) -> r
     """A replay's player over `workload` whose sbatch of trace job `fail` fails; the others get ids 101, 102, ..."""
     ids = iter(range(101, 1000))
 
-    def submit(sub: Submission, partition: str | None, run_as: str | None, run: str) -> str:
+    def submit(sub: Submission, partition: str | None, run_as: str | None, run: str, requeue: bool) -> str:
         if sub.job.job_id == fail:
             raise SlurmWriteError("sbatch: no answer within 30 s")
         return str(next(ids))
@@ -372,7 +376,7 @@ def _player(workload: Workload, monkeypatch: pytest.MonkeyPatch, fail: str) -> r
     ready = SimpleNamespace(
         workload=workload,
         subs=tuple(build_submissions(workload, 60)),
-        options=SimpleNamespace(partition=None),
+        options=SimpleNamespace(partition=None, arm=ARMS["drf"]),
         users=SimpleNamespace(run_as=lambda job: None),
     )
     return run_module._Player(ready, None)  # type: ignore[arg-type]
@@ -438,9 +442,14 @@ def test_slurm_lines_compress_the_half_life_but_not_the_calc_period() -> None:
 @pytest.mark.parametrize("name", [n for n, a in ARMS.items() if a.daemon is not None])
 def test_each_daemon_arm_config_validates(name: str) -> None:
     base = {"accounts": {"vision": {"weight": 2}}}
-    config = build_daemon_config(parse_arm(name), 60, "/srv/slurm-drf/state", base, "/srv/sandbox/placement.txt")
+    # drf-reclaim's 10 trace minutes of `after` are a wall minute, the daemon's least, at 10x.
+    compression = 10 if parse_arm(name).reclaim else 60
+    config = build_daemon_config(
+        parse_arm(name), compression, "/srv/slurm-drf/state", base, "/srv/sandbox/placement.txt"
+    )
     parsed = parse_config_text(yaml.safe_dump(config), "arm")
-    assert parsed.interval == 1.0 and parsed.mode == "nice"
+    assert parsed.interval == 60 / compression and parsed.mode == "nice"
+    assert (parsed.reclaim is not None) == (name == "drf-reclaim")
     assert parsed.weight("vision") == 2
     assert (parsed.history is not None and parsed.history.active) == (name == "drf-history")
     assert parsed.hierarchy == ("tree" if name == "hdrf" else "flat")
@@ -538,17 +547,18 @@ def test_a_replay_result_is_measured_as_the_simulator_measures_the_same_run() ->
 @pytest.mark.parametrize("arm", list(ARMS))
 def test_every_arm_is_predicted_over_the_replays_span(arm: str) -> None:
     workload = build_scenario("gpu-newcomer", 1, nodes=4, jobs=40)
-    result = replace(_replayed(simulate(workload, build_policy("drf", engine="fast"))), arm=arm)
+    compression = 10 if ARMS[arm].reclaim else 60
+    result = replace(_replayed(simulate(workload, build_policy("drf", engine="fast")), compression), arm=arm)
     daemon = ARMS[arm].daemon
     config = (
         None
         if daemon is None
-        else parse_config_text(yaml.safe_dump(build_daemon_config(ARMS[arm], 60, "/s", {}, "/t.txt")), "c")
+        else parse_config_text(yaml.safe_dump(build_daemon_config(ARMS[arm], compression, "/s", {}, "/t.txt")), "c")
     )
     predicted = predict(result, config)
     assert predicted.policy == f"sim:{arm}"
     assert predicted.sample_time.max() <= result.sample_time[-1]
-    # Each job held its resources a wall second longer than it ran: one trace minute at 60x.
+    # Each job held its resources a wall second longer than it ran: a trace minute at 60x (10 at 10x).
     assert float((predicted.end - predicted.start).min()) >= min(j.duration for j in workload.jobs)
     assert not math.isnan(compute_metrics(predicted).jain)
 

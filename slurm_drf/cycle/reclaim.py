@@ -181,10 +181,15 @@ def _pool_victims(
             break
         rules = Rules(reclaim.min_runtime, reclaim.cooldown, left, reclaim.way == "cancel")
         answer = choose_victims(claim, free, running, accounts, now, rules)
+        demand = tuple(n * claim.nodes for n in claim.per_node)
         if not answer.victims:
+            # A claim that fits in what is free needs no victim: it holds that room for the claims
+            # after it (Slurm starts it), as the simulator's drf-reclaim does.
+            room = fitting_nodes(free, claim)
+            if room:
+                accounts, free = _after(accounts, free, (), claim, room, demand)
             continue
         victims = [job for job in running if job.job_id in answer.victims]
-        demand = tuple(n * claim.nodes for n in claim.per_node)
         claim_share = accounts.share(claim.account, accounts.usage_of(claim.account))
         for job in sorted(victims, key=lambda j: (-j.start, j.job_id)):
             hours = max(now - job.start, 0.0) / 3600.0
@@ -207,6 +212,16 @@ def _pool_victims(
         accounts, free = _after(accounts, free, victims, claim, answer.nodes, demand)
         running = [job for job in running if job.job_id not in answer.victims]
     return chosen
+
+
+def fitting_nodes(free: Mapping[str, Vector], claim: Claim) -> list[str]:
+    """The first of the claim's nodes (by name) where it fits in what is free; none if too few do."""
+    fits = [
+        node
+        for node in sorted(claim.eligible)
+        if node in free and all(f >= d for f, d in zip(free[node], claim.per_node, strict=True))
+    ]
+    return fits[: claim.nodes] if len(fits) >= claim.nodes else []
 
 
 def _policy_job(running: RunningJob, reclaim: ReclaimConfig, moved: Mapping[str, float]) -> Running:

@@ -218,3 +218,12 @@ def test_a_history_from_before_reclaims_has_none_and_no_cooldown(tmp_path: Path)
         assert moved_since(connection, 0.0) == {}
     finally:
         connection.close()
+
+
+def test_a_claim_that_fits_in_what_is_free_holds_that_room_for_the_claims_after_it() -> None:
+    # g1 has room for one 4-GPU job: n1 takes it without a victim, so n2 needs one (the newest, r4 on g2).
+    config, shot, slurm = _cluster()
+    slurm.free = {"g1": (32, 384_000, 4), "g2": (32, 384_000, 0)}
+    slurm.running = [r for r in slurm.running if r.job_id != "r3"]
+    done = _run(config, shot, slurm)
+    assert [(r.victim, r.claim) for r in done] == [("r4", "n2")]

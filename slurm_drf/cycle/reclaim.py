@@ -30,7 +30,7 @@ from slurm_drf.model.types import JobTable, Snapshot
 from slurm_drf.policy.guarantees import UNNAMED, WITHIN
 from slurm_drf.policy.plan import Plan
 from slurm_drf.policy.plan_columns import PoolOrder
-from slurm_drf.policy.reclaim import Accounts, Claim, Rules, Running, Vector, choose_victims
+from slurm_drf.policy.reclaim import Accounts, Claim, Rules, Running, Vector, choose_victims, fitting_nodes
 from slurm_drf.slurm.parse.running import RunningJob
 from slurm_drf.slurm.running import Outcome, Way, apply_reclaim, fetch_occupancy
 
@@ -212,16 +212,6 @@ def _pool_victims(
         accounts, free = _after(accounts, free, victims, claim, answer.nodes, demand)
         running = [job for job in running if job.job_id not in answer.victims]
     return chosen
-
-
-def fitting_nodes(free: Mapping[str, Vector], claim: Claim) -> list[str]:
-    """The first of the claim's nodes (by name) where it fits in what is free; none if too few do."""
-    fits = [
-        node
-        for node in sorted(claim.eligible)
-        if node in free and all(f >= d for f, d in zip(free[node], claim.per_node, strict=True))
-    ]
-    return fits[: claim.nodes] if len(fits) >= claim.nodes else []
 
 
 def _policy_job(running: RunningJob, reclaim: ReclaimConfig, moved: Mapping[str, float]) -> Running:

@@ -45,9 +45,10 @@ the property tests in tests/unit/policy/test_reclaim.py hold it to each):
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 from slurm_drf.policy.pools import weighted_share
 
@@ -192,6 +193,13 @@ def choose_victims(
     width = len(accounts.capacity)
     lost = tuple(sum(int(job.total[r] * max(now - job.start, 0.0)) for job in victims) for r in range(width))
     return Reclaim(claim.job_id, tuple(job.job_id for job in victims), tuple(sorted(chosen)), lost)
+
+
+def fitting_nodes(free: Mapping[str, Vector], claim: Claim, key: Callable[[str], Any] | None = None) -> list[str]:
+    """The first of the claim's nodes (in `key`'s order, names by default) where it fits in what is free;
+    none if too few do: where Slurm starts a claim that needs no victim."""
+    fits = [node for node in sorted(claim.eligible & free.keys(), key=key) if _covers(free[node], claim.per_node)]
+    return fits[: claim.nodes] if len(fits) >= claim.nodes else []
 
 
 def _movable(job: Running, claim: Claim, accounts: Accounts, floor: Fraction, now: float, rules: Rules) -> bool:

@@ -29,7 +29,7 @@ from typing import Final
 
 from slurm_drf.config.settings import Config
 from slurm_drf.policy.guarantees import UNNAMED
-from slurm_drf.policy.reclaim import Accounts, Claim, Rules, Running, choose_victims
+from slurm_drf.policy.reclaim import Accounts, Claim, Rules, Running, choose_victims, fitting_nodes
 from slurm_drf.sim.daemon_loop import SlurmSide
 from slurm_drf.sim.policies import RECLAIM_POLICY, LoopDrfPolicy
 from slurm_drf.sim.table import Vector
@@ -105,7 +105,7 @@ class ReclaimPolicy(LoopDrfPolicy):
                 frozenset(free),
             )
             got = choose_victims(claim, free, running, accounts, now, replace(self.settings.rules, budget=budget))
-            nodes = list(got.nodes) or _fitting(free, claim)
+            nodes = list(got.nodes) or fitting_nodes(free, claim, key=int)
             if not nodes:
                 continue
             gone = set(got.victims)
@@ -149,11 +149,3 @@ class ReclaimPolicy(LoopDrfPolicy):
                     return out
                 out.append(job)
         return out
-
-
-def _fitting(free: dict[str, tuple[int, ...]], claim: Claim) -> list[str]:
-    """The first nodes (by number) where the claim fits in what is free; none if too few do."""
-    fits = [
-        node for node in sorted(free, key=int) if all(f >= d for f, d in zip(free[node], claim.per_node, strict=True))
-    ]
-    return fits[: claim.nodes] if len(fits) >= claim.nodes else []

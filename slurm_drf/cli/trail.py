@@ -15,8 +15,9 @@ import os
 import sqlite3
 import sys
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TextIO, TypeAlias
+from typing import Final, TextIO, TypeAlias
 
 import orjson
 
@@ -25,6 +26,7 @@ from slurm_drf.config.load import resolve_config
 from slurm_drf.config.settings import Config
 from slurm_drf.errors import InputError, StateError, shorten
 from slurm_drf.files import write_atomic
+from slurm_drf.model.codec import format_time
 from slurm_drf.model.snapshot_file import SnapshotFileSource
 from slurm_drf.model.types import Snapshot
 from slurm_drf.policy.decayed_usage import UsageByPool
@@ -36,9 +38,11 @@ from slurm_drf.trail.audit_query import (
     check_query,
     parse_since,
     query_history,
+    recorded_reclaims,
     render_audit,
 )
 from slurm_drf.trail.history_db import AUDIT_FORMATS, AUDIT_TABLES, history_path, open_history_readonly
+from slurm_drf.trail.reclaim_shown import ReclaimEvent, ReclaimSection, from_records
 from slurm_drf.trail.share_report import REPORT_FORMATS, render_report
 
 # Live Slurm (the cycle's backends, sacct), the daemon's state and history,
@@ -49,6 +53,9 @@ logger = logging.getLogger(__name__)
 
 # argparse names no public type for what add_subparsers returns (and it is generic only to type checkers).
 Subparsers: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+# How far back `report` shows the history's reclaims by default.
+RECLAIMS_SINCE: Final = "24h"
 
 _CONFIG_HELP = "config YAML (default: $SLURM_DRF_CONFIG, /etc/slurm-drf/config.yaml, built-in defaults)"
 
@@ -122,7 +129,8 @@ def add_report_parser(verbs: Subparsers) -> argparse.ArgumentParser:
         "resource, dominant resource and share, weighted share, and rank by weighted share (1: lowest; "
         "equal shares share a rank). The account served next owns order 0 of the pool's DRF order "
         "(the lowest share among accounts with pending jobs; a tie may decide among equal ones). "
-        "With `history:` set, also what the decayed past adds to each account and its share without it.",
+        "With `history:` set, also what the decayed past adds to each account and its share without it; "
+        "with `reclaim:` set (or reclaims in the history), the recent reclaims and the work they cost.",
     )
     parser.add_argument("--snapshot", metavar="FILE", help="a snapshot JSON instead of the live cluster")
     add_snapshot_limit(parser)
@@ -141,6 +149,14 @@ def add_report_parser(verbs: Subparsers) -> argparse.ArgumentParser:
         "default: the config's state_dir for the live cluster, none for a snapshot",
     )
     parser.add_argument(
+        "--reclaims-since",
+        metavar="WHEN",
+        default=RECLAIMS_SINCE,
+        help="the reclaims (docs/rule.md §9) the history of the state directory holds from this time on: "
+        f"7d, 12h, 30m back from now, or a date or time (default {RECLAIMS_SINCE}); shown when "
+        "`reclaim:` is set or the history holds some",
+    )
+    parser.add_argument(
         "--color",
         choices=("auto", "always", "never"),
         default="auto",
@@ -153,14 +169,27 @@ def add_report_parser(verbs: Subparsers) -> argparse.ArgumentParser:
 def cmd_report(args: argparse.Namespace) -> int:
     config = resolve_config(args.config, os.environ)
     directory = _state_directory(args, config)
+    since = parse_since(args.reclaims_since, time.time())
     snapshot = _snapshot(args, config)
     plan = compute_plan(snapshot, config, past=_past(args, directory, config))
     color = args.format == "table" and args.output in (None, "-") and use_color(args.color, sys.stdout, os.environ)
-    _emit(render_report(plan, args.format, color=color), args.output)
+    reclaims = _recent_reclaims(directory, since, config.reclaim is not None)
+    _emit(render_report(plan, args.format, color=color, reclaims=reclaims), args.output)
     leave_to_exit(snapshot, plan)
     for warning in plan.warnings:
         logger.warning("%s", warning)
     return 0
+
+
+def _recent_reclaims(directory: str | None, since: float, reclaim_on: bool) -> ReclaimSection | None:
+    """The report's reclaims: the history's since `since` (read-only); None (no section) when it holds
+    none and `reclaim:` is not set, or when no state directory is read."""
+    if directory is None:
+        return None
+    events = from_records(recorded_reclaims(directory, since=since), str(history_path(directory)))
+    if not events and not reclaim_on:
+        return None
+    return ReclaimSection(events, format_time(since))
 
 
 # --------------------------------------------------------------------------
@@ -239,7 +268,8 @@ def add_explain_parser(verbs: Subparsers) -> argparse.ArgumentParser:
         help="why a pending job has its place and value",
         description="Its account's usage and shares, the job's level, how many jobs of which accounts are "
         "ahead of it and why, whether a tie decided, the value and what Slurm has now; with `history:` set, "
-        "what the past adds and the place the job would have without it.",
+        "what the past adds and the place the job would have without it; from the history, the reclaims "
+        "that moved the job or made room for it (also for a job that has left the queue).",
     )
     parser.add_argument("job", metavar="JOBID", help="the job (an array task finds its pending array record)")
     parser.add_argument("--snapshot", metavar="FILE", help="a snapshot JSON instead of the live cluster")
@@ -273,6 +303,16 @@ def _state_for_explain(directory: str | None, lease_dir: str | None = None) -> P
     return StateStore(directory).load()
 
 
+def _reclaims_in(directory: str) -> Callable[[Sequence[str]], tuple[ReclaimEvent, ...]]:
+    """explain's lookup of the reclaims naming a job, in the history of `directory` (read-only)."""
+
+    def lookup(jobs: Sequence[str]) -> tuple[ReclaimEvent, ...]:
+        source = str(history_path(directory))
+        return from_records(recorded_reclaims(directory, jobs), source)
+
+    return lookup
+
+
 def cmd_explain(args: argparse.Namespace) -> int:
     config = resolve_config(args.config, os.environ)
     directory = _state_directory(args, config)
@@ -281,7 +321,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
     snapshot = _snapshot(args, config)
     explanation = explain_planned(
-        snapshot, config, args.job, _state_for_explain(directory, config.lease_dir), _past(args, directory, config)
+        snapshot,
+        config,
+        args.job,
+        _state_for_explain(directory, config.lease_dir),
+        _past(args, directory, config),
+        None if directory is None else _reclaims_in(directory),
     )
     if args.format == "json":
         sys.stdout.buffer.write(

@@ -8,6 +8,7 @@ import functools
 import io
 import logging
 import operator
+import os
 import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,9 +18,17 @@ from typing import Any, Final
 import orjson
 
 from slurm_drf.config.durations import SINCE_SYNTAX, parse_duration
-from slurm_drf.errors import InputError
+from slurm_drf.errors import HistoryError, InputError, StateError
 from slurm_drf.model.codec import format_time, show
-from slurm_drf.trail.history_db import AUDIT_FORMATS, AUDIT_TABLES, RECLAIMS_VERSION, schema_version
+from slurm_drf.trail.history_db import (
+    AUDIT_FORMATS,
+    AUDIT_TABLES,
+    READABLE_VERSIONS,
+    RECLAIMS_VERSION,
+    history_path,
+    open_history_readonly,
+    schema_version,
+)
 from slurm_drf.trail.text import csv_cell, render_table
 
 logger = logging.getLogger(__name__)
@@ -134,6 +143,40 @@ def query_history(connection: sqlite3.Connection, query: AuditQuery, source: str
     if len(bad) > MAX_BAD_ROWS_LOGGED:
         logger.warning("%s: %d more bad %s row(s) left out", source, len(bad) - MAX_BAD_ROWS_LOGGED, query.table)
     return records
+
+
+def recorded_reclaims(
+    state_dir: str | os.PathLike[str], jobs: Sequence[str] = (), since: float | None = None
+) -> list[dict[str, Any]]:
+    """The history's reclaims (audit's records, oldest first) naming any of `jobs` (either job; all
+    when none is given) since `since`, read-only; none from a missing or older history.
+
+    For `explain` and `report`, which go on without them: a history that cannot be read is logged.
+    """
+    path = history_path(state_dir)
+    if not path.exists():
+        return []
+    try:
+        connection = open_history_readonly(path, readable=(1, *READABLE_VERSIONS))
+    except (StateError, HistoryError) as error:
+        logger.warning("%s; its reclaims are not shown", error)
+        return []
+    try:
+        if schema_version(connection) < RECLAIMS_VERSION:
+            return []
+        found: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+        wanted: list[str | None] = [*dict.fromkeys(jobs)] or [None]
+        for job in wanted:
+            for record in query_history(connection, AuditQuery("reclaims", since=since, job=job), str(path)):
+                found.setdefault(
+                    (record["time"], str(record["job"]), str(record["for_job"]), str(record["cycle"])), record
+                )
+    except sqlite3.Error as error:
+        logger.warning("%s: cannot read the history: %s; its reclaims are not shown", path, error)
+        return []
+    finally:
+        connection.close()
+    return sorted(found.values(), key=lambda r: str(r["time"]))
 
 
 # Per audit table: its time column, the alias its account and pool are read through, its

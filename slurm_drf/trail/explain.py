@@ -34,11 +34,18 @@ plans the snapshot once more without it (pure DRF, the same state), only
 then, and the explanation says how much of the job's place comes from
 history: what the past adds to its account, its share with and without,
 and the place it would have without.
+
+With a history of reclaims (docs/rule.md §9; `reclaims`, a lookup the CLI
+makes over the history read-only), the explanation also carries every
+reclaim that names the job: as the victim (requeued for which job of which
+account, when, both shares, the work lost) or as the claim (the jobs
+requeued for it). A job no longer in the queue that the history names so
+is explained from those rows alone (status `gone`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from types import MappingProxyType
@@ -57,6 +64,10 @@ from slurm_drf.policy.plan_columns import AccountShare, JobPlan, PoolOrder
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState
 from slurm_drf.policy.tree_order import TreeRow
 from slurm_drf.trail.plan_output import present_share
+from slurm_drf.trail.reclaim_shown import ReclaimEvent
+
+# The reclaims the history holds naming any of the given job ids, oldest first.
+ReclaimLookup = Callable[[Sequence[str]], Sequence[ReclaimEvent]]
 
 REASONS: Final = ("own_queue", "lower_level", "share_vector", "tie_wins", "rotation", "tree_walk", "guarantee", "limit")
 
@@ -116,7 +127,7 @@ class HistoryEffect:
 @dataclass(frozen=True, slots=True)
 class Explanation:
     job_id: str
-    status: str  # ordered | skipped | running | other
+    status: str  # ordered | skipped | running | other | gone (not in the queue; only its reclaims)
     state: str
     account: str
     user: str
@@ -154,6 +165,11 @@ class Explanation:
     history: HistoryEffect | None = None
     # Only over a tree: the job's leaf path, node by node.
     tree: tuple[TreeStep, ...] = ()
+    # The history's reclaims naming the job, as the victim or as the claim (docs/rule.md §9).
+    reclaims: tuple[ReclaimEvent, ...] = ()
+    # The ids the reclaims were looked up by (the one asked, the one found): a row naming one as its
+    # `job` is of this job as the victim, else as the claim.
+    reclaim_names: tuple[str, ...] = ()
 
 
 def find_job_index(plan: Plan, snapshot: Snapshot, job_id: str) -> tuple[int | None, int | None]:
@@ -190,25 +206,51 @@ def explain_planned(
     job_id: str,
     state: PolicyState = EMPTY_STATE,
     past: UsageByPool | None = None,
+    reclaims: ReclaimLookup | None = None,
 ) -> Explanation:
     """Plan `snapshot` (with `past`) and explain `job_id`; when the plan blends a past,
     plan it again without (and only then) to tell what history does to the job."""
     plan = compute_plan(snapshot, config, state, past)
     pure = compute_plan(snapshot, config, state) if plan.blends_past else None
-    return explain_job(plan, snapshot, job_id, pure)
+    return explain_job(plan, snapshot, job_id, pure, reclaims=reclaims)
 
 
-def explain_job(plan: Plan, snapshot: Snapshot, job_id: str, pure: Plan | None = None) -> Explanation:
+def explain_job(
+    plan: Plan, snapshot: Snapshot, job_id: str, pure: Plan | None = None, *, reclaims: ReclaimLookup | None = None
+) -> Explanation:
     """Why `job_id` has its place and value in `plan` (computed from `snapshot`).
 
     `pure`: the same snapshot planned without the past, when `plan` blends
-    one; then the explanation carries its `history` effect.
-    InputError when the snapshot does not hold the job.
+    one; then the explanation carries its `history` effect. `reclaims`: the
+    history's reclaims naming a job (the explanation carries them).
+    InputError when the snapshot does not hold the job and no reclaim names it.
     """
+    if reclaims is not None and find_job_index(plan, snapshot, job_id) == (None, None):
+        gone = _gone(plan, job_id, reclaims)
+        if gone is not None:
+            return gone
     explanation = _explain(plan, snapshot, job_id)
+    if reclaims is not None:
+        named = tuple(dict.fromkeys((job_id.strip(), explanation.job_id)))
+        explanation = replace(explanation, reclaims=tuple(reclaims(named)), reclaim_names=named)
     if not plan.blends_past or explanation.account_share is None:
         return explanation
     return replace(explanation, history=_history_effect(explanation, pure))
+
+
+def _gone(plan: Plan, job_id: str, reclaims: ReclaimLookup) -> Explanation | None:
+    """A job no longer in the queue, told from the reclaims the history holds of it; None when it holds none."""
+    wanted = job_id.strip()
+    check_job_id(wanted)
+    events = tuple(reclaims((wanted,)))
+    if not events:
+        return None
+    last = events[-1]
+    account, user = (last.account, last.user) if last.job == wanted else (last.for_account, "")
+    note = f"not in the queue of cluster {plan.cluster} now: what the history's reclaims say of it"
+    return Explanation(
+        wanted, "gone", "", account, user, last.pool, plan.mode, notes=(note,), reclaims=events, reclaim_names=(wanted,)
+    )
 
 
 def _history_effect(e: Explanation, pure: Plan | None) -> HistoryEffect:

@@ -8,6 +8,7 @@ from typing import Any, Final
 
 from slurm_drf.policy.plan_columns import AccountShare
 from slurm_drf.trail.explain import Explanation, HistoryEffect, TieDetail
+from slurm_drf.trail.reclaim_shown import event_json, explain_lines
 from slurm_drf.trail.text import (
     format_capacity,
     format_share,
@@ -80,6 +81,9 @@ def render_explanation_text(e: Explanation) -> str:
     if e.status in ("ordered", "skipped"):
         out.append("")
         out.extend(_value_lines(e))
+    if e.reclaims:
+        out.append("")
+        out.extend(explain_lines(e.reclaim_names or (e.job_id,), e.reclaims))
     out.extend(f"note: {n}" for n in e.notes)
     return "\n".join(out) + "\n"
 
@@ -92,6 +96,9 @@ def _job_lines(e: Explanation) -> list[str]:
         out.append(f"{head}; place {e.order} of {e.pool_jobs} (0 is first) in pool {e.pool}'s DRF order")
     elif e.status == "skipped":
         out.append(f"{head}; skipped: {e.reason} — the daemon does not write to it")
+    elif e.status == "gone":
+        user = f", user {e.user}" if e.user else ""
+        out.append(f"job {e.job_id}: account {e.account}{user}, pool {e.pool}; no longer in the queue")
     else:
         out.append(head)
     if e.array_tasks > 1:
@@ -351,6 +358,8 @@ def render_explanation_json(e: Explanation) -> dict[str, Any]:
             }
             for s in e.tree
         ]
+    names = set(e.reclaim_names or (e.job_id,))
+    data["reclaims"] = [{"role": "victim" if r.job in names else "claim", **event_json(r)} for r in e.reclaims]
     if e.history is not None:
         data["history"] = {
             "past": dict(e.history.added),

@@ -31,6 +31,7 @@ from slurm_drf.trail.history_db import AuditRecorder
 from slurm_drf.trail.placement import PlacementWriter
 from slurm_drf.trail.plan_output import render_plan_json_bytes
 from slurm_drf.trail.prometheus import MetricsRecorder
+from slurm_drf.trail.reclaim_shown import ReclaimSection, from_reclaimed
 from slurm_drf.trail.share_report import build_report, render_report_html
 
 logger = logging.getLogger(__name__)
@@ -40,14 +41,24 @@ LATEST_HTML: Final = "latest.html"
 
 
 class ReportWriter:
-    """CycleObserver: rewrites latest.json and latest.html in a directory a web server publishes."""
+    """CycleObserver: rewrites latest.json and latest.html in a directory a web server publishes.
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+    The page shows the cycle's reclaims (docs/rule.md §9) when `reclaim` (the config sets
+    `reclaim:`) or the cycle had some.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], *, reclaim: bool = False) -> None:
         self.directory = Path(directory)
+        self.reclaim = reclaim
 
     def on_cycle(self, report: CycleReport) -> None:
         plan_json = render_plan_json_bytes(report.plan, indent=False)
-        page = render_report_html(build_report(report.plan)).encode()
+        reclaims = (
+            ReclaimSection(tuple(from_reclaimed(r) for r in report.reclaimed))
+            if self.reclaim or report.reclaimed
+            else None
+        )
+        page = render_report_html(build_report(report.plan, reclaims)).encode()
         try:
             self.directory.mkdir(mode=0o755, parents=True, exist_ok=True)
             # Readable by the web server: these files are meant to be published.
@@ -77,7 +88,7 @@ def build_observers(config: Config, *, start: bool = True) -> list[CycleObserver
     if config.placement is not None:
         observers.append(PlacementWriter(config))
     if config.report_dir:
-        observers.append(ReportWriter(config.report_dir))
+        observers.append(ReportWriter(config.report_dir, reclaim=config.reclaim is not None))
     if config.metrics_address or config.metrics_textfile:
         metrics = MetricsRecorder(
             address=config.metrics_address,

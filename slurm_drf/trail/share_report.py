@@ -32,6 +32,7 @@ from slurm_drf.policy.plan_columns import AccountColumns, AccountShare, PlanAcco
 from slurm_drf.policy.tree_order import TreeRow
 from slurm_drf.trail.json_rows import Nested, Splice, Value, dumps_spliced, float_each, object_list
 from slurm_drf.trail.plan_output import present_share, tree_row_entry, tree_row_list
+from slurm_drf.trail.reclaim_shown import ReclaimSection, report_html, report_json, report_lines, report_markdown
 from slurm_drf.trail.text import (
     csv_cell,
     format_capacity,
@@ -98,10 +99,13 @@ class ShareReport:
     # The plan blends a decayed past (docs/rule.md §6): every format shows it
     # apart from the running usage; otherwise the report is pure DRF's.
     with_past: bool = False
+    # The reclaims to show (docs/rule.md §9): the last cycle's, or the history's; None: no section.
+    reclaims: ReclaimSection | None = None
 
 
-def build_report(plan: Plan) -> ShareReport:
-    """The report's data: every pool of the plan with its accounts by rank, and who is served next.
+def build_report(plan: Plan, reclaims: ReclaimSection | None = None) -> ShareReport:
+    """The report's data: every pool of the plan with its accounts by rank, and who is served next
+    (and `reclaims`, when given, in every format but CSV).
 
     An account that uses nothing has no dominant resource (None, as in the plan).
     """
@@ -114,7 +118,7 @@ def build_report(plan: Plan) -> ShareReport:
         for pool in plan.pools
     )
     return ShareReport(
-        plan.cluster, plan.taken_at, tuple(plan.resources), pools, tuple(plan.warnings), plan.blends_past
+        plan.cluster, plan.taken_at, tuple(plan.resources), pools, tuple(plan.warnings), plan.blends_past, reclaims
     )
 
 
@@ -191,6 +195,7 @@ def render_report_json(
             }
             for p in report.pools
         ],
+        **({} if report.reclaims is None else {"reclaims": report_json(report.reclaims)}),
         "warnings": list(report.warnings),
     }
 
@@ -469,6 +474,8 @@ def render_report_table(report: ShareReport, *, color: bool = False) -> str:
                 _tree_headers(report.resources), [_tree_cells(row, report.resources) for row in pool.pool.tree]
             )
             out += ["", TREE_TITLE, tree_line, tree_rule, *("  ".join(r).rstrip() for r in tree_rows)]
+    if report.reclaims is not None:
+        out += report_lines(report.reclaims)
     out.extend(f"warning: {terminal_text(w)}" for w in report.warnings)
     return "\n".join(out) + "\n"
 
@@ -514,6 +521,8 @@ def render_report_markdown(report: ShareReport) -> str:
             # Markdown drops leading spaces: no-break spaces keep the indentation.
             tree_rows = [_tree_cells(row, report.resources, "\u00a0\u00a0") for row in pool.pool.tree]
             out += ["", _markdown_cell(TREE_TITLE), "", *_markdown_table(_tree_headers(report.resources), tree_rows)]
+    if report.reclaims is not None:
+        out += report_markdown(report.reclaims, _markdown_cell)
     if report.warnings:
         out += ["", *(f"- warning: {_markdown_cell(w)}" for w in report.warnings)]
     return "\n".join(out) + "\n"
@@ -547,27 +556,14 @@ ul.warnings {{ color: #9a6700; }}
 """
 
 
+# The HTML chart's geometry, in pixels.
 _LABEL_WIDTH: Final = 170
-
-
 _PLOT_WIDTH: Final = 620
-
-
 _BAR_HEIGHT: Final = 12
-
-
 _BAR_GAP: Final = 2
-
-
 _GROUP_GAP: Final = 12
-
-
 _TOP: Final = 34
-
-
 _BOTTOM: Final = 34
-
-
 _MARK_WIDTH: Final = 80
 
 
@@ -732,6 +728,8 @@ def render_report_html(report: ShareReport) -> str:
         if pool.pool.tree:
             out.append(_html_tree_table(pool.pool.tree, report.resources))
         out.append("</section>")
+    if report.reclaims is not None:
+        out.append(report_html(report.reclaims))
     if report.warnings:
         out.append('<ul class="warnings">' + "".join(f"<li>{esc(w)}</li>" for w in report.warnings) + "</ul>")
     out.append("</body></html>")
@@ -777,9 +775,9 @@ def _html_headers(headers: Sequence[str]) -> list[str]:
     return [f'<th{text_class if h in _TEXT_COLUMNS else ""} scope="col">{html.escape(h)}</th>' for h in headers]
 
 
-def render_report(plan: Plan, fmt: str, *, color: bool = False) -> str:
-    """The share report of a plan in one of REPORT_FORMATS, as text."""
-    report = build_report(plan)
+def render_report(plan: Plan, fmt: str, *, color: bool = False, reclaims: ReclaimSection | None = None) -> str:
+    """The share report of a plan (and `reclaims`, when given) in one of REPORT_FORMATS, as text."""
+    report = build_report(plan, reclaims)
     renderers: dict[str, Callable[[ShareReport], str]] = {
         "json": lambda r: render_report_json_bytes(r).decode(),
         "csv": render_report_csv,

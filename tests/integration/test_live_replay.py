@@ -159,10 +159,38 @@ def _arm(sandbox: ReplaySandbox, arm: str) -> dict[str, Any]:
     return data
 
 
+# How many times an arm runs, at most, for the newcomer to join a full cluster (below).
+ARM_ATTEMPTS = 3
+
+
+def _newcomer_joined_full(data: dict[str, Any]) -> bool:
+    """Whether the run met the scenario's condition: the cluster full, and the others waiting, before the
+    newcomer came (sim.run_metrics.joined_full; its time to fair share is null when not)."""
+    newcomer = next(a for a in data["metrics"]["accounts"] if a["account"] == NEWCOMER)
+    return newcomer["time_to_fair_share_s"] is not None
+
+
+def _arm_joined_full(sandbox: ReplaySandbox, arm: str) -> dict[str, Any]:
+    """One arm, run again (at most ARM_ATTEMPTS in all) when the newcomer did not join a full cluster.
+
+    The other two accounts' complementary jobs keep only a few jobs waiting (3-10 in the ten minutes
+    before vision joins, measured): a run whose controller was slow to start or whose submissions came
+    late can find the queue of the others empty at a sample, and then the run does not pose the question
+    the comparison asks (the newcomer's time to fair share is not measured). That is the condition of
+    the experiment, not a result of the arm; every run, the failed ones too, is checked in full."""
+    data = _arm(sandbox, arm)
+    for attempt in range(1, ARM_ATTEMPTS):
+        if _newcomer_joined_full(data):
+            break
+        print(f"replay: {arm} run {attempt}: {NEWCOMER} did not join a full cluster; running the arm again")
+        data = _arm(sandbox, arm)
+    return data
+
+
 @pytest.fixture(scope="module")
 def arms(replay_sandbox: ReplaySandbox) -> dict[str, dict[str, Any]]:
     """The slurm, drf and drf-placed arms of the scenario, one after another, each on a just-created sandbox."""
-    return {arm: _arm(replay_sandbox, arm) for arm in ("slurm", "drf", "drf-placed")}
+    return {arm: _arm_joined_full(replay_sandbox, arm) for arm in ("slurm", "drf", "drf-placed")}
 
 
 def _finite(value: Any) -> bool:

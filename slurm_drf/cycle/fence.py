@@ -21,7 +21,9 @@ asks for NTP, well under half an interval), and what is left of it covers
 a batch that runs four times slower than the ones it was sized from
 (slurmctld busy). Each batch is also handed the end of the hold less the
 margin (`Batch.until`): the writers send nothing after it (they stop
-scontrol, or pyslurm's updates, there). When not even one write fits in
+scontrol, or pyslurm's updates, there; a scontrol that started after it,
+the daemon paused between its look at the clock and the start, is stopped
+before it reads a line). When not even one write fits in
 what is left of a fresh hold (a renewal slower than an interval, or one
 write that takes longer), the rest wait for the next cycle, said in one
 line.

@@ -83,6 +83,11 @@ def run_command(
     return completed.stdout
 
 
+class DeadlinePassed(SlurmError):
+    """A process given a deadline was started only after it (this process paused, or the machine stalled,
+    between the caller's last look at the clock and the start): it was stopped before it read its input."""
+
+
 def run_process(
     argv: Sequence[str],
     timeout: float,
@@ -123,6 +128,50 @@ def run_process(
     elapsed = time.monotonic() - started
     logger.debug("%s: exit %d after %.3f s", command, completed.returncode, elapsed)
     return completed
+
+
+def run_process_by(
+    argv: Sequence[str],
+    timeout: float,
+    deadline: float,
+    *,
+    env: Mapping[str, str] | None = None,
+    input_text: str | None = None,
+    error_class: type[SlurmError] = SlurmReadError,
+) -> subprocess.CompletedProcess[str]:
+    """run_process, with no process alive after `deadline` (time.monotonic()) either. The time left is
+    judged once the process exists, before its input is sent: when the deadline has passed by then, it is
+    stopped unread (DeadlinePassed). A timeout alone counts from the start, so that a pause before it (a
+    SIGSTOP, a stalled machine) would push the end past the deadline."""
+    if not argv:
+        raise ValueError("run_process_by needs a command")
+    command = shlex.join(argv)
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.PIPE if input_text is not None else None,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            env=dict(env) if env is not None else None,
+        )
+    except OSError as error:
+        raise _cannot_run(command, argv[0], error, error_class) from error
+    with proc:
+        left = min(timeout, deadline - time.monotonic())
+        if left <= 0:
+            proc.kill()
+            proc.communicate()
+            raise DeadlinePassed(f"{command}: stopped before its input was sent: it started after its deadline")
+        try:
+            stdout, stderr = proc.communicate(input_text, timeout=left)
+        except subprocess.TimeoutExpired as error:
+            proc.kill()
+            _, stderr = proc.communicate()
+            raise _no_answer(command, left, stderr, error_class) from error
+    return subprocess.CompletedProcess(list(argv), proc.returncode, stdout, stderr)
 
 
 def _cannot_run(command: str, program: str, error: OSError, error_class: type[SlurmError]) -> SlurmError:

@@ -24,7 +24,7 @@ from typing import Final
 
 from slurm_drf.config.settings import NICE_LIMIT
 from slurm_drf.errors import SlurmWriteError
-from slurm_drf.slurm.execute import run_process
+from slurm_drf.slurm.execute import DeadlinePassed, run_process, run_process_by
 from slurm_drf.slurm.parse.lines import split_lines
 
 logger = logging.getLogger(__name__)
@@ -164,15 +164,18 @@ class ScontrolWriter:
             other.extend(unknown)
         return per_job, other
 
-    def _run_chunk(self, lines: Sequence[str], timeout: float) -> tuple[dict[str, str], list[str]]:
-        """One scontrol process for `lines`, killed after `timeout` seconds."""
-        completed = run_process(
-            ["scontrol"],
-            timeout,
-            env=self.env,
-            input_text="\n".join(lines) + "\n",
-            error_class=SlurmWriteError,
-        )
+    def _run_chunk(
+        self, lines: Sequence[str], timeout: float, deadline: float | None = None
+    ) -> tuple[dict[str, str], list[str]]:
+        """One scontrol process for `lines`, killed after `timeout` seconds (or at the `deadline`, when
+        given: run_process's DeadlinePassed when it started after it, `lines` not sent)."""
+        text = "\n".join(lines) + "\n"
+        if deadline is None:
+            completed = run_process(["scontrol"], timeout, env=self.env, input_text=text, error_class=SlurmWriteError)
+        else:
+            completed = run_process_by(
+                ["scontrol"], timeout, deadline, env=self.env, input_text=text, error_class=SlurmWriteError
+            )
         per_job, other = parse_update_errors(completed.stderr)
         if completed.returncode != 0 and not per_job and not other:
             other.append(f"scontrol exited {completed.returncode} without a message")
@@ -199,7 +202,9 @@ class ScontrolWriter:
             chunk = writes[start : start + BATCH]
             timeout = min(self.timeout, left)
             try:
-                answer = self._run_chunk(lines[start : start + BATCH], timeout)
+                answer = self._run_chunk(lines[start : start + BATCH], timeout, until)
+            except DeadlinePassed:
+                break  # paused between the look at the clock and the start: not sent
             except SlurmWriteError as error:
                 if timeout < self.timeout and time.monotonic() >= until:
                     raise HoldEnded(

@@ -38,6 +38,7 @@ from slurm_drf.files import MIN_FREE_BYTES, UnsafePathError, check_directory
 from slurm_drf.model.types import Snapshot
 from slurm_drf.service.loop import Service, ServiceParts
 from slurm_drf.slurm import pyslurm_write, write
+from slurm_drf.slurm.execute import DeadlinePassed, run_process_by
 from slurm_drf.slurm.pyslurm_write import PyslurmWriter
 from slurm_drf.slurm.write import HoldEnded, ScontrolWriter, Write, WriteResult
 from tests.unit.builders import job, node, snapshot
@@ -253,12 +254,12 @@ def test_scontrol_is_given_no_longer_than_the_hold_and_a_part_not_started_is_not
     clock = FakeTime()
     timeouts: list[float] = []
 
-    def run_process(argv: list[str], timeout: float, **kwargs: Any) -> types.SimpleNamespace:
+    def run_process_by(argv: list[str], timeout: float, deadline: float, **kwargs: Any) -> types.SimpleNamespace:
         timeouts.append(timeout)
         clock.now += 2.0  # each scontrol process takes 2 s
         return types.SimpleNamespace(returncode=0, stderr="", stdout="")
 
-    monkeypatch.setattr(write, "run_process", run_process)
+    monkeypatch.setattr(write, "run_process_by", run_process_by)
     monkeypatch.setattr(write, "time", clock)
     writes = [Write(str(1 + k), "nice", 5) for k in range(write.BATCH * 3)]
     result = ScontrolWriter(timeout=60.0).apply_until(writes, until=clock.now + 3.0)
@@ -270,11 +271,11 @@ def test_scontrol_is_given_no_longer_than_the_hold_and_a_part_not_started_is_not
 def test_scontrol_stopped_at_the_end_of_the_hold_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = FakeTime()
 
-    def run_process(argv: list[str], timeout: float, **kwargs: Any) -> types.SimpleNamespace:
+    def run_process_by(argv: list[str], timeout: float, deadline: float, **kwargs: Any) -> types.SimpleNamespace:
         clock.now += timeout
         raise SlurmWriteError(f"scontrol: no answer within {timeout:g} s")
 
-    monkeypatch.setattr(write, "run_process", run_process)
+    monkeypatch.setattr(write, "run_process_by", run_process_by)
     monkeypatch.setattr(write, "time", clock)
     with pytest.raises(HoldEnded) as caught:
         ScontrolWriter(timeout=60.0).apply_until([Write("7", "nice", 5)], until=clock.now + 0.25)
@@ -282,6 +283,39 @@ def test_scontrol_stopped_at_the_end_of_the_hold_says_so(monkeypatch: pytest.Mon
         "scontrol update: stopped at the end of the lease's hold, after 0.250 s: which of its 1 write(s) "
         "landed is unknown (the next cycle reads them back)"
     )
+
+
+def test_a_process_that_starts_after_its_deadline_is_stopped_before_it_reads_its_input(tmp_path: Path) -> None:
+    """A daemon paused between its last look at the clock and scontrol's start (SIGSTOP, a stalled machine)
+    must not send the batch once it runs again: the hold it was sized for has ended. A timeout alone
+    would count from the start and give the process its whole time after the pause."""
+    received = tmp_path / "received"
+    cat = ["sh", "-c", f'cat > "{received}"']
+    with pytest.raises(DeadlinePassed, match="stopped before its input was sent"):
+        run_process_by(cat, 60.0, time.monotonic() - 1.0, input_text="update JobId=7 Nice=5\n")
+    assert not received.exists() or received.read_text() == ""
+    # Before its deadline it runs as without one.
+    done = run_process_by(cat, 60.0, time.monotonic() + 60.0, input_text="update JobId=7 Nice=5\n")
+    assert done.returncode == 0 and received.read_text() == "update JobId=7 Nice=5\n"
+
+
+def test_a_part_whose_scontrol_started_after_the_hold_is_not_sent(monkeypatch: pytest.MonkeyPatch) -> None:
+    deadlines: list[float] = []
+
+    def run_process_by(argv: list[str], timeout: float, deadline: float, **kwargs: Any) -> types.SimpleNamespace:
+        deadlines.append(deadline)
+        if len(deadlines) == 2:
+            raise DeadlinePassed("scontrol: stopped before its input was sent: it started after its deadline")
+        return types.SimpleNamespace(returncode=0, stderr="", stdout="")
+
+    monkeypatch.setattr(write, "run_process_by", run_process_by)
+    writes = [Write(str(1 + k), "nice", 5) for k in range(write.BATCH * 3)]
+    until = time.monotonic() + 60.0
+    result = ScontrolWriter(timeout=60.0).apply_until(writes, until=until)
+    # Each part is given the hold's end; the second started after it: it and the rest wait, in no field.
+    assert deadlines == [until, until]
+    assert result.applied == tuple(w.job_id for w in writes[: write.BATCH])
+    assert not result.gone and not result.failed
 
 
 def test_pyslurm_sends_no_update_after_the_end_of_the_hold(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -52,16 +52,25 @@ def band_lines(config: Config, weights: Mapping[str, int], scheduler: Mapping[st
     return lines
 
 
-def site_weights(snapshot_path: str | None) -> tuple[Mapping[str, int], Mapping[str, int]] | str:
-    """Slurm's PriorityWeight* and SchedulerParameters, from a snapshot or `scontrol show config`;
-    a one-line reason when neither can be read."""
+def read_slurm_config() -> str | DrfError:
+    """`scontrol show config`, or why it could not be read (check-config reads it once, for every check)."""
+    try:
+        return run_command(SCONTROL_CONFIG_ARGV, SCONTROL_TIMEOUT)
+    except DrfError as error:
+        return error
+
+
+def site_weights(
+    snapshot_path: str | None, config_text: str | DrfError | None = None
+) -> tuple[Mapping[str, int], Mapping[str, int]] | str:
+    """Slurm's PriorityWeight* and SchedulerParameters, from a snapshot or `scontrol show config`
+    (`config_text`, read here when not given); a one-line reason when neither can be read."""
     if snapshot_path is not None:
         from slurm_drf.model.snapshot_file import SnapshotFileSource  # noqa: PLC0415  (a snapshot is rarely given)
 
         snapshot = SnapshotFileSource(snapshot_path).fetch_snapshot()
         return snapshot.priority_weights, snapshot.scheduler_parameters
-    try:
-        text = run_command(SCONTROL_CONFIG_ARGV, SCONTROL_TIMEOUT)
-    except DrfError as error:
-        return f"Slurm's weights unknown ({error}); pass --snapshot FILE to use a saved snapshot's"
+    text = read_slurm_config() if config_text is None else config_text
+    if isinstance(text, DrfError):
+        return f"Slurm's weights unknown ({text}); pass --snapshot FILE to use a saved snapshot's"
     return parse_priority_weights(text), parse_scheduler_parameters(text)

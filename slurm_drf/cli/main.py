@@ -273,14 +273,32 @@ def cmd_check_config(args: argparse.Namespace) -> int:
         f"{args.file}: OK (mode {config.mode}, {len(config.weights)} weighted account(s), "
         f"resources {', '.join(config.resources)})"
     )
-    from slurm_drf.cli.band import band_lines, site_weights
+    from slurm_drf.cli.band import band_lines, read_slurm_config, site_weights
     from slurm_drf.config.checks import config_warnings
 
     for warning in config_warnings(config):
         print(f"warning: {warning}")
-    found = site_weights(args.snapshot)
+    # `scontrol show config` is read once, for the band and for what reclaim needs of Slurm.
+    slurm_config = None if args.snapshot is not None else read_slurm_config()
+    found = site_weights(args.snapshot, slurm_config)
     print(f"note: {found}" if isinstance(found, str) else "\n".join(band_lines(config, *found)))
+    if config.reclaim is not None:
+        from slurm_drf.cli.reclaim_check import reclaim_lines
+
+        for line in reclaim_lines(config, slurm_config, _this_user()):
+            print(line)
     return 0
+
+
+def _this_user() -> tuple[str, int]:
+    """The name and uid check-config runs as (the uid alone where no passwd entry names it)."""
+    import pwd
+
+    uid = os.geteuid()
+    try:
+        return pwd.getpwuid(uid).pw_name, uid
+    except KeyError:
+        return str(uid), uid
 
 
 def _requested_verb(argv: Sequence[str]) -> str | None:
@@ -350,7 +368,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     check.add_argument(
         "--snapshot",
         metavar="FILE",
-        help="take Slurm's PriorityWeight* and SchedulerParameters from this snapshot (default: scontrol show config)",
+        help="take Slurm's PriorityWeight* and SchedulerParameters from this snapshot (default: scontrol show "
+        "config, which also tells what reclaim: needs of slurm.conf)",
     )
     check.set_defaults(func=cmd_check_config)
     return parser

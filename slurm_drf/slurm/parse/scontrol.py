@@ -1,4 +1,5 @@
-"""`scontrol show config`: priority weights and type, SchedulerParameters, the cluster's name.
+"""`scontrol show config`: priority weights and type, SchedulerParameters, the cluster's name,
+and what reclaim needs of Slurm (JobRequeue, PreemptType and PreemptMode, SlurmUser).
 
 The `Key = value` text both sources read; what the snapshot keeps of it is
 chosen in `slurm.parse.snapshot`.
@@ -7,6 +8,7 @@ chosen in `slurm.parse.snapshot`.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from slurm_drf.slurm.parse.lines import split_lines
 
@@ -72,3 +74,38 @@ def parse_priority_type(text: str) -> str | None:
 def parse_cluster_name(text: str) -> str | None:
     """ClusterName from `scontrol show config`."""
     return _config_value(text, "ClusterName")
+
+
+@dataclass(frozen=True, slots=True)
+class RequeueSettings:
+    """What slurm.conf says of requeuing and cancelling others' jobs; None where it prints nothing.
+
+    `job_requeue`: JobRequeue (1, Slurm's default: a batch job may be
+    requeued unless submitted with --no-requeue; 0: only with --requeue).
+    `slurm_user` and `slurm_uid`: SlurmUser, printed `slurm(64030)`.
+    """
+
+    job_requeue: bool | None = None
+    preempt_type: str | None = None
+    preempt_mode: str | None = None
+    slurm_user: str | None = None
+    slurm_uid: int | None = None
+
+
+def parse_requeue_settings(text: str) -> RequeueSettings:
+    """JobRequeue, PreemptType, PreemptMode and SlurmUser of `scontrol show config`."""
+    settings = {
+        key: value
+        for key, value in parse_scontrol_config(text).items()
+        if key in ("JobRequeue", "PreemptType", "PreemptMode", "SlurmUser") and value and value != "(null)"
+    }
+    requeue = settings.get("JobRequeue", "")
+    user, _, uid = settings.get("SlurmUser", "").partition("(")
+    uid = uid.removesuffix(")")
+    return RequeueSettings(
+        job_requeue=(requeue != "0") if requeue.isdigit() else None,
+        preempt_type=settings.get("PreemptType"),
+        preempt_mode=settings.get("PreemptMode"),
+        slurm_user=user.strip() or None,
+        slurm_uid=int(uid) if uid.isdigit() else None,
+    )

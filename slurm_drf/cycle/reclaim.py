@@ -30,7 +30,16 @@ from slurm_drf.model.types import JobTable, Snapshot
 from slurm_drf.policy.guarantees import UNNAMED, WITHIN
 from slurm_drf.policy.plan import Plan
 from slurm_drf.policy.plan_columns import PoolOrder
-from slurm_drf.policy.reclaim import Accounts, Claim, Rules, Running, Vector, choose_victims, fitting_nodes
+from slurm_drf.policy.reclaim import (
+    Accounts,
+    Claim,
+    Rules,
+    Running,
+    Vector,
+    choose_victims,
+    fitting_nodes,
+    newest_first,
+)
 from slurm_drf.slurm.parse.running import RunningJob
 from slurm_drf.slurm.running import Outcome, Way, apply_reclaim, fetch_occupancy
 
@@ -191,7 +200,7 @@ def _pool_victims(
             continue
         victims = [job for job in running if job.job_id in answer.victims]
         claim_share = accounts.share(claim.account, accounts.usage_of(claim.account))
-        for job in sorted(victims, key=lambda j: (-j.start, j.job_id)):
+        for job in sorted(victims, key=newest_first):
             hours = max(now - job.start, 0.0) / 3600.0
             lost = {r: job.total[i] * hours for i, r in enumerate(config.resources)}
             chosen.append(

@@ -27,8 +27,9 @@ the property tests in tests/unit/policy/test_reclaim.py hold it to each):
 5. The fewest, newest first: on each node, the smallest set of jobs that
    frees what the claim needs (the newest first among sets of one size;
    with more than SEARCH_LIMIT candidates on a node, the newest first, then
-   any the node does not need left running); of the nodes that could
-   serve, those that lose the least work. A claim on
+   any the node does not need left running; of jobs that started in the
+   same second, Slurm's unit, the later submitted, by job number); of the
+   nodes that could serve, those that lose the least work. A claim on
    several nodes takes them one at a time, the cheapest first, each counted
    with the victims already taken: it never breaks a law, and may miss a set
    a search of every combination would find (a claim on one node never
@@ -50,6 +51,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from slurm_drf.model.types import job_number
 from slurm_drf.policy.pools import weighted_share
 
 Vector = tuple[int, ...]
@@ -82,6 +84,12 @@ class Running:
     def total(self) -> Vector:
         rows = list(self.allocation.values())
         return tuple(sum(column) for column in zip(*rows, strict=True)) if rows else ()
+
+
+def newest_first(job: Running) -> tuple[float, int, str]:
+    """The sort key of law 5's "newest first": the later start first; of two in the same second (Slurm keeps
+    whole seconds) the later submitted, the higher job number ("10" after "9"); then the id."""
+    return (-job.start, -job_number(job.job_id), job.job_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,7 +195,7 @@ def choose_victims(
         _, node, picked = min(options, key=lambda option: (option[0], option[1]))
         chosen.append(node)
         taken.update((job.job_id, job) for job in picked)
-    victims = sorted(taken.values(), key=lambda job: (-job.start, job.job_id))
+    victims = sorted(taken.values(), key=newest_first)
     if len(victims) > rules.budget:
         return Reclaim(claim.job_id, reason=f"it needs {len(victims)} victims, {rules.budget} allowed this cycle")
     width = len(accounts.capacity)
@@ -303,7 +311,7 @@ def _node_option(
     requeue loses).
     """
     accounts, floor, now, taken = context
-    here = sorted((job for job in movable if node in job.allocation), key=lambda job: (-job.start, job.job_id))
+    here = sorted((job for job in movable if node in job.allocation), key=newest_first)
     here = [job for job in here if job not in taken]
     picked = _fewest(node, free, need, here, (accounts, floor, taken)) if len(here) <= SEARCH_LIMIT else None
     if picked is None:

@@ -245,6 +245,21 @@ def test_the_newest_job_goes_first_and_no_more_than_the_claim_needs() -> None:
     assert got.lost == (2 * 2_000, 16 * 2_000, 2 * 2_000)
 
 
+def test_of_two_started_in_the_same_second_the_later_submitted_goes_first() -> None:
+    """Slurm keeps start times in whole seconds: jobs 11 and 12 started together; 12 was submitted later,
+    so it is the newer, and goes (the job id as text put 11 first)."""
+    running = [
+        _job("11", "b", "n1", (2, 16, 2), 5_000.0),
+        _job("12", "b", "n1", (2, 16, 2), 5_000.0),
+        _job("c1", "c", "n2", (8, 64, 4), 1_000.0),
+        _job("c2", "c", "n3", (8, 64, 4), 1_000.0),
+    ]
+    accounts = _accounts(running, {"a": {2: 4}}, {})
+    claim = Claim("w1", "a", (2, 8, 2), 1, frozenset(NODES))
+    got = choose_victims(claim, _free(running), running, accounts, NOW, Rules(min_runtime=0))
+    assert got.victims == ("12",) and got.nodes == ("n1",)
+
+
 def test_gpus_freed_on_a_node_whose_cpus_stay_full_free_nothing() -> None:
     """n1's CPUs are held by an exempt job: its GPU job is no use to a claim that needs CPUs too."""
     running = [

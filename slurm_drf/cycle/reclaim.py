@@ -223,10 +223,43 @@ def _pool_victims(
     return chosen
 
 
+def _exempt(running: RunningJob, reclaim: ReclaimConfig) -> bool:
+    return running.qos in reclaim.exempt_qos or running.partition in reclaim.exempt_partitions
+
+
 def _policy_job(running: RunningJob, reclaim: ReclaimConfig, moved: Mapping[str, float]) -> Running:
     """The policy's view of a running job: exempt by its QOS or partition, and when a reclaim last moved it."""
-    exempt = running.qos in reclaim.exempt_qos or running.partition in reclaim.exempt_partitions
-    return running.running(exempt=exempt, moved_at=moved.get(running.job_id))
+    return running.running(exempt=_exempt(running, reclaim), moved_at=moved.get(running.job_id))
+
+
+def _say_if_nothing_movable(pool: str, view: ReclaimView, reclaim: ReclaimConfig) -> None:
+    """A warning when no running job of the pool may ever be a victim: none can be requeued, or every
+    one that can is exempt (reclaim.exempt_qos, reclaim.exempt_partitions); what to change."""
+    if not view.running:
+        return
+    cancel = reclaim.way == "cancel"
+    if not cancel and not any(job.requeueable for job in view.running):
+        logger.warning(
+            "reclaim: pool %s: none of its %d running jobs can be requeued (slurm.conf JobRequeue=0, or "
+            "--no-requeue, or not batch jobs): reclaim frees nothing there; set JobRequeue=1 in "
+            "slurm.conf, or reclaim.way: cancel",
+            pool,
+            len(view.running),
+        )
+        return
+    exempt = [job for job in view.running if _exempt(job, reclaim)]
+    if exempt and all(_exempt(job, reclaim) or not (job.requeueable or cancel) for job in view.running):
+        by_qos = sum(job.qos in reclaim.exempt_qos for job in exempt)
+        logger.warning(
+            "reclaim: pool %s: no running job there may be a victim: %d of %d are exempt (%d by their QOS, "
+            "reclaim.exempt_qos; %d by their partition, reclaim.exempt_partitions), any other cannot be "
+            "requeued: reclaim frees nothing there",
+            pool,
+            len(exempt),
+            len(view.running),
+            by_qos,
+            len(exempt) - by_qos,
+        )
 
 
 def _after(
@@ -307,14 +340,7 @@ def run_reclaim(
     for pool, record in zip(plan.pools, plan.orders, strict=True):
         if pool.name in reclaim.pools and record.parts is not None and (record.parts == WITHIN).any():
             views[pool.name] = view = reclaimer.view(pool.partitions, snapshot)
-            if reclaim.way == "requeue" and view.running and not any(job.requeueable for job in view.running):
-                logger.warning(
-                    "reclaim: pool %s: none of its %d running jobs can be requeued (slurm.conf JobRequeue=0, or "
-                    "--no-requeue, or not batch jobs): reclaim frees nothing there; set JobRequeue=1 in "
-                    "slurm.conf, or reclaim.way: cancel",
-                    pool.name,
-                    len(view.running),
-                )
+            _say_if_nothing_movable(pool.name, view, reclaim)
     if not views:
         return ()
     moved = reclaimer.moved_since(now - reclaim.cooldown)

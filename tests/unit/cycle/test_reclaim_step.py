@@ -152,6 +152,38 @@ def test_a_job_that_cannot_be_requeued_is_spared_unless_cancel_is_the_way() -> N
     assert slurm.asked == [(("r3",), "requeue"), (("r4",), "cancel")]
 
 
+def test_the_step_says_when_no_running_job_may_be_a_victim(caplog: pytest.LogCaptureFixture) -> None:
+    def warnings() -> list[str]:
+        return [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+
+    config, shot, slurm = _cluster(exempt_qos=frozenset({"vip"}), exempt_partitions=frozenset({"gpu"}))
+    slurm.running = [
+        _hog("r1", "g1", 30.0, qos="vip", partition="cpu"),
+        _hog("r2", "g2", 20.0, requeueable=False, partition="cpu"),
+        _hog("r3", "g1", 10.0),
+        _hog("r4", "g2", 5.0, qos="vip"),
+    ]
+    with caplog.at_level("WARNING"):
+        assert _run(config, shot, slurm) == ()
+    assert warnings() == [
+        "reclaim: pool default: no running job there may be a victim: 3 of 4 are exempt (2 by their QOS, "
+        "reclaim.exempt_qos; 1 by their partition, reclaim.exempt_partitions), any other cannot be "
+        "requeued: reclaim frees nothing there"
+    ]
+    caplog.clear()
+    # One that may go: no warning (and it goes).
+    slurm.running[2] = _hog("r3", "g1", 10.0, partition="cpu")
+    with caplog.at_level("WARNING"):
+        assert [r.victim for r in _run(config, shot, slurm)] == ["r3"]
+    assert warnings() == []
+    config, shot, slurm = _cluster()
+    slurm.running = [_hog(r.job_id, next(iter(r.allocation)), 1.0, requeueable=False) for r in slurm.running]
+    with caplog.at_level("WARNING"):
+        assert _run(config, shot, slurm) == ()
+    assert [w.split(":")[1] for w in warnings()] == [" pool default"]
+    assert "none of its 4 running jobs can be requeued" in warnings()[0]
+
+
 def test_every_reclaim_is_a_history_row_found_by_either_job_and_read_back_as_the_cooldown(tmp_path: Path) -> None:
     from dataclasses import replace
 

@@ -47,6 +47,10 @@ from tests.polling import wait_for
 if TYPE_CHECKING:
     from tests.integration.conftest import SlurmSandbox
 
+# Requeues go through scontrol whichever backend reads, and the reads these tests make are
+# test_live_reclaim.py's, which the pyslurm tiers run: these run in each release's CLI tier.
+pytestmark = pytest.mark.cli_tier
+
 AFTER_S = 60
 # `after` plus a few cycles of a loaded machine.
 ACT_TIMEOUT_S = AFTER_S + 90

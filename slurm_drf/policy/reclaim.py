@@ -31,9 +31,10 @@ the property tests in tests/unit/policy/test_reclaim.py hold it to each):
    same second, Slurm's unit, the later submitted, by job number); of the
    nodes that could serve, those that lose the least work. A claim on
    several nodes takes them one at a time, the cheapest first, each counted
-   with the victims already taken: it never breaks a law, and may miss a set
-   a search of every combination would find (a claim on one node never
-   does: the tests compare it with every subset of each node's jobs).
+   with the victims already taken and the room they free on it: it never
+   breaks a law, and may miss a set a search of every combination would
+   find (a claim on one node never does: the tests compare it with every
+   subset of each node's jobs).
 6. Never a job that ran less than `min_runtime`, that this reclaim moved less
    than `cooldown` ago, that cannot be requeued (unless `cancel` is the
    chosen way), or that is exempt; at most `budget` victims for the claim
@@ -119,7 +120,8 @@ class Accounts:
         return weighted_share(usage, self.capacity, self.weights.get(account, self.default_weight))
 
     def guaranteed_share(self, account: str, usage: Vector) -> Fraction | None:
-        """max over the named resources of usage / guarantee; None without a guarantee (0 amounts: infinite)."""
+        """max over the named resources of usage / guarantee; None without a guarantee (a 0 amount: infinite
+        once used, else 1, since nothing used is at a guarantee of nothing)."""
         named = self.guarantees.get(account)
         if not named:
             return None
@@ -127,8 +129,7 @@ class Accounts:
         for r, amount in named.items():
             if usage[r] and not amount:
                 return Fraction(10**18)
-            if amount:
-                worst = max(worst, Fraction(usage[r], amount))
+            worst = max(worst, Fraction(usage[r], amount) if amount else Fraction(1))
         return worst
 
     def usage_of(self, account: str) -> Vector:
@@ -188,7 +189,8 @@ def choose_victims(
         options = [
             option
             for node in eligible
-            if node not in chosen and (option := _node_option(node, free[node], claim.per_node, movable, context))
+            if node not in chosen
+            and (option := _node_option(node, _room(node, free[node], taken), claim.per_node, movable, context))
         ]
         if not options:
             return Reclaim(claim.job_id, reason="no node can free what it needs within the laws")
@@ -208,6 +210,15 @@ def fitting_nodes(free: Mapping[str, Vector], claim: Claim, key: Callable[[str],
     none if too few do: where Slurm starts a claim that needs no victim."""
     fits = [node for node in sorted(claim.eligible & free.keys(), key=key) if _covers(free[node], claim.per_node)]
     return fits[: claim.nodes] if len(fits) >= claim.nodes else []
+
+
+def _room(node: str, free: Vector, taken: Mapping[str, Running]) -> Vector:
+    """What `node` holds for the claim: its free room and what the victims already taken free there
+    (a victim on several nodes frees each of them)."""
+    for job in taken.values():
+        if node in job.allocation:
+            free = _add(free, job.allocation[node])
+    return free
 
 
 def _movable(job: Running, claim: Claim, accounts: Accounts, floor: Fraction, now: float, rules: Rules) -> bool:
@@ -261,6 +272,8 @@ def _fewest(
 ) -> list[Running] | None:
     """The smallest set of `here` (newest first among sets of one size) that frees `need` within the laws."""
     accounts, floor, taken = context
+    if _covers(free, need):
+        return []
     for size in range(1, len(here) + 1):
         for subset in itertools.combinations(here, size):
             if _covered(node, free, need, subset) and _laws_hold([*taken, *subset], accounts, floor):

@@ -302,6 +302,37 @@ def test_two_guaranteed_accounts_never_take_turns() -> None:
     assert sum(moved.values()) == 1
 
 
+def test_a_victim_on_several_nodes_frees_each_of_them_for_a_claim_on_several_nodes() -> None:
+    """Kueue #7101's first half: proj-1 holds 8 nodes with four 2-node jobs, proj-2 (guaranteed half) asks for 4
+    nodes. Two victims free them (4:4, within every law); the claim must not fail for want of a victim on the
+    second node of a job already taken, nor take one per node (a 2-node claim takes one job, not two)."""
+    node = (8, 64, 4)
+    names = [f"m{k}" for k in range(8)]
+    running = [Running(f"p1-{k}", "p1", {names[2 * k]: node, names[2 * k + 1]: node}, float(k)) for k in range(4)]
+    half = {r: 4 * c for r, c in enumerate(node)}
+    accounts = Accounts(tuple(8 * c for c in node), {"p1": tuple(8 * c for c in node)}, {}, {"p1": half, "p2": half})
+    free = {n: (0, 0, 0) for n in names}
+    rules = Rules(min_runtime=0, cooldown=0)
+    for nodes, victims in ((4, ("p1-3", "p1-2")), (3, ("p1-3", "p1-2")), (2, ("p1-3",)), (1, ("p1-3",))):
+        got = choose_victims(Claim("w", "p2", node, nodes, frozenset(names)), free, running, accounts, NOW, rules)
+        assert got.victims == victims and len(got.nodes) == nodes, (nodes, got)
+    # Five nodes would take proj-1 below its guarantee (law 3): nothing.
+    assert (
+        choose_victims(Claim("w", "p2", node, 5, frozenset(names)), free, running, accounts, NOW, rules).victims == ()
+    )
+
+
+def test_an_account_guaranteed_nothing_can_lose_its_last_job() -> None:
+    """A guarantee of 0 GPUs (a group member whose siblings hold the group's guarantee) is met with no GPU in
+    use: law 3 does not keep b's last GPU job (b keeps a CPU job, so law 2 holds: 1/3 each)."""
+    running = [_job("b1", "b", "n1", CAPACITY_PER_NODE, 0.0), _job("b2", "b", "n2", (8, 8, 0), 0.0)]
+    accounts = _accounts(running, {"a": {2: 4}, "b": {2: 0}}, {})
+    assert accounts.guaranteed_share("b", (8, 8, 0)) == 1
+    claim = Claim("w1", "a", (1, 1, 4), 1, frozenset({"n1"}))
+    got = choose_victims(claim, _free(running), running, accounts, NOW, Rules())
+    assert got.victims == ("b1",)
+
+
 def test_a_claim_outside_its_guarantee_or_one_that_fits_reclaims_nothing() -> None:
     running = [_job(f"b{k}", "b", node, CAPACITY_PER_NODE, 0.0) for k, node in enumerate(NODES)]
     accounts = _accounts(running, {"a": {2: 2}}, {})

@@ -18,7 +18,7 @@ Each case runs as a user runs it: `python -m slurm_drf.cli plan --snapshot
 FILE --format json [--config FILE]` (no config: /dev/null, the built-in
 defaults), a new process, stdout to /dev/null, `.pyc` written (one run of
 each command first). With --baseline CHECKOUT (another copy of the code,
-e.g. `git archive HEAD | tar -x -C /tmp/base`) the same command runs with
+e.g. `git archive HEAD | tar -x -C BASE`, BASE an empty directory) the same command runs with
 that checkout first on PYTHONPATH, the two taking turns. Prints each
 command's median wall and CPU time. --check compares the two JSON plans
 byte for byte (needs --baseline). --profile CASE runs `plan` of that case in

@@ -29,7 +29,7 @@ answer of sacct from its text, read before) and reports its peak RSS
 (VmHWM, the interpreter's own 30-40 MiB included): one run of
 each case in turn, --runs rounds, and the median of each. With --baseline
 CHECKOUT (another copy of the code, e.g. `git archive HEAD slurm_drf | tar
--x -C /tmp/base`; again for more, each named by its directory) the same
+-x -C BASE`, BASE an empty directory; again for more, each named by its directory) the same
 runs take turns with that checkout first on PYTHONPATH. --check compares
 what each read (a digest of every job, or of every allocation, or the
 error); --profile CASE runs the case in this process under cProfile.

@@ -15,7 +15,7 @@ them):
 
 Each runs in its checkout with the checkout on PYTHONPATH (`python -m`
 puts the working directory first); --baseline CHECKOUT (another copy of
-the code, e.g. `git archive HEAD | tar -x -C /tmp/base`) takes turns with
+the code, e.g. `git archive HEAD | tar -x -C BASE`, BASE an empty directory) takes turns with
 this one. Prints the median and the spread of each.
 """
 

@@ -24,9 +24,9 @@ import signal
 import sqlite3
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -37,6 +37,7 @@ from tests.integration.live_helpers import (
     Live,
     drf,
     drf_env,
+    pending_priorities,
     plan_jobs,
     plan_order,
     priority_order,
@@ -101,12 +102,43 @@ def kill_slurmctld(slurm: SlurmSandbox) -> None:
     wait_for(lambda: slurmctld_pid(slurm) is None, 60, "slurmctld to die")
 
 
+def refused_in_last_cycle(live: Live) -> list[tuple[str, str]]:
+    """(job, Slurm's message) for each write the last cycle sent that Slurm refused (history.sqlite)."""
+    with contextlib.closing(sqlite3.connect(live.state_dir / "history.sqlite")) as db:
+        rows = db.execute(
+            "SELECT job_id, coalesce(message, '') FROM writes"
+            " WHERE cycle_id = (SELECT max(id) FROM cycles) AND outcome = 'failed' ORDER BY job_id"
+        ).fetchall()
+    return [(str(job), str(message)) for job, message in rows]
+
+
 def assert_own_after_cycle_and_reset(live: Live, own: dict[str, int], config: Path | None = None) -> None:
-    """The next cycle keeps every job's own nice in its value, Slurm follows its order, and reset gives it back."""
-    plan = live.once(config=config).plan
+    """The next cycle keeps every job's own nice in its value, Slurm follows its order, and reset gives it back.
+
+    A controller just back from a fault may refuse some updates for a while
+    (slurmctld answers "try again in a bit" while it re-registers jobs with
+    slurmdbd); the daemon sends those again the next cycle, so cycles are
+    run until one has no refused write (each one's refusals printed).
+    """
+    cycles: list[str] = []
+
+    def cycle_without_refusals() -> Mapping[str, Any] | None:
+        run = live.once(config=config)
+        refused = refused_in_last_cycle(live)
+        cycles.append(run.stderr)
+        if refused:
+            print(f"cycle {len(cycles)}: Slurm refused {len(refused)} write(s): {refused}")
+            return None
+        return run.plan
+
+    plan: Mapping[str, Any] = wait_for(cycle_without_refusals, 60, "a cycle whose writes Slurm all took")
     assert {job: plan_jobs(plan)[job]["user_nice"] for job in own} == own
     order = [job for job in plan_order(plan) if job in own]
-    assert priority_order(live.slurm, order) == order
+    try:
+        followed = priority_order(live.slurm, order)
+    except AssertionError as error:  # equal priorities: say what the daemon did
+        raise AssertionError(f"{error}\nthe last cycle said:\n{cycles[-1]}") from error
+    assert followed == order, f"{pending_priorities(live.slurm, order)}\nthe last cycle said:\n{cycles[-1]}"
     reset = live.reset(config=config).stdout.splitlines()
     assert not [line for line in reset if "left alone" in line and "no longer" not in line], reset
     assert nices(live, own) == own

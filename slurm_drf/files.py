@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 import stat
 from pathlib import Path
 from typing import Final
@@ -220,7 +219,8 @@ def write_atomic(path: str | os.PathLike[str], data: bytes, mode: int = 0o644, *
     every user: 0640 at most, 0600 under umask 077).
     """
     target = Path(path)
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    # os.urandom(4).hex() is secrets.token_hex(4), without importing secrets (hmac, OpenSSL) at start-up.
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     # Created private (no moment in which others may read it), then given
     # its mode; or, when the umask may tighten it, created with the mode
     # itself, which open(2) narrows by the umask without changing the

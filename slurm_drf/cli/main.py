@@ -394,10 +394,16 @@ def run() -> NoReturn:
     `report` and `explain`, which read and plan as it does and write only
     their output, the process runs without the cyclic collector, keeps its
     objects and, once its output and logs are flushed, ends with os._exit (as
-    mypy does). The other verbs, the daemon above all, exit normally.
+    mypy does), and numpy's OpenBLAS starts no threads. The other verbs, the
+    daemon above all, exit normally.
     """
     if _requested_verb(sys.argv[1:]) not in _EXIT_WITHOUT_TEARDOWN:
         sys.exit(main())
+    # These verbs compute in one thread (numpy's element-wise loops; no BLAS
+    # work worth a thread): OpenBLAS need not start its pool of threads when
+    # numpy is imported, which then spin beside the run (tens of milliseconds
+    # of a plan on a busy machine). A value the user set stands.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     gc.disable()
     exit_without_teardown()
     code = main()

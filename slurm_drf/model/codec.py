@@ -28,6 +28,7 @@ from slurm_drf.model.types import (
     NICE_RANGE,
     SNAPSHOT_FORMAT,
     Association,
+    Coded,
     FloatArray,
     IntArray,
     Job,
@@ -37,6 +38,7 @@ from slurm_drf.model.types import (
     Snapshot,
     Tres,
     job_number,
+    label_codes,
 )
 
 # A job id any writer can use: a plain job number, no leading zero
@@ -393,7 +395,7 @@ def check_job_table(table: JobTable) -> None:
     """
     numbers = table.job_number
     if len(numbers) > 1:
-        ordered = np.sort(numbers, kind="stable")
+        ordered = np.sort(numbers)  # values alike whatever the sort: any kind finds the duplicates
         if (ordered[1:] == ordered[:-1]).any():
             _raise_duplicate(table.job_id)
     if not len(numbers):
@@ -459,49 +461,78 @@ _JOB_DEFAULTS: Final[Mapping[str, object]] = MappingProxyType(
 )
 
 
-def _column(records: list[Any], key: str) -> list[Any]:
-    """records[*][key]; the default for a missing optional key, KeyError for a required one."""
-    try:
-        return list(map(itemgetter(key), records))
-    except KeyError:
-        if key not in _JOB_DEFAULTS:
-            raise
-        return list(map(methodcaller("get", key, _JOB_DEFAULTS[key]), records))
+class _Records:
+    """The job records, read a column (one key of every record) at a time.
+
+    Each pass over 100,000 records costs (they are scattered in memory), so
+    an optional key no record has is found with one pass for all such keys:
+    when every record has as many keys as the keys every record was found to
+    have, no record has another one.
+    """
+
+    def __init__(self, records: list[Any]) -> None:
+        self.records = records
+        self._everywhere: set[str] = set()
+        self._sizes: set[int] | None = None
+
+    def column(self, key: str) -> list[Any]:
+        """records[*][key]; the default for a missing optional key, KeyError for a required one."""
+        try:
+            column = list(map(itemgetter(key), self.records))
+        except KeyError:
+            if key not in _JOB_DEFAULTS:
+                raise
+            if self._only_keys_found():
+                return [_JOB_DEFAULTS[key]] * len(self.records)
+            return list(map(methodcaller("get", key, _JOB_DEFAULTS[key]), self.records))
+        self._everywhere.add(key)
+        return column
+
+    def _only_keys_found(self) -> bool:
+        """Whether every record has exactly the keys found in every record so far."""
+        if self._sizes is None:
+            self._sizes = set(map(len, self.records))
+        return self._sizes == {len(self._everywhere)}
 
 
 def _fast_job_table(records: list[Any]) -> JobTable | None:  # noqa: C901
     """None when any record needs the careful path."""
-    raw_ids = _column(records, "job_id")
+    read = _Records(records)
+    raw_ids = read.column("job_id")
     if not _types(raw_ids) <= {str}:
         if not _types(raw_ids) <= {str, int}:
             return None
         raw_ids = [str(v) for v in raw_ids]
-    account = _column(records, "account")
-    partition = _column(records, "partition")
-    state = _column(records, "state")
-    user = _column(records, "user")
+    account = read.column("account")
+    partition = read.column("partition")
+    state = read.column("state")
+    user = read.column("user")
     if not (_types(account) | _types(partition) | _types(state) | _types(user)) <= {str}:
         return None
-    if "" in set(account) or "" in set(partition):
+    # Encoded here, each in one pass (JobTable.build takes the codes): an empty
+    # name is then looked for among the distinct ones.
+    coded = {"account": label_codes(account), "partition": label_codes(partition), "state": _upper_codes(state)}
+    if "" in coded["account"][1] or "" in coded["partition"][1]:
         return None
-    priority = _fast_ints(_column(records, "priority"), 0, MAX_PRIORITY)
-    nice = _fast_ints(_column(records, "nice"), -NICE_RANGE, NICE_RANGE)
-    tasks = _fast_ints(_column(records, "array_tasks"), 1, MAX_ARRAY_TASKS)
+    priority = _fast_ints(read.column("priority"), 0, MAX_PRIORITY)
+    nice = _fast_ints(read.column("nice"), -NICE_RANGE, NICE_RANGE)
+    # The keys snapshots always have, before the optional ones they may all lack (`_Records`).
+    submit = _fast_times(read.column("submit_time"))
+    tres_records = read.column("tres")
+    tasks = _fast_ints(read.column("array_tasks"), 1, MAX_ARRAY_TASKS)
     if priority is None or nice is None or tasks is None:
         return None
-    held = _column(records, "held")
+    held = read.column("held")
     if not _types(held) <= {bool}:
         return None
-    site_factor = _column(records, "site_factor")
+    site_factor = read.column("site_factor")
     site_types = _types(site_factor)
     if not site_types <= {type(None), int}:
         return None
     if int in site_types and _fast_ints([v for v in site_factor if v is not None], -NICE_RANGE, NICE_RANGE) is None:
         return None
-    submit = _fast_times(_column(records, "submit_time"))
     if submit is None:
         return None
-    tres_records = _column(records, "tres")
     if not _types(tres_records) <= {dict, MappingProxyType}:
         return None
     tres: dict[str, IntArray] = {}
@@ -510,24 +541,19 @@ def _fast_job_table(records: list[Any]) -> JobTable | None:  # noqa: C901
         if column is None:
             return None
         tres[name] = column
-    state_upper = {text: text.upper() for text in set(state)}
     table = JobTable.build(
-        JobColumns(
-            raw_ids,
-            account,
-            user,
-            partition,
-            [state_upper[t] for t in state],
-            priority,
-            nice,
-            held,
-            submit,
-            tasks,
-            site_factor,
-            tres,
-        )
+        JobColumns(raw_ids, account, user, partition, state, priority, nice, held, submit, tasks, site_factor, tres),
+        coded,
     )
     return table if _fast_job_ids(table) else None
+
+
+def _upper_codes(states: list[str]) -> Coded:
+    """`label_codes` of the states in upper case (Slurm's names of them), from the codes of the states as written."""
+    codes, written = label_codes(states)
+    upper_codes, upper = label_codes([text.upper() for text in written])
+    merged: IntArray = upper_codes[codes]
+    return merged, upper
 
 
 def _tres_values(tres_records: list[Mapping[str, Any]]) -> dict[str, list[Any]]:

@@ -12,11 +12,12 @@ every TRES in whole units, and integer sums keep the engine exact.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -194,11 +195,15 @@ def job_numbers(job_ids: Sequence[str]) -> IntArray:
     # non-ASCII digits, more than 10 digits): the one call is only for ids that are all
     # ASCII digits, at most 10 each, checked in C loops over the joined ids.
     joined = "".join(job_ids)
-    if joined.isascii() and joined.isdigit() and max(map(len, job_ids)) <= 10:
-        try:
-            return np.fromiter(map(int, job_ids), dtype=np.int64, count=len(job_ids))
-        except ValueError:  # an empty id among digits
-            pass
+    if joined.isascii() and joined.isdigit():
+        lengths = np.fromiter(map(len, job_ids), dtype=np.int64, count=len(job_ids))
+        if lengths.min() >= 1 and lengths.max() <= 10:  # no empty id (int() would refuse it)
+            # int() of each id, from the joined digits: each digit times its power of ten, summed per id.
+            digits = np.frombuffer(joined.encode("ascii"), dtype=np.uint8).astype(np.int64) - ord("0")
+            ends = np.cumsum(lengths)
+            power = np.repeat(ends, lengths) - 1 - np.arange(len(digits))
+            numbers: IntArray = np.add.reduceat(digits * _POWERS_OF_TEN[power], ends - lengths)
+            return numbers
     return np.fromiter(map(job_number, job_ids), dtype=np.int64, count=len(job_ids))
 
 
@@ -232,12 +237,22 @@ def plain_numbers(job_ids: Sequence[str], numbers: IntArray) -> IntArray:
     return out
 
 
-def _codes(values: Sequence[str]) -> tuple[IntArray, tuple[str, ...]]:
-    """Dictionary encoding: an int code per value and the distinct values."""
-    distinct = tuple(dict.fromkeys(values))
-    index = {v: i for i, v in enumerate(distinct)}
-    codes = np.fromiter(map(index.__getitem__, values), dtype=np.int64, count=len(values))
-    return codes, distinct
+def label_codes(values: Sequence[str]) -> tuple[IntArray, tuple[str, ...]]:
+    """Dictionary encoding: an int code per value and the distinct values, in order of first appearance.
+
+    One pass over the values (each one looked up once: a snapshot's 100,000
+    labels are scattered in memory, and every pass over them costs): each
+    value's first position, then the codes from those in numpy.
+    """
+    first: dict[str, int] = {}
+    at = np.fromiter(map(first.setdefault, values, itertools.count()), dtype=np.int64, count=len(values))
+    code_at = np.zeros(len(values), dtype=np.int64)
+    code_at[np.fromiter(first.values(), dtype=np.int64, count=len(first))] = np.arange(len(first))
+    codes: IntArray = code_at[at]
+    return codes, tuple(first)
+
+
+Coded: TypeAlias = tuple[IntArray, tuple[str, ...]]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -322,11 +337,17 @@ class JobTable:
         )
 
     @classmethod
-    def build(cls, columns: JobColumns) -> JobTable:
-        """The table of `columns`: labels dictionary-encoded, numbers as arrays."""
-        account_codes, accounts = _codes(columns.account)
-        partition_codes, partitions = _codes(columns.partition)
-        state_codes, states = _codes(columns.state)
+    def build(cls, columns: JobColumns, coded: Mapping[str, Coded] | None = None) -> JobTable:
+        """The table of `columns`: labels dictionary-encoded, numbers as arrays.
+
+        `coded` holds the label columns (account, partition, state) the caller
+        has encoded already (`label_codes`), by name: those columns of
+        `columns` are not read.
+        """
+        coded = coded or {}
+        account_codes, accounts = coded.get("account") or label_codes(columns.account)
+        partition_codes, partitions = coded.get("partition") or label_codes(columns.partition)
+        state_codes, states = coded.get("state") or label_codes(columns.state)
         return cls(
             columns.job_id,
             job_numbers(columns.job_id),

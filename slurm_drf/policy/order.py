@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from types import MappingProxyType
-from typing import Final
+from typing import Final, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -25,6 +24,8 @@ from slurm_drf.policy.state import TieBook
 
 # Relative distance under which two float levels are compared exactly.
 TIE_RTOL: Final = 1e-9
+
+_V = TypeVar("_V")
 
 
 def compute_before(demand: IntArray, account_of: IntArray, usage: IntArray) -> IntArray:
@@ -188,14 +189,15 @@ def _break_groups(
     records: list[TieRecord] = []
     for g in multi.tolist():
         start, stop = int(group_starts[g]), int(group_stops[g])
-        rows = order[start:stop].tolist()
-        accounts = account_of[rows].tolist()
-        if len(set(accounts)) < 2:
+        group = order[start:stop]
+        accounts = account_of[group].tolist()
+        distinct = len(set(accounts))
+        if distinct < 2:
             continue
-        placed, record = _break_ties(rows, accounts, account_names, ties, start)
+        tied[group] = True
+        placed, record = _break_ties(group.tolist(), accounts, distinct == len(accounts), account_names, ties, start)
         order[start:stop] = placed
         records.append(record)
-        tied[rows] = True
     return tuple(records)
 
 
@@ -245,6 +247,7 @@ class _ExactShares:
 def _break_ties(
     rows: list[int],
     accounts: list[int],
+    one_each: bool,
     account_names: Sequence[str],
     ties: TieBook,
     start: int,
@@ -252,41 +255,69 @@ def _break_ties(
     """Order rows of equal level and share vector: fewer tie wins first, then rotation.
 
     Rows come in index order, so each account's rows are in Slurm's order;
-    `accounts` holds the account of each. An account wins a tie when it is
-    placed while another account waits. Returns the rows in their new order
-    and the record of the tie, whose group starts at position `start`.
-    (The book makes each account's rotation key once however many ties it is in.)
+    `accounts` holds the account of each (`one_each`: every one a different
+    account). An account wins a tie when it is placed while another account
+    waits. Returns the rows in their new order and the record of the tie,
+    whose group starts at position `start`. (The book makes each account's
+    rotation key once however many ties it is in.)
     """
-    one_each = len(set(accounts)) == len(rows)
     queues: dict[int, list[int]] = {}
     if not one_each:
         for row, account in zip(rows, accounts, strict=True):
             queues.setdefault(account, []).append(row)
-    # Loops over the accounts of the tie in C (map): a tie may hold 100,000 of them.
+    # Loops over the accounts of the tie in C (map): a tie may hold 100,000 of them, and each
+    # pass that looks their names up costs (the record's mappings are made when read).
     names = list(map(account_names.__getitem__, accounts if one_each else queues))
-    record_wins = dict(zip(names, map(ties.wins.get, names, itertools.repeat(0.0)), strict=True))
-    rotation = dict(zip(names, ties.rotations(names), strict=True))
+    held = list(map(ties.wins.get, names, itertools.repeat(0.0)))
+    turns = ties.rotations(names)
+    record_wins, rotation = _ZippedMapping(names, held), _ZippedMapping(names, turns)
     if one_each:
-        out, placed_wins = _one_row_each(rows, names, record_wins, rotation, ties)
+        wins, turn_keys = np.array(held, dtype=np.float64), np.array(turns, dtype=np.uint64)
+        out, placed_wins = _one_row_each(rows, names, wins, turn_keys, ties)
     else:
         out, placed_wins = _by_heap(queues, account_names, rotation, ties)
-    return out, TieRecord(
-        start, start + len(out), MappingProxyType(record_wins), MappingProxyType(rotation), tuple(placed_wins)
-    )
+    return out, TieRecord(start, start + len(out), record_wins, rotation, tuple(placed_wins))
+
+
+class _ZippedMapping(Mapping[str, _V]):
+    """`keys[k]` to `values[k]` (keys distinct), read-only, its dict made when first read: a
+    tie's record keeps every account's wins and rotation key, which only `explain` looks up."""
+
+    __slots__ = ("_keys", "_made", "_values")
+
+    def __init__(self, keys: list[str], values: list[_V]) -> None:
+        self._keys = keys
+        self._values = values
+        self._made: dict[str, _V] | None = None
+
+    def _mapping(self) -> dict[str, _V]:
+        if self._made is None:
+            self._made = dict(zip(self._keys, self._values, strict=True))
+        return self._made
+
+    def __getitem__(self, key: str) -> _V:
+        return self._mapping()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._mapping())
+
+    def __len__(self) -> int:
+        return len(self._mapping())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._mapping()!r})"
 
 
 def _one_row_each(
     rows: list[int],
     names: list[str],
-    record_wins: dict[str, float],
-    rotation: dict[str, int],
+    keys: FloatArray,
+    turns: npt.NDArray[np.uint64],
     ties: TieBook,
 ) -> tuple[list[int], list[float]]:
-    """The heap's order when every account has one row in the tie (`rows[k]` of `names[k]`; a
-    tie of many accounts, the usual case): one sort by the heap's key (wins, rotation key,
-    name); every account placed but the last wins once."""
-    keys = np.fromiter(map(record_wins.__getitem__, names), dtype=np.float64, count=len(names))
-    turns = np.fromiter(map(rotation.__getitem__, names), dtype=np.uint64, count=len(names))
+    """The heap's order when every account has one row in the tie (`rows[k]` of `names[k]`, its
+    tie wins `keys[k]` and rotation key `turns[k]`; a tie of many accounts, the usual case): one
+    sort by the heap's key (wins, rotation key, name); every account placed but the last wins once."""
     order = np.lexsort((turns, keys))
     ordered_keys, ordered_turns = keys[order], turns[order]
     if ((ordered_keys[1:] == ordered_keys[:-1]) & (ordered_turns[1:] == ordered_turns[:-1])).any():
@@ -302,7 +333,7 @@ def _one_row_each(
 def _by_heap(
     queues: dict[int, list[int]],
     account_names: Sequence[str],
-    rotation: dict[str, int],
+    rotation: Mapping[str, int],
     ties: TieBook,
 ) -> tuple[list[int], list[float]]:
     """The tie rule's heap: the account of fewest wins (then rotation key) places its next row."""

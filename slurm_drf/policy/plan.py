@@ -52,6 +52,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
+import numpy.typing as npt
 
 from slurm_drf.config.settings import NICE_LIMIT, Config
 from slurm_drf.model.account_tree import AccountTree
@@ -60,19 +61,10 @@ from slurm_drf.model.types import (
     MAX_TRES,
     PENDING,
     BoolArray,
+    FloatArray,
     IntArray,
     JobTable,
     Snapshot,
-)
-from slurm_drf.policy.guarantees import (
-    PART_REASONS,
-    Group,
-    PoolBounds,
-    arrange,
-    arranged_ordering,
-    floor_groups,
-    pool_bounds,
-    resolve_groups,
 )
 from slurm_drf.policy.label_space import LabelSpace, label_space, value_offset
 from slurm_drf.policy.labels import assign_labels
@@ -99,8 +91,9 @@ WHOLE_NODE_HISTORY_WEIGHT: Final = 2
 
 if TYPE_CHECKING:
     # The H-DRF order (tree_order and the engines under it) is imported when a pool is ordered over a
-    # tree, the decayed past when a plan blends one.
+    # tree, the decayed past when a plan blends one, guarantees and limits when a pool has some.
     from slurm_drf.policy.decayed_usage import UsageByPool
+    from slurm_drf.policy.guarantees import Group, PoolBounds
     from slurm_drf.policy.tree_order import TreeOrdering, TreeRow
 
 
@@ -196,9 +189,7 @@ def compute_plan(
     warnings = list(jobs.warnings)
     fingerprint = running_fingerprint([table.job_id[i] for i in np.flatnonzero(jobs.holding).tolist()])
     ties = TieBook.open(state, fingerprint, config.tie_half_life)
-    groups = resolve_groups(
-        config.guarantees, config.limits, table.accounts, snapshot.account_tree if snapshot.associations else None
-    )
+    groups = _groups(snapshot, config)
 
     space = label_space(config, snapshot.priority_weights, snapshot.scheduler_parameters)
     columns = LazyColumns()
@@ -218,8 +209,10 @@ def compute_plan(
                 f"pool {name}: no capacity in {', '.join(config.resources)}; its jobs are "
                 "ordered by tie rule and Slurm's order only"
             )
-        bounds = _bounds(name, groups, jobs.weights, table, (running_rows, pending_rows), capacity_map, config)
-        warnings.extend(f"pool {name}: {w}" for w in bounds[1])
+        bounds, bound_warnings = _bounds(
+            name, groups, jobs.weights, table, (running_rows, pending_rows), capacity_map, config
+        )
+        warnings.extend(f"pool {name}: {w}" for w in bound_warnings)
         given = _PoolInput(
             name,
             capacity_map,
@@ -234,7 +227,7 @@ def compute_plan(
             space,
             columns.size,
             jobs.tree,
-            bounds[0] if bounds[0].active else None,
+            bounds if bounds is not None and bounds.active else None,
         )
         result = _plan_pool(given)
         columns.add(result.size, result.makers)
@@ -260,6 +253,16 @@ def compute_plan(
     )
 
 
+def _groups(snapshot: Snapshot, config: Config) -> list[Group]:
+    """The config's guarantees and limits resolved against the snapshot's accounts (none: none)."""
+    if not config.guarantees and not config.limits:
+        return []
+    from slurm_drf.policy.guarantees import resolve_groups  # noqa: PLC0415  (only with guarantees or limits)
+
+    tree = snapshot.account_tree if snapshot.associations else None
+    return resolve_groups(config.guarantees, config.limits, snapshot.table.accounts, tree)
+
+
 def _bounds(
     pool: str,
     groups: Sequence[Group],
@@ -268,10 +271,16 @@ def _bounds(
     rows: tuple[IntArray, IntArray],
     capacity_map: Mapping[str, int],
     config: Config,
-) -> tuple[PoolBounds, list[str]]:
-    """The pool's guarantees and limits (docs/rule.md §9), `reclaim.share_floor`'s among them where it acts."""
+) -> tuple[PoolBounds | None, list[str]]:
+    """The pool's guarantees and limits (docs/rule.md §9), `reclaim.share_floor`'s among them where it acts;
+    None when there are none (policy.guarantees is then not imported: a plan without them does not need it)."""
     reclaim = config.reclaim
-    if reclaim is not None and pool in reclaim.pools and reclaim.share_floor:
+    floor = reclaim is not None and pool in reclaim.pools and bool(reclaim.share_floor)
+    if not groups and not floor:
+        return None, []
+    from slurm_drf.policy.guarantees import floor_groups, pool_bounds  # noqa: PLC0415  (as in _groups)
+
+    if reclaim is not None and floor:
         present = np.unique(table.account[np.concatenate(rows)]).tolist()
         groups = floor_groups(groups, present, weights, reclaim.share_floor)
     capacity = [capacity_map[r] for r in config.resources]
@@ -449,6 +458,8 @@ def _plan_pool(given: _PoolInput) -> _PoolResult:
     before, ordering, by_tree = _order_pool(given, jobs)
     part, drf_position = None, None
     if given.bounds is not None:
+        from slurm_drf.policy.guarantees import arrange, arranged_ordering  # noqa: PLC0415  (as in _groups)
+
         arranged, part = arrange(ordering.order, jobs.account_of, jobs.demand, jobs.usage, given.bounds)
         if arranged is not ordering.order:
             drf_position = np.empty(len(arranged), dtype=np.int64)
@@ -491,10 +502,9 @@ def _plan_pool(given: _PoolInput) -> _PoolResult:
     accounts = len(given.table.accounts)
     pending_count = np.bincount(jobs.account_of, minlength=accounts)
     present = np.flatnonzero((jobs.running_count > 0) | (pending_count > 0))
-    listed = present.tolist()
     rows = _PresentAccounts(
-        [given.table.accounts[a] for a in listed],
-        [given.weights[a] for a in listed],
+        _pick(given.table.accounts, present),
+        _pick(given.weights, present),
         jobs.usage[present],
         jobs.running_count[present].tolist(),
         pending_count[present].tolist(),
@@ -623,7 +633,7 @@ def _job_makers(
         "value": lambda: written_list,
         "current": lambda: now,
         "action": lambda: ["keep" if c == w else "set" for c, w in zip(now, written_list, strict=True)],
-        "reason": lambda: [None] * count if parts is None else [PART_REASONS[p] for p in parts[order].tolist()],
+        "reason": lambda: [None] * count if parts is None else _part_reasons(parts[order]),
         "tie": ordering.tied[order].tolist,
         "user_nice": own.tolist,
         "array_tasks": table.array_tasks[rows_sorted].tolist,
@@ -631,6 +641,13 @@ def _job_makers(
         "path": (lambda: [None] * count) if by_tree is None else by_drf_position(lambda: by_tree.leaf_keys),
         "path_shares": (lambda: [None] * count) if by_tree is None else by_drf_position(by_tree.all_path_shares),
     }
+
+
+def _part_reasons(parts: npt.NDArray[np.int8]) -> list[str | None]:
+    """The `reason` of each job of an order arranged by guarantees and limits, by its part."""
+    from slurm_drf.policy.guarantees import PART_REASONS  # noqa: PLC0415  (as in _groups)
+
+    return [PART_REASONS[p] for p in parts.tolist()]
 
 
 @dataclass(frozen=True, slots=True)
@@ -791,9 +808,7 @@ def _account_shares(
     dominant = masked.argmax(axis=1) if len(resources) else np.zeros(count, dtype=np.int64)
     weighted = weighted_shares(usage, capacity, fractions)
     present = None if past is None or not past.any() else weighted_shares(running, capacity, fractions)
-    weighted_list: list[float] = weighted.tolist()
-    ranking = sorted(range(count), key=lambda i: (weighted_list[i], account_names[i]))
-    ranked = np.array(ranking, dtype=np.int64)
+    ranked = _by_share_and_name(weighted, account_names)
     in_order = weighted[ranked]
     # Equal shares share the rank of the first of them.
     first_of_equal = np.r_[True, in_order[1:] != in_order[:-1]] if count else np.zeros(0, dtype=np.bool_)
@@ -804,19 +819,32 @@ def _account_shares(
     return AccountColumns(
         pool,
         tuple(resources),
-        [account_names[i] for i in ranking],
-        [fractions[i] for i in ranking],
-        [running_count[i] for i in ranking],
-        [pending_count[i] for i in ranking],
+        _pick(account_names, ranked),
+        _pick(fractions, ranked),
+        _pick(running_count, ranked),
+        _pick(pending_count, ranked),
         running[ranked],
         shares[ranked],
-        [names[d] if has else None for d, has in zip(dominant[ranked].tolist(), has_dominant.tolist(), strict=True)],
+        [names[d] if has else None for d, has in zip(dominant[ranked].tolist(), has_dominant.tolist(), strict=True)]
+        if has_dominant.any()
+        else [None] * count,
         np.where(has_dominant, top, 0.0).tolist(),
         in_order.tolist(),
         rank.tolist(),
         None if past is None else past[ranked],
         None if present is None else present[ranked].tolist(),
     )
+
+
+def _by_share_and_name(weighted: FloatArray, names: Sequence[str]) -> IntArray:
+    """The rows ordered by (weighted share, name): by name (a sort keyed in C), then stably by share
+    in numpy, the same order as sorting the pairs (shares are never NaN here; should one be, the pairs are sorted)."""
+    if np.isnan(weighted).any():
+        shares: list[float] = weighted.tolist()
+        return np.array(sorted(range(len(names)), key=lambda i: (shares[i], names[i])), dtype=np.int64)
+    by_name = np.array(sorted(range(len(names)), key=names.__getitem__), dtype=np.int64)
+    ranked: IntArray = by_name[np.argsort(weighted[by_name], kind="stable")]
+    return ranked
 
 
 def plan_order_pairs(plan: Plan, pool: str) -> list[tuple[str, int]]:

@@ -86,3 +86,17 @@ def test_the_help_line_of_a_verb_not_asked_for_is_its_modules(verb: str) -> None
 
 def test_check_config_asks_scontrol_what_the_reader_asks() -> None:
     assert list(SCONTROL_CONFIG_ARGV) == build_scontrol_config_argv()
+
+
+def test_a_plan_without_guarantees_imports_neither_them_nor_openssl(tmp_path: Path) -> None:
+    """policy.guarantees is imported for a pool with guarantees or limits (and then plans as before);
+    the tie rule's BLAKE2 is hashlib's own, without the OpenSSL bindings `import hashlib` loads."""
+    snapshot = CHECKOUT / "tests" / "fixtures" / "report" / "snapshot.json"
+    modules, out = _imported("plan", "--snapshot", str(snapshot), "--config", "/dev/null")
+    assert "pool default" in out and "slurm_drf.policy.order" in modules
+    assert not {"slurm_drf.policy.guarantees", "hashlib", "_hashlib", "secrets"} & set(modules)
+    config = tmp_path / "config.yaml"
+    config.write_text("accounts:\n  physics: {limit: 10%}\n")
+    config.chmod(0o600)
+    modules, out = _imported("plan", "--snapshot", str(snapshot), "--config", str(config))
+    assert "pool default" in out and "slurm_drf.policy.guarantees" in modules

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from fractions import Fraction
 
+import numpy as np
 import orjson
 import pytest
 from hypothesis import given, settings
@@ -131,7 +132,9 @@ def test_a_tie_of_one_job_per_account_is_the_heaps_order(data: st.DataObject, co
     record = {name: committed.get(name, 0.0) for name in names}
     earlier = {name: 1.0 for name in names[::2]}  # wins of an earlier tie of this plan
     sorted_wins, sorted_plan = dict(committed), dict(earlier)
-    out = order_module._one_row_each(rows, names, record, rotation, TieBook(3, sorted_wins, sorted_plan))
+    held = np.array([record[name] for name in names], dtype=np.float64)
+    turns = np.array([rotation[name] for name in names], dtype=np.uint64)
+    out = order_module._one_row_each(rows, names, held, turns, TieBook(3, sorted_wins, sorted_plan))
     heap_wins, heap_plan = dict(committed), dict(earlier)
     queues = {row: [row] for row in rows}
     expected = order_module._by_heap(queues, names, rotation, TieBook(3, heap_wins, heap_plan))

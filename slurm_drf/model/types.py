@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import operator
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -235,6 +236,15 @@ def plain_numbers(job_ids: Sequence[str], numbers: IntArray) -> IntArray:
     plain = ascii_ & (numbers > 0) & (lengths == digits) & (lengths <= 18)
     out: IntArray = np.where(plain, numbers, 0)
     return out
+
+
+def pick_rows(items: Sequence[Any], rows: IntArray) -> list[Any]:
+    """items[r] for r in rows, at C speed."""
+    if len(rows) == 0:
+        return []
+    if len(rows) == 1:
+        return [items[int(rows[0])]]
+    return list(operator.itemgetter(*rows.tolist())(items))
 
 
 def label_codes(values: Sequence[str]) -> tuple[IntArray, tuple[str, ...]]:

@@ -44,7 +44,6 @@ least 1; priority 0 means held).
 from __future__ import annotations
 
 import functools
-import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -61,11 +60,12 @@ from slurm_drf.model.types import (
     MAX_TRES,
     PENDING,
     BoolArray,
-    FloatArray,
     IntArray,
     JobTable,
     Snapshot,
+    pick_rows,
 )
+from slurm_drf.policy.account_rows import PresentAccounts, account_shares
 from slurm_drf.policy.label_space import LabelSpace, label_space, value_offset
 from slurm_drf.policy.labels import assign_labels
 from slurm_drf.policy.order import Ordering, compute_before, order_pending
@@ -80,7 +80,7 @@ from slurm_drf.policy.plan_columns import (
     PlanJobs,
     PoolOrder,
 )
-from slurm_drf.policy.pools import build_pools, compute_capacity, weighted_shares
+from slurm_drf.policy.pools import build_pools, compute_capacity
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState, Recalled, TieBook, running_fingerprint
 from slurm_drf.policy.tree_weights import TreeWeights, compute_tree_weights, resolve_account_keys
 from slurm_drf.policy.values import adjust_for_memory, labels_of, mode_values
@@ -498,19 +498,19 @@ def _plan_pool(given: _PoolInput) -> _PoolResult:
         drf_position,
         given.bounds,
     )
-    makers = _job_makers(given, jobs, record, _pick(jobs.current, taken), (written.tolist(), own))
+    makers = _job_makers(given, jobs, record, pick_rows(jobs.current, taken), (written.tolist(), own))
     accounts = len(given.table.accounts)
     pending_count = np.bincount(jobs.account_of, minlength=accounts)
     present = np.flatnonzero((jobs.running_count > 0) | (pending_count > 0))
-    rows = _PresentAccounts(
-        _pick(given.table.accounts, present),
-        _pick(given.weights, present),
+    rows = PresentAccounts(
+        pick_rows(given.table.accounts, present),
+        pick_rows(given.weights, present),
         jobs.usage[present],
         jobs.running_count[present].tolist(),
         pending_count[present].tolist(),
         None if given.past is None else given.past[present],
     )
-    shares = _account_shares(given.pool, rows, given.capacity_map, config.resources)
+    shares = account_shares(given.pool, rows, given.capacity_map, config.resources)
     return _PoolResult(shares, len(order), makers, record, tuple(warnings))
 
 
@@ -525,7 +525,7 @@ def _pool_jobs(given: _PoolInput) -> _PoolJobs:
     for col, values in enumerate(tres):
         np.add.at(usage[:, col], running_account, values[running_rows])
     # Site factors only when they can matter (site_factor mode).
-    site_factors = _pick(table.site_factor, pending_rows) if mode == "site_factor" else []
+    site_factors = pick_rows(table.site_factor, pending_rows) if mode == "site_factor" else []
     base, own_nice, current, our_part, ours = adjust_for_memory(
         table.priority[pending_rows],
         table.nice[pending_rows],
@@ -621,12 +621,12 @@ def _job_makers(
 
     def by_drf_position(column: Callable[[], Sequence[Any]]) -> ColumnMaker:
         """A column the tree record keeps by position in the DRF order, in the arranged order."""
-        return lambda: _pick(column(), moved) if moved is not None else list(column())
+        return lambda: pick_rows(column(), moved) if moved is not None else list(column())
 
     return {
-        "job_id": lambda: _pick(job_ids, rows_sorted),
-        "account": lambda: _pick(names, account_of[order]),
-        "user": lambda: _pick(users, rows_sorted),
+        "job_id": lambda: pick_rows(job_ids, rows_sorted),
+        "account": lambda: pick_rows(names, account_of[order]),
+        "user": lambda: pick_rows(users, rows_sorted),
         "pool": lambda: [pool] * count,
         "order": lambda: list(range(count)),
         "level": ordering.level[order].tolist,
@@ -706,16 +706,7 @@ def _recall(table: JobTable, rows: IntArray, state: PolicyState) -> Recalled:
     memory = state.memory
     if not memory:
         return memory.recall(np.zeros(len(rows), dtype=np.int64), list)
-    return memory.recall(table.plain_number[rows], lambda: _pick(table.job_id, rows))
-
-
-def _pick(items: Sequence[Any], rows: IntArray) -> list[Any]:
-    """items[r] for r in rows, at C speed."""
-    if len(rows) == 0:
-        return []
-    if len(rows) == 1:
-        return [items[int(rows[0])]]
-    return list(operator.itemgetter(*rows.tolist())(items))
+    return memory.recall(table.plain_number[rows], lambda: pick_rows(table.job_id, rows))
 
 
 def _band_warning(pool: str, config: Config, space: LabelSpace, exact: int) -> str:
@@ -747,7 +738,7 @@ def _skipped_rows(
     rows = np.flatnonzero(pending & ((job_pool < 0) | excluded | held))
     indexes: list[int] = rows.tolist()
     _, own, current, _, _ = adjust_for_memory(
-        table.priority[rows], table.nice[rows], _pick(table.site_factor, rows), mode, _recall(table, rows, state)
+        table.priority[rows], table.nice[rows], pick_rows(table.site_factor, rows), mode, _recall(table, rows, state)
     )
     reasons = [
         "partition not managed" if job_pool[i] < 0 else "account excluded" if excluded[i] else "held" for i in indexes
@@ -755,9 +746,9 @@ def _skipped_rows(
     count = len(indexes)
     nothing: list[Any] = [None] * count
     columns: dict[str, list[Any]] = {
-        "job_id": _pick(table.job_id, rows),
+        "job_id": pick_rows(table.job_id, rows),
         "account": [table.accounts[a] for a in table.account[rows].tolist()],
-        "user": _pick(table.user, rows),
+        "user": pick_rows(table.user, rows),
         "pool": [pools[p][0] if p >= 0 else None for p in job_pool[rows].tolist()],
         "current": current,
         "action": ["skip"] * count,
@@ -768,83 +759,6 @@ def _skipped_rows(
     }
     made = [columns.get(name, nothing) for name in JOB_COLUMNS]
     return count, {name: functools.partial(list, column) for name, column in zip(JOB_COLUMNS, made, strict=True)}
-
-
-@dataclass(frozen=True, slots=True)
-class _PresentAccounts:
-    """The accounts with a running or pending job in a pool: names, weights, usage (A, R), job counts, past."""
-
-    names: list[str]
-    fractions: list[Fraction]
-    usage: IntArray
-    running_count: list[int]
-    pending_count: list[int]
-    past: IntArray | None = None
-
-
-def _account_shares(
-    pool: str, present_accounts: _PresentAccounts, capacity_map: Mapping[str, int], resources: Sequence[str]
-) -> AccountColumns:
-    """One row per account present in the pool, ranked by weighted share (lowest first).
-
-    `rank` is 1 + the number of accounts with a strictly lower weighted
-    share: equal shares share a rank, since only the tie rule (in the
-    order) says which of them is served first; the rows of equal rank are
-    listed by name. An account that uses none of the pool's resources has
-    no dominant resource (None), not the first of a row of zeros.
-    Shares are over the running usage plus what the past adds (`past`).
-    """
-    account_names, fractions = present_accounts.names, present_accounts.fractions
-    running_count, pending_count = present_accounts.running_count, present_accounts.pending_count
-    usage, past = present_accounts.usage, present_accounts.past
-    running = usage
-    if past is not None:
-        usage = usage + past
-    capacity = np.array([capacity_map[r] for r in resources], dtype=np.float64)
-    usable = capacity > 0
-    shares = np.divide(usage, capacity, out=np.zeros(usage.shape, dtype=np.float64), where=usable)
-    masked = np.where(usable, shares, -1.0)
-    count = len(account_names)
-    dominant = masked.argmax(axis=1) if len(resources) else np.zeros(count, dtype=np.int64)
-    weighted = weighted_shares(usage, capacity, fractions)
-    present = None if past is None or not past.any() else weighted_shares(running, capacity, fractions)
-    ranked = _by_share_and_name(weighted, account_names)
-    in_order = weighted[ranked]
-    # Equal shares share the rank of the first of them.
-    first_of_equal = np.r_[True, in_order[1:] != in_order[:-1]] if count else np.zeros(0, dtype=np.bool_)
-    rank = np.maximum.accumulate(np.where(first_of_equal, np.arange(1, count + 1), 0)) if count else ranked
-    top = shares[ranked, dominant[ranked]] if len(resources) else np.zeros(count, dtype=np.float64)
-    has_dominant = (top > 0) & bool(usable.any())
-    names = list(resources)
-    return AccountColumns(
-        pool,
-        tuple(resources),
-        _pick(account_names, ranked),
-        _pick(fractions, ranked),
-        _pick(running_count, ranked),
-        _pick(pending_count, ranked),
-        running[ranked],
-        shares[ranked],
-        [names[d] if has else None for d, has in zip(dominant[ranked].tolist(), has_dominant.tolist(), strict=True)]
-        if has_dominant.any()
-        else [None] * count,
-        np.where(has_dominant, top, 0.0).tolist(),
-        in_order.tolist(),
-        rank.tolist(),
-        None if past is None else past[ranked],
-        None if present is None else present[ranked].tolist(),
-    )
-
-
-def _by_share_and_name(weighted: FloatArray, names: Sequence[str]) -> IntArray:
-    """The rows ordered by (weighted share, name): by name (a sort keyed in C), then stably by share
-    in numpy, the same order as sorting the pairs (shares are never NaN here; should one be, the pairs are sorted)."""
-    if np.isnan(weighted).any():
-        shares: list[float] = weighted.tolist()
-        return np.array(sorted(range(len(names)), key=lambda i: (shares[i], names[i])), dtype=np.int64)
-    by_name = np.array(sorted(range(len(names)), key=names.__getitem__), dtype=np.int64)
-    ranked: IntArray = by_name[np.argsort(weighted[by_name], kind="stable")]
-    return ranked
 
 
 def plan_order_pairs(plan: Plan, pool: str) -> list[tuple[str, int]]:

@@ -419,6 +419,32 @@ def _tree(rng: np.random.Generator, nodes: int, jobs: int, window: float | None)
     )
 
 
+# The gaming scenario (issue 35): the account that plays a strategy, and the day its work is judged over.
+GAMING_ACCOUNT: Final = "g"
+GAMING_DAY: Final = 24 * 3600.0
+GAMING_ACCOUNTS: Final = (("cpu", "cpu"), ("mem", "mem"), ("gpu", "gpu"), ("any", "any"), (GAMING_ACCOUNT, "gpu"))
+GAMING_LOAD: Final = 0.5
+
+
+def _gaming(rng: np.random.Generator, nodes: int, jobs: int, window: float | None) -> Workload:
+    """Five accounts, each offering half the cluster in its dominant resource over the window (2.5x what it
+    holds in all, so all stay backlogged); g, GPU-heavy, is the one `sim.gaming` makes play a strategy.
+
+    Every account has one user (named after it), so `hdrf` on this flat workload orders as `drf`
+    until a strategy gives g more users. At the default size the window is about a day.
+    """
+    accounts = [_Account(name, profile, GAMING_LOAD) for name, profile in GAMING_ACCOUNTS]
+    out = [replace(job, user=job.account) for job in _generate(rng, accounts, nodes, jobs, window)]
+    return Workload(
+        "gaming",
+        f"five backlogged accounts (CPU-, memory-, GPU-heavy, mixed, and GPU-heavy {GAMING_ACCOUNT}, the one that "
+        "games in `sim.gaming`), one user each",
+        tuple(out),
+        nodes,
+        NODE,
+    )
+
+
 TIE_ACCOUNTS: Final = 200
 
 
@@ -468,6 +494,13 @@ SCENARIOS: Final = {
         Scenario("steady", "two identical accounts, steady load (history changes little)", 8, 1200, _steady),
         Scenario("tree", "an account tree: naive roll-up vs H-DRF vs flat DRF (hdrf, hdrf-rollup)", 8, 1200, _tree),
         Scenario(
+            "gaming",
+            "five backlogged accounts, one GPU-heavy account (g) to play gaming strategies (sim.gaming)",
+            8,
+            1600,
+            _gaming,
+        ),
+        Scenario(
             "long-jobs",
             "day-long GPU jobs hold the cluster when a newcomer joins (guarantees, reclaim)",
             8,
@@ -482,6 +515,8 @@ HISTORY_SCENARIOS: Final = ("burst", "steady")
 TREE_SCENARIOS: Final = ("tree",)
 # The scenarios of guarantees and reclaim (docs/evaluation.md, *Guarantees and reclaim*).
 RECLAIM_SCENARIOS: Final = ("long-jobs",)
+# The scenario of gaming strategies (docs/evaluation.md, *Gaming*).
+GAMING_SCENARIOS: Final = ("gaming",)
 DEFAULT_SCENARIO: Final = "mixed"
 
 

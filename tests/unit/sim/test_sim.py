@@ -22,7 +22,8 @@ from slurm_drf.sim.importers import (
     parse_sacct_pipe,
     parse_swf,
 )
-from slurm_drf.sim.policies import DEFAULT_POLICIES, POLICIES, DrfPolicy, build_policy, naive_order, naive_share
+from slurm_drf.sim.naive import naive_order, naive_share
+from slurm_drf.sim.policies import DEFAULT_POLICIES, POLICIES, DrfPolicy, build_policy
 from slurm_drf.sim.render import render_json, render_table
 from slurm_drf.sim.run_metrics import compute_metrics, jain_index
 from slurm_drf.sim.scenarios import SCENARIOS, build_scenario

@@ -23,7 +23,8 @@ from typing import Any
 
 import slurm_drf.sim.policies as policies_module
 from slurm_drf.sim.compare import choose_engine
-from slurm_drf.sim.engine import BACKFILL_MODES, DEFAULT_BACKFILL, SimOptions, simulate
+from slurm_drf.sim.engine import simulate
+from slurm_drf.sim.options import BACKFILL_MODES, DEFAULT_BACKFILL, SimOptions
 from slurm_drf.sim.policies import POLICIES, build_policy
 from slurm_drf.sim.run_metrics import compute_metrics
 from slurm_drf.sim.scenarios import SCENARIOS, build_scenario

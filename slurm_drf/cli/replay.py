@@ -32,7 +32,7 @@ from slurm_drf.replay.run import MAX_SAMPLE_INTERVAL, MIN_SAMPLE_INTERVAL, Repla
 from slurm_drf.replay.trace import ReplayInputError
 from slurm_drf.replay.users import UserChoice, parse_users
 from slurm_drf.sim.compare import Comparison, ProgressLine
-from slurm_drf.sim.engine import SimResult
+from slurm_drf.sim.options import SimResult
 from slurm_drf.sim.render import check_plotting, render_json, render_plot_png, write_text
 from slurm_drf.sim.run_metrics import compute_metrics, render_metrics
 from slurm_drf.sim.workload import parse_duration

@@ -26,7 +26,8 @@ from slurm_drf.config.settings import (
 )
 from slurm_drf.sim.compare import PolicySettings, ProgressLine, parse_policies, run_comparison
 from slurm_drf.sim.daemon_loop import DEFAULT_URGENT, DEFAULT_WEIGHT_AGE, DEFAULT_WEIGHT_QOS, SlurmSide
-from slurm_drf.sim.engine import (
+from slurm_drf.sim.importers import FORMATS, guess_format, load_workload
+from slurm_drf.sim.options import (
     BACKFILL_MODES,
     DEFAULT_BACKFILL,
     DEFAULT_BACKFILL_DEPTH,
@@ -35,7 +36,6 @@ from slurm_drf.sim.engine import (
     SimOptions,
     default_backfill_depth,
 )
-from slurm_drf.sim.importers import FORMATS, guess_format, load_workload
 from slurm_drf.sim.policies import ALL_POLICIES, DEFAULT_POLICIES
 from slurm_drf.sim.render import (
     check_plotting,

@@ -32,7 +32,8 @@ from slurm_drf.replay.arms import (
 from slurm_drf.replay.result import ReplayResult, to_sim_result
 from slurm_drf.sim.compare import Comparison, choose_engine
 from slurm_drf.sim.daemon_loop import SlurmSide
-from slurm_drf.sim.engine import SimOptions, SimResult, simulate
+from slurm_drf.sim.engine import simulate
+from slurm_drf.sim.options import SimOptions, SimResult
 from slurm_drf.sim.policies import MultifactorPolicy, Policy, build_policy
 from slurm_drf.sim.render import (
     SAMPLE_INTERVAL,

@@ -21,7 +21,7 @@ from typing import Any, Final
 import numpy as np
 
 from slurm_drf.replay.trace import ReplayInputError
-from slurm_drf.sim.engine import SimResult
+from slurm_drf.sim.options import SimResult
 from slurm_drf.sim.workload import RESOURCES, AccountTree, NodeType, Workload, WorkloadJob
 
 RESULT_FORMAT: Final = "slurm-drf-replay/1"

@@ -16,7 +16,8 @@ from typing import Final, TextIO
 
 from slurm_drf.config.settings import Config
 from slurm_drf.sim.daemon_loop import DEFAULT_SLURM_SIDE, SlurmSide
-from slurm_drf.sim.engine import SimOptions, SimResult, simulate
+from slurm_drf.sim.engine import simulate
+from slurm_drf.sim.options import SimOptions, SimResult
 from slurm_drf.sim.policies import ALL_POLICIES, DEFAULT_HALF_LIFE, build_policy
 from slurm_drf.sim.run_metrics import PolicyMetrics, compute_metrics
 from slurm_drf.sim.workload import Workload, WorkloadError

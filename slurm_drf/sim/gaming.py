@@ -33,7 +33,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
-from slurm_drf.sim.engine import DEFAULT_INTERVAL, SimOptions, SimResult, simulate
+from slurm_drf.sim.engine import simulate
+from slurm_drf.sim.options import DEFAULT_INTERVAL, SimOptions, SimResult
 from slurm_drf.sim.policies import build_policy
 from slurm_drf.sim.scenarios import GAMING_ACCOUNT, GAMING_DAY, build_scenario
 from slurm_drf.sim.workload import NodeType, Workload, WorkloadJob

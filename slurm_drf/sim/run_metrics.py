@@ -1,4 +1,4 @@
-"""The numbers that compare policies, reduced from one `engine.SimResult`. Pure.
+"""The numbers that compare policies, reduced from one `options.SimResult`. Pure.
 
 Sits after `engine` and before `render`. Definitions:
 
@@ -88,7 +88,7 @@ import numpy as np
 import numpy.typing as npt
 
 from slurm_drf.model.types import BoolArray, FloatArray, IntArray
-from slurm_drf.sim.engine import SimResult
+from slurm_drf.sim.options import SimResult
 from slurm_drf.sim.table import build_workload_table
 from slurm_drf.sim.tree_layout import TreeLayout, build_layout, node_shares
 from slurm_drf.sim.workload import RESOURCES, Workload

@@ -29,7 +29,7 @@ from slurm_drf.files import read_private
 from slurm_drf.model.codec import parse_snapshot
 from slurm_drf.model.snapshot_file import SnapshotFileSource, write_snapshot_file
 from slurm_drf.policy.plan import Plan, compute_plan
-from slurm_drf.sim.engine import SimOptions
+from slurm_drf.sim.options import SimOptions
 from slurm_drf.slurm.cli_source import CliSource, build_sinfo_argv, build_squeue_argv
 from slurm_drf.slurm.parse.snapshot import SnapshotHeader, build_snapshot
 from slurm_drf.trail.explain import explain_job

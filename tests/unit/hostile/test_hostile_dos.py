@@ -22,7 +22,8 @@ from slurm_drf.errors import ConfigError, SnapshotError, shorten
 from slurm_drf.model.snapshot_file import SnapshotFileSource
 from slurm_drf.model.types import Snapshot
 from slurm_drf.policy.plan import Plan, compute_plan
-from slurm_drf.sim.engine import SimOptions, simulate
+from slurm_drf.sim.engine import simulate
+from slurm_drf.sim.options import SimOptions
 from slurm_drf.sim.policies import POLICIES, build_policy
 from slurm_drf.sim.run_metrics import compute_metrics
 from slurm_drf.sim.workload import NodeType, Workload, WorkloadJob

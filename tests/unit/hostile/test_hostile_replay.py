@@ -423,7 +423,7 @@ def test_any_account_name_is_one_printable_cell_of_every_table(names: list[str])
     jobs = [_job(str(i), name) for i, name in enumerate(names)]
     workload = _workload(*jobs)
     from slurm_drf.sim.compare import PolicySettings, run_comparison
-    from slurm_drf.sim.engine import SimOptions
+    from slurm_drf.sim.options import SimOptions
 
     comparison = run_comparison(workload, ["fifo"], SimOptions(interval=60), PolicySettings(), None)
     table = render_table(comparison)
@@ -480,7 +480,7 @@ def test_replay_report_shows_control_characters_in_names_and_notes_escaped(
 def test_an_account_named_like_mathtext_does_not_stop_a_plot(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
     from slurm_drf.sim.compare import PolicySettings, run_comparison
-    from slurm_drf.sim.engine import SimOptions
+    from slurm_drf.sim.options import SimOptions
     from slurm_drf.sim.render import render_html, render_plot_png
 
     workload = _workload(_job("1", "$\\x$"), _job("2", "a\x1bb"))

@@ -41,8 +41,9 @@ from slurm_drf.replay.trace import (
     scheduling_interval,
 )
 from slurm_drf.replay.users import UserChoice, parse_users, plan_associations, plan_users
-from slurm_drf.sim.engine import SimResult, simulate
+from slurm_drf.sim.engine import simulate
 from slurm_drf.sim.importers import parse_swf
+from slurm_drf.sim.options import SimResult
 from slurm_drf.sim.policies import build_policy
 from slurm_drf.sim.run_metrics import (
     compute_metrics,

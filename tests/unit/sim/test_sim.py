@@ -14,7 +14,7 @@ import pytest
 
 from slurm_drf.cli.simulate import add_simulate_parser
 from slurm_drf.sim.compare import run_comparison
-from slurm_drf.sim.engine import SimOptions, SimResult, simulate
+from slurm_drf.sim.engine import simulate
 from slurm_drf.sim.importers import (
     build_trace_workload,
     load_workload,
@@ -23,6 +23,7 @@ from slurm_drf.sim.importers import (
     parse_swf,
 )
 from slurm_drf.sim.naive import naive_order, naive_share
+from slurm_drf.sim.options import SimOptions, SimResult
 from slurm_drf.sim.policies import DEFAULT_POLICIES, POLICIES, DrfPolicy, build_policy
 from slurm_drf.sim.render import render_json, render_table
 from slurm_drf.sim.run_metrics import compute_metrics, jain_index

@@ -8,7 +8,7 @@ from collections import defaultdict
 
 import pytest
 
-from slurm_drf.sim.engine import DEFAULT_INTERVAL, SimOptions, simulate
+from slurm_drf.sim.engine import simulate
 from slurm_drf.sim.gaming import (
     GAMING_POLICIES,
     LIED_LIMIT,
@@ -23,6 +23,7 @@ from slurm_drf.sim.gaming import (
     run_gaming,
     useful_work,
 )
+from slurm_drf.sim.options import DEFAULT_INTERVAL, SimOptions
 from slurm_drf.sim.policies import ALL_POLICIES, build_policy
 from slurm_drf.sim.scenarios import GAMING_ACCOUNT, build_scenario
 from slurm_drf.sim.workload import NodeType, Workload, WorkloadJob, validate_workload

@@ -15,7 +15,8 @@ from slurm_drf.policy.decayed_usage import UsageRecord, decayed_past
 from slurm_drf.policy.pools import DEFAULT_POOL
 from slurm_drf.sim.compare import run_comparison
 from slurm_drf.sim.daemon_loop import SlurmSide
-from slurm_drf.sim.engine import SimOptions, SimResult, simulate
+from slurm_drf.sim.engine import simulate
+from slurm_drf.sim.options import SimOptions, SimResult
 from slurm_drf.sim.policies import DrfPolicy, HistoryDrfPolicy, build_policy
 from slurm_drf.sim.render import render_json, render_table
 from slurm_drf.sim.run_metrics import compute_metrics, shares_to_date

@@ -22,7 +22,8 @@ from slurm_drf.sim.daemon_loop import (
     slurm_priority,
     strict_gap,
 )
-from slurm_drf.sim.engine import SimOptions, simulate
+from slurm_drf.sim.engine import simulate
+from slurm_drf.sim.options import SimOptions
 from slurm_drf.sim.policies import LOOP_POLICIES, FifoPolicy, LoopDrfPolicy, build_policy
 from slurm_drf.sim.run_metrics import compute_metrics
 from slurm_drf.sim.scenarios import build_scenario

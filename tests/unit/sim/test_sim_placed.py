@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from slurm_drf.sim.engine import SimOptions, simulate
+from slurm_drf.sim.engine import simulate
+from slurm_drf.sim.options import SimOptions
 from slurm_drf.sim.policies import ALL_POLICIES, PLACED_POLICY, build_policy
 from slurm_drf.sim.workload import NodeType, Workload, WorkloadJob
 

@@ -23,7 +23,8 @@ from fractions import Fraction
 
 from slurm_drf.policy.guarantees import UNNAMED
 from slurm_drf.policy.reclaim import Accounts, Claim, Rules, Running, choose_victims
-from slurm_drf.sim.engine import SimResult, simulate
+from slurm_drf.sim.engine import simulate
+from slurm_drf.sim.options import SimResult
 from slurm_drf.sim.reclaim import DEFAULT_RULES, ReclaimPolicy, ReclaimSettings
 from slurm_drf.sim.table import build_workload_table
 from slurm_drf.sim.view import SimulatorView

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from slurm_drf.sim.engine import SimOptions, Simulator, simulate
+from slurm_drf.sim.engine import Simulator, simulate
+from slurm_drf.sim.options import SimOptions
 from slurm_drf.sim.policies import FifoPolicy, build_policy
 from slurm_drf.sim.run_metrics import compute_metrics
 from slurm_drf.sim.scenarios import build_scenario

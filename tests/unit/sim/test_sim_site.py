@@ -8,7 +8,8 @@ import pytest
 
 from slurm_drf.model.types import FloatArray
 from slurm_drf.sim.daemon_loop import SlurmSide
-from slurm_drf.sim.engine import SimOptions, simulate
+from slurm_drf.sim.engine import simulate
+from slurm_drf.sim.options import SimOptions
 from slurm_drf.sim.policies import ALL_POLICIES, DrfPolicy, Policy, build_policy
 from slurm_drf.sim.scenarios import build_scenario
 from slurm_drf.sim.workload import NodeType, Workload, WorkloadJob

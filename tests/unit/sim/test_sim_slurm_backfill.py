@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from slurm_drf.sim.daemon_loop import SlurmSide
-from slurm_drf.sim.engine import SimOptions, simulate
+from slurm_drf.sim.engine import simulate
+from slurm_drf.sim.options import SimOptions
 from slurm_drf.sim.policies import POLICIES, build_policy
 from slurm_drf.sim.scenarios import build_scenario
 from slurm_drf.sim.workload import NodeType, SimulationError, Workload, WorkloadJob

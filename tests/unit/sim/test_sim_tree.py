@@ -15,7 +15,8 @@ import pytest
 from slurm_drf.cli.simulate import add_simulate_parser
 from slurm_drf.policy.hierarchy import TreeNode
 from slurm_drf.policy.state import TieBook
-from slurm_drf.sim.engine import SimOptions, simulate
+from slurm_drf.sim.engine import simulate
+from slurm_drf.sim.options import SimOptions
 from slurm_drf.sim.policies import ALL_POLICIES, DEFAULT_POLICIES, TREE_POLICIES, DrfPolicy, build_policy
 from slurm_drf.sim.run_metrics import compute_metrics
 from slurm_drf.sim.scenarios import TREE_PARENTS, build_scenario

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from slurm_drf.sim.compare import PolicySettings, run_comparison
-from slurm_drf.sim.engine import SimOptions
+from slurm_drf.sim.options import SimOptions
 from slurm_drf.sim.run_metrics import compute_utilisation, contended_utilisation
 from slurm_drf.sim.scenarios import WHOLE_NODE_SMALL, build_scenario
 

@@ -475,7 +475,7 @@ def build_config(data: dict[str, Any], root: Node, lines: Mapping[str, int], sou
         weighting=cast(Weighting, data.get("weighting", defaults.weighting)),
         factor_weight=int(data.get("factor_weight", defaults.factor_weight)),
         horizon=None if data.get("horizon", "auto") == "auto" else int(data["horizon"]),
-        tie_half_life=float(data.get("tie_half_life", defaults.tie_half_life)),
+        tie_half_life_cycles=float(data.get("tie_half_life_cycles", defaults.tie_half_life_cycles)),
         include_unavailable_nodes=data.get("include_unavailable_nodes", defaults.include_unavailable_nodes),
         metrics_address=data.get("metrics_address", defaults.metrics_address),
         metrics_textfile=data.get("metrics_textfile", defaults.metrics_textfile),

@@ -198,7 +198,7 @@ class Config:
     # deeper of Slurm's bf_max_job_test and default_queue_depth.
     horizon: int | None = None
     # Half-life, in changes of the cluster, of the remembered tie wins.
-    tie_half_life: float = 10.0
+    tie_half_life_cycles: float = 10.0
     include_unavailable_nodes: bool = False
     metrics_address: str | None = None
     # node_exporter textfile-collector file (*.prom) rewritten every cycle; None writes none.

@@ -21,7 +21,7 @@ weighted share vectors sorted largest first (lexicographically, smaller
 first); fewer remembered tie wins first; a key that rotates with the
 epoch. An account wins a tie when it is placed while another account waits
 at the same level. Wins count within the plan and carry over through
-`PolicyState`, halved every `tie_half_life` epochs. The epoch advances only
+`PolicyState`, halved every `tie_half_life_cycles` epochs. The epoch advances only
 when the set of running jobs changed, so replanning an unchanged cluster
 gives the same order and writes nothing.
 
@@ -188,7 +188,7 @@ def compute_plan(
     jobs = _classify(snapshot, config, pools)
     warnings = list(jobs.warnings)
     fingerprint = running_fingerprint([table.job_id[i] for i in np.flatnonzero(jobs.holding).tolist()])
-    ties = TieBook.open(state, fingerprint, config.tie_half_life)
+    ties = TieBook.open(state, fingerprint, config.tie_half_life_cycles)
     groups = _groups(snapshot, config)
 
     space = label_space(config, snapshot.priority_weights, snapshot.scheduler_parameters)

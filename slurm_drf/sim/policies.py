@@ -470,7 +470,7 @@ class DrfPolicy(Policy):
         """The tie rule's book this plan starts from, after the last plan's state (as compute_plan's)."""
         # running_fingerprint sorts the ids; they are kept sorted, so that is cheap.
         fingerprint = running_fingerprint(self.running_labels)
-        return TieBook.open(self.state, fingerprint, self.config.tie_half_life)
+        return TieBook.open(self.state, fingerprint, self.config.tie_half_life_cycles)
 
     def _demand(self, index: IntArray) -> IntArray:
         """(records, config resources) the whole pending demand of records `index`: TRES x pending tasks."""

@@ -442,13 +442,13 @@ BAD_CONFIGS: list[tuple[str, str, list[str]]] = [
     ),
     (
         "tie half-life zero",
-        "tie_half_life: 0\n",
-        ["config.yaml:1: tie_half_life: 0 is not > 0"],
+        "tie_half_life_cycles: 0\n",
+        ["config.yaml:1: tie_half_life_cycles: 0 is not > 0"],
     ),
     (
         "tie half-life not a number",
-        "tie_half_life: .nan\n",
-        ["config.yaml:1: tie_half_life: .nan is not a finite number"],
+        "tie_half_life_cycles: .nan\n",
+        ["config.yaml:1: tie_half_life_cycles: .nan is not a finite number"],
     ),
     # --- the service
     (
@@ -848,7 +848,7 @@ report_dir: /srv/drf/reports
 dry_run: true
 max_writes_per_cycle: 10
 slurm_timeout: 3m
-tie_half_life: 3.5
+tie_half_life_cycles: 3.5
 include_unavailable_nodes: true
 metrics_address: "[::1]:9102"
 log_level: DEBUG
@@ -870,7 +870,7 @@ log_level: DEBUG
         dry_run=True,
         max_writes_per_cycle=10,
         slurm_timeout=180.0,
-        tie_half_life=3.5,
+        tie_half_life_cycles=3.5,
         include_unavailable_nodes=True,
         metrics_address="[::1]:9102",
         log_level="DEBUG",
@@ -1133,14 +1133,40 @@ def test_history_days_is_checked_under_its_own_name() -> None:
     assert caught.value.problems == ["c.yaml:1: history_days: 0 is not >= 1"]
 
 
-def test_check_config_says_the_old_name_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_tie_half_life_is_read_as_tie_half_life_cycles_with_a_warning() -> None:
+    config = parse_config_text("interval: 60s\ntie_half_life: 3.5\n", "c.yaml")
+    assert config.tie_half_life_cycles == 3.5
+    assert config_warnings(config) == [
+        "c.yaml:2: tie_half_life is the old name of tie_half_life_cycles, read as it; rename it to tie_half_life_cycles"
+    ]
+    assert config_warnings(parse_config_text("tie_half_life_cycles: 3.5\n", "c.yaml")) == []
+
+
+def test_tie_half_life_and_tie_half_life_cycles_at_once_is_an_error() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config_text("tie_half_life_cycles: 4\ntie_half_life: 5\n", "c.yaml")
+    assert caught.value.problems == [
+        "c.yaml:2: tie_half_life: the old name of tie_half_life_cycles, which is set too; remove tie_half_life"
+    ]
+
+
+def test_tie_half_life_is_checked_under_its_own_name() -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_config_text("tie_half_life: 0\n", "c.yaml")
+    assert caught.value.problems == ["c.yaml:1: tie_half_life: 0 is not > 0"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new"), [("history_days", "retention_days"), ("tie_half_life", "tie_half_life_cycles")]
+)
+def test_check_config_says_the_old_name_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], old: str, new: str
+) -> None:
     path = tmp_path / "c.yaml"
-    path.write_text("interval: 60s\nhistory_days: 30\n")
+    path.write_text(f"interval: 60s\n{old}: 30\n")
     assert main(["check-config", str(path)]) == 0
     warnings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("warning:")]
-    assert warnings == [
-        f"warning: {path}:2: history_days is the old name of retention_days, read as it; rename it to retention_days"
-    ]
+    assert warnings == [f"warning: {path}:2: {old} is the old name of {new}, read as it; rename it to {new}"]
 
 
 def test_reference_doc_is_up_to_date() -> None:

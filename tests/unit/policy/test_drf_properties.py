@@ -598,7 +598,7 @@ def reference_inputs(instance: Instance, built: Built) -> tuple[dict[str, list[V
 def check_against_oracle(instance: Instance, numbers: Sequence[int], state: PolicyState) -> Plan:
     built = build(instance, numbers)
     plan = compute_plan(built.snapshot, built.config, state)
-    _, wins = advance_state(state, "a fingerprint no state holds", built.config.tie_half_life)
+    _, wins = advance_state(state, "a fingerprint no state holds", built.config.tie_half_life_cycles)
     expected_epoch = state.epoch + 1 if state.fingerprint != plan.state.fingerprint else state.epoch
     assert plan.state.epoch == expected_epoch
     pending, usage = reference_inputs(instance, built)

@@ -1119,20 +1119,6 @@ def test_retention_days_has_no_warning() -> None:
     assert parse_config_text("history_days: null\n", "c.yaml").retention_days is None
 
 
-def test_history_days_and_retention_days_at_once_is_an_error() -> None:
-    with pytest.raises(ConfigError) as caught:
-        parse_config_text("retention_days: 30\nhistory_days: 40\n", "c.yaml")
-    assert caught.value.problems == [
-        "c.yaml:2: history_days: the old name of retention_days, which is set too; remove history_days"
-    ]
-
-
-def test_history_days_is_checked_under_its_own_name() -> None:
-    with pytest.raises(ConfigError) as caught:
-        parse_config_text("history_days: 0\n", "c.yaml")
-    assert caught.value.problems == ["c.yaml:1: history_days: 0 is not >= 1"]
-
-
 def test_tie_half_life_is_read_as_tie_half_life_cycles_with_a_warning() -> None:
     config = parse_config_text("interval: 60s\ntie_half_life: 3.5\n", "c.yaml")
     assert config.tie_half_life_cycles == 3.5
@@ -1142,23 +1128,24 @@ def test_tie_half_life_is_read_as_tie_half_life_cycles_with_a_warning() -> None:
     assert config_warnings(parse_config_text("tie_half_life_cycles: 3.5\n", "c.yaml")) == []
 
 
-def test_tie_half_life_and_tie_half_life_cycles_at_once_is_an_error() -> None:
+RENAMED = [("history_days", "retention_days"), ("tie_half_life", "tie_half_life_cycles")]
+
+
+@pytest.mark.parametrize(("old", "new"), RENAMED)
+def test_old_and_new_name_at_once_is_an_error(old: str, new: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        parse_config_text("tie_half_life_cycles: 4\ntie_half_life: 5\n", "c.yaml")
-    assert caught.value.problems == [
-        "c.yaml:2: tie_half_life: the old name of tie_half_life_cycles, which is set too; remove tie_half_life"
-    ]
+        parse_config_text(f"{new}: 30\n{old}: 40\n", "c.yaml")
+    assert caught.value.problems == [f"c.yaml:2: {old}: the old name of {new}, which is set too; remove {old}"]
 
 
-def test_tie_half_life_is_checked_under_its_own_name() -> None:
+@pytest.mark.parametrize(("old", "refused"), [("history_days", "0 is not >= 1"), ("tie_half_life", "0 is not > 0")])
+def test_an_old_name_is_checked_under_its_own_name(old: str, refused: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        parse_config_text("tie_half_life: 0\n", "c.yaml")
-    assert caught.value.problems == ["c.yaml:1: tie_half_life: 0 is not > 0"]
+        parse_config_text(f"{old}: 0\n", "c.yaml")
+    assert caught.value.problems == [f"c.yaml:1: {old}: {refused}"]
 
 
-@pytest.mark.parametrize(
-    ("old", "new"), [("history_days", "retention_days"), ("tie_half_life", "tie_half_life_cycles")]
-)
+@pytest.mark.parametrize(("old", "new"), RENAMED)
 def test_check_config_says_the_old_name_in_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], old: str, new: str
 ) -> None:

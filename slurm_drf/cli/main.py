@@ -194,6 +194,7 @@ def _once_cycle(config: Config, store: StateStore, dry_run: bool, guard: Callabl
     from slurm_drf.cycle.backends import make_source, make_writer
     from slurm_drf.cycle.recall import Recall
     from slurm_drf.cycle.reclaim import SlurmReclaimer
+    from slurm_drf.cycle.reclaim_moves import ReclaimMoves
     from slurm_drf.cycle.run import CycleHistory, run_cycle
     from slurm_drf.slurm.sacct import fetch_allocations
     from slurm_drf.trail.history_db import HistoryLedger
@@ -202,7 +203,11 @@ def _once_cycle(config: Config, store: StateStore, dry_run: bool, guard: Callabl
     source = make_source(config)
     past = HistoryPast(store.directory, fetch=fetch_allocations).past(config)
     ledger = HistoryLedger(store.directory)
-    reclaimer = SlurmReclaimer(config, ledger.moved_since) if config.reclaim is not None else None
+    reclaimer = (
+        SlurmReclaimer(config, ledger.moved_since, ReclaimMoves(store.directory))
+        if config.reclaim is not None
+        else None
+    )
     history = CycleHistory(past, Recall(ledger), reclaimer)
     return run_cycle(source, make_writer(source), config, store, dry_run=dry_run, history=history, guard=guard)
 

@@ -26,6 +26,7 @@ from typing import Final, Protocol
 import numpy as np
 
 from slurm_drf.config.settings import Config, ReclaimConfig
+from slurm_drf.cycle.reclaim_moves import ReclaimMoves
 from slurm_drf.model.types import JobTable, Snapshot
 from slurm_drf.policy.guarantees import UNNAMED, WITHIN
 from slurm_drf.policy.plan import Plan
@@ -296,21 +297,36 @@ class Reclaimer(Protocol):
 
 
 class SlurmReclaimer:
-    """Slurm's JSON CLI (slurm.running) for the view and the requeues; the history for the cooldown."""
+    """Slurm's JSON CLI (slurm.running) for the view and the requeues; the history for the cooldown,
+    and, with `moves`, the moves written down before they are made (cycle.reclaim_moves)."""
 
-    def __init__(self, config: Config, moved: Callable[[float], Mapping[str, float]]) -> None:
+    def __init__(
+        self, config: Config, moved: Callable[[float], Mapping[str, float]], moves: ReclaimMoves | None = None
+    ) -> None:
         self._config = config
         self._moved = moved
+        self._moves = moves
 
     def view(self, partitions: Sequence[str], snapshot: Snapshot) -> ReclaimView:
         occupancy = fetch_occupancy(partitions, self._config.resources, timeout=self._config.slurm_timeout)
         return ReclaimView(occupancy.free, node_partitions(snapshot), occupancy.jobs)
 
     def apply(self, victims: Sequence[RunningJob], way: Way) -> Sequence[Outcome]:
-        return apply_reclaim(victims, way, timeout=self._config.slurm_timeout)
+        moves, reclaim = self._moves, self._config.reclaim
+        if moves is None or reclaim is None:
+            return apply_reclaim(victims, way, timeout=self._config.slurm_timeout)
+        moves.about_to_move([v.job_id for v in victims], time.time(), reclaim.cooldown)
+        outcomes = apply_reclaim(victims, way, timeout=self._config.slurm_timeout)
+        done = {o.job_id for o in outcomes if o.result == "done"}
+        moves.not_moved([v.job_id for v in victims if v.job_id not in done])
+        return outcomes
 
     def moved_since(self, since: float) -> Mapping[str, float]:
-        return self._moved(since)
+        moved = dict(self._moved(since))
+        if self._moves is not None:
+            for job, when in self._moves.moved_since(since).items():
+                moved[job] = max(when, moved.get(job, when))
+        return moved
 
 
 def node_partitions(snapshot: Snapshot) -> dict[str, tuple[str, ...]]:

@@ -49,6 +49,7 @@ from slurm_drf.cycle.backends import make_source, make_writer
 from slurm_drf.cycle.lease import Lease
 from slurm_drf.cycle.recall import Recall
 from slurm_drf.cycle.reclaim import SlurmReclaimer
+from slurm_drf.cycle.reclaim_moves import ReclaimMoves
 from slurm_drf.cycle.run import CycleHistory, CycleObserver, CycleReport, Writer, run_cycle
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import ConfigError, DrfError
@@ -156,6 +157,8 @@ class Service:
         self._past = past or HistoryPast(store.directory, fetch=fetch_allocations, keep=True)
         # Whose value each job holds, checked against every write on record (cycle.recall).
         self._ledger = HistoryLedger(store.directory)
+        # The reclaim's moves, written before they are made (its cooldown across a crash).
+        self._moves = ReclaimMoves(store.directory)
         self._recall = Recall(self._ledger)
         # One writer among head nodes; kept until restart, like the state directory.
         self._lease = Lease(config.lease_dir, config.interval) if config.lease_dir else None
@@ -235,7 +238,7 @@ class Service:
 
     def _reclaimer(self, config: Config) -> SlurmReclaimer | None:
         """The reclaim step's reader and requeuer, with `reclaim:` set (cycle.reclaim)."""
-        return None if config.reclaim is None else SlurmReclaimer(config, self._ledger.moved_since)
+        return None if config.reclaim is None else SlurmReclaimer(config, self._ledger.moved_since, self._moves)
 
     def _standby(self, number: int, holder: str, until: float) -> float:
         """Another head's daemon holds the lease: nothing read, nothing written; the delay until its hold ends."""

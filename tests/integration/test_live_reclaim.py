@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from slurm_drf.cycle.reclaim_moves import ReclaimMoves
 from tests.integration.live_helpers import Live, drf, queue, write_config
 from tests.polling import wait_for
 
@@ -89,6 +90,8 @@ def test_once_requeues_the_newest_requeueable_job_for_a_job_waiting_within_its_g
             "requeued",
         )
         assert row["lost"]["gres/gpu"] > 0
+        # The move was written down before scontrol requeue ran (its cooldown across a crash), and kept.
+        assert set(ReclaimMoves(live.state_dir).moved_since(submitted)) == {older}
         # Nothing more to do: the claim runs, the requeued job waits; no cycle moves anything again.
         again = _once(live, config)
         assert "reclaim:" not in again

@@ -1049,11 +1049,11 @@ local function level_of(usage, capacity, weight)
 end
 
 -- How many of the non-decreasing `list` are at or below `value` (a binary search).
-local function count_at_or_below(list, value)
-	local low, high = 1, #list + 1 -- the first entry above `value`
+local function count_at_or_below(list, value, strictly)
+	local low, high = 1, #list + 1 -- the first entry above `value` (at or above it, `strictly`)
 	while low < high do
 		local middle = math.floor((low + high) / 2)
-		if list[middle] > value then
+		if list[middle] > value or (strictly and list[middle] == value) then
 			high = middle
 		else
 			low = middle + 1
@@ -1222,7 +1222,11 @@ local function place_job(job_desc, part_list)
 		M.cache.points[pool.name] = points
 	end
 	local levels, values = points.levels, points.values
-	local after = count_at_or_below(levels, level)
+	-- A new user of an account takes the account's next turn before its waiting users (its share in
+	-- the account is 0, docs/rule.md §7): before the jobs at its level, not after them.
+	local first = pool.tree ~= nil and pool.tree.by_user and pool.tree.homes[account] ~= nil
+		and pool.tree.leaves[who] == nil
+	local after = count_at_or_below(levels, level, first)
 	local low = after >= 1 and values[after] or pool.best
 	local high = values[after + 1] or pool.worst
 	local value = value_between(low, high, pool.gap)

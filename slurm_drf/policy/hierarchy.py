@@ -51,7 +51,9 @@ class TreeNode:
     demand vector, an array record's TRES times its tasks, in Slurm's order:
     tuples of ints, or one (jobs, resources) integer array, which the plan
     passes as it is); an empty `usage` means zeros. The root's name and
-    weight are not used.
+    weight are not used. `rescale=False` (an account whose children are its
+    users): its consumption is its children's summed as they are, none
+    rescaled (docs/rule.md §7, "The users of an account").
     """
 
     name: str
@@ -59,6 +61,7 @@ class TreeNode:
     children: tuple[TreeNode, ...] = ()
     usage: tuple[int, ...] = ()
     jobs: Jobs = ()
+    rescale: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +74,8 @@ class CompiledTree:
     wins and the rotation use, never compared as a name. `names` is the
     whole contracted chain. Vectors (`usage`, `jobs`) are over all the
     pool's resources; `usable` lists the resources of capacity > 0.
+    `rescale[n]` is False where node n sums its children as they are (the
+    chain's bottom's `TreeNode.rescale`).
     """
 
     capacity: tuple[int, ...]
@@ -84,6 +89,7 @@ class CompiledTree:
     usage: tuple[tuple[int, ...], ...]
     jobs: tuple[Jobs, ...]
     occupied: tuple[int, ...]
+    rescale: tuple[bool, ...]
     # Every leaf's jobs in one (jobs, resources) int64 array, leaf after leaf in preorder, where the
     # layout made them so (each leaf's `jobs` a slice of it): the engines read it instead of joining them.
     demand: IntArray | None = None
@@ -114,10 +120,13 @@ class TreeLayout:
     depth: list[int] = field(default_factory=list)
     usage: list[tuple[int, ...]] = field(default_factory=list)
     jobs: list[Jobs] = field(default_factory=list)
+    rescale: list[bool] = field(default_factory=list)
 
     def add(self, up: int, weight: Fraction, key: str, names: tuple[str, ...], usage: tuple[int, ...]) -> int:
-        """One node under node `up` (-1: the root), with no jobs yet (`jobs[index]` is set after); its index."""
+        """One node under node `up` (-1: the root), with no jobs yet (`jobs[index]` is set after) and its
+        children rescaled (`rescale[index]` is set after where they are summed); its index."""
         index = len(self.parent)
+        self.rescale.append(True)
         self.parent.append(up)
         self.children.append([])
         self.weight.append(weight)
@@ -145,6 +154,7 @@ class TreeLayout:
             tuple(self.usage),
             tuple(self.jobs),
             tuple(occupied),
+            tuple(self.rescale),
             demand,
         )
 
@@ -176,6 +186,7 @@ def compile_tree(root: TreeNode, capacity: Sequence[int], occupied: Sequence[int
         weight = Fraction(node.weight) if up >= 0 else Fraction(1)
         index = layout.add(up, weight, path, tuple(n.name for n in chain), own_usage)
         layout.jobs[index] = own_jobs
+        layout.rescale[index] = bottom.rescale
         seen: set[str] = set()
         for child in bottom.children:
             if child.name in seen:
@@ -324,22 +335,25 @@ def leaf_shares(
     return top
 
 
-def inner_share(children: Sequence[tuple[NodeShare, bool]], counted: Sequence[int], weight: Fraction) -> NodeShare:
+def inner_share(
+    children: Sequence[tuple[NodeShare, bool]], counted: Sequence[int], weight: Fraction, rescale: bool = True
+) -> NodeShare:
     """An internal node from its children's (share, blocked); its share counts the `counted` resources.
 
     M is the least weighted share of the non-blocked children; each of them
     of share S > 0 counts as its consumption x M / S (its weighted share
     becomes M): M times the sum of their directions, x · 2**DIRECTION_BITS / S
     rounded down, shifted back down. Blocked children, and children of
-    share 0, count as they are. A resource left out of `counted` (the
-    paper's saturated ones) counts as a share of 0.
+    share 0, count as they are; with `rescale=False` (an account over its
+    users) every child does. A resource left out of `counted` (the paper's
+    saturated ones) counts as a share of 0.
     """
     width = len(children[0][0].units) if children else 0
     least = min((s.share for s, blocked in children if not blocked), default=0)
     direction = [0] * width
     rest = [0] * width
     for child, blocked in children:
-        if not blocked and child.share > 0:
+        if rescale and not blocked and child.share > 0:
             direction = [y + (u << DIRECTION_BITS) // child.share for y, u in zip(direction, child.units, strict=True)]
         else:
             rest = [b + u for b, u in zip(rest, child.units, strict=True)]

@@ -498,6 +498,9 @@ class _Merge:
         state_start = np.cumsum(lengths + 1) - (lengths + 1)  # per child: its first state
         offset = np.arange(len(units), dtype=np.int64) - np.repeat(state_start, lengths + 1)
         waiting = (offset < np.repeat(lengths, lengths + 1)) & (share > 0)
+        summed = [not tree.rescale[n] for n in nodes]
+        if any(summed):  # an account over its users: every child of it counts as it is
+            waiting &= ~np.repeat(np.array(summed)[node_of], lengths + 1)
         # Per child state: its direction where it waits with a share > 0, else its consumption as it is
         # (`rest`). Where it does not wait, a divisor of 2**52 keeps the unused quotient small.
         direction = _shift_div(units, DIRECTION_BITS, np.where(waiting, share, _SAFE)[:, None])

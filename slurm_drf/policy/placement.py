@@ -201,9 +201,12 @@ def _tree_table(record: PoolOrder, by_user: bool) -> tuple[TreeTable, FloatArray
     child by the running maximum of its share, §7), after a first step at
     key 0: the node's share while a child that waits is held at 0 (a new
     user's first job rescales its waiting siblings to 0), from its children
-    with nothing waiting. A leaf that is an account's home (a chain of the
-    account and its one user) gets the steps the same rule gives it as that
-    user's parent; other leaves need none (no walk goes through them).
+    with nothing waiting; an account over its users, which sums them as they
+    are, is at its running holdings there. A leaf that is an account's home
+    (a chain of the account and its one user) gets the steps the same rule
+    gives it as that user's parent (held at its running holdings until the
+    key reaches them, then the user's own share); other leaves need none (no
+    walk goes through them).
     """
     assert record.tree is not None
     hierarchy = record.tree.hierarchy
@@ -217,6 +220,9 @@ def _tree_table(record: PoolOrder, by_user: bool) -> tuple[TreeTable, FloatArray
         return float(shares.max(initial=0.0)) / float(weight)
 
     own, subtree, waits = _tree_amounts(tree)
+    running = np.array(tree.usage, dtype=np.int64).reshape(len(tree.parent), width)
+    for n in range(len(tree.parent) - 1, 0, -1):  # preorder: children after their parent
+        running[tree.parent[n]] += running[n]
     homes, named = _tree_names(tree)
     leaves = {who: (n, tuple(own[n].tolist())) for who, n in named.items()}
     inner = {n for n in range(1, len(tree.parent)) if tree.children[n]}
@@ -227,12 +233,17 @@ def _tree_table(record: PoolOrder, by_user: bool) -> tuple[TreeTable, FloatArray
         weight = tree.weight[n]
         done = share(subtree[n], weight)
         if n in inner:
-            held = share(sum((subtree[c] for c in tree.children[n] if not waits[c]), zeros), weight)
+            if tree.rescale[n]:
+                held = share(sum((subtree[c] for c in tree.children[n] if not waits[c]), zeros), weight)
+            else:  # an account over its users: what they hold, whoever waits (docs/rule.md §7)
+                held = share(running[n], weight)
             keys, shares = steps.get(n, ((), ()))
             nodes[n] = NodeEntry(tree.parent[n], weight, done, (0.0, *keys), (held, *(max(s, held) for s in shares)))
         elif n in homes.values():
-            # The account's one user as its child: held at a new user's level while it waits, then done.
-            keys, shares = ((0.0, done), (0.0, done)) if waits[n] else ((0.0,), (done,))
+            # The account's one user as its child: the account sums it as it is, so a new user's job finds
+            # it at its running holdings until the user's own level passes them, then at that level.
+            start = share(running[n], weight)
+            keys, shares = ((0.0, start, done), (start, start, done)) if waits[n] else ((0.0,), (done,))
             nodes[n] = NodeEntry(tree.parent[n], weight, done, keys, shares)
         else:
             nodes[n] = NodeEntry(tree.parent[n], weight, done)
@@ -395,7 +406,11 @@ class Placer:
         else:
             level = tree_level(pool, account, user, added)
         points = self.points.setdefault(pool.name, _PoolPoints(list(pool.levels), list(pool.values)))
-        after = bisect.bisect_right(points.levels, level)
+        # A new user of an account takes the account's next turn before its waiting users (its share in
+        # the account is 0, docs/rule.md §7): before the jobs at its level, not after them.
+        first = pool.tree is not None and pool.tree.by_user and account in pool.tree.homes
+        first = first and (account, user) not in pool.tree.leaves  # type: ignore[union-attr]
+        after = (bisect.bisect_left if first else bisect.bisect_right)(points.levels, level)
         low = points.values[after - 1] if after else pool.best
         high = points.values[after] if after < len(points.values) else pool.worst
         value = value_between(low, high, pool.gap)

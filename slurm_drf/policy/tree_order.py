@@ -189,6 +189,8 @@ def _compile(root: _Branch, demand: IntArray, capacity: Sequence[int]) -> tuple[
                 layout.usage[index] = tuple(bottom.usage)
             leaves.append((index, bottom.rows or []))  # its jobs: a slice of `placed`, below
         else:
+            # An account over its users sums them as they are (docs/rule.md §7, "The users of an account").
+            layout.rescale[index] = not any(child.startswith(USER_LEAF) for child in bottom.children)
             todo.extend(
                 (child, branch, index, f"{label}{SEPARATOR}{child}" if label else child)
                 for child, branch in reversed(bottom.children.items())
@@ -459,7 +461,7 @@ def start_shares(tree: CompiledTree, start: FloatArray | None = None) -> tuple[l
         if kids:
             blocked[n] = all(blocked[c] for c in kids)
             if start is None:
-                exact[n] = inner_share([(exact[c], blocked[c]) for c in kids], counted, tree.weight[n])
+                exact[n] = inner_share([(exact[c], blocked[c]) for c in kids], counted, tree.weight[n], tree.rescale[n])
         else:
             jobs = tree.jobs[n]
             blocked[n] = not len(jobs) or (

@@ -213,15 +213,18 @@ def run_gaming(
     jobs: int | None = None,
     horizon: float = GAMING_DAY,
     account: str = GAMING_ACCOUNT,
+    options: SimOptions | None = None,
 ) -> list[GainRow]:
-    """Each strategy under each policy on the gaming scenario, seed by seed, against honest play."""
+    """Each strategy under each policy on the gaming scenario, seed by seed, against honest play
+    (`options`: the backfill the runs use)."""
+    options = options or SimOptions()
     outcomes: dict[tuple[str, str], list[tuple[Outcome, Outcome]]] = {}
     for seed in seeds:
         honest = build_scenario("gaming", seed, jobs=jobs)
         for policy in policies:
-            base = _play(honest, build_gamed(honest, "honest", account), policy, account, horizon)
+            base = _play(honest, build_gamed(honest, "honest", account), policy, account, horizon, options)
             for strategy in strategies:
-                played = _play(honest, build_gamed(honest, strategy, account), policy, account, horizon)
+                played = _play(honest, build_gamed(honest, strategy, account), policy, account, horizon, options)
                 outcomes.setdefault((strategy, policy), []).append((played, base))
     return [
         GainRow(
@@ -258,6 +261,6 @@ def merge_rows(rows: Sequence[GainRow]) -> list[GainRow]:
     return list(merged.values())
 
 
-def _play(honest: Workload, gamed: Gamed, policy: str, account: str, horizon: float) -> Outcome:
-    result = simulate(gamed.workload, build_policy(policy, engine="fast"), SimOptions())
+def _play(honest: Workload, gamed: Gamed, policy: str, account: str, horizon: float, options: SimOptions) -> Outcome:
+    result = simulate(gamed.workload, build_policy(policy, engine="fast"), options)
     return measure(honest, gamed, result, account, horizon)

@@ -610,7 +610,8 @@ class HdrfPolicy(DrfPolicy):
 
     def bind(self, sim: SimulatorView) -> None:
         super().bind(sim)
-        self.layout = build_layout(sim.workload, sim.table, self.fractions)
+        users = self.config.fairness_within_account == "user"
+        self.layout = build_layout(sim.workload, sim.table, self.fractions, users)
         # Running allocation of each leaf (user of an account), in the simulator's RESOURCES.
         self.leaf_usage = np.zeros((self.layout.size, len(RESOURCES)), dtype=np.int64)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Final
 
 import numpy as np
 
@@ -31,6 +32,9 @@ from slurm_drf.policy.hierarchy import SHARE_BITS, TreeNode
 from slurm_drf.policy.state import TieBook
 from slurm_drf.sim.table import WorkloadTable
 from slurm_drf.sim.workload import TREE_SEPARATOR, Workload
+
+# The one leaf of an account whose users are not told apart (`fairness_within_account: slurm`).
+ACCOUNT_LEAF: Final = "jobs="
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,12 +70,17 @@ class TreeLayout:
 
 
 def build_layout(
-    workload: Workload, table: WorkloadTable, account_weights: Sequence[Fraction] | None = None
+    workload: Workload,
+    table: WorkloadTable,
+    account_weights: Sequence[Fraction] | None = None,
+    users: bool = True,
 ) -> TreeLayout:
     """Number the tree of `workload` (flat: every account under the root) with its users as leaves.
 
     An account weighs `account_weights[i]` (by the table's account index;
-    default: the workload's weight) against its siblings.
+    default: the workload's weight) against its siblings. `users=False`
+    (`fairness_within_account: slurm`): each account is one leaf holding
+    all its users' jobs in Slurm's order, as the plan's `jobs=` leaf.
     """
     tree = workload.tree
     weights = account_weights or [workload.weight(a) for a in table.accounts]
@@ -84,10 +93,11 @@ def build_layout(
             prefix = path[:end]
             paths.setdefault(prefix, tree.weight(TREE_SEPARATOR.join(prefix)) if tree is not None else Fraction(1))
         paths[path] = own
-    users: dict[tuple[str, ...], set[str]] = {}
-    for number, user in zip(table.job_account, table.job_user, strict=True):
-        users.setdefault(account_path[table.accounts[number]], set()).add(user)
-    for path, names in users.items():
+    leaves: dict[tuple[str, ...], set[str]] = {}
+    job_user = table.job_user if users else [ACCOUNT_LEAF] * len(table.job_user)
+    for number, user in zip(table.job_account, job_user, strict=True):
+        leaves.setdefault(account_path[table.accounts[number]], set()).add(user)
+    for path, names in leaves.items():
         for user in names:
             paths[(*path, user)] = Fraction(1)
 
@@ -112,7 +122,7 @@ def build_layout(
         children[up].append(node)
     account_node = tuple(index[account_path[a]] for a in table.accounts)
     leaf_of_job = np.array(
-        [index[(*account_path[table.accounts[a]], u)] for a, u in zip(table.job_account, table.job_user, strict=True)],
+        [index[(*account_path[table.accounts[a]], u)] for a, u in zip(table.job_account, job_user, strict=True)],
         dtype=np.int64,
     )
     first = [tasks[0] for tasks in table.record_tasks]
@@ -175,7 +185,9 @@ def build_tree(
         # A chain of single children is one node keyed by its top (docs/rule.md §7); the root is no chain.
         chained = len(kids) == 1 and node > 0
         built = tuple(make(c, key if chained else layout.path[c]) for c in kids)
-        return TreeNode(layout.name[node] or "root", layout.weight[node], built)
+        # An account over its users sums them as they are (docs/rule.md §7, "The users of an account").
+        rescale = not any(layout.is_user(c) for c in kids)
+        return TreeNode(layout.name[node] or "root", layout.weight[node], built, rescale=rescale)
 
     return TreeInput(make(0, ""), mapping)
 

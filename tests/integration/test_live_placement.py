@@ -120,8 +120,10 @@ def test_a_burst_interleaves_with_the_others_as_the_next_cycle_orders_it(placed:
 
 def test_over_the_tree_a_new_users_first_job_is_first_and_a_burst_interleaves(placed_tree: Live) -> None:
     """The sandbox's tree: root -> research -> {gputeam, memteam, cputeam, newteam} and root -> physics ->
-    theory -> {drfalice, drfbob, root}. drfbob's first job holds theory's waiting drfalice at 0 (§7's
-    rescaling), so physics goes first: Slurm must start it before anything else, before any further cycle."""
+    theory -> {drfalice, drfbob, root}. drfbob's first job takes theory's next turn, before theory's waiting
+    drfalice (his share in theory is 0; theory is charged what drfalice holds, docs/rule.md §7), and theory,
+    holding a 4-CPU slot, is far below research: Slurm must start it before anything else, before any
+    further cycle."""
     live = placed_tree
     live.require_quiet_queue()
     # fill_node's jobs, with its 4-CPU slot run by drfalice: theory's share is above 0 but for drfbob's.

@@ -29,17 +29,22 @@ Variant = Literal["hdrf", "rescale", "rollup"]
 
 
 def variant_share(
-    children: Sequence[tuple[NodeShare, bool]], counted: Sequence[int], weight: Fraction, variant: Variant = "hdrf"
+    children: Sequence[tuple[NodeShare, bool]],
+    counted: Sequence[int],
+    weight: Fraction,
+    variant: Variant = "hdrf",
+    rescale: bool = True,
 ) -> NodeShare:
-    """An internal node's share under a variant: hdrf is the rule (`hierarchy.inner_share`).
+    """An internal node's share under a variant: hdrf is the rule (`hierarchy.inner_share`; `rescale=False`:
+    an account over its users, its children summed as they are).
 
     rescale: the rule with no child blocked (every child scaled to the least
     share); rollup: the plain sum of the children's consumption.
     """
     if variant == "hdrf":
-        return inner_share(children, counted, weight)
+        return inner_share(children, counted, weight, rescale)
     if variant == "rescale":
-        return inner_share([(share, False) for share, _ in children], counted, weight)
+        return inner_share([(share, False) for share, _ in children], counted, weight, rescale)
     width = len(children[0][0].units) if children else 0
     total = [sum(column) for column in zip(*(share.units for share, _ in children), strict=True)] or [0] * width
     return node_share(total, counted, weight)
@@ -126,7 +131,7 @@ def node_states(
         kids = tree.children[n]
         if kids:
             parts = [state[c] for c in kids]
-            share = variant_share(parts, counted, tree.weight[n], variant)
+            share = variant_share(parts, counted, tree.weight[n], variant, tree.rescale[n])
             state[n] = (share, all(blocked for _, blocked in parts))
         else:
             blocked = all(any(d[k] > 0 for k in saturated) for d in rest[n])

@@ -130,7 +130,8 @@ class NestedHeaps:
         self._detach(child)
         state = self.state[child]
         active = not self.blocked[child]
-        if active and state.share:
+        into_direction = active and bool(state.share) and self.tree.rescale[n]
+        if into_direction:
             vector = [(u << DIRECTION_BITS) // state.share for u in state.units]
             self.direction[n] = [y + v for y, v in zip(self.direction[n], vector, strict=True)]
         else:
@@ -139,7 +140,7 @@ class NestedHeaps:
         if active:
             self.active_count[n] += 1
             heapq.heappush(self.active[n], (state.share, self.version[child], child))
-        self.part[child] = (active and bool(state.share), vector, active)
+        self.part[child] = (into_direction, vector, active)
         if self.remaining[child]:
             heapq.heappush(self.select[n], (state.share, state.vector, self.version[child], child))
         limit = 2 * len(self.tree.children[n]) + 8

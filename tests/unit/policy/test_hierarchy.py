@@ -68,7 +68,8 @@ def trees(draw: st.DrawFn, max_depth: int = 4) -> tuple[TreeNode, Vector]:
         kids = [first]
         for i in range(1, count):
             kids.append(dataclasses.replace(first, name=f"c{i}") if draw(st.booleans()) else node(f"c{i}", depth + 1))
-        return TreeNode(name, weight, children=tuple(kids))
+        # Some nodes sum their children as they are (an account over its users, docs/rule.md §7).
+        return TreeNode(name, weight, children=tuple(kids), rescale=draw(st.sampled_from([True, True, False])))
 
     count = draw(st.integers(1, 4))
     kids = [node(f"a{i}", 1) for i in range(count)]
@@ -133,7 +134,8 @@ def seeded_node(rng: random.Random, name: str, depth: int, width: int) -> TreeNo
     if depth >= 4 or (depth and rng.random() < 0.3):
         jobs = tuple(tuple(rng.choice([0, 1, 1, 2]) for _ in range(width)) for _ in range(rng.randint(0, 8)))
         return TreeNode(name, weight, usage=tuple(rng.choice([0, 1]) for _ in range(width)), jobs=jobs)
-    return TreeNode(name, weight, tuple(seeded_node(rng, f"n{i}", depth + 1, width) for i in range(rng.randint(2, 4))))
+    kids = tuple(seeded_node(rng, f"n{i}", depth + 1, width) for i in range(rng.randint(2, 4)))
+    return TreeNode(name, weight, kids, rescale=rng.random() < 0.7)
 
 
 # --------------------------------------------------------------------------

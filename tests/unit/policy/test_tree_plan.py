@@ -112,6 +112,58 @@ def test_user_weights_from_the_config() -> None:
     assert placed[:3].count("physics:bob") == 2
 
 
+def test_a_new_user_does_not_buy_an_account_turns() -> None:
+    """Issue 35's case: 10 GPUs, a holds 2 (user a1), b holds 6 (all b1's); 1-GPU jobs wait from a1, b1 and a
+    new user b2. Rescaled to b2's 0, b would count as 0 and be served first; an account is charged what its
+    users hold (b at 60%), so a (20%) goes first, as with b's work under one user (docs/rule.md §7)."""
+    jobs = [
+        job("a", "RUNNING", job_id="ra", user="a1", gpu=2),
+        job("b", "RUNNING", job_id="rb", user="b1", gpu=6),
+        job("a", job_id="a1", user="a1", submit_time=1.0, gpu=1),
+        job("b", job_id="b1", user="b1", submit_time=1.0, gpu=1),
+        job("b", job_id="b2", user="b2", submit_time=1.0, gpu=1),
+    ]
+    tree = assoc("root", None) + assoc("a", "root", "a1") + assoc("b", "root", "b1", "b2")
+    plan = compute_plan(with_tree(snapshot([node(cpu=64, gpu=10)], jobs), tree), config())
+    assert order(plan)[0] == "a1"
+    assert set(order(plan)[1:]) == {"b1", "b2"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 2), st.integers(0, 3), st.booleans()), min_size=1, max_size=30),
+    st.lists(st.tuples(st.integers(0, 2), st.integers(1, 3)), min_size=3, max_size=3),
+)
+def test_spreading_an_accounts_work_over_more_users_does_not_change_its_turns(
+    specs: list[tuple[int, int, bool]], shapes: list[tuple[int, int]]
+) -> None:
+    """Each account's jobs of one shape, held and waiting under one user or spread over up to four: the
+    accounts take their turns in the same sequence (how many users an account has buys it nothing)."""
+    names = ["physics", "chemistry", "biology"]
+
+    def build(users: bool) -> tuple[Snapshot, list[Job]]:
+        jobs = [
+            job(
+                names[a],
+                "RUNNING" if running else "PENDING",
+                job_id=str(100 + n),
+                submit_time=float(n),
+                user=f"u{u}" if users else "u0",
+                cpu=shapes[a][0],
+                gpu=shapes[a][1],
+            )
+            for n, (a, u, running) in enumerate(specs)
+        ]
+        tree = assoc("root", None) + [x for name in names for x in assoc(name, "root", "u0", "u1", "u2", "u3")]
+        return with_tree(snapshot([node(cpu=16, gpu=8)], jobs), tree), jobs
+
+    def turns(users: bool) -> list[str]:
+        snap, jobs = build(users)
+        return [a.split(":")[0] for a in accounts_in_order(compute_plan(snap, config()), jobs)]
+
+    assert turns(True) == turns(False)
+
+
 # --- divisions: fairness at every level ------------------------------------------------
 
 

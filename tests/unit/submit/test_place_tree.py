@@ -96,12 +96,16 @@ def test_a_job_lands_where_the_next_plan_puts_it(account: str, user: str) -> Non
     assert _placed_order(plan, [("new-100", value)]).index("new-100") == _order(again).index("new-100")
 
 
-def test_a_new_users_first_job_goes_first_as_hdrf_rescales_its_account() -> None:
-    """bob has nothing yet: theory's waiting alice is held at bob's 0, so physics goes first at the root."""
+def test_a_new_users_first_job_takes_its_accounts_next_turn() -> None:
+    """bob has nothing yet: he goes before alice inside theory, but theory is charged what alice holds
+    (docs/rule.md §7), so his job takes theory's next turn, just before alice's first waiting job, and
+    not the head of the queue (where rescaling alice to bob's 0 put it)."""
     config = _config()
     plan = compute_plan(_snapshot(BACKLOG), config)
     value = Placer(_table(plan, config)).place(["cpu"], "theory", (4, 16_000, 0), user="bob")
-    assert value is not None and all(j.value is not None and value < j.value for j in plan.jobs)
+    assert value is not None
+    placed = _placed_order(plan, [("new-100", value)])
+    assert placed.index("new-100") == placed.index("alice-1") - 1 > 0
 
 
 @pytest.mark.parametrize("within", ["user", "slurm"])

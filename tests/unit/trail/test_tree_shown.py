@@ -100,10 +100,11 @@ def test_plan_json_has_the_tree_rows_with_hand_checked_numbers() -> None:
     assert (physics["running_jobs"], physics["pending_jobs"]) == (2, 2)
     # 6 of 16 CPUs against 1 of 4 GPUs.
     assert (physics["dominant_resource"], physics["dominant_share"]) == ("cpu", 0.375)
-    # theory: alice (4/16) is scaled down to bob's 0, so theory counts 0; lab has nothing
-    # pending (blocked) and counts as it is: GPU 1/4 = 0.25.
-    assert physics["weighted_share"] == 0.25
-    assert rows["physics/theory"]["weighted_share"] == 0.0
+    # theory, an account over its users, sums them as they are (docs/rule.md §7): alice's 4/16 beside
+    # bob's 0 is 0.25; physics scales theory (waiting) to its own 0.25, the least waiting, and lab has
+    # nothing pending (blocked) and counts as it is: (4 + 2)/16 CPUs = 0.375.
+    assert physics["weighted_share"] == 0.375
+    assert rows["physics/theory"]["weighted_share"] == 0.25
     assert rows["physics/theory"]["dominant_share"] == 0.25
     assert rows["physics/lab"]["blocked"] and not rows["physics/theory"]["blocked"]
     alice = rows["physics/theory/user=alice"]
@@ -115,7 +116,7 @@ def test_plan_json_has_the_tree_rows_with_hand_checked_numbers() -> None:
     # When p1 is placed bob holds 2 CPUs and has nothing left (blocked): theory = 4 + 2 of 16,
     # physics = theory's 6 + lab's 2 of 16.
     assert jobs["p1"]["path_shares"] == [0.5, 0.375, 0.25]
-    assert jobs["p2"]["path_shares"] == [0.25, 0.0, 0.0]
+    assert jobs["p2"]["path_shares"] == [0.375, 0.25, 0.0]
     # chem has a single child: the chain is one node, both names carry its share.
     assert jobs["p3"]["path"] == "chem/user=dave" and jobs["p3"]["path_shares"] == [0.0, 0.0]
 
@@ -201,7 +202,7 @@ def test_report_table_indents_the_tree_like_sshare() -> None:
         "    bob (user)",
     ]
     physics = lines[4].split()
-    assert physics == ["physics", "1", "6", "1", "0.3750", "0.2500", "2", "2"]
+    assert physics == ["physics", "1", "6", "1", "0.3750", "0.3750", "2", "2"]
 
 
 def test_report_memory_in_the_tree_reads_as_the_report_shows_it() -> None:
@@ -256,8 +257,8 @@ def test_explain_gives_the_path_with_each_level() -> None:
     plan, snap = physics_plan()
     explanation = explain_job(plan, snap, "p1")
     assert [(s.path, s.share_at_placement, s.share_now, s.rank, s.siblings) for s in explanation.tree] == [
-        ("physics", 0.5, 0.25, 2, 2),
-        ("physics/theory", 0.375, 0.0, 1, 2),
+        ("physics", 0.5, 0.375, 2, 2),
+        ("physics/theory", 0.375, 0.25, 1, 2),
         ("physics/theory/user=alice", 0.25, 0.25, 2, 2),
     ]
     text = render_explanation_text(explanation)
@@ -266,7 +267,7 @@ def test_explain_gives_the_path_with_each_level() -> None:
     assert next(line for line in lines if line.strip().startswith("theory")).split() == [
         "theory",
         "0.3750",
-        "0.0000",
+        "0.2500",
         "1",
         "of",
         "2",
@@ -321,7 +322,7 @@ def _tree_paths(samples: dict[SampleKey, float], name: str = "slurm_drf_tree_wei
 def test_tree_metrics_show_accounts_and_not_users_by_default() -> None:
     plan, snap = physics_plan()
     samples = _samples(MetricsRecorder(), plan, snap)
-    assert _tree_paths(samples) == {"chem": 0.0, "physics": 0.25, "physics/lab": 0.25, "physics/theory": 0.0}
+    assert _tree_paths(samples) == {"chem": 0.0, "physics": 0.375, "physics/lab": 0.25, "physics/theory": 0.25}
     assert _tree_paths(samples, "slurm_drf_tree_dominant_share")["physics"] == 0.375
     assert samples[("slurm_drf_tree_series_dropped", (("pool", "default"),))] == 0
     assert not any("user=" in value for _, labels in samples for _, value in labels)

@@ -68,7 +68,7 @@ def main() -> int:
     for name in ("compute_plan", "compute_before", "order_pending", "running_fingerprint"):
         setattr(policies_module, name, timed(getattr(policies_module, name), engine_time))
 
-    engine = choose_engine(args.engine, workload)
+    engine = choose_engine(args.engine)
     policy = build_policy(args.policy, engine=engine)
     began, cpu_began = time.perf_counter(), time.process_time()
     result = simulate(workload, policy, SimOptions(interval=args.interval, backfill=args.backfill))

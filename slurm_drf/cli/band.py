@@ -10,6 +10,7 @@ from slurm_drf.errors import DrfError
 from slurm_drf.policy.label_space import label_space, priority_weight_sum
 from slurm_drf.slurm.execute import run_command
 from slurm_drf.slurm.parse.scontrol import parse_priority_weights, parse_scheduler_parameters
+from slurm_drf.slurm.reach import refused
 
 SCONTROL_TIMEOUT = 10.0
 # `slurm.cli_source.build_scontrol_config_argv()` (a test holds them equal): that module
@@ -53,7 +54,11 @@ def band_lines(config: Config, weights: Mapping[str, int], scheduler: Mapping[st
 
 
 def read_slurm_config() -> str | DrfError:
-    """`scontrol show config`, or why it could not be read (check-config reads it once, for every check)."""
+    """`scontrol show config`, or why it could not be read (check-config reads it once, for every check);
+    at once where every controller slurm.conf names refuses a connection (scontrol would retry for 10 s)."""
+    down = refused()
+    if down is not None:
+        return DrfError(f"{down}; is slurmctld running?")
     try:
         return run_command(SCONTROL_CONFIG_ARGV, SCONTROL_TIMEOUT)
     except DrfError as error:

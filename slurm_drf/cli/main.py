@@ -380,6 +380,21 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+# Options of the whole program that may also come after the verb (`slurm-drf plan ... --debug`).
+_ANYWHERE: Final = {"--debug": "debug", "-q": "quiet", "--quiet": "quiet"}
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """The arguments; `--debug` and `-q` are the program's wherever they stand."""
+    args, extra = parser.parse_known_args(argv)
+    unknown = [arg for arg in extra if arg not in _ANYWHERE]
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    for arg in extra:
+        setattr(args, _ANYWHERE[arg], True)
+    return args
+
+
 def _setup_logging(args: argparse.Namespace) -> None:
     level = logging.DEBUG if args.debug else logging.ERROR if args.quiet else logging.INFO
     logging.basicConfig(level=level, format="slurm-drf: %(levelname)s: %(message)s", stream=sys.stderr)
@@ -425,7 +440,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # third of the time of loading a large snapshot). The daemon resets it.
     gc.set_threshold(200_000, 50, 1000)
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     _setup_logging(args)
     func: Callable[[argparse.Namespace], int] = args.func
     try:

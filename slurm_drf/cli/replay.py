@@ -24,8 +24,8 @@ from slurm_drf.cli.simulate import add_workload_options, build_workload
 from slurm_drf.config.load import load_config, parse_config_text, resolve_config
 from slurm_drf.config.settings import Config
 from slurm_drf.cycle.backends import make_source
-from slurm_drf.errors import InputError
-from slurm_drf.replay.arms import ARMS, build_billing_weights, build_slurm_lines, parse_arm
+from slurm_drf.errors import DrfError, InputError
+from slurm_drf.replay.arms import ARMS, billing_weights, build_billing_weights, build_slurm_lines, parse_arm
 from slurm_drf.replay.report import build_comparison, predict, render_replay_html, render_text
 from slurm_drf.replay.result import ReplayResult, parse_result, render_result, to_sim_result
 from slurm_drf.replay.run import MAX_SAMPLE_INTERVAL, MIN_SAMPLE_INTERVAL, ReplayOptions, pool_nodes, run_arm
@@ -35,7 +35,7 @@ from slurm_drf.sim.compare import Comparison, ProgressLine
 from slurm_drf.sim.options import SimResult
 from slurm_drf.sim.render import check_plotting, render_json, render_plot_png, write_text
 from slurm_drf.sim.run_metrics import compute_metrics, render_metrics
-from slurm_drf.sim.workload import parse_duration
+from slurm_drf.sim.workload import NodeType, parse_duration, parse_node_type
 
 logger = logging.getLogger(__name__)
 
@@ -153,10 +153,19 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 
 def _slurm_conf(args: argparse.Namespace) -> int:
+    """The lines every arm runs against; the billing weights from the live cluster's nodes, or, with no Slurm
+    to read, from the workload's node (the scenario's, or --node-tres)."""
     config, _ = _config(args.config)
-    nodes = pool_nodes(make_source(config).fetch_snapshot(), config)
+    try:
+        weights = build_billing_weights(pool_nodes(make_source(config).fetch_snapshot(), config))
+        source = "the cluster's largest node"
+    except DrfError as error:
+        node = parse_node_type(args.node_tres) if args.node_tres else NodeType()
+        weights = billing_weights(node.tres())
+        source = f"a node of {node.render()}, as Slurm could not be read ({error})"
     print("\n".join(build_slurm_lines(args.compress)))
-    print(f"# on every PartitionName line: TRESBillingWeights={build_billing_weights(nodes)}")
+    print(f"# the billing weights of {source}")
+    print(f"# on every PartitionName line: TRESBillingWeights={weights}")
     return 0
 
 

@@ -145,9 +145,11 @@ def add_policy_options(parser: argparse.ArgumentParser) -> None:
     run = parser.add_argument_group("policies")
     run.add_argument(
         "--policies",
-        default=",".join(DEFAULT_POLICIES),
         metavar="LIST",
-        help=f"comma-separated, in order, of {','.join(ALL_POLICIES)} (default {','.join(DEFAULT_POLICIES)})",
+        help=f"comma-separated, in order, of {','.join(ALL_POLICIES)} (default {','.join(DEFAULT_POLICIES)}, "
+        "then what the scenario exists to show: "
+        + "; ".join(f"{s.name} {','.join(s.shows)}" for s in SCENARIOS.values() if s.shows)
+        + "). drf-labels is what the daemon does; drf, the same order queued directly, writes nothing",
     )
     run.add_argument(
         "--interval",
@@ -188,8 +190,8 @@ def add_policy_options(parser: argparse.ArgumentParser) -> None:
         "--engine",
         choices=("auto", "plan", "fast"),
         default="auto",
-        help="drf: full snapshot and plan every interval, or the same engine functions on the "
-        "simulator's arrays (auto: plan up to 5000 jobs)",
+        help="drf: the engine functions on the simulator's arrays (fast; auto is fast), or a full snapshot "
+        "and plan every interval (plan: the same order, several times slower)",
     )
 
 
@@ -274,8 +276,14 @@ def build_slurm_side(args: argparse.Namespace) -> SlurmSide:
     )
 
 
+def default_policies(args: argparse.Namespace) -> tuple[str, ...]:
+    """The default policies, then those the scenario exists to show (none for a trace)."""
+    shows = () if args.workload else SCENARIOS[args.scenario or DEFAULT_SCENARIO].shows
+    return (*DEFAULT_POLICIES, *(p for p in shows if p not in DEFAULT_POLICIES))
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
-    policies = parse_policies(args.policies)
+    policies = parse_policies(args.policies) if args.policies else default_policies(args)
     interval = parse_duration(args.interval)
     half_life = parse_duration(args.half_life)
     if interval <= 0 or half_life <= 0:

@@ -190,10 +190,14 @@ def build_billing_weights(nodes: Sequence[Node]) -> str:
     eligible = [n for n in nodes if n.eligible]
     if not eligible:
         raise ReplayInputError("the cluster has no node that can run jobs")
-    node = max(eligible, key=lambda n: int(n.tres.get("cpu", 0)))
-    cpu = int(node.tres.get("cpu", 0))
-    mem_gib = int(node.tres.get("mem", 0)) / 1024
-    gpu = int(node.tres.get("gres/gpu", 0))
+    return billing_weights(max(eligible, key=lambda n: int(n.tres.get("cpu", 0))).tres)
+
+
+def billing_weights(tres: Mapping[str, float]) -> str:
+    """`build_billing_weights` for one node's TRES (cpu, mem in MiB, gres/gpu)."""
+    cpu = int(tres.get("cpu", 0))
+    mem_gib = int(tres.get("mem", 0)) / 1024
+    gpu = int(tres.get("gres/gpu", 0))
     parts = ["CPU=1.0"]
     if mem_gib > 0:
         parts.append(f"Mem={cpu / mem_gib:.6g}G")

@@ -112,7 +112,7 @@ def predict(result: ReplayResult, config: Config | None) -> SimResult:
         calc_period = SLURM_CALC_PERIOD_WALL * result.compression
         policy: Policy = MultifactorPolicy(SLURM_HALF_LIFE, calc_period, REPLAY_SITE)
     else:
-        engine = choose_engine("auto", result.workload)
+        engine = choose_engine("auto")
         policy = build_policy(arm.predicted_by, config, SLURM_HALF_LIFE, engine, REPLAY_SITE)
     latency = START_LATENCY_WALL * result.compression
     workload = replay_workload(result)

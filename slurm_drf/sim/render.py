@@ -272,6 +272,18 @@ def render_aligned(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(_align(header, rows)) + "\n"
 
 
+# The rows that model what the daemon does on a real Slurm (its loop writing values; `drf` is its order queued
+# directly, writing nothing: the reference), marked in the terminal table.
+DAEMON_ROWS: Final = frozenset({"drf-labels", "drf-placed", "drf-history", "hdrf", "drf-reclaim"})
+DAEMON_NOTE: Final = (
+    "* the daemon: drf-labels is its loop writing the plan's order to Slurm as nice values, what it does by "
+    "default; drf-placed adds placement at submission, drf-history its memory of past use, hdrf its order over "
+    "the account tree, drf-reclaim guarantees and reclaim. drf is the plan's order queued directly, writing "
+    "nothing (the reference); drf-naive the textbook loop that breaks ties by name; fifo and multifactor are "
+    "Slurm alone."
+)
+
+
 def render_table(
     comparison: Comparison,
     timings: bool = True,
@@ -292,8 +304,13 @@ def render_table(
         header.append("run")
         for row, seconds in zip(rows, comparison.seconds, strict=True):
             row.append(f"{seconds:.1f}s")
+    daemon = [row for row in rows if row[0] in DAEMON_ROWS]
+    for row in daemon:
+        row[0] += " *"
     lines.extend(_align(header, rows))
     lines.append("")
+    if daemon and site:
+        lines.extend(textwrap.wrap(DAEMON_NOTE, width=118))
     lines.append(
         "Jain: mean Jain's index of weighted dominant shares over the samples where >= 2 accounts "
         "wait; share max/min: of each"

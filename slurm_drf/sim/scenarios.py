@@ -466,6 +466,8 @@ class Scenario:
     nodes: int
     jobs: int
     build: Callable[[np.random.Generator, int, int, float | None], Workload]
+    # The policies (sim.policies names) the scenario exists to show: `simulate` runs them beside its defaults.
+    shows: tuple[str, ...] = ()
 
 
 SCENARIOS: Final = {
@@ -473,13 +475,14 @@ SCENARIOS: Final = {
     for s in (
         Scenario("mixed", "GPU-, memory- and CPU-heavy accounts, all backlogged (default)", 24, 2400, _mixed),
         Scenario("bursty", "job arrays submitted in bursts", 24, 2400, _bursty),
-        Scenario("newcomer", "a new account joins a busy cluster", 24, 2400, _newcomer),
+        Scenario("newcomer", "a new account joins a busy cluster", 24, 2400, _newcomer, ("drf-placed",)),
         Scenario(
             "gpu-newcomer",
             "a GPU-heavy account joins a cluster kept full by CPU- and memory-heavy ones",
             8,
             800,
             _gpu_newcomer,
+            ("drf-placed",),
         ),
         Scenario("weighted", "weights 2:1:1 on the same job mix", 24, 2400, _weighted),
         Scenario(
@@ -488,11 +491,33 @@ SCENARIOS: Final = {
             20,
             3000,
             _whole_node,
+            ("drf-history",),
         ),
         Scenario("tie", "many identical small accounts (where drf-naive starves the last by name)", 24, 6000, _tie),
-        Scenario("burst", "an account that ran a burst yesterday meets one that did not (history)", 8, 900, _burst),
-        Scenario("steady", "two identical accounts, steady load (history changes little)", 8, 1200, _steady),
-        Scenario("tree", "an account tree: naive roll-up vs H-DRF vs flat DRF (hdrf, hdrf-rollup)", 8, 1200, _tree),
+        Scenario(
+            "burst",
+            "an account that ran a burst yesterday meets one that did not (history)",
+            8,
+            900,
+            _burst,
+            ("drf-history",),
+        ),
+        Scenario(
+            "steady",
+            "two identical accounts, steady load (history changes little)",
+            8,
+            1200,
+            _steady,
+            ("drf-history",),
+        ),
+        Scenario(
+            "tree",
+            "an account tree: naive roll-up vs H-DRF vs flat DRF (hdrf, hdrf-rollup)",
+            8,
+            1200,
+            _tree,
+            ("hdrf", "hdrf-rollup"),
+        ),
         Scenario(
             "gaming",
             "five backlogged accounts, one GPU-heavy account (g) to play gaming strategies (sim.gaming)",
@@ -506,6 +531,7 @@ SCENARIOS: Final = {
             8,
             200,
             _long_jobs,
+            ("drf-reclaim",),
         ),
     )
 }

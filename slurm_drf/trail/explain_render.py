@@ -172,7 +172,10 @@ def _level_lines(e: Explanation, share: AccountShare | None) -> list[str]:
 def _tie_lines(e: Explanation) -> list[str]:
     """Whether a full tie decided the place, and how the tie rule broke it."""
     if not (e.tie and e.tie_detail is not None):
-        return ["no tie: its level and share vector differ from every other account's job"]
+        return [
+            "no tie: no other account's job has both its level and its share vector (at an equal level the "
+            "smaller share vector goes first, as the table above says)"
+        ]
     d = e.tie_detail
     others = [a for a in d.accounts if a != e.account]
     wins = ", ".join(f"{a} {d.wins.get(a, 0.0):.3g}" for a in d.accounts)

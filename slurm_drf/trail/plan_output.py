@@ -351,9 +351,12 @@ def render_plan_table(plan: Plan, limit: int = 20) -> str:
         out.append("skipped: " + terminal_text(", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))))
     writes = sum(1 for action in actions if action == "set")
     bands = ", ".join(
-        f"{terminal_text(p.name)} first {p.exact} of {p.horizon}, {p.gap} apart" for p in plan.pools if p.exact
+        f"{terminal_text(p.name)}'s first {p.exact} of up to {p.horizon}, neighbours {p.gap} apart"
+        for p in plan.pools
+        if p.exact
     )
-    out.append(f"{writes} write(s) needed, mode {plan.mode}" + (f"; exact band: {bands}" if bands else ""))
+    held = f"; held in exactly this order whatever Slurm's other factors add (the exact band, `horizon`): {bands}"
+    out.append(f"{writes} write(s) needed, mode {plan.mode}" + (held if bands else ""))
     out.extend(f"warning: {terminal_text(w)}" for w in plan.warnings)
     return "\n".join(out)
 

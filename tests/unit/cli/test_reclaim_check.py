@@ -186,6 +186,7 @@ def _fake_slurm(monkeypatch: pytest.MonkeyPatch, show_config: str | None, level:
         return show_config
 
     monkeypatch.setattr(band, "run_command", run)
+    monkeypatch.setattr(band, "refused", lambda: None)  # whatever slurm.conf this machine has
     monkeypatch.setattr(reclaim_check, "run_command", run)
     monkeypatch.setattr(cli_main, "_this_user", lambda: OPERATOR)
     return calls

@@ -448,7 +448,9 @@ def test_plan_table_and_render_table_unchanged(plan: Plan) -> None:
     assert text.startswith("pool gpu: 2 node(s), cpu=128, mem=1000 GiB, gres/gpu=16\n")
     assert "skipped: 1 held, 1 partition not managed" in text
     assert text.rstrip().endswith(
-        "6 write(s) needed, mode nice; exact band: gpu first 4 of 1000, 1 apart, cpu first 2 of 1000, 1 apart"
+        "6 write(s) needed, mode nice; held in exactly this order whatever Slurm's other factors add (the exact "
+        "band, `horizon`): gpu's first 4 of up to 1000, neighbours 1 apart, cpu's first 2 of up to 1000, "
+        "neighbours 1 apart"
     )
 
 

@@ -31,7 +31,7 @@ The issue's two cases (issue 24, item 3) are 3 levels below the root
 
 With --cli it times whole processes instead, as a user runs them, on that
 snapshot written to benchmarks/data/: `python -m slurm_drf.cli plan
---snapshot FILE --format json --config etc/slurm-drf/config.yaml` (the
+--snapshot FILE --format json --config slurm_drf/data/config.yaml` (the
 daemon's config, `hierarchy: tree`) against the same config with
 `hierarchy: flat`, alternating; stdout to /dev/null.
 
@@ -233,7 +233,7 @@ def processes(args: argparse.Namespace, fanout: Sequence[int]) -> None:
     if not path.exists():
         path.write_text(json.dumps(raw))
     print(describe(args, fanout, len(raw["associations"])))
-    config = (HERE.parent / "etc" / "slurm-drf" / "config.yaml").read_text()
+    config = (HERE.parent / "slurm_drf" / "data" / "config.yaml").read_text()
     with tempfile.TemporaryDirectory() as folder:
         argv: dict[str, list[str]] = {}
         for hierarchy in ("tree", "flat"):

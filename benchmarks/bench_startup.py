@@ -9,7 +9,7 @@ them):
 
 - `python3 -c pass`, the floor: the interpreter alone;
 - `python -m slurm_drf.cli --help`;
-- `python -m slurm_drf.cli check-config FILE` (etc/slurm-drf/config.yaml
+- `python -m slurm_drf.cli check-config FILE` (slurm_drf/data/config.yaml
   by default; it also runs `scontrol show config`, which fails at once
   where there is no Slurm).
 
@@ -43,7 +43,7 @@ def wall(argv: list[str], cwd: Path) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=11)
-    parser.add_argument("--config", default=str(CHECKOUT / "etc" / "slurm-drf" / "config.yaml"))
+    parser.add_argument("--config", default=str(CHECKOUT / "slurm_drf" / "data" / "config.yaml"))
     parser.add_argument("--baseline", metavar="CHECKOUT", help="another copy of the code to take turns with")
     args = parser.parse_args()
     config = str(Path(args.config).resolve())

@@ -17,7 +17,6 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Final, NoReturn
 
-from slurm_drf import __version__
 from slurm_drf.cli.options import (
     add_snapshot_limit,
     exit_without_teardown,
@@ -311,13 +310,37 @@ def _requested_verb(argv: Sequence[str]) -> str | None:
     return next((arg for arg in argv if not arg.startswith("-")), None)
 
 
+class _VersionAction(argparse.Action):
+    """`--version`: the text of cli/version.py, whose imports (pyslurm's check) only this option pays for."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> NoReturn:
+        from slurm_drf.cli.version import fetch_version_text
+
+        sys.stdout.write(fetch_version_text())
+        sys.stdout.flush()
+        parser.exit()
+
+
 def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="slurm-drf",
         description="Dominant resource fairness for Slurm: order pending jobs by "
         "each account's dominant share and write the order back.",
     )
-    parser.add_argument("--version", action="version", version=f"slurm-drf {__version__}")
+    parser.add_argument(
+        "--version",
+        action=_VersionAction,
+        help="show the version, the Slurm release here and the backend `backend: auto` would use, and exit",
+    )
     parser.add_argument("--debug", action="store_true", help="log debug messages and show tracebacks")
     parser.add_argument("-q", "--quiet", action="store_true", help="log only errors")
     verbs = parser.add_subparsers(dest="verb", metavar="VERB", required=True)

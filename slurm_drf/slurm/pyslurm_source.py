@@ -120,18 +120,33 @@ _DICT_STATE_WORDS: Final[Mapping[str, str]] = {"power": "powered_down"}
 # Is pyslurm usable here?
 
 
-def _slurm_release() -> str | None:
+def fetch_slurm_release(timeout: float = 10) -> tuple[str | None, str]:
     """The installed Slurm's version from `sinfo --version` ("slurm 22.05.8",
-    Debian: "slurm-wlm 22.05.8")."""
+    Debian: "slurm-wlm 22.05.8") and where it came from, or None and why not.
+
+    sinfo prints its own version without asking slurmctld, but only once it
+    has a configuration: without slurm.conf it retries for a minute, and a
+    configless client fetches one from slurmctld. Hence the timeout.
+    """
     sinfo = shutil.which("sinfo")
     if sinfo is None:
-        return None
+        return None, "no sinfo on PATH"
     try:
-        out = subprocess.run([sinfo, "--version"], capture_output=True, text=True, timeout=10, check=False).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    match = re.search(r"\d+\.\d+(?:\.\d+)?", out)
-    return match.group(0) if match else None
+        done = subprocess.run([sinfo, "--version"], capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return None, f"sinfo --version gave no answer within {timeout:g} s"
+    except (OSError, subprocess.SubprocessError) as error:
+        return None, f"sinfo --version: {error}"
+    match = re.search(r"\d+\.\d+(?:\.\d+)?", done.stdout)
+    if match:
+        return match.group(0), "sinfo --version"
+    said = done.stderr.strip().splitlines()
+    return None, f"sinfo --version: {said[-1] if said else f'exit {done.returncode}'}"
+
+
+def _slurm_release() -> str | None:
+    """The installed Slurm's version (`fetch_slurm_release`), or None."""
+    return fetch_slurm_release()[0]
 
 
 def parse_api_shapes(module: object) -> tuple[bool, bool, bool, bool]:

@@ -39,7 +39,7 @@ from slurm_drf.service.loop import HUNG_CYCLE_SECONDS
 from tests.paths import REPO
 
 ROOT = REPO
-EXAMPLE = ROOT / "etc" / "slurm-drf" / "config.yaml"
+EXAMPLE = ROOT / "slurm_drf" / "data" / "config.yaml"
 TRES_EXPECTED = (
     "is not a Slurm TRES name (cpu, mem, node, billing, energy, gres/NAME, gres/NAME:TYPE, license/NAME, ...)"
 )

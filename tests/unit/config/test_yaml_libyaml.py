@@ -73,7 +73,7 @@ def test_libyaml_reads_what_python_reads(text: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "path", ["etc/slurm-drf/config.yaml", "examples/nsdi.yaml", "tests/fixtures/report/config.yaml"]
+    "path", ["slurm_drf/data/config.yaml", "slurm_drf/data/nsdi.yaml", "tests/fixtures/report/config.yaml"]
 )
 def test_libyaml_reads_the_shipped_configs_as_python_does(path: str) -> None:
     _same(*_both((REPO / path).read_text(encoding="utf-8")))

@@ -389,7 +389,7 @@ def test_looking_up_every_weight_is_linear_in_the_accounts(monkeypatch: pytest.M
 # B1: "Rank 1 is the account served next" was false when a tie decides: in
 # the README's NSDI example rank 1 was A while order 0 is B's job 7.
 
-EXAMPLES = REPO / "examples"
+EXAMPLES = REPO / "slurm_drf" / "data"
 
 
 def _nsdi_plan() -> Plan:

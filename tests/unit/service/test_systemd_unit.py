@@ -1,4 +1,4 @@
-"""systemd/slurm-drf.service passes `systemd-analyze verify` (and stays hardened).
+"""slurm_drf/data/slurm-drf.service passes `systemd-analyze verify` (and stays hardened).
 
 systemd-analyze comes with Debian's `systemd` package; CI installs it
 (SLURM_DRF_REQUIRE_SLURM=1 turns its absence into a failure). verify
@@ -20,7 +20,7 @@ import pytest
 
 from tests.paths import REPO
 
-UNIT = REPO / "systemd" / "slurm-drf.service"
+UNIT = REPO / "slurm_drf" / "data" / "slurm-drf.service"
 INSTALLED_PATH = "/usr/local/bin/slurm-drf"
 
 

@@ -227,7 +227,7 @@ def dumps_spliced_pieces(data: Any, option: int) -> list[bytes | memoryview] | N
 def float_each(values: Sequence[Any]) -> list[float]:
     """float() of each value, once per distinct object (the accounts share a few weight objects,
     and a Fraction's float is Python code)."""
-    by_object = {id(v): v for v in values}
+    by_object = dict(zip(map(id, values), values, strict=True))
     floats = {key: float(v) for key, v in by_object.items()}
     return list(map(floats.__getitem__, map(id, values)))
 

@@ -11,6 +11,7 @@ pieces, for the CLI to write without joining them first.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -28,7 +29,6 @@ from slurm_drf.policy.plan_columns import (
     PlanJobs,
 )
 from slurm_drf.trail.json_rows import Listed, Nested, Splice, Value, dumps_spliced_pieces, float_each, object_list
-from slurm_drf.trail.text import format_capacity, render_table, terminal_text
 
 if TYPE_CHECKING:
     from slurm_drf.cycle.reclaim import Reclaimed
@@ -238,16 +238,19 @@ def _account_fields(chunks: Sequence[AccountColumns], resources: Sequence[str]) 
     """The keys and columns of the plan JSON's account entries (without a past), pool after pool."""
 
     def joined(name: str) -> list[Any]:
-        return [value for chunk in chunks for value in getattr(chunk, name)]
+        return list(itertools.chain.from_iterable(getattr(chunk, name) for chunk in chunks))
 
     def per_resource(name: str) -> Nested:
         return Nested(
-            [(r, [v for chunk in chunks for v in getattr(chunk, name)[:, k].tolist()]) for k, r in enumerate(resources)]
+            [
+                (r, list(itertools.chain.from_iterable(getattr(chunk, name)[:, k].tolist() for chunk in chunks)))
+                for k, r in enumerate(resources)
+            ]
         )
 
     return [
         ("account", joined("account")),
-        ("pool", [chunk.pool for chunk in chunks for _ in range(len(chunk))]),
+        ("pool", list(itertools.chain.from_iterable([chunk.pool] * len(chunk) for chunk in chunks))),
         ("weight", float_each(joined("weight"))),
         ("running_jobs", joined("running_jobs")),
         ("pending_jobs", joined("pending_jobs")),
@@ -287,6 +290,9 @@ def _render_job_list(
 
 def render_plan_table(plan: Plan, limit: int = 20) -> str:
     """Accounts by share and the head of each pool's order, for a terminal."""
+    # The text helpers are imported by what writes text: the JSON plan needs none of them.
+    from slurm_drf.trail.text import format_capacity, render_table, terminal_text  # noqa: PLC0415
+
     pools, orders, actions = (plan.column(name) for name in ("pool", "order", "action"))
     out: list[str] = []
     for pool in plan.pools:
@@ -360,6 +366,8 @@ def render_plan_table(plan: Plan, limit: int = 20) -> str:
 
 def reclaim_lines(reclaimed: Sequence[Reclaimed]) -> list[str]:
     """`once`'s lines for the reclaim step (docs/rule.md §9): each victim, whom for, both shares, the work lost."""
+    from slurm_drf.trail.text import terminal_text  # noqa: PLC0415  (as in render_plan_table)
+
     lines: list[str] = []
     for r in reclaimed:
         verb = {"would": "would requeue" if r.requeueable else "would cancel"}.get(r.outcome, r.outcome)

@@ -14,7 +14,7 @@ import importlib
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Final, NoReturn
 
 from slurm_drf.cli.options import (
@@ -76,6 +76,11 @@ _VERB_MODULES: Final[tuple[tuple[str, str, Mapping[str, str]], ...]] = (
 
 
 def _emit(*pieces: bytes | memoryview) -> None:
+    _emit_each(pieces)
+
+
+def _emit_each(pieces: Iterable[bytes | memoryview]) -> None:
+    """Each piece written as it comes (a piece is made when the one before it was written)."""
     sys.stdout.buffer.writelines(pieces)
     sys.stdout.flush()
 
@@ -91,7 +96,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     snapshot = source.fetch_snapshot()
     plan = compute_plan(snapshot, config)
     if args.format == "json":
-        _emit(*render_plan_json_pieces(plan))
+        _emit_each(render_plan_json_pieces(plan))
     else:
         print(render_plan_table(plan, args.limit))
     for warning in plan.warnings:

@@ -507,11 +507,15 @@ def _fast_job_table(records: list[Any]) -> JobTable | None:  # noqa: C901
     partition = read.column("partition")
     state = read.column("state")
     user = read.column("user")
-    if not (_types(account) | _types(partition) | _types(state) | _types(user)) <= {str}:
+    if not _types(user) <= {str}:
         return None
-    # Encoded here, each in one pass (JobTable.build takes the codes): an empty
-    # name is then looked for among the distinct ones.
-    coded = {"account": label_codes(account), "partition": label_codes(partition), "state": _upper_codes(state)}
+    # Encoded here, each in one pass (JobTable.build takes the codes): their
+    # types and an empty name are then looked for among the distinct values
+    # (a value that is not a str equals none that is, so it is one of them).
+    accounts, partitions, states = label_codes(account), label_codes(partition), label_codes(state)
+    if not (_types(accounts[1]) | _types(partitions[1]) | _types(states[1])) <= {str}:
+        return None
+    coded = {"account": accounts, "partition": partitions, "state": _upper_codes(states)}
     if "" in coded["account"][1] or "" in coded["partition"][1]:
         return None
     priority = _fast_ints(read.column("priority"), 0, MAX_PRIORITY)
@@ -548,9 +552,9 @@ def _fast_job_table(records: list[Any]) -> JobTable | None:  # noqa: C901
     return table if _fast_job_ids(table) else None
 
 
-def _upper_codes(states: list[str]) -> Coded:
-    """`label_codes` of the states in upper case (Slurm's names of them), from the codes of the states as written."""
-    codes, written = label_codes(states)
+def _upper_codes(states: Coded) -> Coded:
+    """`label_codes` of the states in upper case (Slurm's names of them), from their codes as written (`states`)."""
+    codes, written = states
     upper_codes, upper = label_codes([text.upper() for text in written])
     merged: IntArray = upper_codes[codes]
     return merged, upper

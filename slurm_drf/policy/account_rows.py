@@ -18,7 +18,7 @@ from slurm_drf.policy.plan_columns import AccountColumns
 from slurm_drf.policy.pools import weighted_shares
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class PresentAccounts:
     """The accounts with a running or pending job in a pool: names, weights, usage (A, R), job counts, past."""
 

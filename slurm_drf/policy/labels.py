@@ -47,7 +47,7 @@ from slurm_drf.policy.label_space import LabelSpace
 __all__ = ["LabelSpace", "Labelling", "assign_labels", "fewest_writes"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Labelling:
     labels: IntArray
     exact: int  # positions [0, exact) are the exact band

@@ -65,7 +65,7 @@ class TieRecord:
     placed_wins: tuple[float, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Ordering:
     """The DRF order of one pool's pending jobs, and why each job has its place.
 
@@ -204,10 +204,10 @@ def _break_groups(
 def _weight_ids(weights: Sequence[Fraction]) -> IntArray:
     """A code per distinct weight value. Accounts share a few weight objects, and a
     Fraction's hash is slow: each object is hashed once (by identity, then by value)."""
-    by_object = {id(w): w for w in weights}
+    by_object = dict(zip(map(id, weights), weights, strict=True))
     ids: dict[Fraction, int] = {}
     codes = {key: ids.setdefault(w, len(ids)) for key, w in by_object.items()}
-    return np.array([codes[id(w)] for w in weights], dtype=np.int64)
+    return np.fromiter(map(codes.__getitem__, map(id, weights)), dtype=np.int64, count=len(weights))
 
 
 def _runs_around(positions: IntArray, near_level: npt.NDArray[np.bool_]) -> list[tuple[int, int]]:

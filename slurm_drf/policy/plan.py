@@ -44,6 +44,8 @@ least 1; priority 0 means held).
 from __future__ import annotations
 
 import functools
+import itertools
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -333,7 +335,7 @@ def _pool_plan(
     )
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class _JobClasses:
     """What `compute_plan` knows of every job of the snapshot before it plans a pool.
 
@@ -383,11 +385,13 @@ def _classify(snapshot: Snapshot, config: Config, pools: Sequence[tuple[str, tup
     else:
         # No tree to order over: each key still names its account, by path where a tree was read, else by name.
         keys = resolve_account_keys(config, known)
-        weights = [keys.weights.get(a, config.default_weight) for a in table.accounts]
+        weights = list(map(keys.weights.get, table.accounts, itertools.repeat(config.default_weight)))
         skipped_accounts = keys.excluded
         warnings.extend(keys.warnings)
     excluded = (
-        np.array([a in skipped_accounts for a in table.accounts] or [False])[table.account]
+        np.fromiter(map(skipped_accounts.__contains__, table.accounts), dtype=np.bool_, count=len(table.accounts))[
+            table.account
+        ]
         if len(table)
         else np.zeros(0, dtype=np.bool_)
     )
@@ -396,7 +400,7 @@ def _classify(snapshot: Snapshot, config: Config, pools: Sequence[tuple[str, tup
     return _JobClasses(job_pool, holding, pending, excluded, held, weights, tree, tuple(warnings))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class _PoolInput:
     """One pool to plan: everything `_plan_pool` reads.
 
@@ -423,7 +427,7 @@ class _PoolInput:
     bounds: PoolBounds | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class _PoolResult:
     """One pool's plan: its account rows, its job columns (`size` rows, made when read), its order record."""
 
@@ -434,7 +438,7 @@ class _PoolResult:
     warnings: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class _PoolJobs:
     """A pool's pending jobs in Slurm's order (`rows`), with what the values need, and its running usage."""
 
@@ -632,7 +636,7 @@ def _job_makers(
         "level": ordering.level[order].tolist,
         "value": lambda: written_list,
         "current": lambda: now,
-        "action": lambda: ["keep" if c == w else "set" for c, w in zip(now, written_list, strict=True)],
+        "action": lambda: list(map(_ACTIONS.__getitem__, map(operator.eq, now, written_list))),
         "reason": lambda: [None] * count if parts is None else _part_reasons(parts[order]),
         "tie": ordering.tied[order].tolist,
         "user_nice": own.tolist,
@@ -643,6 +647,10 @@ def _job_makers(
     }
 
 
+# A job's `action`, by whether Slurm holds the value written already (False: "set", True: "keep").
+_ACTIONS: Final = ("set", "keep")
+
+
 def _part_reasons(parts: npt.NDArray[np.int8]) -> list[str | None]:
     """The `reason` of each job of an order arranged by guarantees and limits, by its part."""
     from slurm_drf.policy.guarantees import PART_REASONS  # noqa: PLC0415  (as in _groups)
@@ -650,7 +658,7 @@ def _part_reasons(parts: npt.NDArray[np.int8]) -> list[str | None]:
     return [PART_REASONS[p] for p in parts.tolist()]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class _TreeContext:
     """Slurm's account tree of the snapshot and its nodes' weights, when the snapshot has one."""
 

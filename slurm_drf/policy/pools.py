@@ -99,7 +99,7 @@ def fraction_parts(fractions: Sequence[Fraction]) -> tuple[FloatArray, FloatArra
     Each distinct object is read once: the accounts of a large site share a
     few weight objects, and a Fraction's parts are Python-level properties.
     """
-    by_object = {id(f): f for f in fractions}
+    by_object = dict(zip(map(id, fractions), fractions, strict=True))
     slot = {key: k for k, key in enumerate(by_object)}
     index = np.fromiter(map(slot.__getitem__, map(id, fractions)), dtype=np.int64, count=len(fractions))
     numerators = np.array([f.numerator for f in by_object.values()], dtype=np.float64).reshape(-1)

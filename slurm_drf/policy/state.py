@@ -51,7 +51,7 @@ class JobMemory:
     own_known: bool = True
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Recalled:
     """The memory of some jobs, as columns: `at` are the positions (into the ids asked about)
     of those the memory holds, the other columns what it holds of each; `mode` indexes MODES."""
@@ -278,9 +278,19 @@ def rotation_key(epoch: int, account: str) -> int:
 
 def rotation_key_list(epoch: int, accounts: Sequence[str]) -> list[int]:
     """`rotation_key` of each account, in one loop (a tie of 100,000 accounts makes as many):
-    the digests joined, read as big-endian 64-bit integers at once."""
-    prefix = f"{epoch}\0"
-    digests = b"".join([blake2b((prefix + a).encode(), digest_size=8).digest() for a in accounts])
+    the digests joined, read as big-endian 64-bit integers at once.
+
+    The epoch's prefix is hashed once and each key continues a copy of that
+    state with its account's name (the same digest as hashing the whole text:
+    a hash reads its input as one stream); copying a state costs less than
+    making a hash object, which parses its parameters each time.
+    """
+    prefixed = blake2b(f"{epoch}\0".encode(), digest_size=8)
+    digests = bytearray()
+    for account in accounts:
+        key = prefixed.copy()
+        key.update(account.encode())
+        digests += key.digest()
     keys: list[int] = np.frombuffer(digests, dtype=">u8").tolist()
     return keys
 
@@ -320,7 +330,8 @@ class TieBook:
     rotation key of `epoch`, then of the smaller key (which only makes
     entries unique: two rotation keys alike are a 2**-64 event). `wins`
     is what the rule compares: the `committed` wins the plan started from
-    plus the wins it counted itself, `plan_wins`. The engines read and
+    plus the wins it counted itself, `plan_wins` (one dict as both while
+    nothing is committed: `open`). The engines read and
     count through the book (`rank`, `win`); the plan hands its `state`
     on. Keys are account names, or tree keys over a tree.
     """
@@ -337,7 +348,10 @@ class TieBook:
     def open(cls, state: PolicyState, fingerprint: str, half_life: float) -> TieBook:
         """The book a plan starts from: the epoch and the committed wins after `state` (`advance_state`)."""
         epoch, committed = advance_state(state, fingerprint, half_life)
-        return cls(epoch, dict(committed), {}, MappingProxyType(committed), fingerprint)
+        wins = dict(committed)
+        # With no wins committed the wins are the plan's own, one dict as both (`win`, `win_each`
+        # count each win once in it): a tie of 20,000 accounts then updates one dict, not two.
+        return cls(epoch, wins, {} if committed else wins, MappingProxyType(committed), fingerprint)
 
     def count(self, key: str) -> float:
         return self.wins.get(key, 0.0)
@@ -387,12 +401,15 @@ class TieBook:
     def win(self, key: str) -> float:
         """`key` won a tie (it was placed while another waited at its share): its wins now."""
         won = self.wins[key] = self.wins.get(key, 0.0) + 1.0
-        self.plan_wins[key] = self.plan_wins.get(key, 0.0) + 1.0
+        if self.plan_wins is not self.wins:
+            self.plan_wins[key] = self.plan_wins.get(key, 0.0) + 1.0
         return won
 
     def win_each(self, keys: Sequence[str], held: FloatArray) -> None:
         """Each of `keys` (distinct) won one tie, holding `held[k]` wins: one update for a tie of many."""
         self.wins.update(zip(keys, (held + 1.0).tolist(), strict=True))
+        if self.plan_wins is self.wins:  # no wins committed: counted once, above
+            return
         if not self.plan_wins:  # the plan's first tie: no lookups, every key's first win
             self.plan_wins.update(zip(keys, itertools.repeat(1.0)))
             return

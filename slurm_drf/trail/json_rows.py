@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import itertools
 import operator
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeAlias
 
@@ -53,8 +53,18 @@ def object_list(
     A column of one object (every job's pool, a reason of None) is written
     once, as constant text. None when a column holds a value that is not a scalar.
     """
+    pieces = object_list_pieces(fields, rows, depth, indent)
+    return None if pieces is None else tuple(pieces)
+
+
+def object_list_pieces(
+    fields: Sequence[tuple[str, Value]], rows: int, depth: int, indent: bool
+) -> Iterator[bytes | memoryview] | None:
+    """`object_list`'s pieces, each piece of the row grid laid out when it is read: a writer that
+    takes them one by one (the CLI's `plan`) holds one at a time, and the memory of the last is
+    reused for the next instead of each of the text's pages being new to the process."""
     if not rows:
-        return (b"[]",)
+        return iter((b"[]",))
     layout = _Layout()
     at_key, at_nested = _line(depth + 2, indent), _line(depth + 3, indent)
     colon = b": " if indent else b":"
@@ -74,16 +84,17 @@ def object_list(
         layout.text((at_key if value.fields else b"") + b"}")
     layout.text(_line(depth + 1, indent) + b"}")
     separator = b",\n" if indent else b","
+    body: Iterable[bytes | memoryview]
     if not layout.columns:
-        body: list[bytes | memoryview] = [(layout.pending + separator) * (rows - 1) + layout.pending]
+        body = [(layout.pending + separator) * (rows - 1) + layout.pending]
     else:
         grid = _interleave(layout.columns, layout.prefixes, layout.pending, separator)
         if grid is None:
             return None
-        body = [part.data for part in grid]
+        body = (part.data for part in grid)
     if indent:
-        return b"[\n", *body, _line(depth, indent) + b"]"
-    return b"[", *body, b"]"
+        return itertools.chain((b"[\n",), body, (_line(depth, indent) + b"]",))
+    return itertools.chain((b"[",), body, (b"]",))
 
 
 class _Layout:
@@ -227,7 +238,7 @@ def dumps_spliced_pieces(data: Any, option: int) -> list[bytes | memoryview] | N
 def float_each(values: Sequence[Any]) -> list[float]:
     """float() of each value, once per distinct object (the accounts share a few weight objects,
     and a Fraction's float is Python code)."""
-    by_object = {id(v): v for v in values}
+    by_object = dict(zip(map(id, values), values, strict=True))
     floats = {key: float(v) for key, v in by_object.items()}
     return list(map(floats.__getitem__, map(id, values)))
 
@@ -239,9 +250,9 @@ def _line(depth: int, indent: bool) -> bytes:
 
 def _interleave(
     columns: Sequence[Sequence[Any] | _ListCells], prefixes: Sequence[bytes], suffix: bytes, separator: bytes
-) -> list[npt.NDArray[np.uint8]] | None:
+) -> Iterator[npt.NDArray[np.uint8]] | None:
     """Row i is prefixes[0] + JSON(columns[0][i]) + prefixes[1] + ... + suffix; rows joined by `separator`:
-    the text in pieces, rows after rows.
+    the text in pieces, rows after rows, each laid out when it is read (`_laid_out`).
 
     Each column is serialised by one orjson call and cut into a block of
     fixed-width cells padded with NUL bytes; the blocks and the constant
@@ -274,18 +285,25 @@ def _interleave(
         places.append((at, block))
         at += block.shape[1]
     template[at:] = ending
+    return _laid_out(template, places, rows, len(separator))
+
+
+def _laid_out(
+    template: npt.NDArray[np.uint8], places: list[tuple[int, npt.NDArray[np.uint8]]], rows: int, separator: int
+) -> Iterator[npt.NDArray[np.uint8]]:
+    """`_interleave`'s pieces: `rows` rows of `template` with each block of `places` at its place,
+    a few thousand rows at a time, the padding dropped, the last row without its `separator` bytes."""
+    width = len(template)
     step = max(1, _GRID_PIECE // width)
     grid = np.empty((min(rows, step), width), dtype=np.uint8)
-    pieces: list[npt.NDArray[np.uint8]] = []
     for first in range(0, rows, step):
         part_grid = grid[: min(rows - first, step)]
         part_grid[:] = template
         for at, block in places:
             part_grid[:, at : at + block.shape[1]] = block[first : first + step]
         flat = part_grid.reshape(-1)
-        pieces.append(flat[flat != 0])
-    pieces[-1] = pieces[-1][: -len(separator)]
-    return pieces
+        piece = flat[flat != 0]
+        yield piece if first + step < rows else piece[:-separator]
 
 
 # Padding the grid may add beyond twice the text (a mebibyte: short lists).

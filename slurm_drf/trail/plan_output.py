@@ -11,7 +11,8 @@ pieces, for the CLI to write without joining them first.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 import orjson
@@ -27,8 +28,16 @@ from slurm_drf.policy.plan_columns import (
     PlanAccounts,
     PlanJobs,
 )
-from slurm_drf.trail.json_rows import Listed, Nested, Splice, Value, dumps_spliced_pieces, float_each, object_list
-from slurm_drf.trail.text import format_capacity, render_table, terminal_text
+from slurm_drf.trail.json_rows import (
+    Listed,
+    Nested,
+    Splice,
+    Value,
+    dumps_spliced_pieces,
+    float_each,
+    object_list,
+    object_list_pieces,
+)
 
 if TYPE_CHECKING:
     from slurm_drf.cycle.reclaim import Reclaimed
@@ -193,9 +202,10 @@ def render_plan_json_bytes(plan: Plan, *, indent: bool = True) -> bytes:
     return b"".join(render_plan_json_pieces(plan, indent=indent))
 
 
-def render_plan_json_pieces(plan: Plan, *, indent: bool = True) -> list[bytes | memoryview]:
+def render_plan_json_pieces(plan: Plan, *, indent: bool = True) -> Iterator[bytes | memoryview]:
     """`render_plan_json_bytes`'s text in pieces, for a writer that takes them one by one
-    (the CLI: 100 MB of plan are not copied into one string first)."""
+    (the CLI: 100 MB of plan are not copied into one string first, and the account and job
+    lists are laid out piece by piece as they are written: `json_rows.object_list_pieces`)."""
     option = orjson.OPT_INDENT_2 if indent else 0
     accounts = _render_account_list(plan, indent)
     head = _render_head(plan, accounts is not None, indent)
@@ -204,10 +214,14 @@ def render_plan_json_pieces(plan: Plan, *, indent: bool = True) -> list[bytes | 
     # head ends with the closing brace (after a newline when indented), tail
     # starts with the opening one (and a newline): the account and job lists
     # go between.
-    between = () if accounts is None else (b',\n  "accounts": ' if indent else b',"accounts":', *accounts)
+    between = (
+        () if accounts is None else itertools.chain((b',\n  "accounts": ' if indent else b',"accounts":',), accounts)
+    )
     if indent:
-        return [*head[:-1], head[-1][:-2], *between, b',\n  "jobs": ', *jobs, b",\n", tail[2:], b"\n"]
-    return [*head[:-1], head[-1][:-1], *between, b',"jobs":', *jobs, b",", tail[1:], b"\n"]
+        return itertools.chain(
+            head[:-1], (head[-1][:-2],), between, (b',\n  "jobs": ',), jobs, (b",\n", tail[2:], b"\n")
+        )
+    return itertools.chain(head[:-1], (head[-1][:-1],), between, (b',"jobs":',), jobs, (b",", tail[1:], b"\n"))
 
 
 def _render_head(plan: Plan, top_only: bool, indent: bool) -> list[bytes | memoryview]:
@@ -223,7 +237,7 @@ def _render_head(plan: Plan, top_only: bool, indent: bool) -> list[bytes | memor
     return [orjson.dumps(head(plan), option=option)]
 
 
-def _render_account_list(plan: Plan, indent: bool) -> tuple[bytes | memoryview, ...] | None:
+def _render_account_list(plan: Plan, indent: bool) -> Iterator[bytes | memoryview] | None:
     """The value of `accounts` from the plan's account columns; None when the plan has none
     (or a past, whose entries hold only the resources it adds to: those are written as dicts)."""
     accounts = plan.accounts
@@ -231,23 +245,26 @@ def _render_account_list(plan: Plan, indent: bool) -> tuple[bytes | memoryview, 
         return None
     chunks = [chunk for chunk in accounts.chunks if len(chunk)]
     fields = _account_fields(chunks, plan.resources)
-    return object_list(fields, len(accounts), 1, indent)
+    return object_list_pieces(fields, len(accounts), 1, indent)
 
 
 def _account_fields(chunks: Sequence[AccountColumns], resources: Sequence[str]) -> list[tuple[str, Value]]:
     """The keys and columns of the plan JSON's account entries (without a past), pool after pool."""
 
     def joined(name: str) -> list[Any]:
-        return [value for chunk in chunks for value in getattr(chunk, name)]
+        return list(itertools.chain.from_iterable(getattr(chunk, name) for chunk in chunks))
 
     def per_resource(name: str) -> Nested:
         return Nested(
-            [(r, [v for chunk in chunks for v in getattr(chunk, name)[:, k].tolist()]) for k, r in enumerate(resources)]
+            [
+                (r, list(itertools.chain.from_iterable(getattr(chunk, name)[:, k].tolist() for chunk in chunks)))
+                for k, r in enumerate(resources)
+            ]
         )
 
     return [
         ("account", joined("account")),
-        ("pool", [chunk.pool for chunk in chunks for _ in range(len(chunk))]),
+        ("pool", list(itertools.chain.from_iterable([chunk.pool] * len(chunk) for chunk in chunks))),
         ("weight", float_each(joined("weight"))),
         ("running_jobs", joined("running_jobs")),
         ("pending_jobs", joined("pending_jobs")),
@@ -262,7 +279,7 @@ def _account_fields(chunks: Sequence[AccountColumns], resources: Sequence[str]) 
 
 def _render_job_list(
     jobs: Sequence[JobPlan], mode: str, indent: bool, fields: Sequence[str]
-) -> tuple[bytes | memoryview, ...]:
+) -> Iterable[bytes | memoryview]:
     """The value of `jobs` as orjson writes it one level deep, in pieces: from the columns when it can."""
     if not jobs:
         return (b"[]",)
@@ -274,7 +291,7 @@ def _render_job_list(
     keys = [mode if name == "value" else name for name in fields]
     # A tree plan's `path_shares` are lists: a column of them.
     values: list[Value] = [Listed(c) if name == "path_shares" else c for name, c in zip(fields, columns, strict=True)]
-    text = object_list(list(zip(keys, values, strict=True)), len(jobs), 1, indent)
+    text = object_list_pieces(list(zip(keys, values, strict=True)), len(jobs), 1, indent)
     if text is not None:
         return text
     # The plain way, for values the columns cannot be cut into: the list inside
@@ -287,6 +304,9 @@ def _render_job_list(
 
 def render_plan_table(plan: Plan, limit: int = 20) -> str:
     """Accounts by share and the head of each pool's order, for a terminal."""
+    # The text helpers are imported by what writes text: the JSON plan needs none of them.
+    from slurm_drf.trail.text import format_capacity, render_table, terminal_text  # noqa: PLC0415
+
     pools, orders, actions = (plan.column(name) for name in ("pool", "order", "action"))
     out: list[str] = []
     for pool in plan.pools:
@@ -363,6 +383,8 @@ def render_plan_table(plan: Plan, limit: int = 20) -> str:
 
 def reclaim_lines(reclaimed: Sequence[Reclaimed]) -> list[str]:
     """`once`'s lines for the reclaim step (docs/rule.md §9): each victim, whom for, both shares, the work lost."""
+    from slurm_drf.trail.text import terminal_text  # noqa: PLC0415  (as in render_plan_table)
+
     lines: list[str] = []
     for r in reclaimed:
         verb = {"would": "would requeue" if r.requeueable else "would cancel"}.get(r.outcome, r.outcome)

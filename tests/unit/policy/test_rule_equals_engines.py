@@ -5,7 +5,9 @@ flat pool, against `rule.flat_order`, the greedy loop on exact fractions.
 Tree: `policy.merge_engine.order_online`, the engine of a pool with Slurm's
 account tree (a flat tree goes through `hierarchy.order_flat` to
 `order_pending`), against `rule.hdrf_order` with occupied = capacity, the
-walk on the rule's fixed point. Random pools heavy on ties: cloned accounts
+walk on the rule's fixed point; and `compute_plan`'s own tree orders
+(`tree_order.order_tree` on Slurm's associations, users, pools, the past)
+against the walk on the very tree the plan built. Random pools heavy on ties: cloned accounts
 and subtrees, zero usage, zero demands, equal weights, users in accounts,
 remembered (decayed) tie wins, resources of capacity 0, and amounts near
 each other at large capacities (shares closer than the engines' float
@@ -23,11 +25,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import slurm_drf.policy.tree_order as tree_order
 from slurm_drf.policy.hierarchy import TreeNode
 from slurm_drf.policy.merge_engine import order_online
 from slurm_drf.policy.order import compute_before, order_pending
+from slurm_drf.policy.plan import compute_plan
 from slurm_drf.policy.rule import Order, flat_order, hdrf_order
 from slurm_drf.policy.state import TieBook
+from slurm_drf.policy.tree_order import TreeOrdering, TreeRequest, _TreeBuilder
+from tests.unit.policy.test_tree_join_fast import _tree_node, random_case
 
 Vector = tuple[int, ...]
 Placed = list[tuple[str, int]]
@@ -219,3 +225,29 @@ def test_users_of_cloned_accounts_tie_at_every_level() -> None:
     assert_same_wins(book, {}, rule)
     assert len(rule.jobs) == 12 and sum(rule.wins.values()) >= 6
     assert {key for key, _ in rule.jobs[:4]} == {"a0/user=u0", "a0/user=u1", "a1/user=u0", "a1/user=u1"}
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_the_plans_tree_order_is_the_hdrf_walk(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`compute_plan` over Slurm's tree: each pool's order is the walk's on the tree the plan built
+    (its accounts, users, `jobs=` and `past=` leaves, weights), from the wins the plan started with."""
+    seen: list[tuple[TreeRequest, int, dict[str, float], TreeOrdering, dict[str, float]]] = []
+    order_tree = tree_order.order_tree
+
+    def recorded(request: TreeRequest) -> TreeOrdering:
+        epoch, start = request.ties.epoch, dict(request.ties.wins)
+        result = order_tree(request)
+        seen.append((request, epoch, start, result, dict(request.ties.wins)))  # the book goes on to the next pool
+        return result
+
+    monkeypatch.setattr(tree_order, "order_tree", recorded)
+    snap, config, past = random_case(seed)
+    compute_plan(snap, config, past=past)
+    for request, epoch, start, result, after in seen:
+        demand = request.demand.astype(np.int64)
+        root = _tree_node("", _TreeBuilder(request).build(), demand)
+        capacity = tuple(request.capacity.tolist())
+        rule = hdrf_order(root, capacity, epoch, start, occupied=capacity)
+        assert_same_order(result.hierarchy.pairs(), rule.jobs)
+        assert {k: Fraction(v) for k, v in after.items() if v} == {k: v for k, v in rule.wins.items() if v}
+    assert seen

@@ -5,8 +5,8 @@
 
 Writes a synthetic snapshot to benchmarks/data/ (`ensure_snapshot`, also
 used by bench_plan_cli.py), then measures in one run: the engine
-(`compute_plan` on a parsed snapshot) and the textbook heap loop
-(`reference_order`) on the same jobs. Prints the ratio (the figure that
+(`compute_plan` on a parsed snapshot) and the rule's greedy loop
+(`policy.rule.flat_order`) on the same jobs. Prints the ratio (the figure that
 matters on a noisy machine) and peak RSS. Whole `slurm-drf plan` processes
 are measured by benchmarks/bench_plan_cli.py.
 """
@@ -30,10 +30,10 @@ from slurm_drf.config.settings import Config
 from slurm_drf.model.codec import format_time, parse_snapshot
 from slurm_drf.model.types import SNAPSHOT_FORMAT, job_number
 from slurm_drf.policy.plan import compute_plan, plan_order_pairs
+from slurm_drf.policy.rule import flat_order
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent))  # the checkout: its test-only reference engines (tests/reference/)
-from tests.reference.flat_oracle import reference_order  # noqa: E402
+sys.path.insert(0, str(HERE.parent))  # the checkout: its test-only nested heaps (tests/reference/), for bench_hierarchy
 
 RESOURCES = ("cpu", "mem", "gres/gpu")
 T = TypeVar("T")
@@ -150,7 +150,7 @@ def main() -> None:
                     key = (-job.priority, job.submit_time, job_number(job.job_id))
                     queues[job.account].append((key, vector))
             pending = {a: [v for _, v in sorted(q, key=lambda e: e[0])] for a, q in queues.items()}
-            return reference_order(pending, usage, capacity, {a: Fraction(1) for a in pending}, epoch=plan.state.epoch)
+            return flat_order(pending, usage, capacity, {a: Fraction(1) for a in pending}, epoch=plan.state.epoch).jobs
 
         ref_s, expected = timed(reference, repeat=1)
         assert plan_order_pairs(plan, plan.pools[0].name) == expected, "engine and reference orders differ"

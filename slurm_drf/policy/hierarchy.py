@@ -1,4 +1,4 @@
-"""Hierarchical DRF (H-DRF) over a tree of accounts and users: the input types, the rule at one node, the engine.
+"""Hierarchical DRF (H-DRF) over a tree of accounts and users: the input types, the tree's layout, the flat engine.
 
 Pure, in the policy layer, with its own input types (no snapshot, no config):
 for `compute_plan`, `policy.tree_order.order_tree` builds a `TreeNode` tree
@@ -6,9 +6,9 @@ from Slurm's associations and orders it with
 `policy.merge_engine.order_online`, the merge engine. The rule is
 docs/rule.md §7: dynamic H-DRF of Bhattacharya et al. (SoCC 2013),
 rescaling and blocked nodes, saturated resources ignored at internal nodes,
-the flat tie rule at every level. The reference engines the tests compare
-it with (the textbook walk, the nested heaps with the paper's saturation)
-are in tests/reference/.
+the flat tie rule at every level. The rule itself (the walk the engines
+must equal, the share of one node) is `policy.rule`; the nested
+heaps with the paper's saturation are in tests/reference/.
 
 A flat tree (every child of the root a leaf, after single-child chains are
 contracted) is the flat rule, and goes to `policy.order.order_pending`.
@@ -28,6 +28,7 @@ import numpy.typing as npt
 from slurm_drf.errors import InputError
 from slurm_drf.model.types import FloatArray, IntArray
 from slurm_drf.policy.order import compute_before, order_pending
+from slurm_drf.policy.rule import SHARE_BITS, leaf_share
 from slurm_drf.policy.state import TieBook
 
 # A leaf's pending jobs: demand vectors as tuples of ints, or one (jobs, resources) integer array.
@@ -271,45 +272,7 @@ def _amounts(values: Sequence[int], width: int, what: str) -> list[int]:
 
 
 # --------------------------------------------------------------------------
-# The rule at one node (docs/rule.md §7), exact
-
-
-@dataclass(frozen=True, slots=True)
-class NodeShare:
-    """A node's consumption, its weighted dominant share and its sorted share vector, in fixed point.
-
-    `units` is the consumption of each usable resource in units of
-    2**-SHARE_BITS of its capacity; `share` and `vector` (largest first,
-    one entry per usable resource) are whole numbers of 2**-SHARE_BITS of
-    share, rounded down: a leaf's from its exact flat shares (§2), an
-    internal node's from its units over its weight.
-    """
-
-    units: tuple[int, ...]
-    share: int
-    vector: tuple[int, ...]
-
-
-# The rule's fixed point (docs/rule.md §7). Consumption and shares are whole
-# numbers of 2**-SHARE_BITS of the pool (a leaf's usage rounded down once);
-# a child's direction (its consumption over its share, what rescaling
-# multiplies by the least share) is a whole number of 2**-DIRECTION_BITS.
-# Every amount is rounded down where it is made and exact after, so equal
-# states give equal shares and the tie rule sees every tie; the rounding is
-# a billionth of the pool. The sizes keep a busy pool's numbers below 2**52,
-# where the merge engine computes them in int64 (policy.merge_engine).
-SHARE_BITS: Final = 30
-DIRECTION_BITS: Final = 36
-SHARE_ONE: Final = 1 << SHARE_BITS
-
-
-def leaf_share(usage: Sequence[int], caps: Sequence[int], weight: Fraction) -> NodeShare:
-    """A leaf: §2's rule over every usable resource (`usage` and `caps` over the usable ones), in fixed point."""
-    p, q = weight.numerator, weight.denominator
-    units = tuple((u << SHARE_BITS) // c for u, c in zip(usage, caps, strict=True))
-    # Each share rounded once from the exact u·q / (c·p): equal flat shares stay equal.
-    shares = sorted(((u * q << SHARE_BITS) // (c * p) for u, c in zip(usage, caps, strict=True)), reverse=True)
-    return NodeShare(units, shares[0] if shares else 0, tuple(shares))
+# The rule at one node (docs/rule.md §7) is `policy.rule`'s (`leaf_share`, `inner_share`); in numpy:
 
 
 def leaf_shares(
@@ -333,40 +296,6 @@ def leaf_shares(
     shares = ((amounts * q) << SHARE_BITS) // (np.array(caps, dtype=np.int64)[None, :] * p)
     top: list[int] = shares.max(axis=1).tolist()
     return top
-
-
-def inner_share(
-    children: Sequence[tuple[NodeShare, bool]], counted: Sequence[int], weight: Fraction, rescale: bool = True
-) -> NodeShare:
-    """An internal node from its children's (share, blocked); its share counts the `counted` resources.
-
-    M is the least weighted share of the non-blocked children; each of them
-    of share S > 0 counts as its consumption x M / S (its weighted share
-    becomes M): M times the sum of their directions, x · 2**DIRECTION_BITS / S
-    rounded down, shifted back down. Blocked children, and children of
-    share 0, count as they are; with `rescale=False` (an account over its
-    users) every child does. A resource left out of `counted` (the paper's
-    saturated ones) counts as a share of 0.
-    """
-    width = len(children[0][0].units) if children else 0
-    least = min((s.share for s, blocked in children if not blocked), default=0)
-    direction = [0] * width
-    rest = [0] * width
-    for child, blocked in children:
-        if rescale and not blocked and child.share > 0:
-            direction = [y + (u << DIRECTION_BITS) // child.share for y, u in zip(direction, child.units, strict=True)]
-        else:
-            rest = [b + u for b, u in zip(rest, child.units, strict=True)]
-    total = [(least * y >> DIRECTION_BITS) + b for y, b in zip(direction, rest, strict=True)]
-    return node_share(total, counted, weight)
-
-
-def node_share(total: Sequence[int], counted: Sequence[int], weight: Fraction) -> NodeShare:
-    """An internal node of consumption `total` (fixed point): its share and vector over the `counted` resources."""
-    p, q = weight.numerator, weight.denominator
-    # A left-out resource counts as a share of 0, so every vector has one entry per usable resource.
-    shares = sorted((total[k] * q // p for k in counted), reverse=True) + [0] * (len(total) - len(counted))
-    return NodeShare(tuple(total), shares[0] if shares else 0, tuple(shares))
 
 
 # --------------------------------------------------------------------------

@@ -16,7 +16,7 @@ that begin at the maximum), in Python. M, the least share of the waiting
 children, is the share of the child served next, so the node's state after
 each of its jobs is M times a cumulative sum of its children's directions
 plus the cumulative sum of the rest: whole numbers, exactly the rule's
-fixed point (`hierarchy.inner_share`), in int64 where the pool's numbers stay
+fixed point (`rule.inner_share`), in int64 where the pool's numbers stay
 below 2**52 (checked before; otherwise the same code on Python integers).
 
 The internal nodes of one height (no one below another) are merged in
@@ -37,16 +37,8 @@ import numpy as np
 import numpy.typing as npt
 
 from slurm_drf.model.types import IntArray
-from slurm_drf.policy.hierarchy import (
-    DIRECTION_BITS,
-    SHARE_BITS,
-    SHARE_ONE,
-    CompiledTree,
-    HierarchyOrdering,
-    TreeNode,
-    compile_tree,
-    order_flat,
-)
+from slurm_drf.policy.hierarchy import CompiledTree, HierarchyOrdering, TreeNode, compile_tree, order_flat
+from slurm_drf.policy.rule import DIRECTION_BITS, SHARE_BITS, SHARE_ONE
 from slurm_drf.policy.state import TieBook
 
 # Every amount stays below this in int64 (checked before), where floats hold it exactly.

@@ -19,7 +19,8 @@ import numpy as np
 import numpy.typing as npt
 
 from slurm_drf.model.types import FloatArray, IntArray
-from slurm_drf.policy.pools import fraction_parts, share_vector
+from slurm_drf.policy.pools import fraction_parts
+from slurm_drf.policy.rule import share_vector
 from slurm_drf.policy.state import TieBook
 
 # Relative distance under which two float levels are compared exactly.

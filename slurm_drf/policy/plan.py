@@ -13,8 +13,8 @@ of all pending jobs is the order of their levels: one exclusive cumulative
 sum per account and one sort, vectorised with numpy. Floats only find the
 candidates for a tie: runs of levels within a relative 1e-9 of each other
 are re-sorted with exact fractions, and exactly equal levels go to the tie
-rule. The textbook heap loop on exact fractions, the oracle the tests and
-benchmarks compare against, is test code (`tests/reference/flat_oracle.py`).
+rule. The textbook heap loop on exact fractions, which the order must
+equal, is the rule itself (`policy.rule.flat_order`).
 
 The tie rule, applied to exactly equal levels, in turn: the accounts'
 weighted share vectors sorted largest first (lexicographically, smaller

@@ -24,7 +24,7 @@ import numpy.typing as npt
 
 from slurm_drf.model.types import FloatArray, IntArray, LazyRows
 from slurm_drf.policy.order import Ordering, TieRecord
-from slurm_drf.policy.pools import weighted_share
+from slurm_drf.policy.rule import weighted_share
 
 if TYPE_CHECKING:
     from slurm_drf.policy.guarantees import PoolBounds

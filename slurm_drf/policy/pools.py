@@ -1,4 +1,4 @@
-"""Pools and their capacity, and an account's exact weighted share (docs/rule.md §2)."""
+"""Pools and their capacity, and accounts' weighted shares as floats (docs/rule.md §2; exact: `policy.rule`)."""
 
 from __future__ import annotations
 
@@ -55,21 +55,6 @@ def compute_capacity(
             capacity[name] += amount
             largest[name] = max(largest[name], amount)
     return PoolCapacity(capacity, count, largest)
-
-
-def weighted_share(usage: Sequence[int], capacity: Sequence[int], weight: Fraction) -> Fraction:
-    """Exact max_r(usage_r / capacity_r) / weight; capacity-0 resources ignored."""
-    best = Fraction(0)
-    for used, cap in zip(usage, capacity, strict=True):
-        if cap > 0:
-            share = Fraction(used, cap)
-            best = max(best, share)
-    return best / weight
-
-
-def share_vector(usage: Sequence[int], capacity: Sequence[int], weight: Fraction) -> tuple[Fraction, ...]:
-    """Weighted shares, largest first: the tie rule's lexicographic key."""
-    return tuple(sorted((Fraction(u, c) / weight for u, c in zip(usage, capacity, strict=True) if c > 0), reverse=True))
 
 
 def weighted_shares(

@@ -53,7 +53,7 @@ from fractions import Fraction
 from typing import Any
 
 from slurm_drf.model.types import job_number
-from slurm_drf.policy.pools import weighted_share
+from slurm_drf.policy.rule import weighted_share
 
 Vector = tuple[int, ...]
 

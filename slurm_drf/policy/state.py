@@ -15,6 +15,7 @@ import numpy as np
 
 from slurm_drf.config.settings import MODES
 from slurm_drf.model.types import BoolArray, FloatArray, IntArray, plain_number
+from slurm_drf.policy.rule import rotation_key
 
 try:
     # hashlib's blake2b is this one (hashlib never takes BLAKE2 from OpenSSL): imported from here, a
@@ -268,12 +269,6 @@ class PolicyState:
 
 
 EMPTY_STATE: Final = PolicyState()
-
-
-def rotation_key(epoch: int, account: str) -> int:
-    """A per-epoch pseudo-random rank of an account; not its name's order."""
-    digest = blake2b(f"{epoch}\0{account}".encode(), digest_size=8).digest()
-    return int.from_bytes(digest, "big")
 
 
 def rotation_key_list(epoch: int, accounts: Sequence[str]) -> list[int]:

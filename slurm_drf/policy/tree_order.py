@@ -33,7 +33,7 @@ What the plan shows of the tree (`TreeRow`, `tree_rows`): every node of
 the pool's tree, chains not contracted, in preorder, with its running and
 pending jobs, its usage, its dominant share and its weighted share as
 H-DRF sees it at the start of the order (before any pending job is
-placed): a leaf's is §2's, an internal node's is `hierarchy.inner_share`
+placed): a leaf's is §2's, an internal node's is `rule.inner_share`
 over its children (rescaled to the least non-blocked one), blocked and
 saturated as the engine was given them (docs/rule.md §7; the plan's
 online rule: nothing saturated, a node blocked when nothing below it waits). The nodes of a chain of
@@ -61,20 +61,11 @@ import numpy.typing as npt
 from slurm_drf.config.settings import WithinAccount
 from slurm_drf.model.account_tree import PATH_SEPARATOR, AccountTree
 from slurm_drf.model.types import FloatArray, IntArray, LazyRows
-from slurm_drf.policy.hierarchy import (
-    SEPARATOR,
-    SHARE_ONE,
-    CompiledTree,
-    HierarchyOrdering,
-    NodeShare,
-    TreeLayout,
-    inner_share,
-    leaf_share,
-    leaf_shares,
-)
+from slurm_drf.policy.hierarchy import SEPARATOR, CompiledTree, HierarchyOrdering, TreeLayout, leaf_shares
 from slurm_drf.policy.merge_engine import order_compiled
 from slurm_drf.policy.order import Ordering, compute_before
 from slurm_drf.policy.pools import weighted_shares
+from slurm_drf.policy.rule import SHARE_ONE, NodeShare, inner_share, leaf_share
 from slurm_drf.policy.state import TieBook
 from slurm_drf.policy.tree_weights import ONE, TreeWeights
 

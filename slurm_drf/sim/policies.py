@@ -61,7 +61,7 @@ policy adds only its own term:
   ignored).
 - `hdrf-rollup`: the same walk with the naive roll-up (a parent's
   consumption is the plain sum of its children's, `sim.tree_layout.rollup_order`,
-  equal to the oracle's variant "rollup"): the paper's counterexample,
+  equal to `policy.rule.hdrf_order` with the roll-up): the paper's counterexample,
   where a child holding what no sibling wants starves its siblings.
 """
 

@@ -28,7 +28,8 @@ from typing import Final
 import numpy as np
 
 from slurm_drf.model.types import FloatArray, IntArray
-from slurm_drf.policy.hierarchy import SHARE_BITS, TreeNode
+from slurm_drf.policy.hierarchy import TreeNode
+from slurm_drf.policy.rule import SHARE_BITS
 from slurm_drf.policy.state import TieBook
 from slurm_drf.sim.table import WorkloadTable
 from slurm_drf.sim.workload import TREE_SEPARATOR, Workload
@@ -197,7 +198,7 @@ def build_tree(
 
 
 def rollup_order(root: TreeNode, capacity: Sequence[int], ties: TieBook) -> list[tuple[str, int]]:
-    """The naive roll-up H-DRF order: (leaf key, job index) pairs, as the oracle's variant "rollup" gives them.
+    """The naive roll-up H-DRF order: (leaf key, job index) pairs, as `rule.hdrf_order` with the roll-up gives them.
 
     A parent's consumption is the plain sum of its children's (no
     rescaling, nothing blocked, no resource ignored): a child that took

@@ -1,8 +1,7 @@
-"""Reference engines and oracles the tests (and benchmarks) compare the shipped engines with; not shipped.
+"""Reference engines the tests (and benchmarks) compare the shipped ones with; not shipped. Not the rule:
+that is `slurm_drf.policy.rule` (the greedy loop, the H-DRF walk), shipped.
 
-`flat_oracle`: the textbook DRF heap loop on exact fractions (docs/rule.md
-§2). `hierarchy_oracle`: the textbook H-DRF walk on the rule's fixed point,
-with the paper's naive variants (rescale, roll-up). `nested_heaps`: H-DRF
-with the paper's saturation, the fast reference the property tests check
-the paper's guarantees on.
+`nested_heaps`: H-DRF with the paper's saturation, the fast reference the
+property tests check the paper's guarantees on. `naive_hdrf`: the paper's
+naive variants (rescaling alone, the plain roll-up), for its counterexamples.
 """

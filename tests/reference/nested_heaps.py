@@ -15,17 +15,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from slurm_drf.policy.hierarchy import (
-    DIRECTION_BITS,
-    SHARE_ONE,
-    CompiledTree,
-    HierarchyOrdering,
-    NodeShare,
-    TreeNode,
-    compile_tree,
-    leaf_share,
-    order_flat,
-)
+from slurm_drf.policy.hierarchy import CompiledTree, HierarchyOrdering, TreeNode, compile_tree, order_flat
+from slurm_drf.policy.rule import DIRECTION_BITS, SHARE_ONE, NodeShare, leaf_share
 from slurm_drf.policy.state import TieBook
 
 

@@ -16,7 +16,8 @@ from slurm_drf.config.settings import Config, PoolConfig
 from slurm_drf.policy.plan import Plan, compute_plan
 from slurm_drf.policy.plan_columns import AccountColumns, AccountShare, PlanAccounts
 from slurm_drf.policy.pools import fraction_parts
-from slurm_drf.policy.state import TieBook, rotation_key, rotation_key_list
+from slurm_drf.policy.rule import rotation_key
+from slurm_drf.policy.state import TieBook, rotation_key_list
 from slurm_drf.trail.explain import explain_job
 from slurm_drf.trail.plan_output import render_plan_json, render_plan_json_bytes
 from slurm_drf.trail.share_report import (

@@ -44,8 +44,8 @@ from slurm_drf.model.types import PENDING, RUNNING, Job, Node, Snapshot, freeze_
 from slurm_drf.policy.plan import Plan, compute_plan, plan_order_pairs
 from slurm_drf.policy.plan_columns import JobPlan
 from slurm_drf.policy.pools import DEFAULT_POOL
+from slurm_drf.policy.rule import flat_order
 from slurm_drf.policy.state import JobMemory, PolicyState, advance_state
-from tests.reference.flat_oracle import reference_order
 from tests.unit.policy.allocation import (
     Allocation,
     Placement,
@@ -544,7 +544,7 @@ def test_raising_a_weight_never_lowers_the_task_count(case: tuple[Instance, Inst
 
 
 # --------------------------------------------------------------------------
-# 6. The vectorised order equals the heap oracle
+# 6. The vectorised order equals the rule's greedy loop (`policy.rule.flat_order`)
 
 
 def random_instance(rng: random.Random) -> tuple[Instance, list[int]]:
@@ -595,21 +595,21 @@ def reference_inputs(instance: Instance, built: Built) -> tuple[dict[str, list[V
     return pending, dict(instance.running)
 
 
-def check_against_oracle(instance: Instance, numbers: Sequence[int], state: PolicyState) -> Plan:
+def check_against_rule(instance: Instance, numbers: Sequence[int], state: PolicyState) -> Plan:
     built = build(instance, numbers)
     plan = compute_plan(built.snapshot, built.config, state)
     _, wins = advance_state(state, "a fingerprint no state holds", built.config.tie_half_life_cycles)
     expected_epoch = state.epoch + 1 if state.fingerprint != plan.state.fingerprint else state.epoch
     assert plan.state.epoch == expected_epoch
     pending, usage = reference_inputs(instance, built)
-    reference = reference_order(
+    reference = flat_order(
         pending,
         usage,
         instance.capacity,
         {a: instance.weight(a) for a in instance.accounts},
         epoch=plan.state.epoch,
         wins=wins,
-    )
+    ).jobs
     assert plan_order_pairs(plan, DEFAULT_POOL) == reference
     # The pairs number jobs by their rank in the plan; compare the job ids too, so a plan
     # that reordered an account's own jobs cannot pass.
@@ -619,19 +619,19 @@ def check_against_oracle(instance: Instance, numbers: Sequence[int], state: Poli
     return plan
 
 
-def test_order_equals_heap_oracle_on_3000_random_instances() -> None:
+def test_order_equals_the_rule_on_3000_random_instances() -> None:
     rng = random.Random(20261130)
     tied = 0
     for _ in range(3000):
         instance, numbers = random_instance(rng)
-        plan = check_against_oracle(instance, numbers, PolicyState())
+        plan = check_against_rule(instance, numbers, PolicyState())
         assert plan.state.epoch == 1
         assert_values_strict(plan)
         tied += any(j.tie for j in plan.jobs)
     assert tied > 500  # the generator does reach the tie rule
 
 
-def test_order_equals_heap_oracle_with_remembered_wins() -> None:
+def test_order_equals_the_rule_with_remembered_wins() -> None:
     """From a prior state: the plan's epoch advances and the decayed wins feed both sides."""
     rng = random.Random(7)
     for _ in range(300):
@@ -644,7 +644,7 @@ def test_order_equals_heap_oracle_with_remembered_wins() -> None:
             tie_wins=MappingProxyType(wins),
             plan_wins=MappingProxyType(last),
         )
-        check_against_oracle(instance, numbers, state)
+        check_against_rule(instance, numbers, state)
 
 
 # --------------------------------------------------------------------------
@@ -669,7 +669,7 @@ def assert_values_strict(plan: Plan) -> None:
 @given(st.data())
 def test_values_strict_in_every_pool(data: st.DataObject) -> None:
     """Two pools in one plan (accounts may be in both): each pool numbers its order from 0, its
-    values strictly increase, and the pool planned first matches the oracle."""
+    values strictly increase, and the pool planned first matches the rule."""
     first = data.draw(mixed_instances())
     second = data.draw(mixed_instances(len(first.resources)))
     weights = {**second.weights, **first.weights}
@@ -701,13 +701,13 @@ def test_values_strict_in_every_pool(data: st.DataObject) -> None:
     pending_first = {
         a: [tuple(x * spec.tasks for x in spec.demand) for spec in specs] for a, specs in first.pending.items()
     }
-    reference = reference_order(
+    reference = flat_order(
         pending_first,
         first.running,
         first.capacity,
         {a: weights.get(a, Fraction(1)) for a in first.accounts},
         epoch=plan.state.epoch,
-    )
+    ).jobs
     assert plan_order_pairs(plan, "one") == reference
 
 

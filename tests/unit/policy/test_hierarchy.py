@@ -1,7 +1,7 @@
 """Property tests of the H-DRF order (docs/rule.md §7, docs/properties.md).
 
 The nested heaps (`tests.reference.nested_heaps.order_hierarchy`) are compared with the
-textbook walk on the rule's exact fixed point (`tests.reference.hierarchy_oracle`) on random trees
+rule's walk on its exact fixed point (`policy.rule.hdrf_order`) on random trees
 heavy on exact ties (cloned siblings, equal weights, zero demands,
 capacity-0 resources, remembered tie wins); a flat tree is today's flat
 order; a chain of single children is its leaf; the SoCC 2013 / Volcano
@@ -24,18 +24,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slurm_drf.policy.hierarchy import (
-    SHARE_ONE,
-    HierarchyError,
-    NodeShare,
-    TreeNode,
-    compile_tree,
-    inner_share,
-    leaf_share,
-)
-from slurm_drf.policy.state import TieBook, rotation_key
-from tests.reference.flat_oracle import reference_order
-from tests.reference.hierarchy_oracle import reference_hierarchy_order, variant_share
+from slurm_drf.policy.hierarchy import HierarchyError, TreeNode, compile_tree
+from slurm_drf.policy.rule import SHARE_ONE, NodeShare, flat_order, hdrf_order, inner_share, leaf_share, rotation_key
+from slurm_drf.policy.state import TieBook
+from tests.reference.naive_hdrf import rescaled_share, rolled_up_share
 from tests.reference.nested_heaps import order_hierarchy
 from tests.unit.policy.allocation import Placement, dominant_share, place
 
@@ -91,16 +83,16 @@ def engine_pairs(
 
 
 # --------------------------------------------------------------------------
-# 1. The engine equals the oracle
+# 1. The engine equals the rule
 
 
 @SETTINGS
 @given(trees(), st.integers(0, 40), st.data())
-def test_engine_equals_oracle(case: tuple[TreeNode, Vector], epoch: int, data: st.DataObject) -> None:
+def test_engine_equals_rule(case: tuple[TreeNode, Vector], epoch: int, data: st.DataObject) -> None:
     root, capacity = case
     keys = all_keys(root, capacity)
     wins = {k: float(data.draw(st.sampled_from([0, 0, 1, 2]))) for k in keys}
-    expected = reference_hierarchy_order(root, capacity, epoch, wins)
+    expected = hdrf_order(root, capacity, epoch, wins).jobs
     engine_wins = dict(wins)
     plan_wins: dict[str, float] = {}
     ordering = order_hierarchy(root, capacity, TieBook(epoch, engine_wins, plan_wins))
@@ -112,7 +104,7 @@ def test_engine_equals_oracle(case: tuple[TreeNode, Vector], epoch: int, data: s
     assert all(engine_wins[k] == wins.get(k, 0.0) + v for k, v in plan_wins.items())
 
 
-def test_engine_equals_oracle_on_seeded_deep_trees() -> None:
+def test_engine_equals_rule_on_seeded_deep_trees() -> None:
     """Deeper and wider than Hypothesis draws, with saturation reached mid-order."""
     rng = random.Random(12)
     tied = saturated = 0
@@ -121,7 +113,7 @@ def test_engine_equals_oracle_on_seeded_deep_trees() -> None:
         capacity = tuple(rng.choice([4, 6, 10, 20]) for _ in range(width))
         root = seeded_node(rng, "root", 0, width)
         ordering = order_hierarchy(root, capacity, TieBook(3))
-        assert ordering.pairs() == reference_hierarchy_order(root, capacity, 3)
+        assert ordering.pairs() == hdrf_order(root, capacity, 3).jobs
         tree = ordering.tree
         tied += bool(ordering.tied[np.array(tree.depth)[ordering.leaf] > 1].any())
         wanted = np.array([d for n in tree.leaves for d in tree.jobs[n]], dtype=np.int64).reshape(-1, width).sum(axis=0)
@@ -149,8 +141,8 @@ def test_flat_tree_is_the_flat_order(case: tuple[TreeNode, Vector], epoch: int) 
     pending = {c.name: list(c.jobs) for c in root.children}
     usage = {c.name: list(c.usage) for c in root.children}
     weights = {c.name: c.weight for c in root.children}
-    flat = reference_order(pending, usage, capacity, weights, epoch=epoch)
-    assert reference_hierarchy_order(root, capacity, epoch) == flat
+    flat = flat_order(pending, usage, capacity, weights, epoch=epoch).jobs
+    assert hdrf_order(root, capacity, epoch).jobs == flat
     assert engine_pairs(root, capacity, epoch) == flat
 
 
@@ -172,7 +164,7 @@ def test_accounts_of_one_user_are_flat(case: tuple[TreeNode, Vector], data: st.D
     )
     assert compile_tree(nested, capacity).flat
     assert engine_pairs(nested, capacity) == engine_pairs(root, capacity)
-    assert reference_hierarchy_order(nested, capacity) == reference_hierarchy_order(root, capacity)
+    assert hdrf_order(nested, capacity).jobs == hdrf_order(root, capacity).jobs
 
 
 @SETTINGS
@@ -192,8 +184,8 @@ def test_chain_of_single_children_is_its_leaf(case: tuple[TreeNode, Vector], len
         )
 
     deep = chained(root, target.split("/"))
-    expected = reference_hierarchy_order(root, capacity)
-    assert reference_hierarchy_order(deep, capacity) == expected
+    expected = hdrf_order(root, capacity).jobs
+    assert hdrf_order(deep, capacity).jobs == expected
     assert engine_pairs(deep, capacity) == expected
 
 
@@ -208,7 +200,7 @@ def test_a_whole_tree_that_is_a_chain_is_its_leaf_in_slurms_order() -> None:
     leaf = TreeNode("alice", jobs=((1, 0), (0, 2), (3, 3)), usage=(1, 1))
     root = TreeNode("root", children=(TreeNode("physics", children=(TreeNode("theory", children=(leaf,)),)),))
     assert engine_pairs(root, (10, 10)) == [("physics", 0), ("physics", 1), ("physics", 2)]
-    assert reference_hierarchy_order(root, (10, 10)) == [("physics", 0), ("physics", 1), ("physics", 2)]
+    assert hdrf_order(root, (10, 10)).jobs == [("physics", 0), ("physics", 1), ("physics", 2)]
 
 
 # --------------------------------------------------------------------------
@@ -223,7 +215,7 @@ def test_rescaling_the_cpu_child_to_the_minimum() -> None:
     parent = inner_share([(cpu_child, False), (gpu_child, False)], [0, 1], Fraction(1))
     assert parent.units == (SHARE_ONE // 2, SHARE_ONE // 2)  # (5, 5) of (10, 10)
     assert Fraction(parent.share, SHARE_ONE) == Fraction(1, 2)
-    rolled = variant_share([(cpu_child, False), (gpu_child, False)], [0, 1], Fraction(1), "rollup")
+    rolled = rolled_up_share([(cpu_child, False), (gpu_child, False)], [0, 1], Fraction(1))
     assert Fraction(rolled.share, SHARE_ONE) == 1
 
 
@@ -249,10 +241,10 @@ def test_starvation_under_naive_rollup_and_not_under_hdrf() -> None:
             ),
         ),
     )
-    rolled = reference_hierarchy_order(tree, (10, 10), variant="rollup")
+    rolled = hdrf_order(tree, (10, 10), inner=rolled_up_share).jobs
     gpu_jobs = [k for k, _ in rolled if k != "n2/cpu"]
     assert gpu_jobs[:5] == ["n1"] * 5  # n1 up to 10 GPUs of share before n2,2 is served
-    assert reference_hierarchy_order(tree, (10, 10))[0] == ("n2/gpu", 0)
+    assert hdrf_order(tree, (10, 10)).jobs[0] == ("n2/gpu", 0)
     assert engine_pairs(tree, (10, 10))[0] == ("n2/gpu", 0)
 
 
@@ -269,12 +261,12 @@ def test_blocked_nodes_give_n32_and_n4_half_the_gpus_each() -> None:
             TreeNode("n4", jobs=(GPU,) * 40),
         ),
     )
-    order = reference_hierarchy_order(tree, (30, 30))
+    order = hdrf_order(tree, (30, 30)).jobs
     assert engine_pairs(tree, (30, 30)) == order
     got = _started(order, demand, (30, 30))
     assert got["n3/b"] == got["n4"] == 15
     assert got["n1"] == got["n2"] == got["n3/a"] == 10
-    naive = _started(reference_hierarchy_order(tree, (30, 30), variant="rescale"), demand, (30, 30))
+    naive = _started(hdrf_order(tree, (30, 30), inner=rescaled_share).jobs, demand, (30, 30))
     assert naive["n3/b"] >= 19 and naive["n4"] <= 11
 
 
@@ -397,7 +389,7 @@ def test_a_resource_of_capacity_zero_is_ignored(case: tuple[TreeNode, Vector], w
     wide = widen(root)
     wide_capacity = (*capacity[:where], 0, *capacity[where:])
     assert engine_pairs(wide, wide_capacity) == engine_pairs(root, capacity)
-    assert reference_hierarchy_order(wide, wide_capacity) == reference_hierarchy_order(root, capacity)
+    assert hdrf_order(wide, wide_capacity).jobs == hdrf_order(root, capacity).jobs
 
 
 def test_all_capacity_zero_still_orders_everything_finitely() -> None:
@@ -409,8 +401,8 @@ def test_all_capacity_zero_still_orders_everything_finitely() -> None:
         ),
     )
     ordering = order_hierarchy(tree, (0,), TieBook(1))
-    assert sorted(ordering.pairs()) == sorted(reference_hierarchy_order(tree, (0,)))
-    assert ordering.pairs() == reference_hierarchy_order(tree, (0,))
+    assert sorted(ordering.pairs()) == sorted(hdrf_order(tree, (0,)).jobs)
+    assert ordering.pairs() == hdrf_order(tree, (0,)).jobs
     assert np.isfinite(ordering.path_share).all() and (ordering.path_share == 0).all()
 
 
@@ -469,7 +461,7 @@ def test_path_shares_are_each_levels_share_at_placement() -> None:
         ),
     )
     ordering = order_hierarchy(tree, (10, 10), TieBook(1))
-    assert ordering.pairs() == reference_hierarchy_order(tree, (10, 10))
+    assert ordering.pairs() == hdrf_order(tree, (10, 10)).jobs
     first = ordering.pairs()[0]
     assert first == ("a/y", 0)  # a is at y's 0 (x rescaled to 0); b at 0.1
     assert ordering.path_share[0].tolist() == [0.0, 0.0]

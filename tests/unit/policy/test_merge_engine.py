@@ -1,7 +1,7 @@
-"""The merge engine (`policy.merge_engine.order_online`), the plan's H-DRF, against the oracle and the nested heaps.
+"""The merge engine (`policy.merge_engine.order_online`), the plan's H-DRF, against the rule and the nested heaps.
 
 The online rule is the paper's with the pool full from the start
-(occupied = capacity): the oracle and the nested heaps run it with
+(occupied = capacity): the rule (`policy.rule.hdrf_order`) and the nested heaps run it with
 `occupied=capacity`. The merge engine must give the very same order, tie
 wins, tied flags and path shares, in int64 and on Python integers (the
 path for amounts beyond 2**52), and its exact int64 arithmetic must equal
@@ -21,21 +21,21 @@ from hypothesis import strategies as st
 from slurm_drf.policy import merge_engine
 from slurm_drf.policy.hierarchy import TreeNode, compile_tree
 from slurm_drf.policy.merge_engine import _lexicographic, _mul_shift, _shift_div, order_online
+from slurm_drf.policy.rule import hdrf_order
 from slurm_drf.policy.state import TieBook
 from slurm_drf.policy.tree_order import start_shares
-from tests.reference.hierarchy_oracle import reference_hierarchy_order
 from tests.reference.nested_heaps import order_hierarchy
 from tests.unit.policy.test_hierarchy import SETTINGS, Vector, all_keys, seeded_node, trees
 
 
 def _same(root: TreeNode, capacity: Vector, epoch: int, wins: dict[str, float]) -> tuple[int, int]:
-    """Asserts the merge engine equals the nested heaps and the oracle; returns (jobs, tied jobs)."""
+    """Asserts the merge engine equals the nested heaps and the rule; returns (jobs, tied jobs)."""
     nested_wins, merged_wins = dict(wins), dict(wins)
     nested_plan: dict[str, float] = {}
     merged_plan: dict[str, float] = {}
     nested = order_hierarchy(root, capacity, TieBook(epoch, nested_wins, nested_plan), occupied=capacity)
     merged = order_online(root, capacity, TieBook(epoch, merged_wins, merged_plan))
-    assert merged.pairs() == nested.pairs() == reference_hierarchy_order(root, capacity, epoch, wins, occupied=capacity)
+    assert merged.pairs() == nested.pairs() == hdrf_order(root, capacity, epoch, wins, occupied=capacity).jobs
     assert merged_wins == nested_wins and merged_plan == nested_plan
     assert merged.tied.tolist() == nested.tied.tolist()
     assert merged.path_share.tolist() == nested.path_share.tolist()
@@ -60,7 +60,7 @@ def numbers(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
 
 @SETTINGS
 @given(trees(), st.integers(0, 40), st.data())
-def test_merge_engine_equals_nested_heaps_and_oracle(
+def test_merge_engine_equals_nested_heaps_and_rule(
     case: tuple[TreeNode, Vector], epoch: int, data: st.DataObject
 ) -> None:
     root, capacity = case

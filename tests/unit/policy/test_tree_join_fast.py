@@ -5,7 +5,7 @@ written before, kept here as the reference (or against the production
 reference it must equal): the pool's tree of branches (accounts made on
 their paths, leaves per (account, user)), its layout (`hierarchy.compile_tree`
 of the same tree), the rows' paths, the leaves' shares at the start of a
-flat tree (`hierarchy.leaf_share` leaf by leaf), the tie ranking
+flat tree (`rule.leaf_share` leaf by leaf), the tie ranking
 (`TieBook.rank` by sorting), and the plan and report JSON written from
 columns (`render_plan_json`, `render_report_json`: one dict each).
 """
@@ -27,8 +27,9 @@ import slurm_drf.policy.tree_order as tree_order
 from slurm_drf.config.settings import Config, HistoryConfig, PoolConfig
 from slurm_drf.model.codec import parse_snapshot
 from slurm_drf.model.types import Snapshot
-from slurm_drf.policy.hierarchy import CompiledTree, TreeNode, compile_tree, leaf_share, leaf_shares
+from slurm_drf.policy.hierarchy import CompiledTree, TreeNode, compile_tree, leaf_shares
 from slurm_drf.policy.plan import Plan, compute_plan
+from slurm_drf.policy.rule import leaf_share
 from slurm_drf.policy.state import TieBook
 from slurm_drf.policy.tree_order import (
     JOBS_LEAF,
@@ -208,11 +209,14 @@ def _tree_node(name: str, branch: _Branch, demand: Any) -> TreeNode:
     """The same tree as `TreeNode`s, for `compile_tree`."""
     if branch.rows is not None or branch.usage is not None:
         return TreeNode(name, branch.weight, usage=tuple(branch.usage or ()), jobs=demand[branch.rows or []])
-    return TreeNode(name, branch.weight, tuple(_tree_node(n, b, demand) for n, b in branch.children.items()))
+    kids = tuple(_tree_node(n, b, demand) for n, b in branch.children.items())
+    # An account over its users sums them as they are (docs/rule.md §7).
+    return TreeNode(name, branch.weight, kids, rescale=not any(n.startswith(USER_LEAF) for n in branch.children))
 
 
 def _same_layout(made: CompiledTree, expected: CompiledTree) -> None:
-    for field in ("capacity", "usable", "parent", "children", "weight", "key", "names", "depth", "usage", "occupied"):
+    fields = ("capacity", "usable", "parent", "children", "weight", "key", "names", "depth", "usage", "occupied")
+    for field in (*fields, "rescale"):
         assert getattr(made, field) == getattr(expected, field), field
     assert [np.asarray(j).tolist() for j in made.jobs] == [np.asarray(j).tolist() for j in expected.jobs]
 

@@ -15,6 +15,7 @@ import pytest
 from slurm_drf.cli.simulate import add_simulate_parser
 from slurm_drf.config.settings import Config
 from slurm_drf.policy.hierarchy import TreeNode
+from slurm_drf.policy.rule import hdrf_order
 from slurm_drf.policy.state import TieBook
 from slurm_drf.sim.engine import simulate
 from slurm_drf.sim.gaming import build_gamed, measure
@@ -32,11 +33,11 @@ from slurm_drf.sim.workload import (
     WorkloadJob,
     validate_workload,
 )
-from tests.reference.hierarchy_oracle import reference_hierarchy_order
+from tests.reference.naive_hdrf import rolled_up_share
 from tests.reference.nested_heaps import order_hierarchy
 
 # --------------------------------------------------------------------------
-# The naive roll-up against the oracle
+# The naive roll-up against the rule's walk with the roll-up
 
 
 def _random_tree(rng: random.Random, depth: int, width: int) -> TreeNode:
@@ -54,12 +55,12 @@ def _random_tree(rng: random.Random, depth: int, width: int) -> TreeNode:
 
 
 @pytest.mark.parametrize("seed", range(40))
-def test_rollup_order_is_the_oracles_rollup(seed: int) -> None:
+def test_rollup_order_is_the_rules_walk_with_rollup(seed: int) -> None:
     rng = random.Random(seed)
     root = _random_tree(rng, 3, 3)
     capacity = [rng.choice((4, 6, 0)), 8, rng.choice((2, 3))]
     wins: dict[str, float] = {}
-    expected = reference_hierarchy_order(root, capacity, epoch=seed, wins={}, variant="rollup")
+    expected = hdrf_order(root, capacity, epoch=seed, wins={}, inner=rolled_up_share).jobs
     assert rollup_order(root, capacity, TieBook(seed, wins, {})) == expected
 
 
@@ -80,7 +81,7 @@ def test_rollup_lets_a_cpu_child_starve_its_gpu_sibling() -> None:
     order = rollup_order(root, capacity, TieBook(1))
     # physics takes the first 8 GPU jobs: until its share reaches cs's 0.8 from systems' CPUs.
     assert [key for key, _ in order[:8]].count("cs/ml") == 0
-    assert order == reference_hierarchy_order(root, capacity, 1, {}, "rollup")
+    assert order == hdrf_order(root, capacity, 1, {}, inner=rolled_up_share).jobs
     # H-DRF scales systems (backlogged) down to ml's share: ml gets about half of the first ten.
     hdrf = order_hierarchy(root, capacity, TieBook(1)).pairs()
     assert [key for key, _ in hdrf[:10]].count("cs/ml") >= 4

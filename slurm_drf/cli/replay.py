@@ -14,6 +14,7 @@ import argparse
 import logging
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from slurm_drf.config.settings import Config
 from slurm_drf.cycle.backends import make_source
 from slurm_drf.errors import DrfError, InputError
 from slurm_drf.replay.arms import ARMS, billing_weights, build_billing_weights, build_slurm_lines, parse_arm
+from slurm_drf.replay.gaming import GAME_CHOICES, compare_pair, find_pairs, game_workload, gaming_table, replay_game
 from slurm_drf.replay.report import build_comparison, predict, render_replay_html, render_text
 from slurm_drf.replay.result import ReplayResult, parse_result, render_result, to_sim_result
 from slurm_drf.replay.run import MAX_SAMPLE_INTERVAL, MIN_SAMPLE_INTERVAL, ReplayOptions, pool_nodes, run_arm
@@ -33,7 +35,7 @@ from slurm_drf.replay.trace import ReplayInputError
 from slurm_drf.replay.users import UserChoice, parse_users
 from slurm_drf.sim.compare import Comparison, ProgressLine
 from slurm_drf.sim.options import SimResult
-from slurm_drf.sim.render import check_plotting, render_json, render_plot_png, write_text
+from slurm_drf.sim.render import check_plotting, render_aligned, render_json, render_plot_png, write_text
 from slurm_drf.sim.run_metrics import compute_metrics, render_metrics
 from slurm_drf.sim.workload import NodeType, parse_duration, parse_node_type
 
@@ -76,6 +78,14 @@ def add_replay_parser(subparsers: Any) -> argparse.ArgumentParser:
     add_workload_options(parser, DEFAULT_SCENARIO, "nodes the scenario is sized for (default: the cluster's)")
     run = parser.add_argument_group("replay")
     run.add_argument("--arm", default="drf", help=f"what runs beside Slurm (default drf): {', '.join(ARMS)}")
+    run.add_argument(
+        "--game",
+        choices=GAME_CHOICES,
+        metavar="STRATEGY",
+        help="account g plays this gaming strategy with the same real work, as the simulator's gaming evaluation "
+        f"does (docs/evaluation.md, *Gaming*): {', '.join(GAME_CHOICES)} (honest: the other half of the pair; "
+        "default: the workload as it is). --report sets an arm's honest and gamed results side by side",
+    )
     run.add_argument(
         "--compress",
         type=_factor,
@@ -177,6 +187,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.workload is None and args.nodes is None:
         args.nodes = sum(1 for n in pool_nodes(make_source(config).fetch_snapshot(), config) if n.eligible)
     workload = build_workload(args)
+    honest = workload
+    gamed = None
+    if args.game is not None:
+        gamed = game_workload(workload, args.game)
+        workload = gamed.workload
     stop_after = parse_duration(args.stop_after) if args.stop_after else None
     if stop_after is not None and stop_after <= 0:
         raise InputError("--stop-after must be > 0")
@@ -199,8 +214,10 @@ def _run(args: argparse.Namespace) -> int:
         result = run_arm(workload, options, progress)
     finally:
         progress.close()
+    if gamed is not None:
+        result = replace(result, game=replay_game(honest, gamed, args.game, result.workload))
     measured = render_metrics(compute_metrics(to_sim_result(result)))
-    output = args.output or f"replay-{arm.name}.json"
+    output = args.output or (f"replay-{arm.name}.json" if args.game is None else f"replay-{arm.name}-{args.game}.json")
     # What was measured is written before the prediction is computed: nothing measured is lost to it.
     data = render_result(result, measured, None)
     write_text(output, orjson.dumps(data, option=orjson.OPT_INDENT_2).decode() + "\n")
@@ -232,7 +249,25 @@ def _report(args: argparse.Namespace) -> int:
         results.append(parse_result(data, path))
     # Predicted again: the simulator's model as it is now.
     predictions = [] if args.no_predict else [_predict(r) for r in results]
-    _show(args, build_comparison(results, predictions), results, None)
+    comparison = build_comparison(results, predictions)
+    _show(args, comparison, results, None)
+    pairs = find_pairs(results)
+    if pairs and args.format == "table":
+        sim = comparison.results
+        rows = [
+            compare_pair(
+                results[h],
+                results[g],
+                (sim[h], sim[g]),
+                (predictions[h], predictions[g]) if predictions else None,
+            )
+            for h, g in pairs
+        ]
+        sys.stdout.write(
+            "Gaming: account g's useful work (dominant node-hours of its original jobs) done by the horizon, "
+            "gamed / honest - 1, and the other accounts' together; measured on Slurm and predicted by the simulator\n"
+        )
+        sys.stdout.write(render_aligned(*gaming_table(rows)))
     return 0
 
 

@@ -21,10 +21,24 @@ from typing import Any, Final
 import numpy as np
 
 from slurm_drf.replay.trace import ReplayInputError
+from slurm_drf.sim.gaming import Piece
 from slurm_drf.sim.options import SimResult
 from slurm_drf.sim.workload import RESOURCES, AccountTree, NodeType, Workload, WorkloadJob
 
 RESULT_FORMAT: Final = "slurm-drf-replay/1"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayGame:
+    """What one account played (`replay --game`, `sim.gaming`): the strategy, and for every replayed job of
+    the account the original job it does part of and its share of that job's work (`sim.gaming.Piece`),
+    with the account's original jobs as the honest workload has them. The other accounts' jobs are their
+    own originals."""
+
+    strategy: str  # a `sim.gaming.STRATEGIES` name, or "honest"
+    account: str
+    pieces: Mapping[str, Piece]  # replayed job id -> its original and fraction, the account's jobs only
+    originals: tuple[WorkloadJob, ...]  # the account's original jobs the pieces refer to
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +84,8 @@ class ReplayResult:
     users: str = ""
     # What the daemon's reclaim took (drf-reclaim; empty for the other arms and in files of before).
     reclaims: tuple[ReplayReclaim, ...] = ()
+    # What one account played (`--game`); None: the workload as it is (and in files of before).
+    game: ReplayGame | None = None
 
     @property
     def interval(self) -> float:
@@ -155,6 +171,63 @@ def render_workload_jobs(workload: Workload) -> dict[str, Any]:
     }
 
 
+def _render_job(job: WorkloadJob) -> dict[str, Any]:
+    """A job's trace fields as a result file has them."""
+    return {
+        "trace_id": job.job_id,
+        "account": job.account,
+        "user": job.user,
+        "submit_s": round(job.submit, 3),
+        "duration_s": job.duration,
+        "limit_s": job.limit,
+        "cpu": job.cpu,
+        "mem": job.mem,
+        "gpu": job.gpu,
+        "nodes": job.nodes,
+    }
+
+
+def _parse_job(j: Mapping[str, Any]) -> WorkloadJob:
+    return WorkloadJob(
+        job_id=str(j["trace_id"]),
+        account=str(j["account"]),
+        user=str(j["user"]),
+        submit=float(j["submit_s"]),
+        duration=float(j["duration_s"]),
+        limit=float(j["limit_s"]),
+        cpu=int(j["cpu"]),
+        mem=int(j["mem"]),
+        gpu=int(j["gpu"]),
+        nodes=int(j["nodes"]),
+    )
+
+
+def render_game(game: ReplayGame | None) -> dict[str, Any] | None:
+    """The `game` block of a result file (None: no account played a strategy)."""
+    if game is None:
+        return None
+    return {
+        "strategy": game.strategy,
+        "account": game.account,
+        "pieces": {job_id: {"original": p.original, "fraction": p.fraction} for job_id, p in game.pieces.items()},
+        "originals": [_render_job(job) for job in game.originals],
+    }
+
+
+def parse_game(data: Any) -> ReplayGame | None:
+    """A result file's `game` block back (None when absent, as in files of before)."""
+    if data is None:
+        return None
+    return ReplayGame(
+        strategy=str(data["strategy"]),
+        account=str(data["account"]),
+        pieces=MappingProxyType(
+            {str(k): Piece(str(v["original"]), float(v["fraction"])) for k, v in data["pieces"].items()}
+        ),
+        originals=tuple(_parse_job(j) for j in data["originals"]),
+    )
+
+
 def render_result(
     result: ReplayResult, metrics: Mapping[str, Any], predicted: Mapping[str, Any] | None
 ) -> dict[str, Any]:
@@ -220,6 +293,7 @@ def render_result(
             }
             for r in result.reclaims
         ],
+        "game": render_game(result.game),
         "metrics": dict(metrics),
         "predicted": None if predicted is None else dict(predicted),
     }
@@ -236,21 +310,7 @@ def parse_result(data: Any, source: str) -> ReplayResult:
             raise ValueError(f"not a replay result (format {RESULT_FORMAT})")
         w = data["workload"]
         tree = w.get("tree")
-        jobs = tuple(
-            WorkloadJob(
-                job_id=str(j["trace_id"]),
-                account=str(j["account"]),
-                user=str(j["user"]),
-                submit=float(j["submit_s"]),
-                duration=float(j["duration_s"]),
-                limit=float(j["limit_s"]),
-                cpu=int(j["cpu"]),
-                mem=int(j["mem"]),
-                gpu=int(j["gpu"]),
-                nodes=int(j["nodes"]),
-            )
-            for j in data["jobs"]
-        )
+        jobs = tuple(_parse_job(j) for j in data["jobs"])
         node = w["node_tres"]
         workload = Workload(
             name=str(w["name"]),
@@ -308,6 +368,7 @@ def parse_result(data: Any, source: str) -> ReplayResult:
                 )
                 for r in data.get("reclaims", ())
             ),
+            game=parse_game(data.get("game")),
         )
     except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError) as error:
         raise ReplayInputError(f"{source}: {error}") from None

@@ -1082,6 +1082,20 @@ local function share_at(node, key, child_done, child_weight)
 	return base + math.max(0, key - child_done) * child_weight / node.weight
 end
 
+-- A user of a known account (users as leaves) with nothing running and nothing placed since the table.
+local function holds_nothing(tree, account, who, added)
+	if not tree.by_user then
+		return false
+	end
+	local leaf = tree.leaves[who]
+	for r = 1, #added do
+		if added[r] ~= 0 or (leaf and leaf.usage[r] ~= 0) then
+			return false
+		end
+	end
+	return leaf ~= nil or tree.homes[account] ~= nil
+end
+
 -- A job's level in a tree pool (docs/rule.md §8): its leaf's, or as a new child of its account's
 -- home, then up the tree to the root's child, each parent's share at the child's turn.
 local function tree_level(pool, account, who, added)
@@ -1222,10 +1236,9 @@ local function place_job(job_desc, part_list)
 		M.cache.points[pool.name] = points
 	end
 	local levels, values = points.levels, points.values
-	-- A new user of an account takes the account's next turn before its waiting users (its share in
-	-- the account is 0, docs/rule.md §7): before the jobs at its level, not after them.
-	local first = pool.tree ~= nil and pool.tree.by_user and pool.tree.homes[account] ~= nil
-		and pool.tree.leaves[who] == nil
+	-- A user holding nothing in an account takes the account's next turn before its waiting users (its
+	-- share in the account is 0, docs/rule.md §7): before the jobs at its level, not after them.
+	local first = pool.tree ~= nil and holds_nothing(pool.tree, account, who, added)
 	local after = count_at_or_below(levels, level, first)
 	local low = after >= 1 and values[after] or pool.best
 	local high = values[after + 1] or pool.worst

@@ -406,10 +406,9 @@ class Placer:
         else:
             level = tree_level(pool, account, user, added)
         points = self.points.setdefault(pool.name, _PoolPoints(list(pool.levels), list(pool.values)))
-        # A new user of an account takes the account's next turn before its waiting users (its share in
-        # the account is 0, docs/rule.md §7): before the jobs at its level, not after them.
-        first = pool.tree is not None and pool.tree.by_user and account in pool.tree.homes
-        first = first and (account, user) not in pool.tree.leaves  # type: ignore[union-attr]
+        # A user holding nothing in an account takes the account's next turn before its waiting users (its
+        # share in the account is 0, docs/rule.md §7): before the jobs at its level, not after them.
+        first = pool.tree is not None and holds_nothing(pool.tree, account, user, added)
         after = (bisect.bisect_left if first else bisect.bisect_right)(points.levels, level)
         low = points.values[after - 1] if after else pool.best
         high = points.values[after] if after < len(points.values) else pool.worst
@@ -437,6 +436,16 @@ def share_at(node: NodeEntry, key: float, child_done: float, child_weight: Fract
         high_key, high = node.keys[after + 1], node.shares[after + 1]
         base = low if high_key == low_key else low + (key - low_key) * (high - low) / (high_key - low_key)
     return base + max(0.0, key - child_done) * float(child_weight) / float(node.weight)
+
+
+def holds_nothing(tree: TreeTable, account: str, user: str, added: Sequence[int]) -> bool:
+    """A user of a known account (users as leaves) with nothing running and nothing placed since the table."""
+    if not tree.by_user:
+        return False
+    found = tree.leaves.get((account, user))
+    if found is None:
+        return account in tree.homes and not any(added)
+    return not any(u + a for u, a in zip(found[1], added, strict=True))
 
 
 def tree_level(pool: PoolTable, account: str, user: str, added: Sequence[int]) -> float:

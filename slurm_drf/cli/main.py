@@ -335,7 +335,9 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
-def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None, *, every_verb: bool = False) -> argparse.ArgumentParser:
+    """The parser; of the verbs in _VERB_MODULES only the one `argv` names gets its options (the others' modules
+    are not imported), unless `every_verb` (what the man page and the shell completion are made from)."""
     parser = argparse.ArgumentParser(
         prog="slurm-drf",
         description="Dominant resource fairness for Slurm: order pending jobs by "
@@ -390,7 +392,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
     wanted = _requested_verb(sys.argv[1:] if argv is None else argv)
     for module, function, helps in _VERB_MODULES:
-        if wanted in helps:
+        if every_verb or wanted in helps:
             getattr(importlib.import_module(module), function)(verbs)
         else:
             for name, line in helps.items():
@@ -406,6 +408,12 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     )
     check.set_defaults(func=cmd_check_config)
     return parser
+
+
+def build_full_parser() -> argparse.ArgumentParser:
+    """The parser with every verb's options: the man page (argparse-manpage) and the shell completion (shtab)
+    are generated from it when the Debian package is built (debian/rules)."""
+    return build_parser([], every_verb=True)
 
 
 # Options of the whole program that may also come after the verb (`slurm-drf plan ... --debug`).

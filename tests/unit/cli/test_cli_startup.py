@@ -7,6 +7,7 @@ help lines that stand for the verbs not asked for are their modules' own.
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -100,3 +101,19 @@ def test_a_plan_without_guarantees_imports_neither_them_nor_openssl(tmp_path: Pa
     config.chmod(0o600)
     modules, out = _imported("plan", "--snapshot", str(snapshot), "--config", str(config))
     assert "pool default" in out and "slurm_drf.policy.guarantees" in modules
+
+
+def _verb_parsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    (verbs,) = (action for action in parser._actions if isinstance(action, argparse._SubParsersAction))
+    return dict(verbs.choices)
+
+
+def test_the_full_parser_has_every_verbs_options() -> None:
+    """build_full_parser, which the Debian package's man page and bash completion are made from
+    (debian/rules), gives each verb the options it has when asked for alone."""
+    full = _verb_parsers(cli_main.build_full_parser())
+    for verb in sorted({v for _, _, helps in cli_main._VERB_MODULES for v in helps}):
+        alone = _verb_parsers(cli_main.build_parser([verb]))[verb]
+        assert full[verb].format_help() == alone.format_help(), verb
+    assert "--scenario" in full["simulate"].format_help()
+    assert full.keys() == _verb_parsers(cli_main.build_parser([])).keys()

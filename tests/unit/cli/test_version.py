@@ -105,3 +105,10 @@ def test_a_sinfo_that_waits_is_given_up_on(tmp_path: Path, monkeypatch: pytest.M
 def test_no_sinfo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
     assert fetch_slurm_release(timeout=5) == (None, "no sinfo on PATH")
+
+
+def test_the_debian_changelog_says_the_package_version() -> None:
+    """debian/changelog's top entry is the .deb's version (debian/rules and scripts/build-deb refuse a
+    build where it differs)."""
+    first = (REPO / "debian" / "changelog").read_text().splitlines()[0]
+    assert first.startswith(f"slurm-drf ({__version__}) "), first

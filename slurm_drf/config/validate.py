@@ -225,7 +225,9 @@ def _explain(error: jsonschema.ValidationError) -> list[Problem]:
 
 
 def _explain_unknown_keys(f: _Failure) -> list[Problem]:
-    known = sorted(f.schema.get("properties", {}))
+    properties = f.schema.get("properties", {})
+    # The keys a new config should use: not the old names (x-renamed-to) nor the ignored ones.
+    known = sorted(k for k, v in properties.items() if not {"x-renamed-to", "x-ignored"} & set(v))
     return [
         Problem((*f.path, key), _unknown_key_message(key, known))
         for key in f.value
@@ -295,9 +297,8 @@ def _unknown_key_message(key: str, known: Sequence[str]) -> str:
     guess = closest(key, known)
     if guess:
         return f"unknown key; did you mean {guess!r}?"
-    if len(known) <= 6:
-        return f"unknown key; expected one of {', '.join(known)}"
-    return "unknown key; the keys are listed in docs/configuration.md"
+    # Every key, however many: the message must be enough where docs/ is not installed.
+    return f"unknown key; expected one of {', '.join(known)}"
 
 
 def _duplicate_item_problems(path: KeyPath, items: list[Any]) -> list[Problem]:

@@ -172,7 +172,7 @@ def render_workload_jobs(workload: Workload) -> dict[str, Any]:
 
 
 def _render_job(job: WorkloadJob) -> dict[str, Any]:
-    """A job's trace fields as a result file has them."""
+    """A job's trace fields as a result file has them (a `jobs` row adds what Slurm did with it)."""
     return {
         "trace_id": job.job_id,
         "account": job.account,
@@ -235,20 +235,11 @@ def render_result(
     submitted_as = result.submitted_as
     jobs = [
         {
-            "trace_id": job.job_id,
+            **_render_job(job),
             "job_id": job_id,
-            "account": job.account,
-            "user": job.user,
             **({"submitted_as": submitted_as[index]} if index < len(submitted_as) else {}),
-            "submit_s": round(job.submit, 3),
             "start_s": None if not math.isfinite(start) else round(start, 3),
             "end_s": None if not math.isfinite(end) else round(end, 3),
-            "duration_s": job.duration,
-            "limit_s": job.limit,
-            "cpu": job.cpu,
-            "mem": job.mem,
-            "gpu": job.gpu,
-            "nodes": job.nodes,
         }
         for index, (job, job_id, start, end) in enumerate(
             zip(result.workload.jobs, result.job_ids, result.start, result.end, strict=True)

@@ -148,7 +148,15 @@ class Compacted:
     stretches: int
 
 
-_NUMERIC: Final = "typeof(time) IN ('integer', 'real')"
+# The cycles a compaction walks: only those whose time is a number (a damaged record's is
+# not, and the past leaves such a cycle out too).
+_FIRST_AFTER: Final = "SELECT time FROM cycles WHERE id > ? AND typeof(time) IN ('integer', 'real') ORDER BY id LIMIT 1"
+_LAST_BEFORE: Final = (
+    "SELECT max(id), max(time) FROM cycles WHERE id > ? AND typeof(time) IN ('integer', 'real') AND time < ?"
+)
+_LAST_IN: Final = (
+    "SELECT max(id) FROM cycles WHERE id BETWEEN ? AND ? AND typeof(time) IN ('integer', 'real') AND time < ?"
+)
 
 
 def compact_next_hour(connection: sqlite3.Connection, max_gap: float, now: float) -> Compacted | None:
@@ -168,7 +176,7 @@ def compact_next_hour(connection: sqlite3.Connection, max_gap: float, now: float
 def _compact(connection: sqlite3.Connection, max_gap: float, now: float) -> Compacted | None:
     after = int(connection.execute("SELECT coalesce(max(last_cycle), 0) FROM hours").fetchone()[0])
     first = connection.execute(
-        f"SELECT time FROM cycles WHERE id > ? AND {_NUMERIC} ORDER BY id LIMIT 1",  # noqa: S608 (a constant)
+        _FIRST_AFTER,
         (after,),
     ).fetchone()
     if first is None or not math.isfinite(first[0]):
@@ -177,11 +185,11 @@ def _compact(connection: sqlite3.Connection, max_gap: float, now: float) -> Comp
     if hour + HOUR > now:
         return None
     upto, last_time = connection.execute(
-        f"SELECT max(id), max(time) FROM cycles WHERE id > ? AND {_NUMERIC} AND time < ?",  # noqa: S608
+        _LAST_BEFORE,
         (after, hour + HOUR),
     ).fetchone()
     following = connection.execute(
-        f"SELECT time FROM cycles WHERE id > ? AND {_NUMERIC} ORDER BY id LIMIT 1",  # noqa: S608
+        _FIRST_AFTER,
         (upto,),
     ).fetchone()
     if following is None and now - last_time <= max_gap:
@@ -249,7 +257,7 @@ def thin_next_hour(connection: sqlite3.Connection, now: float) -> float | None:
             return None
         hour, first, last = row
         kept = connection.execute(
-            f"SELECT max(id) FROM cycles WHERE id BETWEEN ? AND ? AND {_NUMERIC} AND time < ?",  # noqa: S608
+            _LAST_IN,
             (first, last, hour + HOUR),
         ).fetchone()[0]
         connection.execute(

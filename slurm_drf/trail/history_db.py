@@ -543,9 +543,10 @@ class AuditRecorder:
 
 # Every write of the jobs named in a JSON list, oldest first; schema 1 kept no own nice.
 _LEDGER_QUERIES: Final = {
-    version: f"SELECT job_id, mode, new_value, {own}, old_value FROM writes"  # noqa: S608 (a constant column)
-    " WHERE job_id IN (SELECT value FROM json_each(?)) ORDER BY time, id"
-    for version, own in ((False, "NULL"), (True, "user_nice"))
+    False: "SELECT job_id, mode, new_value, NULL, old_value FROM writes"
+    " WHERE job_id IN (SELECT value FROM json_each(?)) ORDER BY time, id",
+    True: "SELECT job_id, mode, new_value, user_nice, old_value FROM writes"
+    " WHERE job_id IN (SELECT value FROM json_each(?)) ORDER BY time, id",
 }
 
 

@@ -1,3 +1,3 @@
 """slurm-drf: dominant resource fairness for Slurm clusters."""
 
-__version__ = "0.1.0"
+__version__ = "1.0.0"

@@ -126,27 +126,38 @@ def order_pending(
 
     # Compare each row of the order with the one before it.
     weight_id = _weight_ids(weights)[account_of[order]]
-    v, a, c = vector[order], amounts[order], columns[order]
-    near = np.abs(v[1:] - v[:-1]) <= TIE_RTOL * np.maximum(np.abs(v[1:]), 1e-300)
-    same = (a[1:] == a[:-1]) & (c[1:] == c[:-1]) & (weight_id[1:] == weight_id[:-1])[:, None]
+    # In the order: each row's share vector (largest first), the usage behind each
+    # component, and which resource each component is.
+    shares_at, usage_at, resource_at = vector[order], amounts[order], columns[order]
+    near = np.abs(shares_at[1:] - shares_at[:-1]) <= TIE_RTOL * np.maximum(np.abs(shares_at[1:]), 1e-300)
+    same = (
+        (usage_at[1:] == usage_at[:-1])
+        & (resource_at[1:] == resource_at[:-1])
+        & (weight_id[1:] == weight_id[:-1])[:, None]
+    )
     # Close components that are not the very same (usage, resource, weight)
     # are most often exactly equal rationals (8 of 64,000 CPUs is 1 of 8,000
     # GPUs): u1*q1*c2*p2 == u2*q2*c1*p1 in Python integers settles them, and
     # only pairs that really differ go to the exact re-sort below.
     pairs = np.flatnonzero((near & ~same).any(axis=1))
     if len(pairs) and len(usable):
+        # Each row's weight p / q, and the capacities, as Python integers (exact products).
         p, q = (np.array(parts, dtype=object)[account_of[order]] for parts in _weight_parts(weights))
         caps = capacity[usable].astype(object)
         current, previous = pairs + 1, pairs
         exactly = (
-            a[current].astype(object) * q[current, None] * caps[c[previous]] * p[previous, None]
-            == a[previous].astype(object) * q[previous, None] * caps[c[current]] * p[current, None]
+            usage_at[current].astype(object) * q[current, None] * caps[resource_at[previous]] * p[previous, None]
+            == usage_at[previous].astype(object) * q[previous, None] * caps[resource_at[current]] * p[current, None]
         )
         same[pairs] |= exactly.astype(np.bool_) & near[pairs]
+    # Per row: the first component that settles it against the row before (width: none does);
+    # a row is suspicious when a component before that is near but not the same, so only an
+    # exact comparison can say which comes first; it equals the row before when every
+    # component is the same.
     far = ~near
     first_far = np.where(far.any(axis=1), far.argmax(axis=1), width)
-    in_prefix = np.arange(width)[None, :] < first_far[:, None]
-    suspicious = (in_prefix & ~same).any(axis=1)
+    before_first_far = np.arange(width)[None, :] < first_far[:, None]
+    suspicious = (before_first_far & ~same).any(axis=1)
     equal_prev = np.r_[False, (first_far == width) & same.all(axis=1)]
     # A near level that is not the same is suspicious, so outside the exact
     # runs below near and same levels are exactly equal ones.

@@ -530,7 +530,7 @@ def _pool_jobs(given: _PoolInput) -> _PoolJobs:
         np.add.at(usage[:, col], running_account, values[running_rows])
     # Site factors only when they can matter (site_factor mode).
     site_factors = pick_rows(table.site_factor, pending_rows) if mode == "site_factor" else []
-    base, own_nice, current, our_part, ours = adjust_for_memory(
+    parts = adjust_for_memory(
         table.priority[pending_rows],
         table.nice[pending_rows],
         site_factors,
@@ -538,7 +538,7 @@ def _pool_jobs(given: _PoolInput) -> _PoolJobs:
         _recall(table, pending_rows, given.state),
     )
     slurm_order = np.lexsort(
-        (table.job_number[pending_rows], table.submit_time[pending_rows], -base, table.account[pending_rows])
+        (table.job_number[pending_rows], table.submit_time[pending_rows], -parts.base, table.account[pending_rows])
     )
     rows = pending_rows[slurm_order]
     demand = _tres_rows(tres, rows) * table.array_tasks[rows][:, None]
@@ -550,10 +550,10 @@ def _pool_jobs(given: _PoolInput) -> _PoolJobs:
         usage,
         np.bincount(running_account, minlength=accounts),
         np.array([given.capacity_map[r] for r in resources], dtype=np.int64),
-        own_nice,
-        current,
-        our_part,
-        ours,
+        parts.own_nice,
+        parts.current,
+        parts.our_part,
+        parts.ours,
     )
 
 
@@ -745,9 +745,10 @@ def _skipped_rows(
     job_pool, pending, excluded, held = jobs.pool, jobs.pending, jobs.excluded, jobs.held
     rows = np.flatnonzero(pending & ((job_pool < 0) | excluded | held))
     indexes: list[int] = rows.tolist()
-    _, own, current, _, _ = adjust_for_memory(
+    parts = adjust_for_memory(
         table.priority[rows], table.nice[rows], pick_rows(table.site_factor, rows), mode, _recall(table, rows, state)
     )
+    own, current = parts.own_nice, parts.current
     reasons = [
         "partition not managed" if job_pool[i] < 0 else "account excluded" if excluded[i] else "held" for i in indexes
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final, NamedTuple
 
 import numpy as np
 
@@ -13,6 +14,7 @@ from slurm_drf.policy.state import LABEL_NICE_BELOW, Recalled
 
 # The label space's arithmetic is `policy.label_space` (numpy-free, for check-config); named here too.
 __all__ = [
+    "ValueParts",
     "adjust_for_memory",
     "horizon",
     "label_space",
@@ -23,16 +25,36 @@ __all__ = [
 ]
 
 
+# The codes of `Recalled.mode`: the index of the mode that wrote the value remembered.
+_NICE: Final = MODES.index("nice")
+_PRIORITY: Final = MODES.index("priority")
+
+
+class ValueParts(NamedTuple):
+    """Whose each part of what Slurm shows of some pending jobs is (`adjust_for_memory`), per job."""
+
+    base: IntArray
+    """Slurm's priority with this daemon's adjustment taken out."""
+    own_nice: IntArray
+    """The user's own nice: what the job had before we first wrote it."""
+    current: list[int | None]
+    """The value Slurm has now in this mode (a site factor: the one we remember writing)."""
+    our_part: IntArray
+    """Our part of the value this mode last wrote: the nice without the user's, the site factor, the priority."""
+    ours: BoolArray
+    """Whether Slurm shows a value of ours (else `our_part` is 0 and means nothing)."""
+
+
 def adjust_for_memory(
     priority: IntArray,
     nice: IntArray,
     site_factor: Sequence[int | None],
     mode: str,
     recalled: Recalled,
-) -> tuple[IntArray, IntArray, list[int | None], IntArray, BoolArray]:
+) -> ValueParts:
     """Per job: base priority, the user's own nice, the value Slurm has now,
     our part of the value this mode last wrote (the nice without the user's,
-    the site factor, the priority), and whether there is one.
+    the site factor, the priority), and whether there is one (`ValueParts`).
 
     Base priority is Slurm's with this daemon's adjustment removed. The
     user's nice is what the job had before we first wrote it. A job's nice
@@ -63,13 +85,13 @@ def adjust_for_memory(
     label = nice < LABEL_NICE_BELOW
     if not len(recalled.at):
         _not_own(label, own, base, mode, nice)
-        return base, own, current, our_part, ours
+        return ValueParts(base, own, current, our_part, ours)
     at, user, written, by = recalled.at, recalled.user_nice, recalled.written, recalled.mode
     # The user's nice, whatever mode wrote last: nice mode's value is ours
     # while Slurm shows it or an older label of ours; priority mode made
     # Slurm zero the nice.
     shows_ours = nice[at] == written
-    restore = ((by == MODES.index("nice")) & shows_ours) | label[at] | (by == MODES.index("priority"))
+    restore = ((by == _NICE) & shows_ours) | label[at] | (by == _PRIORITY)
     own[at[restore]] = user[restore]
     label[at[restore]] = False
     _not_own(label, own, base, mode, nice)
@@ -93,7 +115,7 @@ def adjust_for_memory(
     else:
         ours[at] = priority[at] == written
         our_part[at] = written
-    return base, own, current, our_part, ours
+    return ValueParts(base, own, current, our_part, ours)
 
 
 def _not_own(label: BoolArray, own: IntArray, base: IntArray, mode: str, nice: IntArray) -> None:

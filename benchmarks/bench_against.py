@@ -49,14 +49,16 @@ class Case:
 
 
 def tree_files(folder: Path) -> tuple[Path, Path]:
-    """bench_hierarchy --cli's tree snapshot (1-8 users per account) and the shipped config."""
+    """bench_hierarchy --cli's tree snapshot (1-8 users per account) and a config ordering over the tree."""
     shape = argparse.Namespace(pending=100_000, running=50_000, nodes=500, seed=1, users="1-8")
     path = HERE / "data" / "tree-100000-50000-4x5x10x10-1-8-1.json"
     if not path.exists():
         path.parent.mkdir(exist_ok=True)
         path.write_text(json.dumps(tree_snapshot(shape, (4, 5, 10, 10))))
+    # The shipped config's tree settings in keys every release reads (the shipped file
+    # itself renames keys over time, which an older checkout refuses).
     config = folder / "tree.yaml"
-    config.write_text((NEW / "slurm_drf" / "data" / "config.yaml").read_text())
+    config.write_text("hierarchy: tree\nresources: [cpu, mem, gres/gpu]\n")
     config.chmod(0o600)
     return path, config
 

@@ -38,6 +38,7 @@ from types import MappingProxyType
 from typing import Final, TypeGuard
 
 from slurm_drf.config.settings import Config
+from slurm_drf.policy.decay import decay_factor, decay_weight
 from slurm_drf.policy.pools import DEFAULT_POOL
 
 # pool -> account -> resource -> amount
@@ -65,14 +66,6 @@ class Allocation:
     tres: Mapping[str, int]
 
 
-def decay_weight(start: float, stop: float, now: float, half_life: float) -> float:
-    """The integral of 2^(-(now-t)/half_life) over t in [start, stop)."""
-    if stop <= start:
-        return 0.0
-    rate = math.log(2.0) / half_life
-    return (math.exp(-rate * (now - stop)) - math.exp(-rate * (now - start))) / rate
-
-
 class DecayedUsage:
     """Running sums of allocation x decay weight, and of the weight, per (pool, account, resource).
 
@@ -95,7 +88,7 @@ class DecayedUsage:
         """The interval from the last record to this one (unless it is a gap), then this record."""
         if self.last_time is not None:
             elapsed = max(0.0, record.time - self.last_time)
-            factor = 2.0 ** (-elapsed / self.half_life)
+            factor = decay_factor(elapsed, self.half_life)
             self._decay(factor)
             if elapsed <= self.max_gap:
                 weight = decay_weight(0.0, elapsed, elapsed, self.half_life)
@@ -116,7 +109,7 @@ class DecayedUsage:
             raise ValueError("the span was integrated with another half-life")
         self.add(UsageRecord(span.start, EMPTY_PAST))
         length = max(0.0, span.stop - span.start)
-        self._decay(2.0 ** (-length / self.half_life))
+        self._decay(decay_factor(length, self.half_life))
         self._weight += decay_weight(0.0, length, length, self.half_life)
         self._add_sums(span.integrals, 1.0)
         self.last_time = span.start + length
@@ -132,7 +125,7 @@ class DecayedUsage:
         """
         self.add(UsageRecord(stretch.start, EMPTY_PAST))
         length = max(0.0, stretch.stop - stretch.start)
-        self._decay(2.0 ** (-length / self.half_life))
+        self._decay(decay_factor(length, self.half_life))
         self._weight += stretch.weight
         self._add_sums(stretch.integrals, 1.0)
         self.last_time = stretch.start + length
@@ -147,7 +140,7 @@ class DecayedUsage:
         if self.last_time is None:
             return EMPTY_PAST
         elapsed = max(0.0, now - self.last_time)
-        factor = 2.0 ** (-elapsed / self.half_life)
+        factor = decay_factor(elapsed, self.half_life)
         open_weight = decay_weight(0.0, elapsed, elapsed, self.half_life) if elapsed <= self.max_gap else 0.0
         total = self._weight * factor + open_weight
         if total <= 0.0:

@@ -124,32 +124,12 @@ def order_pending(
     if count < 2:
         return Ordering(order, vector[:, 0].copy(), tied, np.ones(count, np.bool_), np.ones(count, np.bool_))
 
-    # Compare each row of the order with the one before it.
-    weight_id = _weight_ids(weights)[account_of[order]]
     # In the order: each row's share vector (largest first), the usage behind each
-    # component, and which resource each component is.
+    # component, and which resource each component is; each against the row before.
     shares_at, usage_at, resource_at = vector[order], amounts[order], columns[order]
-    near = np.abs(shares_at[1:] - shares_at[:-1]) <= TIE_RTOL * np.maximum(np.abs(shares_at[1:]), 1e-300)
-    same = (
-        (usage_at[1:] == usage_at[:-1])
-        & (resource_at[1:] == resource_at[:-1])
-        & (weight_id[1:] == weight_id[:-1])[:, None]
+    near, same = _compare_with_previous(
+        shares_at, usage_at, resource_at, account_of[order], _weight_ids(weights), capacity[usable], weights
     )
-    # Close components that are not the very same (usage, resource, weight)
-    # are most often exactly equal rationals (8 of 64,000 CPUs is 1 of 8,000
-    # GPUs): u1*q1*c2*p2 == u2*q2*c1*p1 in Python integers settles them, and
-    # only pairs that really differ go to the exact re-sort below.
-    pairs = np.flatnonzero((near & ~same).any(axis=1))
-    if len(pairs) and len(usable):
-        # Each row's weight p / q, and the capacities, as Python integers (exact products).
-        p, q = (np.array(parts, dtype=object)[account_of[order]] for parts in _weight_parts(weights))
-        caps = capacity[usable].astype(object)
-        current, previous = pairs + 1, pairs
-        exactly = (
-            usage_at[current].astype(object) * q[current, None] * caps[resource_at[previous]] * p[previous, None]
-            == usage_at[previous].astype(object) * q[previous, None] * caps[resource_at[current]] * p[current, None]
-        )
-        same[pairs] |= exactly.astype(np.bool_) & near[pairs]
     # Per row: the first component that settles it against the row before (width: none does);
     # a row is suspicious when a component before that is near but not the same, so only an
     # exact comparison can say which comes first; it equals the row before when every
@@ -176,6 +156,43 @@ def order_pending(
 
     records = _break_groups(order, account_of, equal_prev, account_names, ties, tied)
     return Ordering(order, vector[:, 0].copy(), tied, ~equal_level, ~equal_prev, records)
+
+
+def _compare_with_previous(
+    shares_at: FloatArray,
+    usage_at: IntArray,
+    resource_at: IntArray,
+    account_at: IntArray,
+    weight_ids: IntArray,
+    usable_capacity: IntArray,
+    weights: Sequence[Fraction],
+) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """Each row of the order against the one before it, component by component: `near`, within
+    TIE_RTOL as floats, and `same`, the very same rational (the same usage of the same resource
+    under the same weight, or products of Python integers that say so exactly)."""
+    weight_id = weight_ids[account_at]
+    near = np.abs(shares_at[1:] - shares_at[:-1]) <= TIE_RTOL * np.maximum(np.abs(shares_at[1:]), 1e-300)
+    same = (
+        (usage_at[1:] == usage_at[:-1])
+        & (resource_at[1:] == resource_at[:-1])
+        & (weight_id[1:] == weight_id[:-1])[:, None]
+    )
+    # Close components that are not the very same (usage, resource, weight)
+    # are most often exactly equal rationals (8 of 64,000 CPUs is 1 of 8,000
+    # GPUs): u1*q1*c2*p2 == u2*q2*c1*p1 in Python integers settles them, and
+    # only pairs that really differ go to the exact re-sort.
+    pairs = np.flatnonzero((near & ~same).any(axis=1))
+    if len(pairs) and len(usable_capacity):
+        # Each row's weight p / q, and the capacities, as Python integers (exact products).
+        p, q = (np.array(parts, dtype=object)[account_at] for parts in _weight_parts(weights))
+        caps = usable_capacity.astype(object)
+        current, previous = pairs + 1, pairs
+        exactly = (
+            usage_at[current].astype(object) * q[current, None] * caps[resource_at[previous]] * p[previous, None]
+            == usage_at[previous].astype(object) * q[previous, None] * caps[resource_at[current]] * p[current, None]
+        )
+        same[pairs] |= exactly.astype(np.bool_) & near[pairs]
+    return near, same
 
 
 def _weight_parts(weights: Sequence[Fraction]) -> tuple[list[int], list[int]]:

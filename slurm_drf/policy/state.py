@@ -15,6 +15,7 @@ import numpy as np
 
 from slurm_drf.config.settings import MODES
 from slurm_drf.model.types import BoolArray, FloatArray, IntArray, plain_number
+from slurm_drf.policy.decay import decay_factor
 from slurm_drf.policy.rule import rotation_key
 
 try:
@@ -290,20 +291,16 @@ def rotation_key_list(epoch: int, accounts: Sequence[str]) -> list[int]:
     return keys
 
 
-def decay_factor(half_life: float) -> float:
-    return float(0.5 ** (1.0 / half_life))
-
-
 def running_fingerprint(running_ids: Iterable[str]) -> str:
     """Identifies the set of running jobs: the epoch advances when it changes."""
     return blake2b("\n".join(sorted(running_ids)).encode(), digest_size=16).hexdigest()
 
 
-def advance_state(state: PolicyState, fingerprint: str, half_life: float) -> tuple[int, dict[str, float]]:
-    """The epoch and committed tie wins this plan starts from."""
+def advance_state(state: PolicyState, fingerprint: str, half_life_cycles: float) -> tuple[int, dict[str, float]]:
+    """The epoch and committed tie wins this plan starts from: a new epoch is one cycle on."""
     if state.fingerprint == fingerprint:
         return state.epoch, dict(state.tie_wins)
-    factor = decay_factor(half_life)
+    factor = decay_factor(1.0, half_life_cycles)
     merged: dict[str, float] = {}
     for account in set(state.tie_wins) | set(state.plan_wins):
         value = (state.tie_wins.get(account, 0.0) + state.plan_wins.get(account, 0.0)) * factor
@@ -340,9 +337,9 @@ class TieBook:
     _rotation: dict[str, int] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def open(cls, state: PolicyState, fingerprint: str, half_life: float) -> TieBook:
+    def open(cls, state: PolicyState, fingerprint: str, half_life_cycles: float) -> TieBook:
         """The book a plan starts from: the epoch and the committed wins after `state` (`advance_state`)."""
-        epoch, committed = advance_state(state, fingerprint, half_life)
+        epoch, committed = advance_state(state, fingerprint, half_life_cycles)
         wins = dict(committed)
         # With no wins committed the wins are the plan's own, one dict as both (`win`, `win_each`
         # count each win once in it): a tie of 20,000 accounts then updates one dict, not two.

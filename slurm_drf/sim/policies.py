@@ -79,6 +79,7 @@ import numpy as np
 from slurm_drf.config.settings import Config, HistoryConfig
 from slurm_drf.model.codec import format_time
 from slurm_drf.model.types import PENDING, RUNNING, FloatArray, IntArray, Job, Node, Snapshot, Tres, freeze_tres
+from slurm_drf.policy.decay import decay_factor
 from slurm_drf.policy.decayed_usage import EMPTY_PAST, DecayedUsage, UsageByPool, UsageRecord
 from slurm_drf.policy.guarantees import account_bounds, arrange
 from slurm_drf.policy.labels import fewest_writes
@@ -284,7 +285,7 @@ class MultifactorPolicy(Policy):
         self._accrue(now)
         self.age(now)
         if now - self.last_tick >= self.calc_period:
-            decay = 0.5 ** ((now - self.last_tick) / self.half_life)
+            decay = decay_factor(now - self.last_tick, self.half_life)
             self.last_tick = now
             self.usage = [u * decay + f for u, f in zip(self.usage, self.fresh, strict=True)]
             self.fresh = [0.0] * len(self.fresh)

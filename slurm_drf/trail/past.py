@@ -53,6 +53,7 @@ from slurm_drf.errors import HistoryError, SlurmError, StateError
 from slurm_drf.files import read_private, write_atomic
 from slurm_drf.model.codec import format_time, show
 from slurm_drf.model.types import MAX_TRES
+from slurm_drf.policy.decay import decay_factor, decay_weight
 from slurm_drf.policy.decayed_usage import (
     Allocation,
     DecayedUsage,
@@ -62,7 +63,6 @@ from slurm_drf.policy.decayed_usage import (
     UsageStretch,
     build_partition_pools,
     build_usage_span,
-    decay_weight,
 )
 from slurm_drf.trail.history_db import HOURS_VERSION, history_path, open_history_readonly, schema_version
 
@@ -255,12 +255,14 @@ class _StretchSum:
         if held is None:
             held = self._groups[group] = (np.zeros(usage.shape), np.zeros(usage.shape, dtype=bool))
         sums, seen = held
+        # The decay of policy/decay.py run backwards (a row later than the reference grows), for a whole
+        # array at once: numpy's exp2, whose last bit may differ from the scalar's pow.
         sums += np.where(present, usage, 0.0) * np.exp2((start + centre - self._reference) / self.half_life)
         seen |= present
         self._stop = max(self._stop, stop)
 
     def _rescale(self, reference: float) -> None:
-        factor = 2.0 ** (-(reference - self._reference) / self.half_life)
+        factor = decay_factor(reference - self._reference, self.half_life)
         for sums, _ in self._groups.values():
             np.multiply(sums, factor, out=sums)
         self._weight *= factor

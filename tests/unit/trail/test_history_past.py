@@ -16,7 +16,8 @@ from slurm_drf.cycle.run import CycleReport
 from slurm_drf.errors import ConfigError
 from slurm_drf.model.snapshot_file import SnapshotFileSource
 from slurm_drf.model.types import Snapshot
-from slurm_drf.policy.decayed_usage import DecayedUsage, UsageByPool, UsageRecord, decay_weight, decayed_past, past_term
+from slurm_drf.policy.decay import decay_weight
+from slurm_drf.policy.decayed_usage import DecayedUsage, UsageByPool, UsageRecord, decayed_past, past_term
 from slurm_drf.policy.plan import Plan, compute_plan
 from slurm_drf.slurm.parse.jobs import parse_squeue_json
 from slurm_drf.slurm.parse.nodes import parse_sinfo_json

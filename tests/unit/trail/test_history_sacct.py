@@ -15,6 +15,7 @@ from slurm_drf.config.load import parse_config_text
 from slurm_drf.config.settings import Config, HistoryConfig
 from slurm_drf.cycle.run import CycleReport
 from slurm_drf.errors import SlurmReadError
+from slurm_drf.policy.decay import decay_weight
 from slurm_drf.policy.decayed_usage import (
     Allocation,
     DecayedUsage,
@@ -22,7 +23,6 @@ from slurm_drf.policy.decayed_usage import (
     UsageRecord,
     build_partition_pools,
     build_usage_span,
-    decay_weight,
 )
 from slurm_drf.policy.plan import compute_plan
 from slurm_drf.slurm.cli_source import build_command_env

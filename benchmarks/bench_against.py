@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench_engine import ensure_snapshot
-from bench_hierarchy import tree_snapshot
+from bench_hierarchy import tree_snapshot, tree_snapshot_path
 
 HERE = Path(__file__).resolve().parent
 NEW = HERE.parent
@@ -51,10 +51,9 @@ class Case:
 
 def tree_files(folder: Path) -> tuple[Path, Path]:
     """bench_hierarchy --cli's tree snapshot (1-8 users per account) and a config ordering over the tree."""
-    shape = argparse.Namespace(pending=100_000, running=50_000, nodes=500, seed=1, users="1-8")
-    path = HERE / "data" / "tree-100000-50000-4x5x10x10-1-8-1.json"
+    shape = argparse.Namespace(pending=100_000, running=50_000, nodes=500, seed=1, users="1-8", fanout="4,5,10,10")
+    path = tree_snapshot_path(shape)
     if not path.exists():
-        path.parent.mkdir(exist_ok=True)
         path.write_text(json.dumps(tree_snapshot(shape, (4, 5, 10, 10))))
     # The shipped config's tree settings in keys every release reads (the shipped file
     # itself renames keys over time, which an older checkout refuses).

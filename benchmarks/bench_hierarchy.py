@@ -224,12 +224,17 @@ def report(times: dict[str, list[float]], label: str) -> None:
     print(f"ratio tree / flat: median of rounds {statistics.median(ratios):.2f}x")
 
 
+def tree_snapshot_path(args: argparse.Namespace) -> Path:
+    """Where `tree_snapshot`'s file for these arguments is kept in benchmarks/data/ (made here)."""
+    (HERE / "data").mkdir(exist_ok=True)
+    name = f"tree-{args.pending}-{args.running}-{args.fanout.replace(',', 'x')}-{args.users or 1}-{args.seed}.json"
+    return HERE / "data" / name
+
+
 def processes(args: argparse.Namespace, fanout: Sequence[int]) -> None:
     """Whole `plan --format json` processes over the tree and flat, alternating (--cli)."""
     raw = tree_snapshot(args, fanout)
-    (HERE / "data").mkdir(exist_ok=True)
-    name = f"tree-{args.pending}-{args.running}-{args.fanout.replace(',', 'x')}-{args.users or 1}-{args.seed}.json"
-    path = HERE / "data" / name
+    path = tree_snapshot_path(args)
     if not path.exists():
         path.write_text(json.dumps(raw))
     print(describe(args, fanout, len(raw["associations"])))

@@ -235,22 +235,44 @@ def test_two_arms_measure_every_figure_and_leave_nothing_behind(arms: dict[str, 
         newcomer = next(a for a in data["metrics"]["accounts"] if a["account"] == NEWCOMER)
         assert _finite(newcomer["time_to_fair_share_s"])
     # The effect (scripts/replay-evaluation --runs 3 --arms slurm,drf,drf-placed --sample-interval 0.5;
-    # docs/evaluation.md, "On a real Slurm"):
-    # - mean wait: lower with the daemon in every run (the ranges do not meet).
-    # - the newcomer's time to fair share: without placement a new job waits behind every job the daemon
-    #   labelled until its next cycle; with placement (the job_submit script, docs/rule.md §8) it is placed
-    #   the moment it is submitted. Measured, run by run: drf-placed 50 s, 22 s, 188 s against Slurm alone's
-    #   202 s, 206 s, 177 s: its first job started at once in every run (Slurm alone's after 120-180 s), and
-    #   in the third run its second waited a minute for a free CPU slot that Slurm alone's run had at once.
-    #   Placement cannot make a job end sooner: no later than Slurm alone, within one sample, is what holds
-    #   in every run.
-    slurm, drf, placed = (results[arm]["metrics"] for arm in ("slurm", "drf", "drf-placed"))
+    # docs/evaluation.md, "On a real Slurm"): mean wait lower with the daemon in every run (the ranges do
+    # not meet).
+    slurm, drf = (results[arm]["metrics"] for arm in ("slurm", "drf"))
     assert drf["mean_wait_s"] < slurm["mean_wait_s"], (drf["mean_wait_s"], slurm["mean_wait_s"])
-    sample = results["drf-placed"]["interval_trace_s"]
-    assert placed["time_to_fair_share_s"] <= slurm["time_to_fair_share_s"] + sample, (
-        placed["time_to_fair_share_s"],
-        slurm["time_to_fair_share_s"],
-    )
+    # Placement (the job_submit script, docs/rule.md §8) gives each of the newcomer's jobs its place the
+    # moment it is submitted: no job of another account that was waiting then, and needs at least as many
+    # CPUs, as much memory and as many nodes (so that any room it found was room for the newcomer's job
+    # too), starts before it, more than one sample before. GPUs cannot decide between them: the newcomer
+    # alone asks for GPUs, and all of its jobs at once fit the cluster's (checked first). Which job starts,
+    # not how long: the newcomer's time to fair share against Slurm alone's is no test of one run, for by
+    # the time the newcomer comes the arms' clusters differ (one CI run: Slurm alone 57 s, drf-placed
+    # 232 s, whose first job waited for room its second, smaller one found at once). Those times, over
+    # runs, are docs/evaluation.md's.
+    placed = results["drf-placed"]
+    jobs = placed["jobs"]
+    assert all(j["gpu"] == 0 for j in jobs if j["account"] != NEWCOMER)
+    assert sum(j["gpu"] for j in jobs) <= placed["capacity"]["gres/gpu"]
+    assert _started_ahead(jobs, NEWCOMER, placed["interval_trace_s"]) == []
+
+
+def _started_ahead(jobs: list[dict[str, Any]], account: str, sample: float) -> list[tuple[str, str]]:
+    """(the account's job, the other job) for each job of another account that was waiting when one of
+    the account's jobs was submitted, needs at least as many CPUs, as much memory and as many nodes,
+    and started more than one sample before it (or while it never started)."""
+    found: list[tuple[str, str]] = []
+    for mine in (j for j in jobs if j["account"] == account):
+        submitted = mine["submit_s"]
+        started = mine["start_s"] if mine["start_s"] is not None else math.inf
+        for other in jobs:
+            if (
+                other["account"] != account
+                and other["submit_s"] <= submitted
+                and other["start_s"] is not None
+                and submitted < other["start_s"] < started - sample
+                and all(other[key] >= mine[key] for key in ("cpu", "mem", "nodes"))
+            ):
+                found.append((mine["job_id"], other["job_id"]))
+    return found
 
 
 # SIGTERM to the process, as kill sends it; SIGINT to its whole process group, as a terminal's Ctrl-C

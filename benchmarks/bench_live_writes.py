@@ -61,7 +61,7 @@ from slurm_drf.cycle.run import CycleReport, run_cycle
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import SlurmReadError
 from slurm_drf.policy.labels import fewest_writes
-from slurm_drf.policy.state import JobMemory
+from slurm_drf.policy.ownership import JobMemory
 from slurm_drf.policy.values import labels_of, value_offset
 from slurm_drf.sim.daemon_loop import SPREAD_SCALE, spread_values
 

@@ -38,8 +38,9 @@ from slurm_drf.cycle.recall import Recall
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.model.codec import parse_snapshot
 from slurm_drf.model.types import Snapshot
+from slurm_drf.policy.ownership import JobMemory
 from slurm_drf.policy.plan import compute_plan
-from slurm_drf.policy.state import EMPTY_STATE, JobMemory, PolicyState
+from slurm_drf.policy.state import EMPTY_STATE, PolicyState
 
 
 def written_snapshot(snapshot: Snapshot, config: Config) -> tuple[Snapshot, PolicyState]:

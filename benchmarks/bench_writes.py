@@ -33,8 +33,9 @@ from slurm_drf.config.settings import Config
 from slurm_drf.model.codec import parse_snapshot
 from slurm_drf.model.types import BoolArray, IntArray, JobTable, Snapshot
 from slurm_drf.policy.labels import fewest_writes
+from slurm_drf.policy.ownership import JobMemory
 from slurm_drf.policy.plan import Plan, compute_plan
-from slurm_drf.policy.state import JobMemory, PolicyState
+from slurm_drf.policy.state import PolicyState
 from slurm_drf.policy.values import label_space, labels_of, value_offset
 from slurm_drf.sim.daemon_loop import SPREAD_SCALE, spread_values
 

@@ -261,7 +261,7 @@ def list_ids(job_ids: Sequence[str], shown: int = IDS_SHOWN) -> str:
 
 def _own_nice(text: str) -> int:
     """--assume-own: a nice a person could set (so never a label)."""
-    from slurm_drf.policy.state import LABEL_NICE_BELOW
+    from slurm_drf.policy.ownership import LABEL_NICE_BELOW
 
     try:
         value = int(text)

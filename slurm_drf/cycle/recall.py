@@ -32,7 +32,8 @@ from slurm_drf.config.settings import MODES
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import DrfError
 from slurm_drf.model.types import PENDING, BoolArray, FloatArray, IntArray, Snapshot
-from slurm_drf.policy.state import LABEL_NICE_BELOW, JobMemory, PolicyState, Recalled, is_label_nice
+from slurm_drf.policy.ownership import LABEL_NICE_BELOW, JobMemory, Recalled, is_label_nice
+from slurm_drf.policy.state import PolicyState
 
 logger = logging.getLogger(__name__)
 

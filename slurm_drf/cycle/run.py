@@ -23,7 +23,7 @@ import contextlib
 import gc
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Protocol, runtime_checkable
@@ -39,8 +39,9 @@ from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import SlurmError
 from slurm_drf.model.types import Snapshot
 from slurm_drf.policy.decayed_usage import UsageByPool
+from slurm_drf.policy.ownership import Chosen, remember
 from slurm_drf.policy.plan import Plan, compute_plan
-from slurm_drf.policy.state import JobMemory, PolicyState, is_label_nice
+from slurm_drf.policy.state import PolicyState
 from slurm_drf.slurm.source import ClusterSource
 from slurm_drf.slurm.write import HoldEnded, Write, WriteResult, build_reset_lines, combine_results, is_gone
 
@@ -106,16 +107,6 @@ class CycleReport:
         return text
 
 
-@dataclass(frozen=True, slots=True)
-class Chosen:
-    """A job to write this cycle: what a write and the memory of it take from its JobPlan."""
-
-    job_id: str
-    value: int
-    current: int | None
-    user_nice: int
-
-
 def select_writes(plan: Plan, limit: int) -> tuple[list[Chosen], int]:
     """The jobs to write now: the head of each pool's order first; how many wait.
 
@@ -135,38 +126,6 @@ def select_writes(plan: Plan, limit: int) -> tuple[list[Chosen], int]:
     job_ids, current, user_nice = (plan.column(name) for name in ("job_id", "current", "user_nice"))
     chosen = [Chosen(job_ids[i], values[i], current[i], user_nice[i]) for i in head]
     return chosen, max(0, len(wanted) - limit)
-
-
-def remember(
-    previous: Mapping[str, JobMemory], plan: Plan, chosen: Sequence[Chosen], pending_ids: set[str], undone: set[str]
-) -> dict[str, JobMemory]:
-    """Memory after this cycle's writes: kept for jobs still pending, new for jobs written now.
-
-    What another mode wrote is forgotten once it was undone (`undone`); a
-    held job keeps that memory until it is released and can be undone.
-    """
-    memory = {
-        job: m for job, m in previous.items() if job in pending_ids and (m.mode == plan.mode or job not in undone)
-    }
-    for job in chosen:
-        known = _own_known(job, previous.get(job.job_id), plan.mode)
-        memory[job.job_id] = JobMemory(job.user_nice, job.value, plan.mode, own_known=known)
-    return memory
-
-
-def _own_known(job: Chosen, previous: JobMemory | None, mode: str) -> bool:
-    """Whether the own nice kept in a job's new value is known: it stays unknown while the
-    job shows a value of ours; a nice of somebody's choosing is theirs, and known."""
-    if previous is None or previous.own_known:
-        return True
-    current = job.current
-    return (
-        mode == "nice"
-        and previous.mode == "nice"
-        and current is not None
-        and current != previous.written
-        and not is_label_nice(current)
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,7 +216,7 @@ def _run_cycle(
     fence.confirm()
     pending_ids = set(plan.column("job_id"))
     undone = _reset_other_modes(writer, fence, state, plan, snapshot, pending_ids)
-    memory = remember(state.jobs, plan, chosen, pending_ids, undone)
+    memory = remember(state.jobs, plan.mode, chosen, pending_ids, undone)
     booted = snapshot.controller_started or state.controller_started
     seen = _newest_submit(snapshot, state.placed_after)
     store.save(replace(plan.state, jobs=MappingProxyType(memory), controller_started=booted, placed_after=seen))

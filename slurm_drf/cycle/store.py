@@ -30,15 +30,8 @@ from slurm_drf.errors import StateError
 from slurm_drf.files import check_directory, read_private, write_atomic
 from slurm_drf.model.codec import is_job_id, show
 from slurm_drf.model.types import MAX_JOB_ID, MAX_PRIORITY, NICE_RANGE, job_numbers, plain_numbers
-from slurm_drf.policy.state import (
-    EMPTY_MEMORY,
-    EMPTY_STATE,
-    LABEL_NICE_BELOW,
-    JobMemories,
-    JobMemory,
-    PolicyState,
-    is_label_nice,
-)
+from slurm_drf.policy.ownership import EMPTY_MEMORY, LABEL_NICE_BELOW, JobMemories, JobMemory, is_label_nice
+from slurm_drf.policy.state import EMPTY_STATE, PolicyState
 
 logger = logging.getLogger(__name__)
 

@@ -316,7 +316,7 @@ class JobTable:
 
     @property
     def plain_number(self) -> IntArray:
-        """Per job, `plain_number` of its id: how the daemon's memory (policy.state.JobMemories) finds it."""
+        """Per job, `plain_number` of its id: how the daemon's memory (policy.ownership.JobMemories) finds it."""
         if self._plain is None:
             object.__setattr__(self, "_plain", plain_numbers(self.job_id, self.job_number))
         assert self._plain is not None

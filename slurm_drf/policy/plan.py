@@ -71,6 +71,7 @@ from slurm_drf.policy.account_rows import PresentAccounts, account_shares
 from slurm_drf.policy.label_space import LabelSpace, label_space, value_offset
 from slurm_drf.policy.labels import assign_labels
 from slurm_drf.policy.order import Ordering, compute_before, order_pending
+from slurm_drf.policy.ownership import Recalled, adjust_for_memory
 from slurm_drf.policy.plan_columns import (
     JOB_COLUMNS,
     AccountColumns,
@@ -83,9 +84,9 @@ from slurm_drf.policy.plan_columns import (
     PoolOrder,
 )
 from slurm_drf.policy.pools import build_pools, compute_capacity
-from slurm_drf.policy.state import EMPTY_STATE, PolicyState, Recalled, TieBook, running_fingerprint
+from slurm_drf.policy.state import EMPTY_STATE, PolicyState, TieBook, running_fingerprint
 from slurm_drf.policy.tree_weights import TreeWeights, compute_tree_weights, resolve_account_keys
-from slurm_drf.policy.values import adjust_for_memory, labels_of, mode_values
+from slurm_drf.policy.values import labels_of, mode_values
 
 # `history:` weight from which whole-node jobs get no warning: in the simulator's whole-node
 # scenario it brings their account to its share (docs/evaluation.md, Whole-node jobs).
@@ -710,7 +711,7 @@ def _room_above_jobs(table: JobTable, resource: str) -> int:
 
 
 def _recall(table: JobTable, rows: IntArray, state: PolicyState) -> Recalled:
-    """What the state remembers of the jobs `rows`, joined by job number (policy.state.JobMemories)."""
+    """What the state remembers of the jobs `rows`, joined by job number (policy.ownership.JobMemories)."""
     memory = state.memory
     if not memory:
         return memory.recall(np.zeros(len(rows), dtype=np.int64), list)

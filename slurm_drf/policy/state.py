@@ -1,21 +1,22 @@
 """What the policy carries from one plan to the next: tie wins, the epoch, each job's memory.
 
-Pure. Persisting it is `cycle.store`'s job.
+Pure. Persisting it is `cycle.store`'s job; what the memory of each job means (whose value it
+holds) is `policy.ownership`'s.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, ItemsView, Iterable, Iterator, Mapping, Sequence, ValuesView
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Final
 
 import numpy as np
 
-from slurm_drf.config.settings import MODES
-from slurm_drf.model.types import BoolArray, FloatArray, IntArray, plain_number
+from slurm_drf.model.types import FloatArray
 from slurm_drf.policy.decay import decay_factor
+from slurm_drf.policy.ownership import EMPTY_MEMORY, JobMemories, JobMemory
 from slurm_drf.policy.rule import rotation_key
 
 try:
@@ -24,218 +25,6 @@ try:
     from _blake2 import blake2b
 except ImportError:  # a Python without CPython's _blake2 module
     from hashlib import blake2b
-
-# No person sets a nice below this by hand (sites' hand-set nices stay within
-# +/-10,000; a negative one needs operator rights), while slurm-drf's values in
-# nice mode reach -2147483645. A nice below it is a label some slurm-drf
-# wrote, never a user's own (docs/rule.md §5, "Whose value it is").
-LABEL_NICE_BELOW: Final = -1_000_000
-
-
-def is_label_nice(nice: int) -> bool:
-    """A nice no person sets: a slurm-drf label, whoever wrote it."""
-    return nice < LABEL_NICE_BELOW
-
-
-@dataclass(frozen=True, slots=True)
-class JobMemory:
-    """What the daemon remembers of one job it wrote to.
-
-    `user_nice` is the job's own nice before our value; `own_known` is False
-    when no record says what it was (the job held a label of an earlier
-    install, or of a lost state): the order then counts it as 0, and
-    `reset` leaves such a job alone unless told what to give it.
-    """
-
-    user_nice: int
-    written: int
-    mode: str
-    own_known: bool = True
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class Recalled:
-    """The memory of some jobs, as columns: `at` are the positions (into the ids asked about)
-    of those the memory holds, the other columns what it holds of each; `mode` indexes MODES."""
-
-    at: IntArray
-    user_nice: IntArray
-    written: IntArray
-    mode: IntArray
-    own_known: BoolArray
-
-
-class JobMemories(Mapping[str, JobMemory]):
-    """The daemon's memory of the jobs it wrote to, as columns: a Mapping of job id to JobMemory
-    to read one job, joined to a snapshot's jobs in numpy (`recall`) to read them all.
-
-    Jobs are kept sorted by number (`plain_number` of the id); an id that is
-    not plain digits (a test's, the simulator's labels) after them, found by
-    name. Modes are codes into `modes`, MODES first.
-    """
-
-    __slots__ = ("_count", "_mode", "_modes", "_number", "_others", "_own_known", "_user_nice", "_written")
-
-    def __init__(self, memory: Mapping[str, JobMemory]) -> None:
-        values = list(memory.values())
-        modes = list(MODES)
-        codes = {name: code for code, name in enumerate(modes)}
-        for value in values:
-            if value.mode not in codes:
-                codes[value.mode] = len(modes)
-                modes.append(value.mode)
-        count = len(values)
-        self._build(
-            list(memory),
-            np.fromiter((m.user_nice for m in values), dtype=np.int64, count=count),
-            np.fromiter((m.written for m in values), dtype=np.int64, count=count),
-            np.fromiter((codes[m.mode] for m in values), dtype=np.int64, count=count),
-            np.fromiter((m.own_known for m in values), dtype=np.bool_, count=count),
-            tuple(modes),
-        )
-
-    @classmethod
-    def from_columns(
-        cls,
-        keys: Sequence[str],
-        numbers: IntArray,
-        user_nice: IntArray,
-        written: IntArray,
-        mode: IntArray,
-        own_known: BoolArray,
-    ) -> JobMemories:
-        """From columns aligned with `keys` (their `plain_number`s in `numbers`), `mode` indexing MODES."""
-        memory = cls.__new__(cls)
-        memory._build(keys, user_nice, written, mode, own_known, MODES, numbers)
-        return memory
-
-    def _build(
-        self,
-        keys: Sequence[str],
-        user_nice: IntArray,
-        written: IntArray,
-        mode: IntArray,
-        own_known: BoolArray,
-        modes: tuple[str, ...],
-        numbers: IntArray | None = None,
-    ) -> None:
-        if numbers is None:
-            numbers = np.fromiter(map(plain_number, keys), dtype=np.int64, count=len(keys))
-        plain = np.flatnonzero(numbers > 0)
-        plain = plain[np.argsort(numbers[plain], kind="stable")]
-        others = np.flatnonzero(numbers == 0)
-        rows = np.concatenate([plain, others])
-        self._count = len(plain)
-        self._number = numbers[plain]
-        self._others = {keys[k]: self._count + i for i, k in enumerate(others.tolist())}
-        self._modes = modes
-        self._user_nice = user_nice[rows]
-        self._written = written[rows]
-        self._mode = mode[rows]
-        self._own_known = own_known[rows]
-
-    @classmethod
-    def of(cls, memory: Mapping[str, JobMemory]) -> JobMemories:
-        return memory if isinstance(memory, JobMemories) else cls(memory)
-
-    def find(self, numbers: IntArray, job_ids: Callable[[], Sequence[str]]) -> IntArray:
-        """Per job (its `plain_number`; `job_ids` names them, asked only for ids not plain):
-        its row in the columns, -1 when the memory has none."""
-        found = np.full(len(numbers), -1, dtype=np.int64)
-        if self._count:
-            at = np.minimum(np.searchsorted(self._number, numbers), self._count - 1)
-            hit = (numbers > 0) & (self._number[at] == numbers)
-            found[hit] = at[hit]
-        if self._others:
-            ids = job_ids()
-            for k in np.flatnonzero(numbers == 0).tolist():
-                found[k] = self._others.get(ids[k], -1)
-        return found
-
-    def recall(self, numbers: IntArray, job_ids: Callable[[], Sequence[str]]) -> Recalled:
-        """What the memory holds of these jobs (see `find`), as columns."""
-        found = self.find(numbers, job_ids) if len(self._mode) else np.full(len(numbers), -1, dtype=np.int64)
-        at = np.flatnonzero(found >= 0)
-        rows = found[at]
-        return Recalled(at, self._user_nice[rows], self._written[rows], self._mode[rows], self._own_known[rows])
-
-    @property
-    def unknown(self) -> int:
-        """How many jobs' own nice is unknown."""
-        return int(np.count_nonzero(~self._own_known))
-
-    def _row(self, row: int) -> JobMemory:
-        return JobMemory(
-            int(self._user_nice[row]), int(self._written[row]), self._modes[self._mode[row]], bool(self._own_known[row])
-        )
-
-    def _keys(self) -> list[str]:
-        return [*map(str, self._number.tolist()), *self._others]
-
-    def __getitem__(self, key: str) -> JobMemory:
-        number = plain_number(key) if isinstance(key, str) else 0
-        if number:
-            at = int(np.searchsorted(self._number, number))
-            if at < self._count and self._number[at] == number:
-                return self._row(at)
-        elif key in self._others:
-            return self._row(self._others[key])
-        raise KeyError(key)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._keys())
-
-    def __len__(self) -> int:
-        return len(self._mode)
-
-    def items(self) -> ItemsView[str, JobMemory]:
-        return _Items(self)
-
-    def values(self) -> ValuesView[JobMemory]:
-        return _Values(self)
-
-    def rows(self) -> list[JobMemory]:
-        """Every job's memory, in the order of iteration."""
-        modes = self._modes
-        return [
-            JobMemory(user, written, modes[mode], known)
-            for user, written, mode, known in zip(
-                self._user_nice.tolist(),
-                self._written.tolist(),
-                self._mode.tolist(),
-                self._own_known.tolist(),
-                strict=True,
-            )
-        ]
-
-    def columns(self) -> tuple[list[str], list[int], list[int], list[str], list[bool]]:
-        """Job ids, own nice, value written, mode and whether the own nice is known, as lists."""
-        modes = self._modes
-        return (
-            self._keys(),
-            self._user_nice.tolist(),
-            self._written.tolist(),
-            [modes[m] for m in self._mode.tolist()],
-            self._own_known.tolist(),
-        )
-
-
-class _Items(ItemsView[str, JobMemory]):
-    _mapping: JobMemories
-
-    def __iter__(self) -> Iterator[tuple[str, JobMemory]]:
-        memory = self._mapping
-        return iter(zip(memory._keys(), memory.rows(), strict=True))
-
-
-class _Values(ValuesView[JobMemory]):
-    _mapping: JobMemories
-
-    def __iter__(self) -> Iterator[JobMemory]:
-        return iter(self._mapping.rows())
-
-
-EMPTY_MEMORY: Final = JobMemories({})
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,7 +38,7 @@ from slurm_drf.cycle.recall import LedgerWrite
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.errors import DrfError, HistoryError, StateError
 from slurm_drf.files import check_regular
-from slurm_drf.policy.state import is_label_nice
+from slurm_drf.policy.ownership import is_label_nice
 from slurm_drf.trail.plan_output import ordered_job_count
 
 if TYPE_CHECKING:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from slurm_drf.failpoints import POINTS, VARIABLE
-from slurm_drf.policy.state import is_label_nice
+from slurm_drf.policy.ownership import is_label_nice
 from tests.integration.live_helpers import (
     DRF,
     Live,

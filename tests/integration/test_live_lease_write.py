@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from slurm_drf.cycle.lease import LEASE_INTERVALS
-from slurm_drf.policy.state import is_label_nice
+from slurm_drf.policy.ownership import is_label_nice
 from tests.integration.live_helpers import DRF, Live, drf, drf_env, queue, write_config
 from tests.polling import wait_for
 

@@ -24,8 +24,9 @@ from slurm_drf.cycle.reset import reset_jobs
 from slurm_drf.cycle.run import CycleHistory, run_cycle
 from slurm_drf.cycle.store import StateStore
 from slurm_drf.model.types import Job, Snapshot
+from slurm_drf.policy.ownership import LABEL_NICE_BELOW, is_label_nice
 from slurm_drf.policy.plan import compute_plan
-from slurm_drf.policy.state import LABEL_NICE_BELOW, PolicyState, is_label_nice
+from slurm_drf.policy.state import PolicyState
 from slurm_drf.trail.history_db import AuditRecorder, HistoryLedger, history_path
 from tests.unit.builders import job, node, snapshot
 from tests.unit.controller import Controller

@@ -19,8 +19,8 @@ import pytest
 from slurm_drf.cycle.recall import Recall
 from slurm_drf.cycle.reset import reset_jobs
 from slurm_drf.cycle.store import StateStore
+from slurm_drf.policy.ownership import is_label_nice
 from slurm_drf.policy.plan import compute_plan
-from slurm_drf.policy.state import is_label_nice
 from slurm_drf.trail.history_db import SCHEMA_VERSION, HistoryLedger
 from tests.unit.controller import Controller
 from tests.unit.cycle.upgrade_state import OWN, cycle, upgrade_config, upgrade_queue

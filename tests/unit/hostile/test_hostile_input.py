@@ -26,8 +26,9 @@ from slurm_drf.cycle.store import StateStore, parse_state
 from slurm_drf.errors import SlurmWriteError, SnapshotError
 from slurm_drf.model.codec import check_job_table, is_job_id, parse_job, parse_snapshot
 from slurm_drf.model.types import JobTable
+from slurm_drf.policy.ownership import JobMemory
 from slurm_drf.policy.plan import compute_plan
-from slurm_drf.policy.state import EMPTY_STATE, JobMemory
+from slurm_drf.policy.state import EMPTY_STATE
 from slurm_drf.slurm.write import Write, check_write
 from tests.paths import FIXTURES
 from tests.unit.cli.test_model_cli import good_snapshot

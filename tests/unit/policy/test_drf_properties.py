@@ -41,11 +41,12 @@ from hypothesis import strategies as st
 
 from slurm_drf.config.settings import NICE_LIMIT, Config, HistoryConfig, Mode, PoolConfig
 from slurm_drf.model.types import PENDING, RUNNING, Job, Node, Snapshot, freeze_tres
+from slurm_drf.policy.ownership import JobMemory
 from slurm_drf.policy.plan import Plan, compute_plan, plan_order_pairs
 from slurm_drf.policy.plan_columns import JobPlan
 from slurm_drf.policy.pools import DEFAULT_POOL
 from slurm_drf.policy.rule import flat_order
-from slurm_drf.policy.state import JobMemory, PolicyState, advance_state
+from slurm_drf.policy.state import PolicyState, advance_state
 from tests.unit.policy.allocation import (
     Allocation,
     Placement,

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from slurm_drf.config.settings import NICE_LIMIT, Config, PoolConfig
+from slurm_drf.policy.ownership import JobMemory
 from slurm_drf.policy.plan import Plan, compute_plan
 from slurm_drf.policy.plan_columns import JobPlan
-from slurm_drf.policy.state import JobMemory, PolicyState
+from slurm_drf.policy.state import PolicyState
 from tests.unit.builders import job, node, snapshot
 
 RESOURCES = ("cpu", "mem", "gres/gpu")

@@ -195,6 +195,9 @@ def compute_plan(
     groups = _groups(snapshot, config)
 
     space = label_space(config, snapshot.priority_weights, snapshot.scheduler_parameters)
+    wide = _PlanWide(
+        table=table, weights=jobs.weights, config=config, state=state, ties=ties, space=space, tree=jobs.tree
+    )
     columns = LazyColumns()
     pool_plans: list[PoolPlan] = []
     account_rows: list[AccountColumns] = []
@@ -216,23 +219,16 @@ def compute_plan(
             name, groups, jobs.weights, table, (running_rows, pending_rows), capacity_map, config
         )
         warnings.extend(f"pool {name}: {w}" for w in bound_warnings)
-        given = _PoolInput(
-            name,
-            capacity_map,
-            table,
-            running_rows,
-            pending_rows,
-            past_usage(past, name, config, table.accounts, table),
-            jobs.weights,
-            config,
-            state,
-            ties,
-            space,
-            columns.size,
-            jobs.tree,
-            bounds if bounds is not None and bounds.active else None,
+        pool = _Pool(
+            name=name,
+            capacity_map=capacity_map,
+            running_rows=running_rows,
+            pending_rows=pending_rows,
+            past=past_usage(past, name, config, table.accounts, table),
+            offset=columns.size,
+            bounds=bounds if bounds is not None and bounds.active else None,
         )
-        result = _plan_pool(given)
+        result = _plan_pool(wide, pool)
         columns.add(result.size, result.makers)
         orders.append(result.order)
         warnings.extend(result.warnings)
@@ -402,30 +398,32 @@ def _classify(snapshot: Snapshot, config: Config, pools: Sequence[tuple[str, tup
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class _PoolInput:
-    """One pool to plan: everything `_plan_pool` reads.
+class _PlanWide:
+    """What every pool of one plan reads, made once: the snapshot's job table, each account's weight,
+    the config, the state, the book of tie wins, the label space and the account tree (None: flat)."""
 
-    `running_rows` and `pending_rows` are the pool's rows of the snapshot's
-    job table (pending: the ones it orders); `past` (A, R) is what the
-    decayed past adds to each account, or None; `offset` is where the
-    pool's jobs start in the plan's job columns; `ties` counts the wins.
-    """
-
-    pool: str
-    capacity_map: Mapping[str, int]
     table: JobTable
-    running_rows: IntArray
-    pending_rows: IntArray
-    past: IntArray | None
     weights: Sequence[Fraction]
     config: Config
     state: PolicyState
     ties: TieBook
     space: LabelSpace
+    tree: _TreeContext | None
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Pool:
+    """One pool to plan: its name and capacity, its rows of the job table (running; pending, the
+    ones it orders), what the decayed past adds to each account (A, R) or None, where its jobs start
+    in the plan's job columns, and its guarantees and limits (docs/rule.md §9; None: none)."""
+
+    name: str
+    capacity_map: Mapping[str, int]
+    running_rows: IntArray
+    pending_rows: IntArray
+    past: IntArray | None
     offset: int
-    tree: _TreeContext | None = None
-    # Guarantees and limits of the pool (docs/rule.md §9); None: none.
-    bounds: PoolBounds | None = None
+    bounds: PoolBounds | None
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -456,16 +454,16 @@ class _PoolJobs:
     ours: BoolArray
 
 
-def _plan_pool(given: _PoolInput) -> _PoolResult:
+def _plan_pool(wide: _PlanWide, pool: _Pool) -> _PoolResult:
     """Order one pool's pending jobs (docs/rule.md §2, or §7 over a tree) and label them (§5)."""
-    config, mode = given.config, given.config.mode
-    jobs = _pool_jobs(given)
-    before, ordering, by_tree = _order_pool(given, jobs)
+    config, mode = wide.config, wide.config.mode
+    jobs = _pool_jobs(wide, pool)
+    before, ordering, by_tree = _order_pool(wide, pool, jobs)
     part, drf_position = None, None
-    if given.bounds is not None:
+    if pool.bounds is not None:
         from slurm_drf.policy.guarantees import arrange, arranged_ordering  # noqa: PLC0415  (as in _groups)
 
-        arranged, part = arrange(ordering.order, jobs.account_of, jobs.demand, jobs.usage, given.bounds)
+        arranged, part = arrange(ordering.order, jobs.account_of, jobs.demand, jobs.usage, pool.bounds)
         if arranged is not ordering.order:
             drf_position = np.empty(len(arranged), dtype=np.int64)
             drf_position[ordering.order] = np.arange(len(arranged))
@@ -475,54 +473,54 @@ def _plan_pool(given: _PoolInput) -> _PoolResult:
     taken = jobs.slurm_order[order]  # positions into the pool's pending_rows / ids / adjustments
     own = jobs.own_nice[taken]
     offset = value_offset(config)
-    labelling = assign_labels(labels_of(mode, jobs.our_part[taken], offset), jobs.ours[taken], given.space)
+    labelling = assign_labels(labels_of(mode, jobs.our_part[taken], offset), jobs.ours[taken], wide.space)
     warnings: list[str] = []
-    if labelling.exact < min(given.space.horizon, len(order)):
-        warnings.append(_band_warning(given.pool, config, given.space, labelling.exact))
+    if labelling.exact < min(wide.space.horizon, len(order)):
+        warnings.append(_band_warning(pool.name, config, wide.space, labelling.exact))
     written = mode_values(mode, labelling.labels, offset, own)
     if mode == "nice":
         clipped = int(np.count_nonzero(written != own + np.minimum(labelling.labels - offset, -1)))
         if clipped:
             warnings.append(
-                f"pool {given.pool}: {clipped} job(s) carry a nice of their own that does not fit beside "
+                f"pool {pool.name}: {clipped} job(s) carry a nice of their own that does not fit beside "
                 f"ours in Slurm's range (+/-{NICE_LIMIT}); their values were clipped and may tie"
             )
     record = PoolOrder(
-        given.pool,
-        given.offset,
+        pool.name,
+        pool.offset,
         tuple(jobs.capacity.tolist()),
-        given.weights,
+        wide.weights,
         before,
         jobs.account_of,
         ordering,
         labelling.exact,
         by_tree,
-        None if by_tree is not None else _next_usage(jobs, given.past),
-        given.table.accounts,
+        None if by_tree is not None else _next_usage(jobs, pool.past),
+        wide.table.accounts,
         part,
         drf_position,
-        given.bounds,
+        pool.bounds,
     )
-    makers = _job_makers(given, jobs, record, pick_rows(jobs.current, taken), (written.tolist(), own))
-    accounts = len(given.table.accounts)
+    makers = _job_makers(wide.table, jobs, record, pick_rows(jobs.current, taken), (written.tolist(), own))
+    accounts = len(wide.table.accounts)
     pending_count = np.bincount(jobs.account_of, minlength=accounts)
     present = np.flatnonzero((jobs.running_count > 0) | (pending_count > 0))
     rows = PresentAccounts(
-        pick_rows(given.table.accounts, present),
-        pick_rows(given.weights, present),
+        pick_rows(wide.table.accounts, present),
+        pick_rows(wide.weights, present),
         jobs.usage[present],
         jobs.running_count[present].tolist(),
         pending_count[present].tolist(),
-        None if given.past is None else given.past[present],
+        None if pool.past is None else pool.past[present],
     )
-    shares = account_shares(given.pool, rows, given.capacity_map, config.resources)
+    shares = account_shares(pool.name, rows, pool.capacity_map, config.resources)
     return _PoolResult(shares, len(order), makers, record, tuple(warnings))
 
 
-def _pool_jobs(given: _PoolInput) -> _PoolJobs:
+def _pool_jobs(wide: _PlanWide, pool: _Pool) -> _PoolJobs:
     """The pool's running usage per account and its pending jobs in Slurm's order, with what Slurm holds."""
-    table, resources, mode = given.table, given.config.resources, given.config.mode
-    running_rows, pending_rows = given.running_rows, given.pending_rows
+    table, resources, mode = wide.table, wide.config.resources, wide.config.mode
+    running_rows, pending_rows = pool.running_rows, pool.pending_rows
     accounts = len(table.accounts)
     tres = [table.column(r) for r in resources]
     usage = np.zeros((accounts, len(resources)), dtype=np.int64)
@@ -536,7 +534,7 @@ def _pool_jobs(given: _PoolInput) -> _PoolJobs:
         table.nice[pending_rows],
         site_factors,
         mode,
-        _recall(table, pending_rows, given.state),
+        _recall(table, pending_rows, wide.state),
     )
     slurm_order = np.lexsort(
         (table.job_number[pending_rows], table.submit_time[pending_rows], -parts.base, table.account[pending_rows])
@@ -550,7 +548,7 @@ def _pool_jobs(given: _PoolInput) -> _PoolJobs:
         demand,
         usage,
         np.bincount(running_account, minlength=accounts),
-        np.array([given.capacity_map[r] for r in resources], dtype=np.int64),
+        np.array([pool.capacity_map[r] for r in resources], dtype=np.int64),
         parts.own_nice,
         parts.current,
         parts.our_part,
@@ -573,24 +571,24 @@ def _tres_rows(tres: Sequence[IntArray], rows: IntArray) -> IntArray:
     return stacked
 
 
-def _order_pool(given: _PoolInput, jobs: _PoolJobs) -> tuple[IntArray, Ordering, TreeOrdering | None]:
+def _order_pool(wide: _PlanWide, pool: _Pool, jobs: _PoolJobs) -> tuple[IntArray, Ordering, TreeOrdering | None]:
     """The pool's DRF order: §2's engine, or H-DRF over Slurm's tree (§7); each job's usage before it."""
-    table, past = given.table, given.past
-    if given.tree is None:
+    table, past = wide.table, pool.past
+    if wide.tree is None:
         before = compute_before(jobs.demand, jobs.account_of, jobs.usage if past is None else jobs.usage + past)
-        ordering = order_pending(before, jobs.account_of, jobs.capacity, given.weights, table.accounts, given.ties)
+        ordering = order_pending(before, jobs.account_of, jobs.capacity, wide.weights, table.accounts, wide.ties)
         return before, ordering, None
     from slurm_drf.policy.tree_order import RunningJobs, TreeRequest, order_tree  # noqa: PLC0415  (only over a tree)
 
-    running_rows = given.running_rows
-    allocation = _tres_rows([table.column(r) for r in given.config.resources], running_rows)
+    running_rows = pool.running_rows
+    allocation = _tres_rows([table.column(r) for r in wide.config.resources], running_rows)
     running_users = list(map(table.user.__getitem__, running_rows.tolist()))
     request = TreeRequest(
-        given.tree.tree,
-        given.tree.weights,
-        given.config.fairness_within_account,
+        wide.tree.tree,
+        wide.tree.weights,
+        wide.config.fairness_within_account,
         table.accounts,
-        given.weights,
+        wide.weights,
         jobs.account_of,
         list(map(table.user.__getitem__, jobs.rows.tolist())),
         jobs.demand,
@@ -598,27 +596,26 @@ def _order_pool(given: _PoolInput, jobs: _PoolJobs) -> tuple[IntArray, Ordering,
         jobs.usage,
         past,
         jobs.capacity,
-        given.ties,
-        given.config.resources,
+        wide.ties,
+        wide.config.resources,
     )
     by_tree = order_tree(request)
     return by_tree.before, by_tree.ordering, by_tree
 
 
 def _job_makers(
-    given: _PoolInput,
+    table: JobTable,
     jobs: _PoolJobs,
     record: PoolOrder,
     now: list[Any],
     values: tuple[list[Any], IntArray],
 ) -> dict[str, ColumnMaker]:
     """The pool's job columns, each made when read: `now` what Slurm holds, `values` (written, own nice)."""
-    ordering, by_tree, exact, pool = record.ordering, record.tree, record.exact, given.pool
+    ordering, by_tree, exact, pool = record.ordering, record.tree, record.exact, record.pool
     order = ordering.order
     written_list, own = values
     rows_sorted = jobs.rows[order]
     count = len(rows_sorted)
-    table = given.table
     job_ids, users, names = table.job_id, table.user, table.accounts
     account_of = jobs.account_of
     moved = record.drf_position

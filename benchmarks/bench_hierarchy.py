@@ -65,9 +65,9 @@ from bench_engine import HERE, build_snapshot
 from slurm_drf.config.settings import Config
 from slurm_drf.model.codec import parse_snapshot, render_association
 from slurm_drf.model.types import Association, IntArray
-from slurm_drf.policy.hierarchy import TreeNode
-from slurm_drf.policy.merge_engine import order_online
-from slurm_drf.policy.order import compute_before, order_pending
+from slurm_drf.policy.engine.hierarchy import TreeNode
+from slurm_drf.policy.engine.merge_engine import order_online
+from slurm_drf.policy.engine.order import compute_before, order_pending
 from slurm_drf.policy.plan import compute_plan
 from slurm_drf.policy.state import TieBook
 from tests.reference.nested_heaps import order_hierarchy  # bench_engine puts the checkout on sys.path

@@ -33,7 +33,7 @@ Then, in alternating rounds (REPEAT), per backend:
   snapshot's JSON (`slurm-drf snapshot`; target <= 4x); then its peak RSS
   again with the config less its weights. Weights of four decimals
   (1.0001, 0.9999) take the merge engine's numbers past 2**52, so it
-  computes on Python integers (policy.merge_engine): exact, and bigger.
+  computes on Python integers (policy.engine.merge_engine): exact, and bigger.
 
 Then real cycles on one state directory, each with its parts (read, plan,
 state save, writes, history commit into history.sqlite) and slurmctld's

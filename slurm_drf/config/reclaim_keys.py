@@ -26,7 +26,7 @@ from slurm_drf.config.settings import (
 from slurm_drf.config.validate import describe
 from slurm_drf.config.yaml_tree import Problem
 
-# Where the tree's paths are split (policy.hierarchy.SEPARATOR; the config cannot import the policy).
+# Where the tree's paths are split (policy.engine.hierarchy.SEPARATOR; the config cannot import the policy).
 _SEPARATOR: Final = "/"
 # reclaim.after: a claim waits at least a minute (a cycle or two), at most a week.
 MIN_AFTER: Final = 60.0

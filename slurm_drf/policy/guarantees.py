@@ -38,7 +38,7 @@ import numpy.typing as npt
 from slurm_drf.config.settings import Amounts
 from slurm_drf.model.account_tree import AccountTree
 from slurm_drf.model.types import IntArray
-from slurm_drf.policy.order import Ordering
+from slurm_drf.policy.engine.order import Ordering
 from slurm_drf.policy.tree_weights import resolve_key
 
 # A guarantee by the pool's resources: a whole amount, or UNNAMED where it does not name the resource.

@@ -33,11 +33,11 @@ import numpy.typing as npt
 
 from slurm_drf.config.settings import DEFAULT_STALE_INTERVALS, NICE_LIMIT, Config
 from slurm_drf.model.types import FloatArray, IntArray
-from slurm_drf.policy.hierarchy import SEPARATOR, CompiledTree
+from slurm_drf.policy.engine.hierarchy import SEPARATOR, CompiledTree
+from slurm_drf.policy.engine.tree_order import JOBS_LEAF, USER_LEAF, shown_name
 from slurm_drf.policy.ownership import LABEL_NICE_BELOW
 from slurm_drf.policy.plan import Plan, PoolPlan
 from slurm_drf.policy.plan_columns import PoolOrder
-from slurm_drf.policy.tree_order import JOBS_LEAF, USER_LEAF, shown_name
 from slurm_drf.policy.values import value_offset
 
 # Every job of the exact band is a point, up to this many; then at most

@@ -29,7 +29,7 @@ Why each job has its place is kept with the plan (`Plan.orders`, one
 `PoolOrder` per pool, `policy.plan_columns`): the usage before each job, where exact levels and
 share vectors change along the order, and how each tie was broken. It is
 the engine's own arrays by reference, so `explain` answers from the
-decision itself, and the rule lives only here and in `policy.order`.
+decision itself, and the rule lives only here and in `policy.engine.order`.
 
 Values (docs/rule.md §5) are order labels (`policy.labels`): each pool's
 first `horizon` jobs (the exact band) get labels that strictly rise, a gap
@@ -68,9 +68,9 @@ from slurm_drf.model.types import (
     pick_rows,
 )
 from slurm_drf.policy.account_rows import PresentAccounts, account_shares
+from slurm_drf.policy.engine.order import Ordering, compute_before, order_pending
 from slurm_drf.policy.label_space import LabelSpace, label_space, value_offset
 from slurm_drf.policy.labels import assign_labels
-from slurm_drf.policy.order import Ordering, compute_before, order_pending
 from slurm_drf.policy.ownership import Recalled, adjust_for_memory
 from slurm_drf.policy.plan_columns import (
     JOB_COLUMNS,
@@ -96,8 +96,8 @@ if TYPE_CHECKING:
     # The H-DRF order (tree_order and the engines under it) is imported when a pool is ordered over a
     # tree, the decayed past when a plan blends one, guarantees and limits when a pool has some.
     from slurm_drf.policy.decayed_usage import UsageByPool
+    from slurm_drf.policy.engine.tree_order import TreeOrdering, TreeRow
     from slurm_drf.policy.guarantees import Group, PoolBounds
-    from slurm_drf.policy.tree_order import TreeOrdering, TreeRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -578,7 +578,7 @@ def _order_pool(wide: _PlanWide, pool: _Pool, jobs: _PoolJobs) -> tuple[IntArray
         before = compute_before(jobs.demand, jobs.account_of, jobs.usage if past is None else jobs.usage + past)
         ordering = order_pending(before, jobs.account_of, jobs.capacity, wide.weights, table.accounts, wide.ties)
         return before, ordering, None
-    from slurm_drf.policy.tree_order import RunningJobs, TreeRequest, order_tree  # noqa: PLC0415  (only over a tree)
+    from slurm_drf.policy.engine.tree_order import RunningJobs, TreeRequest, order_tree  # noqa: PLC0415  (only over a tree)
 
     running_rows = pool.running_rows
     allocation = _tres_rows([table.column(r) for r in wide.config.resources], running_rows)

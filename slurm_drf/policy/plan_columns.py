@@ -23,12 +23,12 @@ import numpy as np
 import numpy.typing as npt
 
 from slurm_drf.model.types import FloatArray, IntArray, LazyRows
-from slurm_drf.policy.order import Ordering, TieRecord
+from slurm_drf.policy.engine.order import Ordering, TieRecord
 from slurm_drf.policy.rule import weighted_share
 
 if TYPE_CHECKING:
+    from slurm_drf.policy.engine.tree_order import TreeOrdering
     from slurm_drf.policy.guarantees import PoolBounds
-    from slurm_drf.policy.tree_order import TreeOrdering
 
 
 @dataclass(frozen=True, slots=True)

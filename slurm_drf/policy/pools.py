@@ -65,7 +65,7 @@ def weighted_shares(
     The weight of row i is `fractions[i]`, or `fractions[of[i]]` when `of`
     maps the rows to the weights (each account's, say). One correctly
     rounded division per share (u*q / (c*p)): equal shares compare equal,
-    as `policy.order` sorts them.
+    as `policy.engine.order` sorts them.
     """
     usable = capacity > 0
     rows = len(fractions) if of is None else len(of)

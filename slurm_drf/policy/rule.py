@@ -1,8 +1,8 @@
 """The rule, as the papers state it: DRF and H-DRF on exact numbers. Start reading here.
 
 The ground floor of the policy: no numpy, no engine, nothing of slurm_drf
-below or beside it. The engines the plan runs (`policy.order.order_pending`
-for a flat pool, `policy.merge_engine.order_online` for a tree) are tuned
+below or beside it. The engines the plan runs (`policy.engine.order.order_pending`
+for a flat pool, `policy.engine.merge_engine.order_online` for a tree) are tuned
 code that must give this module's order position by position, and the tie
 wins it counts (tests/unit/policy/test_rule_equals_engines.py).
 
@@ -203,7 +203,7 @@ def node_share(total: Sequence[int], counted: Sequence[int], weight: Fraction) -
 
 
 class Tree(Protocol):
-    """A node of the account tree (`policy.hierarchy.TreeNode` is one); jobs and usage only at leaves."""
+    """A node of the account tree (`policy.engine.hierarchy.TreeNode` is one); jobs and usage only at leaves."""
 
     @property
     def name(self) -> str: ...

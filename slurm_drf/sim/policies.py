@@ -49,7 +49,7 @@ policy adds only its own term:
   the main pass limited to default_queue_depth. `drf` stays the idealised
   reference. They record the values written per tick (`Policy.writes`).
 - `hdrf`: H-DRF over the workload's account tree (docs/rule.md §7,
-  `policy.merge_engine.order_online`, the daemon's online rule: rescaling,
+  `policy.engine.merge_engine.order_online`, the daemon's online rule: rescaling,
   no saturation) with the users of each account as
   its leaves: every tick, each leaf's running allocation and its pending
   records in submit order (Slurm's order) become a `TreeNode` tree
@@ -81,10 +81,10 @@ from slurm_drf.model.codec import format_time
 from slurm_drf.model.types import PENDING, RUNNING, FloatArray, IntArray, Job, Node, Snapshot, Tres, freeze_tres
 from slurm_drf.policy.decay import decay_factor
 from slurm_drf.policy.decayed_usage import EMPTY_PAST, DecayedUsage, UsageByPool, UsageRecord
+from slurm_drf.policy.engine.merge_engine import order_online
+from slurm_drf.policy.engine.order import compute_before, order_pending
 from slurm_drf.policy.guarantees import account_bounds, arrange
 from slurm_drf.policy.labels import fewest_writes
-from slurm_drf.policy.merge_engine import order_online
-from slurm_drf.policy.order import compute_before, order_pending
 from slurm_drf.policy.placement import PlacementTable, Placer
 from slurm_drf.policy.plan import compute_plan, past_usage
 from slurm_drf.policy.pools import DEFAULT_POOL

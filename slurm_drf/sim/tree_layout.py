@@ -5,7 +5,7 @@ Sits between `workload`/`table` and the tree policies (`policies.HdrfPolicy`,
 a workload's tree once per run (the root, the accounts along their
 paths, and the users of each account as leaves); `build_tree` turns the
 leaves' running usage and pending records at one tick into the
-`policy.hierarchy.TreeNode` tree the merge engine orders; `rollup_order`
+`policy.engine.hierarchy.TreeNode` tree the merge engine orders; `rollup_order`
 is the naive roll-up of the paper (a parent's consumption is the plain sum
 of its children's), cheap enough to run every tick; `node_shares` gives
 every node's weighted dominant share at every sample for the per-level
@@ -28,7 +28,7 @@ from typing import Final
 import numpy as np
 
 from slurm_drf.model.types import FloatArray, IntArray
-from slurm_drf.policy.hierarchy import TreeNode
+from slurm_drf.policy.engine.hierarchy import TreeNode
 from slurm_drf.policy.rule import SHARE_BITS
 from slurm_drf.policy.state import TieBook
 from slurm_drf.sim.table import WorkloadTable
@@ -204,7 +204,7 @@ def rollup_order(root: TreeNode, capacity: Sequence[int], ties: TieBook) -> list
     rescaling, nothing blocked, no resource ignored): a child that took
     much of a resource no sibling wants pushes its parent's share up. The
     walk and the tie rule are docs/rule.md §7's. Consumption is the rule's
-    fixed point (`policy.hierarchy`: a leaf's usage in 2**-30 of each
+    fixed point (`policy.engine.hierarchy`: a leaf's usage in 2**-30 of each
     capacity, rounded down once, summed up the tree), so shares compare
     exactly as integers; placing a job updates its path:
     O(J·d·(b + R log R)). `ties` counts the tie wins, as the H-DRF engines do.

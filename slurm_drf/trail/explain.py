@@ -26,7 +26,7 @@ job's level (§2's, its account's share before it in the plan's order) is
 shown for comparison only.
 
 Nothing here recomputes the policy: the order, the levels and the ties
-are the engine's (`policy.order`). The snapshot only supplies what the
+are the engine's (`policy.engine.order`). The snapshot only supplies what the
 plan does not hold: a job's demand, its state, and jobs the plan leaves out.
 
 With a decayed past in the plan (docs/rule.md §6), `explain_planned` also
@@ -57,12 +57,12 @@ from slurm_drf.model.account_tree import PATH_SEPARATOR
 from slurm_drf.model.codec import is_job_id
 from slurm_drf.model.types import MAX_JOB_ID, PENDING, Snapshot, job_number
 from slurm_drf.policy.decayed_usage import UsageByPool
+from slurm_drf.policy.engine.order import TieRecord
+from slurm_drf.policy.engine.tree_order import TreeRow
 from slurm_drf.policy.guarantees import OVER, WITHIN
-from slurm_drf.policy.order import TieRecord
 from slurm_drf.policy.plan import Plan, compute_plan
 from slurm_drf.policy.plan_columns import AccountShare, JobPlan, PoolOrder
 from slurm_drf.policy.state import EMPTY_STATE, PolicyState
-from slurm_drf.policy.tree_order import TreeRow
 from slurm_drf.trail.plan_output import present_share
 from slurm_drf.trail.reclaim_shown import ReclaimEvent
 

@@ -41,7 +41,7 @@ from slurm_drf.trail.json_rows import (
 
 if TYPE_CHECKING:
     from slurm_drf.cycle.reclaim import Reclaimed
-    from slurm_drf.policy.tree_order import TreeRow
+    from slurm_drf.policy.engine.tree_order import TreeRow
 
 # Plan job entries: every key always present, the value under the mode's name;
 # `path` and `path_shares` only in a plan over a tree (docs/formats.md).

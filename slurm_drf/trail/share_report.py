@@ -4,7 +4,7 @@ self-contained HTML with an SVG chart). Pure.
 A plan over Slurm's account tree (docs/rule.md §7) adds, per pool, the
 tree: one row per node in preorder, indented two spaces per level like
 `sshare`, with its weight, usage, dominant share, H-DRF weighted share and
-jobs (`policy.tree_order.TreeRow`). The flat accounts table stays as it is.
+jobs (`policy.engine.tree_order.TreeRow`). The flat accounts table stays as it is.
 
 Sits under the CLI and the daemon's observers; takes a Plan, returns data
 or text. Writing files (atomically, `files.write_atomic`) is left to the
@@ -27,9 +27,9 @@ import numpy.typing as npt
 import orjson
 
 from slurm_drf.model.types import LazyRows
+from slurm_drf.policy.engine.tree_order import TreeRow
 from slurm_drf.policy.plan import Plan, PoolPlan
 from slurm_drf.policy.plan_columns import AccountColumns, AccountShare, PlanAccounts
-from slurm_drf.policy.tree_order import TreeRow
 from slurm_drf.trail.json_rows import Nested, Splice, Value, dumps_spliced, float_each, object_list
 from slurm_drf.trail.plan_output import present_share, tree_row_entry, tree_row_list
 from slurm_drf.trail.reclaim_shown import ReclaimSection, report_html, report_json, report_lines, report_markdown

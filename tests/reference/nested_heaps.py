@@ -1,6 +1,6 @@
 """The nested heaps: H-DRF with the paper's saturation (docs/rule.md §7), a reference engine for the tests.
 
-Not shipped: the plan runs the merge engine (`policy.merge_engine`),
+Not shipped: the plan runs the merge engine (`policy.engine.merge_engine`),
 which counts the pool as full from the start. This engine keeps the
 paper's rule (a resource saturates once its occupied amount reaches its
 capacity), so the property tests check the paper's guarantees on it and
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from slurm_drf.policy.hierarchy import CompiledTree, HierarchyOrdering, TreeNode, compile_tree, order_flat
+from slurm_drf.policy.engine.hierarchy import CompiledTree, HierarchyOrdering, TreeNode, compile_tree, order_flat
 from slurm_drf.policy.rule import DIRECTION_BITS, SHARE_ONE, NodeShare, leaf_share
 from slurm_drf.policy.state import TieBook
 

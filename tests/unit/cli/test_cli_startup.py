@@ -94,7 +94,7 @@ def test_a_plan_without_guarantees_imports_neither_them_nor_openssl(tmp_path: Pa
     the tie rule's BLAKE2 is hashlib's own, without the OpenSSL bindings `import hashlib` loads."""
     snapshot = CHECKOUT / "tests" / "fixtures" / "report" / "snapshot.json"
     modules, out = _imported("plan", "--snapshot", str(snapshot), "--config", "/dev/null")
-    assert "pool default" in out and "slurm_drf.policy.order" in modules
+    assert "pool default" in out and "slurm_drf.policy.engine.order" in modules
     assert not {"slurm_drf.policy.guarantees", "hashlib", "_hashlib", "secrets"} & set(modules)
     config = tmp_path / "config.yaml"
     config.write_text("accounts:\n  physics: {limit: 10%}\n")

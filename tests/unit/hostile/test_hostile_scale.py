@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import slurm_drf.policy.order as order_module
+import slurm_drf.policy.engine.order as order_module
 from slurm_drf.config.settings import Config, PoolConfig
 from slurm_drf.policy.plan import Plan, compute_plan
 from slurm_drf.policy.plan_columns import AccountColumns, AccountShare, PlanAccounts

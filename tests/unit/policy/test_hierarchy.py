@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from slurm_drf.policy.hierarchy import HierarchyError, TreeNode, compile_tree
+from slurm_drf.policy.engine.hierarchy import HierarchyError, TreeNode, compile_tree
 from slurm_drf.policy.rule import SHARE_ONE, NodeShare, flat_order, hdrf_order, inner_share, leaf_share, rotation_key
 from slurm_drf.policy.state import TieBook
 from tests.reference.naive_hdrf import rescaled_share, rolled_up_share

@@ -1,4 +1,5 @@
-"""The merge engine (`policy.merge_engine.order_online`), the plan's H-DRF, against the rule and the nested heaps.
+"""The merge engine (`policy.engine.merge_engine.order_online`), the plan's H-DRF, against the rule and the
+nested heaps.
 
 The online rule is the paper's with the pool full from the start
 (occupied = capacity): the rule (`policy.rule.hdrf_order`) and the nested heaps run it with
@@ -18,12 +19,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_drf.policy import merge_engine
-from slurm_drf.policy.hierarchy import TreeNode, compile_tree
-from slurm_drf.policy.merge_engine import _lexicographic, _mul_shift, _shift_div, order_online
+from slurm_drf.policy.engine import merge_engine
+from slurm_drf.policy.engine.hierarchy import TreeNode, compile_tree
+from slurm_drf.policy.engine.merge_engine import _lexicographic, _mul_shift, _shift_div, order_online
+from slurm_drf.policy.engine.tree_order import start_shares
 from slurm_drf.policy.rule import hdrf_order
 from slurm_drf.policy.state import TieBook
-from slurm_drf.policy.tree_order import start_shares
 from tests.reference.nested_heaps import order_hierarchy
 from tests.unit.policy.test_hierarchy import SETTINGS, Vector, all_keys, seeded_node, trees
 

@@ -1,8 +1,8 @@
 """The fast engines equal the rule (`policy.rule`), position by position, tie wins included.
 
-Flat: `policy.order.order_pending` (after `compute_before`), the engine of a
+Flat: `policy.engine.order.order_pending` (after `compute_before`), the engine of a
 flat pool, against `rule.flat_order`, the greedy loop on exact fractions.
-Tree: `policy.merge_engine.order_online`, the engine of a pool with Slurm's
+Tree: `policy.engine.merge_engine.order_online`, the engine of a pool with Slurm's
 account tree (a flat tree goes through `hierarchy.order_flat` to
 `order_pending`), against `rule.hdrf_order` with occupied = capacity, the
 walk on the rule's fixed point; and `compute_plan`'s own tree orders
@@ -25,14 +25,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import slurm_drf.policy.tree_order as tree_order
-from slurm_drf.policy.hierarchy import TreeNode
-from slurm_drf.policy.merge_engine import order_online
-from slurm_drf.policy.order import compute_before, order_pending
+import slurm_drf.policy.engine.tree_order as tree_order
+from slurm_drf.policy.engine.hierarchy import TreeNode
+from slurm_drf.policy.engine.merge_engine import order_online
+from slurm_drf.policy.engine.order import compute_before, order_pending
+from slurm_drf.policy.engine.tree_order import TreeOrdering, TreeRequest, _TreeBuilder
 from slurm_drf.policy.plan import compute_plan
 from slurm_drf.policy.rule import Order, flat_order, hdrf_order
 from slurm_drf.policy.state import TieBook
-from slurm_drf.policy.tree_order import TreeOrdering, TreeRequest, _TreeBuilder
 from tests.unit.policy.test_tree_join_fast import _tree_node, random_case
 
 Vector = tuple[int, ...]

@@ -23,15 +23,12 @@ import numpy as np
 import orjson
 import pytest
 
-import slurm_drf.policy.tree_order as tree_order
+import slurm_drf.policy.engine.tree_order as tree_order
 from slurm_drf.config.settings import Config, HistoryConfig, PoolConfig
 from slurm_drf.model.codec import parse_snapshot
 from slurm_drf.model.types import Snapshot
-from slurm_drf.policy.hierarchy import CompiledTree, TreeNode, compile_tree, leaf_shares
-from slurm_drf.policy.plan import Plan, compute_plan
-from slurm_drf.policy.rule import leaf_share
-from slurm_drf.policy.state import TieBook
-from slurm_drf.policy.tree_order import (
+from slurm_drf.policy.engine.hierarchy import CompiledTree, TreeNode, compile_tree, leaf_shares
+from slurm_drf.policy.engine.tree_order import (
     JOBS_LEAF,
     PAST_LEAF,
     USER_LEAF,
@@ -44,6 +41,9 @@ from slurm_drf.policy.tree_order import (
     node_name,
     start_shares,
 )
+from slurm_drf.policy.plan import Plan, compute_plan
+from slurm_drf.policy.rule import leaf_share
+from slurm_drf.policy.state import TieBook
 from slurm_drf.policy.tree_weights import ONE
 from slurm_drf.trail.plan_output import render_plan_json, render_plan_json_bytes
 from slurm_drf.trail.share_report import build_report, render_report_json, render_report_json_bytes

@@ -1,4 +1,5 @@
-"""The plan over Slurm's account tree (docs/rule.md §7, policy/tree_order.py): what the join must keep and change."""
+"""The plan over Slurm's account tree (docs/rule.md §7, policy/engine/tree_order.py): what the join must keep
+and change."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ import pytest
 
 from slurm_drf.cli.simulate import add_simulate_parser
 from slurm_drf.config.settings import Config
-from slurm_drf.policy.hierarchy import TreeNode
+from slurm_drf.policy.engine.hierarchy import TreeNode
 from slurm_drf.policy.rule import hdrf_order
 from slurm_drf.policy.state import TieBook
 from slurm_drf.sim.engine import simulate

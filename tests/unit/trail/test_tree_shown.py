@@ -226,7 +226,7 @@ def test_report_json_and_csv_carry_the_tree() -> None:
     assert rows[2].split(",")[:9] == ["default", "physics", "1", "account", "1", "2", "2", "6", "1"]
 
 
-NAMES = HOSTILE  # "/" and "%" in a name are %-escaped in its node's name (policy.tree_order.node_name)
+NAMES = HOSTILE  # "/" and "%" in a name are %-escaped in its node's name (policy.engine.tree_order.node_name)
 
 
 def test_report_html_and_markdown_escape_node_names() -> None:

@@ -61,9 +61,9 @@ import numpy.typing as npt
 from slurm_drf.config.settings import WithinAccount
 from slurm_drf.model.account_tree import PATH_SEPARATOR, AccountTree
 from slurm_drf.model.types import FloatArray, IntArray, LazyRows
-from slurm_drf.policy.hierarchy import SEPARATOR, CompiledTree, HierarchyOrdering, TreeLayout, leaf_shares
-from slurm_drf.policy.merge_engine import order_compiled
-from slurm_drf.policy.order import Ordering, compute_before
+from slurm_drf.policy.engine.hierarchy import SEPARATOR, CompiledTree, HierarchyOrdering, TreeLayout, leaf_shares
+from slurm_drf.policy.engine.merge_engine import order_compiled
+from slurm_drf.policy.engine.order import Ordering, compute_before
 from slurm_drf.policy.pools import weighted_shares
 from slurm_drf.policy.rule import SHARE_ONE, NodeShare, inner_share, leaf_share
 from slurm_drf.policy.state import TieBook

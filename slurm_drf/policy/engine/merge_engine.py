@@ -1,6 +1,6 @@
 """H-DRF as the plan applies it (docs/rule.md §7, "In the plan"): the merge engine, level by level in numpy.
 
-Pure, under `policy.tree_order` and the simulator. The online rule counts
+Pure, under `policy.engine.tree_order` and the simulator. The online rule counts
 the pool as full from the start (occupied = capacity): no resource is
 saturated, and a node is blocked only when nothing below it waits (the
 paper's saturation is a one-shot fill; a queue is ordered while the
@@ -37,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from slurm_drf.model.types import IntArray
-from slurm_drf.policy.hierarchy import CompiledTree, HierarchyOrdering, TreeNode, compile_tree, order_flat
+from slurm_drf.policy.engine.hierarchy import CompiledTree, HierarchyOrdering, TreeNode, compile_tree, order_flat
 from slurm_drf.policy.rule import DIRECTION_BITS, SHARE_BITS, SHARE_ONE
 from slurm_drf.policy.state import TieBook
 
@@ -59,7 +59,8 @@ def order_online(root: TreeNode, capacity: Sequence[int], ties: TieBook) -> Hier
 
 
 def order_compiled(tree: CompiledTree, ties: TieBook) -> HierarchyOrdering:
-    """`order_online` on a tree already laid out, its occupied amount its capacity (`policy.tree_order`'s join)."""
+    """`order_online` on a tree already laid out, its occupied amount its capacity
+    (`policy.engine.tree_order`'s join)."""
     if tree.flat:
         return order_flat(tree, ties)
     return _Merge(tree, ties).run()

@@ -1,9 +1,9 @@
 """Hierarchical DRF (H-DRF) over a tree of accounts and users: the input types, the tree's layout, the flat engine.
 
 Pure, in the policy layer, with its own input types (no snapshot, no config):
-for `compute_plan`, `policy.tree_order.order_tree` builds a `TreeNode` tree
+for `compute_plan`, `policy.engine.tree_order.order_tree` builds a `TreeNode` tree
 from Slurm's associations and orders it with
-`policy.merge_engine.order_online`, the merge engine. The rule is
+`policy.engine.merge_engine.order_online`, the merge engine. The rule is
 docs/rule.md §7: dynamic H-DRF of Bhattacharya et al. (SoCC 2013),
 rescaling and blocked nodes, saturated resources ignored at internal nodes,
 the flat tie rule at every level. The rule itself (the walk the engines
@@ -11,7 +11,7 @@ must equal, the share of one node) is `policy.rule`; the nested
 heaps with the paper's saturation are in tests/reference/.
 
 A flat tree (every child of the root a leaf, after single-child chains are
-contracted) is the flat rule, and goes to `policy.order.order_pending`.
+contracted) is the flat rule, and goes to `policy.engine.order.order_pending`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from slurm_drf.errors import InputError
 from slurm_drf.model.types import FloatArray, IntArray
-from slurm_drf.policy.order import compute_before, order_pending
+from slurm_drf.policy.engine.order import compute_before, order_pending
 from slurm_drf.policy.rule import SHARE_BITS, leaf_share
 from slurm_drf.policy.state import TieBook
 
@@ -109,7 +109,7 @@ class CompiledTree:
 class TreeLayout:
     """A tree being laid out in preorder, node by node: `CompiledTree`'s columns as lists.
 
-    `compile_tree` fills it from `TreeNode`s, `policy.tree_order` straight
+    `compile_tree` fills it from `TreeNode`s, `policy.engine.tree_order` straight
     from its join.
     """
 

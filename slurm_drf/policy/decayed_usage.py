@@ -32,10 +32,13 @@ usage: the sum over its jobs of allocation x D over their part of the span.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final, TypeGuard
+
+import numpy as np
+import numpy.typing as npt
 
 from slurm_drf.config.settings import Config
 from slurm_drf.policy.decay import decay_factor, decay_weight
@@ -276,14 +279,111 @@ class UsageStretch:
 
     `weight` is its sum of D and `integrals`, per pool, account and
     resource, its sum of usage x D, both decayed to `stop`
-    (trail.past.read_stretches builds them; docs/rule.md §6 bounds the
-    error of the compaction).
+    (`StretchSum` builds them from the hours trail.past.read_stretches reads;
+    docs/rule.md §6 bounds the error of the compaction).
     """
 
     start: float
     stop: float
     weight: float
     integrals: UsageByPool
+
+
+# Contributions are kept scaled up from the stretch's reference time, 2^((t - reference)/H);
+# past this exponent the reference moves up (float64 holds 2^1023).
+_RESCALE_EXPONENT: Final = 200.0
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class StretchGroup:
+    """Compacted hours of the same accounts and resources, summed in place: `key` names the group
+    (the reader's own ids of its lists), `keys` are its rows (pool, account), `resources` its columns."""
+
+    key: Hashable
+    keys: Sequence[tuple[str, str]]
+    resources: Sequence[str]
+
+
+class StretchSum:
+    """The half-life walk over the record's compacted hours: sums them into stretches (`UsageStretch`),
+    per group of keys one matrix in the hours' own order, merged at the end.
+
+    Each hour adds its whole decay weight and, per account and resource, its
+    usage integral placed at its centre of mass (docs/rule.md §6 bounds the
+    error); hours within `max_gap` of each other make one stretch. Hours of
+    the same accounts add up in place (no per-hour decay of the sums, no
+    gathering by index): 2,000 hours of 2,000 accounts in a fraction of a
+    second. trail.past reads the hours from history.sqlite.
+    """
+
+    def __init__(self, half_life: float, max_gap: float) -> None:
+        self.half_life = half_life
+        self.max_gap = max_gap
+        self._groups: dict[Hashable, tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_], StretchGroup]] = {}
+        self.done: list[UsageStretch] = []
+        self._start = 0.0
+        self._stop: float | None = None
+        self._reference = 0.0
+        self._weight = 0.0
+
+    def add(
+        self,
+        start: float,
+        stop: float,
+        group: StretchGroup,
+        usage: npt.NDArray[np.float64],
+        centre: npt.NDArray[np.float64],
+    ) -> None:
+        """One hour [start, stop): per key and resource its usage integral (NaN: not held) and the
+        centre of mass of that usage, in seconds from `start`."""
+        if self._stop is not None and start - self._stop > self.max_gap:
+            self._flush()
+        if self._stop is None:
+            self._start = self._stop = self._reference = start
+        if (stop - self._reference) / self.half_life > _RESCALE_EXPONENT:
+            self._rescale(stop)
+        # The pause before this row (none between hours of a running daemon) held no
+        # record: known idle time when it is short, as `DecayedUsage.add` counts it.
+        self._weight += decay_weight(min(self._stop, start), stop, self._reference, self.half_life)
+        present = ~np.isnan(usage)
+        held = self._groups.get(group.key)
+        if held is None:
+            held = self._groups[group.key] = (np.zeros(usage.shape), np.zeros(usage.shape, dtype=bool), group)
+        sums, seen, _ = held
+        # The decay of policy/decay.py run backwards (a row later than the reference grows), for a whole
+        # array at once: numpy's exp2, whose last bit may differ from the scalar's pow.
+        sums += np.where(present, usage, 0.0) * np.exp2((start + centre - self._reference) / self.half_life)
+        seen |= present
+        self._stop = max(self._stop, stop)
+
+    def _rescale(self, reference: float) -> None:
+        factor = decay_factor(reference - self._reference, self.half_life)
+        for sums, _, _ in self._groups.values():
+            np.multiply(sums, factor, out=sums)
+        self._weight *= factor
+        self._reference = reference
+
+    def _flush(self) -> None:
+        if self._stop is None:
+            return
+        self._rescale(self._stop)  # decayed to the stretch's stop
+        integrals: dict[str, dict[str, dict[str, float]]] = {}
+        for sums, seen, group in self._groups.values():
+            for (pool, account), row, known in zip(group.keys, sums.tolist(), seen.tolist(), strict=True):
+                if not any(known):
+                    continue
+                amounts = integrals.setdefault(pool, {}).setdefault(account, {})
+                for name, amount, there in zip(group.resources, row, known, strict=True):
+                    if there:
+                        amounts[name] = amounts.get(name, 0.0) + amount
+        self.done.append(UsageStretch(self._start, self._stop, self._weight, integrals))
+        self._stop, self._weight = None, 0.0
+        self._groups = {}
+
+    def finish(self) -> list[UsageStretch]:
+        """The stretches, oldest first (the last one closed)."""
+        self._flush()
+        return self.done
 
 
 def build_usage_span(

@@ -53,10 +53,11 @@ from slurm_drf.errors import HistoryError, SlurmError, StateError
 from slurm_drf.files import read_private, write_atomic
 from slurm_drf.model.codec import format_time, show
 from slurm_drf.model.types import MAX_TRES
-from slurm_drf.policy.decay import decay_factor, decay_weight
 from slurm_drf.policy.decayed_usage import (
     Allocation,
     DecayedUsage,
+    StretchGroup,
+    StretchSum,
     UsageByPool,
     UsageRecord,
     UsageSpan,
@@ -165,44 +166,27 @@ def read_stretches(
         "SELECT id, start, stop, keys_id, resources, usage, moment FROM hours WHERE start >= ? ORDER BY start, id",
         (since,),
     ).fetchall()
-    summing = _StretchSum(half_life, max_gap, connection)
+    summing = StretchSum(half_life, max_gap)
+    names = _Names(connection)
     skipped: list[str] = []
     for row in rows:
         row_id, start, stop = row[0], row[1], row[2]
         if _is_number(start) and _is_number(stop) and stop == start:
             continue  # an hour with nothing known (records between gaps): only its cycles counted as compacted
         try:
-            summing.add(*_hour_arrays(row, until, summing))
+            summing.add(*_hour_arrays(row, until, names))
         except ValueError as error:
             skipped.append(f"compacted hour row {show(row_id)}: {error}")
     return Stretches(summing.finish(), skipped, last_cycle)
 
 
-# Contributions are kept scaled up from the stretch's reference time, 2^((t - reference)/H);
-# past this exponent the reference moves up (float64 holds 2^1023).
-_RESCALE_EXPONENT: Final = 200.0
+class _Names:
+    """The names of a compacted row's keys and resources, each list parsed once (`hour_keys`, JSON text)."""
 
-
-class _StretchSum:
-    """Sums packed hours into stretches: per list of keys one matrix in the rows' own order, merged at the end.
-
-    Hours of the same accounts add up in place (no per-hour decay of the
-    sums, no gathering by index): 2,000 hours of 2,000 accounts in a
-    fraction of a second.
-    """
-
-    def __init__(self, half_life: float, max_gap: float, connection: sqlite3.Connection) -> None:
+    def __init__(self, connection: sqlite3.Connection) -> None:
         self.connection = connection
-        self.half_life = half_life
-        self.max_gap = max_gap
         self._names: dict[object, list[tuple[str, str]]] = {}
         self._resources: dict[str, list[str]] = {}
-        self._groups: dict[tuple[object, str], tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]] = {}
-        self.done: list[UsageStretch] = []
-        self._start = 0.0
-        self._stop: float | None = None
-        self._reference = 0.0
-        self._weight = 0.0
 
     def key_names(self, keys_id: object) -> list[tuple[str, str]]:
         """The keys of a row (`hour_keys`: JSON [[pool, account], ...]); one parse per list."""
@@ -233,67 +217,10 @@ class _StretchSum:
             found = self._resources[text] = names
         return found
 
-    def add(
-        self,
-        start: float,
-        stop: float,
-        group: tuple[object, str],
-        usage: npt.NDArray[np.float64],
-        centre: npt.NDArray[np.float64],
-    ) -> None:
-        if self._stop is not None and start - self._stop > self.max_gap:
-            self._flush()
-        if self._stop is None:
-            self._start = self._stop = self._reference = start
-        if (stop - self._reference) / self.half_life > _RESCALE_EXPONENT:
-            self._rescale(stop)
-        # The pause before this row (none between hours of a running daemon) held no
-        # record: known idle time when it is short, as `DecayedUsage.add` counts it.
-        self._weight += decay_weight(min(self._stop, start), stop, self._reference, self.half_life)
-        present = ~np.isnan(usage)
-        held = self._groups.get(group)
-        if held is None:
-            held = self._groups[group] = (np.zeros(usage.shape), np.zeros(usage.shape, dtype=bool))
-        sums, seen = held
-        # The decay of policy/decay.py run backwards (a row later than the reference grows), for a whole
-        # array at once: numpy's exp2, whose last bit may differ from the scalar's pow.
-        sums += np.where(present, usage, 0.0) * np.exp2((start + centre - self._reference) / self.half_life)
-        seen |= present
-        self._stop = max(self._stop, stop)
-
-    def _rescale(self, reference: float) -> None:
-        factor = decay_factor(reference - self._reference, self.half_life)
-        for sums, _ in self._groups.values():
-            np.multiply(sums, factor, out=sums)
-        self._weight *= factor
-        self._reference = reference
-
-    def _flush(self) -> None:
-        if self._stop is None:
-            return
-        self._rescale(self._stop)  # decayed to the stretch's stop
-        integrals: dict[str, dict[str, dict[str, float]]] = {}
-        for (keys_id, resources), (sums, seen) in self._groups.items():
-            names = self._resources[resources]
-            for (pool, account), row, known in zip(self._names[keys_id], sums.tolist(), seen.tolist(), strict=True):
-                if not any(known):
-                    continue
-                amounts = integrals.setdefault(pool, {}).setdefault(account, {})
-                for name, amount, there in zip(names, row, known, strict=True):
-                    if there:
-                        amounts[name] = amounts.get(name, 0.0) + amount
-        self.done.append(UsageStretch(self._start, self._stop, self._weight, integrals))
-        self._stop, self._weight = None, 0.0
-        self._groups = {}
-
-    def finish(self) -> list[UsageStretch]:
-        self._flush()
-        return self.done
-
 
 def _hour_arrays(
-    row: Sequence[object], until: float, summing: _StretchSum
-) -> tuple[float, float, tuple[object, str], npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+    row: Sequence[object], until: float, names: _Names
+) -> tuple[float, float, StretchGroup, npt.NDArray[np.float64], npt.NDArray[np.float64]]:
     """One compacted row (id, start, stop, keys, resources, usage, moment) as (start, stop,
     its group of keys and resources, usage, centre); ValueError if bad."""
     _, start, stop, keys_id, resources, usage, moment = row
@@ -306,9 +233,10 @@ def _hour_arrays(
     if not isinstance(usage, bytes) or not isinstance(moment, bytes):
         raise ValueError("usage or moment is not packed numbers")
     try:
-        shape = (len(summing.key_names(keys_id)), len(summing.resource_names(resources)))
+        keys, resource_names = names.key_names(keys_id), names.resource_names(resources)
     except orjson.JSONDecodeError as error:
         raise ValueError(f"keys or resources is not JSON ({error})") from None
+    shape = (len(keys), len(resource_names))
     size = shape[0] * shape[1]
     if len(usage) != size * 8 or len(moment) != size * 4:
         raise ValueError(f"usage or moment does not hold {shape[0]} x {shape[1]} numbers")
@@ -321,8 +249,7 @@ def _hour_arrays(
     centre = np.zeros(shape)
     np.divide(moments, integral, out=centre, where=integral > 0)
     np.clip(centre, 0.0, length, out=centre)
-    group = (keys_id, resources)
-    return float(start), float(stop), group, integral, centre
+    return float(start), float(stop), StretchGroup((keys_id, resources), keys, resource_names), integral, centre
 
 
 def _usage_record(rows: Sequence[Sequence[object]], until: float) -> UsageRecord:

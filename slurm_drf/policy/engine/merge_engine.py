@@ -234,6 +234,37 @@ def _descending(values: Amounts) -> Amounts:
     return network
 
 
+def _leaf_block(
+    tree: CompiledTree, leaves: list[int], raw: Amounts, usable: list[int], merges: type, jobs: int
+) -> tuple[_Leaves, npt.NDArray[np.float64]]:
+    """Every leaf's sequence in one block (`_Leaves`) from `raw` (per leaf its usage row, then its
+    jobs' demands), all at once, in the merges' integers (`merges`); and each leaf's share at its
+    state 0."""
+    dtype = raw.dtype.type
+    steps = raw[:, usable] if usable else np.zeros((len(raw), 1), dtype=dtype)
+    lengths = np.array([len(tree.jobs[n]) + 1 for n in leaves], dtype=np.int64)
+    segment = np.repeat(np.arange(len(leaves), dtype=np.int64), lengths)
+    starts = np.cumsum(lengths) - lengths
+    sums = np.cumsum(steps, axis=0)
+    amounts = sums - np.repeat(sums[starts] - steps[starts], lengths, axis=0)
+    caps: Amounts = np.array([tree.capacity[r] for r in usable] or [1], dtype=dtype)
+    units = _shift_div(amounts, SHARE_BITS, np.broadcast_to(caps, amounts.shape))
+    if all(tree.weight[n] == 1 for n in leaves):
+        vector = _descending(units)  # weight 1: the shares are the units
+    else:
+        p: Amounts = np.array([tree.weight[n].numerator for n in leaves], dtype=dtype)[segment][:, None]
+        q: Amounts = np.array([tree.weight[n].denominator for n in leaves], dtype=dtype)[segment][:, None]
+        vector = _descending(_shift_div(amounts * q, SHARE_BITS, caps[None, :] * p))
+    if not usable:
+        units, vector = units * 0, vector * 0
+    if dtype is not merges:  # the same whole numbers, as the merges' Python integers
+        units, vector = units.astype(object), vector.astype(object)
+    start = vector[starts, 0].astype(np.float64) / SHARE_ONE
+    bounds = np.r_[starts, len(segment)].tolist()
+    ids = np.arange(jobs, dtype=np.int64)  # leaf after leaf, each leaf's jobs in its order
+    return _Leaves(ids, units, vector, bounds, {n: i for i, n in enumerate(leaves)}), start
+
+
 class _Merge:
     """The merge engine over one compiled tree (module docstring)."""
 
@@ -295,37 +326,6 @@ class _Merge:
         units = max((m << SHARE_BITS) // c + 1 for m, c in zip(most, caps, strict=True))
         return max(most) * q < _SAFE and max(caps) * p < _SAFE and units * q < _SAFE
 
-    # ---- the leaves, all at once
-
-    def _leaves(self) -> _Leaves:
-        tree = self.tree
-        leaves = self.leaves
-        raw = self.raw if self.leaf_raw is None else self.leaf_raw
-        self.leaf_raw = None  # read once
-        dtype = raw.dtype.type
-        steps = raw[:, self.usable] if self.usable else np.zeros((len(raw), 1), dtype=dtype)
-        lengths = np.array([len(tree.jobs[n]) + 1 for n in leaves], dtype=np.int64)
-        segment = np.repeat(np.arange(len(leaves), dtype=np.int64), lengths)
-        starts = np.cumsum(lengths) - lengths
-        sums = np.cumsum(steps, axis=0)
-        amounts = sums - np.repeat(sums[starts] - steps[starts], lengths, axis=0)
-        caps: Amounts = np.array([tree.capacity[r] for r in self.usable] or [1], dtype=dtype)
-        units = _shift_div(amounts, SHARE_BITS, np.broadcast_to(caps, amounts.shape))
-        if all(tree.weight[n] == 1 for n in leaves):
-            vector = _descending(units)  # weight 1: the shares are the units
-        else:
-            p: Amounts = np.array([tree.weight[n].numerator for n in leaves], dtype=dtype)[segment][:, None]
-            q: Amounts = np.array([tree.weight[n].denominator for n in leaves], dtype=dtype)[segment][:, None]
-            vector = _descending(_shift_div(amounts * q, SHARE_BITS, caps[None, :] * p))
-        if not self.usable:
-            units, vector = units * 0, vector * 0
-        if dtype is not self.dtype:  # the same whole numbers, as the merges' Python integers
-            units, vector = units.astype(object), vector.astype(object)
-        self.start[leaves] = vector[starts, 0].astype(np.float64) / SHARE_ONE
-        bounds = np.r_[starts, len(segment)].tolist()
-        ids = np.arange(self.jobs, dtype=np.int64)  # leaf after leaf, each leaf's jobs in its order
-        return _Leaves(ids, units, vector, bounds, {n: i for i, n in enumerate(leaves)})
-
     # ---- the internal nodes of one height, all at once
 
     def _batch(self, nodes: list[int], sequences: dict[int, _Sequence]) -> IntArray:
@@ -355,7 +355,8 @@ class _Merge:
         # states are the batch's peak of memory.
         states = (joined.units, joined.shares)
         del jobs, segment, index, order, joined
-        sequences.update(self._states(nodes, states, node_of, lengths, turns))
+        made, self.start[nodes] = _states(self.tree, nodes, states, node_of, lengths, turns)
+        sequences.update(made)
         return merged
 
     def _joined(self, children: list[int], sequences: dict[int, _Sequence]) -> _Joined:
@@ -387,7 +388,7 @@ class _Merge:
         returns, before the states are made."""
         tree = self.tree
         node_of, local_of, segment = places  # per child its node and its index there; per job its child
-        rank = self._rank(keys)
+        rank = _rank(keys)
         top = int(rank.max()) + 1
         running = np.maximum.accumulate(rank + segment * top) - segment * top
         combined = node_of[segment] * top + running  # by node, then by the child's running maximum
@@ -404,148 +405,22 @@ class _Merge:
             for g in hit[np.r_[True, hit[1:] != hit[:-1]]].tolist():
                 start, stop = int(starts[g]), int(stops[g])
                 kids = tree.children[nodes[int(node_of[segment[order[start]]])]]
-                order[start:stop] = self._turns(order[start:stop], local, rank, running, kids, jobs)
+                order[start:stop] = _turns(
+                    self.ties, (tree.key, kids), self.tied, order[start:stop], (local, rank, running), jobs
+                )
         depth = np.array([tree.depth[c] - 1 for _, c in pairs], dtype=np.int64)
         self.path_share[jobs[order], depth[segment[order]]] = keys[order, 0].astype(np.float64) / SHARE_ONE
         return order
-
-    def _rank(self, keys: Amounts) -> IntArray:
-        """Each key's place among the distinct keys (lexicographic, largest share first in each)."""
-        count = len(keys)
-        if keys.dtype == object and count and int(keys.max()) < _SAFE:
-            keys = keys.astype(np.int64)  # shares (>= 0) that int64 holds: ranked the same, faster
-        if keys.dtype != object and keys.shape[1] in (2, 3):
-            by_key, new = _lexicographic(keys)
-        else:
-            if keys.dtype == object:
-                by_key = np.array(sorted(range(count), key=lambda i: tuple(keys[i])), dtype=np.int64)
-            else:
-                by_key = np.lexsort(keys.T[::-1])
-            ordered = keys[by_key]
-            new = np.r_[False, (ordered[1:] != ordered[:-1]).any(axis=1)]
-        rank = np.empty(count, dtype=np.int64)
-        rank[by_key] = np.cumsum(new)
-        return rank
-
-    def _turns(
-        self, rows: IntArray, local: IntArray, rank: IntArray, running: IntArray, kids: tuple[int, ...], jobs: IntArray
-    ) -> IntArray:
-        """One run of equal running maxima of several children, turn by turn with the tie rule.
-
-        Each child's rows are runs that begin at the maximum (its key equals
-        it) and go on below it; every waiting child's next run begins at the
-        maximum, so the turns tie, and the tie rule picks each one.
-        """
-        children = local[rows].tolist()
-        if len(set(children)) == len(children):  # the usual run: one job of each child, turn after turn
-            keys = [self.tree.key[kids[c]] for c in children]
-            ranked = self.ties.ranked(keys)
-            # Each is taken while another waits: a tie won.
-            self.ties.win_all([keys[i] for i in ranked[:-1]])
-            self.tied[jobs[rows[ranked[:-1]]]] = True
-            placed: IntArray = rows[ranked]
-            return placed
-        queues: dict[int, list[list[int]]] = {}
-        begins = (rank[rows] == running[rows]).tolist()
-        for r, c, begin in zip(rows.tolist(), children, begins, strict=True):
-            turns = queues.setdefault(c, [])
-            if not turns or begin:
-                turns.append([r])
-            else:
-                turns[-1].append(r)
-        for turns in queues.values():
-            turns.reverse()  # pop() takes the next turn
-        names = {c: self.tree.key[kids[c]] for c in queues}
-        # The tie rule's heap: fewer tie wins, then the rotation (the key only makes entries unique).
-        heap = [(*self.ties.rank(name), c) for c, name in names.items()]
-        heapq.heapify(heap)
-        out: list[int] = []
-        while len(heap) > 1:
-            _, rotation, name, c = heapq.heappop(heap)
-            wins = self.ties.win(name)
-            turn = queues[c].pop()
-            self.tied[jobs[turn[0]]] = True
-            out.extend(turn)
-            if queues[c]:
-                heapq.heappush(heap, (wins, rotation, name, c))
-        for *_, c in heap:
-            for turn in reversed(queues[c]):
-                out.extend(turn)
-        return np.array(out, dtype=np.int64)
-
-    def _states(
-        self,
-        nodes: list[int],
-        states: tuple[Amounts, Amounts],
-        node_of: IntArray,
-        lengths: IntArray,
-        turns_made: _Turns,
-    ) -> dict[int, _Sequence]:
-        """Each node's states after each of its turns (turns node after node, in each node's order),
-        from its children's `states` (their units and shares, child after child)."""
-        tree = self.tree
-        turn_child, turn_index, merged = turns_made.child, turns_made.index, turns_made.jobs
-        units, share = states
-        del states  # each array is let go as soon as it has served
-        width, dtype = units.shape[1], units.dtype
-        state_start = np.cumsum(lengths + 1) - (lengths + 1)  # per child: its first state
-        offset = np.arange(len(units), dtype=np.int64) - np.repeat(state_start, lengths + 1)
-        waiting = (offset < np.repeat(lengths, lengths + 1)) & (share > 0)
-        summed = [not tree.rescale[n] for n in nodes]
-        if any(summed):  # an account over its users: every child of it counts as it is
-            waiting &= ~np.repeat(np.array(summed)[node_of], lengths + 1)
-        # Per child state: its direction where it waits with a share > 0, else its consumption as it is
-        # (`rest`). Where it does not wait, a divisor of 2**52 keeps the unused quotient small.
-        direction = _shift_div(units, DIRECTION_BITS, np.where(waiting, share, _SAFE)[:, None])
-        idle = np.flatnonzero(~waiting)  # few: each child's last state, and states of share 0
-        direction[idle] = 0
-        rest = np.zeros_like(units)
-        rest[idle] = units[idle]
-        del units
-        # Per node its states 0..K: state 0 sums its children's first states, each turn adds what it changes.
-        turns = np.bincount(node_of, weights=lengths, minlength=len(nodes)).astype(np.int64)
-        node_start = np.cumsum(turns + 1) - (turns + 1)
-        first_child = np.cumsum([0, *(len(tree.children[n]) for n in nodes[:-1])])
-        row = state_start[turn_child] + turn_index  # each turn's child state before it
-        position = np.arange(len(row), dtype=np.int64) + node_of[turn_child] + 1  # its node's state after it
-        count = int(node_start[-1] + turns[-1] + 1)
-        sums: list[Amounts] = []
-        for part, changing in ((direction, slice(None)), (rest, np.flatnonzero(~waiting[row] | ~waiting[row + 1]))):
-            steps = np.zeros((count, width), dtype=dtype)
-            steps[node_start] = np.add.reduceat(part[state_start], first_child, axis=0)
-            at = row[changing]
-            steps[position[changing]] = part[at + 1] - part[at]
-            total = np.cumsum(steps, axis=0)
-            total -= np.repeat(total[node_start] - steps[node_start], turns + 1, axis=0)
-            sums.append(total)
-        del direction, rest, part, steps
-        least = np.zeros((count, 1), dtype=dtype)  # M before each turn; 0 once nothing waits
-        least[position - 1, 0] = share[row]
-        del share
-        total = _mul_shift(least, sums[0], DIRECTION_BITS)
-        total += sums[1]
-        del sums, least
-        q = [tree.weight[n].denominator for n in nodes]
-        p = [tree.weight[n].numerator for n in nodes]
-        scaled = total if max(q) == 1 else total * np.repeat(np.array(q, dtype=dtype), turns + 1)[:, None]
-        if max(p) != 1:
-            scaled = scaled // np.repeat(np.array(p, dtype=dtype), turns + 1)[:, None]
-        vector = _descending(scaled)
-        self.start[nodes] = vector[node_start, 0].astype(np.float64) / SHARE_ONE
-        bounds = np.r_[node_start, count].tolist()
-        done = np.r_[0, np.cumsum(turns)].tolist()
-        return {
-            n: _Sequence(
-                merged[done[g] : done[g + 1]], total[bounds[g] : bounds[g + 1]], vector[bounds[g] : bounds[g + 1]]
-            )
-            for g, n in enumerate(nodes)
-        }
 
     # ---- the tree, from the leaves up
 
     def run(self) -> HierarchyOrdering:
         tree = self.tree
-        self.leaf_block = self._leaves()
+        raw = self.raw if self.leaf_raw is None else self.leaf_raw
+        self.leaf_raw = None  # read once
+        self.leaf_block, self.start[self.leaves] = _leaf_block(
+            tree, self.leaves, raw, self.usable, self.dtype, self.jobs
+        )
         sequences: dict[int, _Sequence] = {}
         count = len(tree.parent)
         height = [0] * count
@@ -566,3 +441,148 @@ class _Merge:
         return HierarchyOrdering(
             tree, owner[order], position[order], self.path_share[order], self.tied[order], self.start
         )
+
+
+def _rank(keys: Amounts) -> IntArray:
+    """Each key's place among the distinct keys (lexicographic, largest share first in each)."""
+    count = len(keys)
+    if keys.dtype == object and count and int(keys.max()) < _SAFE:
+        keys = keys.astype(np.int64)  # shares (>= 0) that int64 holds: ranked the same, faster
+    if keys.dtype != object and keys.shape[1] in (2, 3):
+        by_key, new = _lexicographic(keys)
+    else:
+        if keys.dtype == object:
+            by_key = np.array(sorted(range(count), key=lambda i: tuple(keys[i])), dtype=np.int64)
+        else:
+            by_key = np.lexsort(keys.T[::-1])
+        ordered = keys[by_key]
+        new = np.r_[False, (ordered[1:] != ordered[:-1]).any(axis=1)]
+    rank = np.empty(count, dtype=np.int64)
+    rank[by_key] = np.cumsum(new)
+    return rank
+
+
+def _turns(
+    ties: TieBook,
+    names: tuple[Sequence[str], Sequence[int]],
+    tied: npt.NDArray[np.bool_],
+    rows: IntArray,
+    places: tuple[IntArray, IntArray, IntArray],
+    jobs: IntArray,
+) -> IntArray:
+    """One run of equal running maxima of several children, turn by turn with the tie rule.
+
+    The tie book `ties` knows each child by its name: `names` is the tree's
+    keys and the node's children. `places` holds, per row, its child's
+    index among those children, its key's rank and its running maximum. A
+    turn taken while another child waits is a tie won, marked in `tied`.
+
+    Each child's rows are runs that begin at the maximum (its key equals
+    it) and go on below it; every waiting child's next run begins at the
+    maximum, so the turns tie, and the tie rule picks each one.
+    """
+    key, kids = names
+    local, rank, running = places
+    children = local[rows].tolist()
+    if len(set(children)) == len(children):  # the usual run: one job of each child, turn after turn
+        keys = [key[kids[c]] for c in children]
+        ranked = ties.ranked(keys)
+        # Each is taken while another waits: a tie won.
+        ties.win_all([keys[i] for i in ranked[:-1]])
+        tied[jobs[rows[ranked[:-1]]]] = True
+        placed: IntArray = rows[ranked]
+        return placed
+    queues: dict[int, list[list[int]]] = {}
+    begins = (rank[rows] == running[rows]).tolist()
+    for r, c, begin in zip(rows.tolist(), children, begins, strict=True):
+        turns = queues.setdefault(c, [])
+        if not turns or begin:
+            turns.append([r])
+        else:
+            turns[-1].append(r)
+    for turns in queues.values():
+        turns.reverse()  # pop() takes the next turn
+    # The tie rule's heap: fewer tie wins, then the rotation (the key only makes entries unique).
+    heap = [(*ties.rank(key[kids[c]]), c) for c in queues]
+    heapq.heapify(heap)
+    out: list[int] = []
+    while len(heap) > 1:
+        _, rotation, name, c = heapq.heappop(heap)
+        wins = ties.win(name)
+        turn = queues[c].pop()
+        tied[jobs[turn[0]]] = True
+        out.extend(turn)
+        if queues[c]:
+            heapq.heappush(heap, (wins, rotation, name, c))
+    for *_, c in heap:
+        for turn in reversed(queues[c]):
+            out.extend(turn)
+    return np.array(out, dtype=np.int64)
+
+
+def _states(
+    tree: CompiledTree,
+    nodes: list[int],
+    states: tuple[Amounts, Amounts],
+    node_of: IntArray,
+    lengths: IntArray,
+    turns_made: _Turns,
+) -> tuple[dict[int, _Sequence], npt.NDArray[np.float64]]:
+    """Each node's states after each of its turns (turns node after node, in each node's order),
+    from its children's `states` (their units and shares, child after child); and each node's
+    share at its state 0."""
+    turn_child, turn_index, merged = turns_made.child, turns_made.index, turns_made.jobs
+    units, share = states
+    del states  # each array is let go as soon as it has served
+    width, dtype = units.shape[1], units.dtype
+    state_start = np.cumsum(lengths + 1) - (lengths + 1)  # per child: its first state
+    offset = np.arange(len(units), dtype=np.int64) - np.repeat(state_start, lengths + 1)
+    waiting = (offset < np.repeat(lengths, lengths + 1)) & (share > 0)
+    summed = [not tree.rescale[n] for n in nodes]
+    if any(summed):  # an account over its users: every child of it counts as it is
+        waiting &= ~np.repeat(np.array(summed)[node_of], lengths + 1)
+    # Per child state: its direction where it waits with a share > 0, else its consumption as it is
+    # (`rest`). Where it does not wait, a divisor of 2**52 keeps the unused quotient small.
+    direction = _shift_div(units, DIRECTION_BITS, np.where(waiting, share, _SAFE)[:, None])
+    idle = np.flatnonzero(~waiting)  # few: each child's last state, and states of share 0
+    direction[idle] = 0
+    rest = np.zeros_like(units)
+    rest[idle] = units[idle]
+    del units
+    # Per node its states 0..K: state 0 sums its children's first states, each turn adds what it changes.
+    turns = np.bincount(node_of, weights=lengths, minlength=len(nodes)).astype(np.int64)
+    node_start = np.cumsum(turns + 1) - (turns + 1)
+    first_child = np.cumsum([0, *(len(tree.children[n]) for n in nodes[:-1])])
+    row = state_start[turn_child] + turn_index  # each turn's child state before it
+    position = np.arange(len(row), dtype=np.int64) + node_of[turn_child] + 1  # its node's state after it
+    count = int(node_start[-1] + turns[-1] + 1)
+    sums: list[Amounts] = []
+    for part, changing in ((direction, slice(None)), (rest, np.flatnonzero(~waiting[row] | ~waiting[row + 1]))):
+        steps = np.zeros((count, width), dtype=dtype)
+        steps[node_start] = np.add.reduceat(part[state_start], first_child, axis=0)
+        at = row[changing]
+        steps[position[changing]] = part[at + 1] - part[at]
+        total = np.cumsum(steps, axis=0)
+        total -= np.repeat(total[node_start] - steps[node_start], turns + 1, axis=0)
+        sums.append(total)
+    del direction, rest, part, steps
+    least = np.zeros((count, 1), dtype=dtype)  # M before each turn; 0 once nothing waits
+    least[position - 1, 0] = share[row]
+    del share
+    total = _mul_shift(least, sums[0], DIRECTION_BITS)
+    total += sums[1]
+    del sums, least
+    q = [tree.weight[n].denominator for n in nodes]
+    p = [tree.weight[n].numerator for n in nodes]
+    scaled = total if max(q) == 1 else total * np.repeat(np.array(q, dtype=dtype), turns + 1)[:, None]
+    if max(p) != 1:
+        scaled = scaled // np.repeat(np.array(p, dtype=dtype), turns + 1)[:, None]
+    vector = _descending(scaled)
+    start = vector[node_start, 0].astype(np.float64) / SHARE_ONE
+    bounds = np.r_[node_start, count].tolist()
+    done = np.r_[0, np.cumsum(turns)].tolist()
+    sequences = {
+        n: _Sequence(merged[done[g] : done[g + 1]], total[bounds[g] : bounds[g + 1]], vector[bounds[g] : bounds[g + 1]])
+        for g, n in enumerate(nodes)
+    }
+    return sequences, start

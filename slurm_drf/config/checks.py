@@ -36,7 +36,7 @@ from slurm_drf.config.settings import (
     WeightSource,
     WithinAccount,
 )
-from slurm_drf.config.validate import describe, load_schema
+from slurm_drf.config.validate import IGNORED, RENAMED, describe, load_schema, marked_keys
 from slurm_drf.config.yaml_tree import KeyPath, Problem, node_at
 
 MIN_INTERVAL: Final = 1.0
@@ -92,8 +92,7 @@ def logical_problems(data: Any) -> list[Problem]:
 
 def renamed_keys() -> dict[str, str]:
     """Old key -> its new name, from the schema's `x-renamed-to`: still read, with a warning."""
-    properties: Mapping[str, Any] = load_schema()["properties"]
-    return {old: option["x-renamed-to"] for old, option in properties.items() if "x-renamed-to" in option}
+    return marked_keys(load_schema()["properties"], RENAMED)
 
 
 def _renamed_problems(data: dict[str, Any]) -> Iterator[Problem]:
@@ -114,8 +113,7 @@ def renamed_key_warnings(config: Config) -> list[str]:
 
 def ignored_keys() -> dict[str, str]:
     """Key -> why it is ignored, from the schema's `x-ignored`: still accepted, with a warning."""
-    properties: Mapping[str, Any] = load_schema()["properties"]
-    return {key: option["x-ignored"] for key, option in properties.items() if "x-ignored" in option}
+    return marked_keys(load_schema()["properties"], IGNORED)
 
 
 def ignored_key_warnings(config: Config) -> list[str]:

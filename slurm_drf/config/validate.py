@@ -40,6 +40,22 @@ def load_schema() -> Mapping[str, Any]:
     return cast(Mapping[str, Any], schema)
 
 
+# The schema's marks on a key that is still read but no longer to be used: an old name (its new
+# name) and a key that is ignored (why).
+RENAMED: Final = "x-renamed-to"
+IGNORED: Final = "x-ignored"
+
+
+def marked_keys(properties: Mapping[str, Any], mark: str) -> dict[str, str]:
+    """Key -> what the schema says of it under `mark` (RENAMED, IGNORED), at one level of the schema."""
+    return {key: option[mark] for key, option in properties.items() if mark in option}
+
+
+def current_keys(properties: Mapping[str, Any]) -> list[str]:
+    """The keys a new config should use at one level of the schema, sorted: neither old names nor ignored."""
+    return sorted(key for key, option in properties.items() if RENAMED not in option and IGNORED not in option)
+
+
 @functools.cache
 def _validator() -> jsonschema.protocols.Validator:
     # Imported here: the one-shot verbs that run on defaults need not pay for it.
@@ -226,13 +242,8 @@ def _explain(error: jsonschema.ValidationError) -> list[Problem]:
 
 def _explain_unknown_keys(f: _Failure) -> list[Problem]:
     properties = f.schema.get("properties", {})
-    # The keys a new config should use: not the old names (x-renamed-to) nor the ignored ones.
-    known = sorted(k for k, v in properties.items() if not {"x-renamed-to", "x-ignored"} & set(v))
-    return [
-        Problem((*f.path, key), _unknown_key_message(key, known))
-        for key in f.value
-        if key not in f.schema.get("properties", {})
-    ]
+    known = current_keys(properties)
+    return [Problem((*f.path, key), _unknown_key_message(key, known)) for key in f.value if key not in properties]
 
 
 def _explain_required(f: _Failure) -> list[Problem]:

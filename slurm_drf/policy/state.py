@@ -6,11 +6,12 @@ holds) is `policy.ownership`'s.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Final
+from typing import Final, TypeVar
 
 import numpy as np
 
@@ -98,7 +99,10 @@ def advance_state(state: PolicyState, fingerprint: str, half_life_cycles: float)
     return state.epoch + 1, merged
 
 
-# From how many keys `TieBook.ranked` sorts them in numpy (below, Python's sort is quicker).
+_Q = TypeVar("_Q")  # a queue of turns: an account's code, a child's index
+_T = TypeVar("_T")  # a turn: a row, a run of rows
+
+# From how many keys `TieBook.take_one_each` sorts them in numpy (below, Python's sort is quicker).
 _RANKED_AT_ONCE: Final = 64
 
 
@@ -112,9 +116,11 @@ class TieBook:
     entries unique: two rotation keys alike are a 2**-64 event). `wins`
     is what the rule compares: the `committed` wins the plan started from
     plus the wins it counted itself, `plan_wins` (one dict as both while
-    nothing is committed: `open`). The engines read and
-    count through the book (`rank`, `win`); the plan hands its `state`
-    on. Keys are account names, or tree keys over a tree.
+    nothing is committed: `open`). Both engines, flat and tree, order
+    every tie through the book's two takers, `take_one_each` (a tie of one
+    turn each) and `take_turns` (queues of several), and nothing else
+    decides a tie; the plan hands its `state` on. Keys are account names,
+    or tree keys over a tree.
     """
 
     epoch: int = 0
@@ -156,28 +162,53 @@ class TieBook:
         """The rule's key among full ties, smaller first: (tie wins, rotation key, key)."""
         return (self.wins.get(key, 0.0), rotation_key(self.epoch, key), key)
 
-    def ranked(self, keys: Sequence[str]) -> list[int]:
-        """The indexes of `keys` (distinct) in the order of their `rank`, smaller first.
+    def take_one_each(self, keys: Sequence[str]) -> tuple[list[int], list[float]]:
+        """The tie rule over a tie of `keys` (distinct), one turn each: their indexes in the order of
+        `rank`, smaller first; each one placed while another waits (all but the last) wins a tie.
+        Returns the order and the wins each held when it was placed.
 
-        One sort of (wins, rotation key) for a tie of many (100,000 users of
-        one account); the key decides only where both are alike, a 2**-64
-        event, and then the whole order is `rank`'s by sorting.
+        One sort of (wins, rotation key) for a tie of many (100,000 accounts,
+        or users of one account); the key decides only where both are alike,
+        a 2**-64 event, and then the whole order is `rank`'s by sorting.
         """
-        if len(keys) < _RANKED_AT_ONCE:
-            return sorted(range(len(keys)), key=lambda i: self.rank(keys[i]))
         wins = np.fromiter(map(self.wins.get, keys, itertools.repeat(0.0)), dtype=np.float64, count=len(keys))
-        turns = np.array(self.rotations(keys), dtype=np.uint64)
-        order = np.lexsort((turns, wins))
-        held, rotation = wins[order], turns[order]
-        if np.isnan(wins).any() or ((held[1:] == held[:-1]) & (rotation[1:] == rotation[:-1])).any():
-            return sorted(range(len(keys)), key=lambda i: self.rank(keys[i]))
-        placed: list[int] = order.tolist()
-        return placed
+        if len(keys) < _RANKED_AT_ONCE:
+            placed = sorted(range(len(keys)), key=lambda i: self.rank(keys[i]))
+        else:
+            turns = np.array(self.rotations(keys), dtype=np.uint64)
+            order = np.lexsort((turns, wins))
+            held, rotation = wins[order], turns[order]
+            if np.isnan(wins).any() or ((held[1:] == held[:-1]) & (rotation[1:] == rotation[:-1])).any():
+                placed = sorted(range(len(keys)), key=lambda i: self.rank(keys[i]))
+            else:
+                placed = order.tolist()
+        held = wins[placed]
+        self.win_each([keys[i] for i in placed[:-1]], held[:-1])
+        return placed, held.tolist()
 
-    def win_all(self, keys: Sequence[str]) -> None:
-        """Each of `keys` (distinct) won one tie, in this order: `win` of each, in one update."""
-        held = np.fromiter(map(self.wins.get, keys, itertools.repeat(0.0)), dtype=np.float64, count=len(keys))
-        self.win_each(keys, held)
+    def take_turns(self, queues: Mapping[_Q, list[_T]], names: Mapping[_Q, str]) -> tuple[list[_T], list[float], int]:
+        """The tie rule over queues of turns (a queue's turns in order, `names` its key): while another
+        queue waits, the one of smaller `rank` takes its next turn and wins a tie; the last one left
+        takes the rest. Returns the turns in the order taken, the wins their queue held when each was
+        taken, and how many won a tie (the first ones)."""
+        waiting = {q: turns[::-1] for q, turns in queues.items() if turns}  # pop() takes the next turn
+        heap = [(*self.rank(names[q]), q) for q in waiting]
+        heapq.heapify(heap)
+        out: list[_T] = []
+        held: list[float] = []
+        while len(heap) > 1:
+            wins, rotation, name, q = heapq.heappop(heap)
+            out.append(waiting[q].pop())
+            held.append(wins)
+            wins = self.win(name)
+            if waiting[q]:
+                heapq.heappush(heap, (wins, rotation, name, q))
+        won = len(out)
+        for wins, _, _, q in heap:
+            rest = waiting[q][::-1]
+            out.extend(rest)
+            held.extend([wins] * len(rest))
+        return out, held, won
 
     def win(self, key: str) -> float:
         """`key` won a tie (it was placed while another waited at its share): its wins now."""

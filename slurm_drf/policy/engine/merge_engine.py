@@ -27,7 +27,6 @@ decides.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -485,13 +484,10 @@ def _turns(
     local, rank, running = places
     children = local[rows].tolist()
     if len(set(children)) == len(children):  # the usual run: one job of each child, turn after turn
-        keys = [key[kids[c]] for c in children]
-        ranked = ties.ranked(keys)
-        # Each is taken while another waits: a tie won.
-        ties.win_all([keys[i] for i in ranked[:-1]])
-        tied[jobs[rows[ranked[:-1]]]] = True
-        placed: IntArray = rows[ranked]
-        return placed
+        placed, _ = ties.take_one_each([key[kids[c]] for c in children])
+        tied[jobs[rows[placed[:-1]]]] = True  # each taken while another waits: a tie won
+        taken: IntArray = rows[placed]
+        return taken
     queues: dict[int, list[list[int]]] = {}
     begins = (rank[rows] == running[rows]).tolist()
     for r, c, begin in zip(rows.tolist(), children, begins, strict=True):
@@ -500,24 +496,9 @@ def _turns(
             turns.append([r])
         else:
             turns[-1].append(r)
-    for turns in queues.values():
-        turns.reverse()  # pop() takes the next turn
-    # The tie rule's heap: fewer tie wins, then the rotation (the key only makes entries unique).
-    heap = [(*ties.rank(key[kids[c]]), c) for c in queues]
-    heapq.heapify(heap)
-    out: list[int] = []
-    while len(heap) > 1:
-        _, rotation, name, c = heapq.heappop(heap)
-        wins = ties.win(name)
-        turn = queues[c].pop()
-        tied[jobs[turn[0]]] = True
-        out.extend(turn)
-        if queues[c]:
-            heapq.heappush(heap, (wins, rotation, name, c))
-    for *_, c in heap:
-        for turn in reversed(queues[c]):
-            out.extend(turn)
-    return np.array(out, dtype=np.int64)
+    taken_turns, _, won = ties.take_turns(queues, {c: key[kids[c]] for c in queues})
+    tied[jobs[[turn[0] for turn in taken_turns[:won]]]] = True
+    return np.array([r for turn in taken_turns for r in turn], dtype=np.int64)
 
 
 def _states(

@@ -8,7 +8,6 @@ differ from the job before it, and how each tie was broken), so that
 
 from __future__ import annotations
 
-import heapq
 import itertools
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -301,10 +300,10 @@ def _break_ties(
     turns = ties.rotations(names)
     record_wins, rotation = _ZippedMapping(names, held), _ZippedMapping(names, turns)
     if one_each:
-        wins, turn_keys = np.array(held, dtype=np.float64), np.array(turns, dtype=np.uint64)
-        out, placed_wins = _one_row_each(rows, names, wins, turn_keys, ties)
+        placed, placed_wins = ties.take_one_each(names)
+        out = list(map(rows.__getitem__, placed))
     else:
-        out, placed_wins = _by_heap(queues, account_names, rotation, ties)
+        out, placed_wins, _ = ties.take_turns(queues, dict(zip(queues, names, strict=True)))
     return out, TieRecord(start, start + len(out), record_wins, rotation, tuple(placed_wins))
 
 
@@ -335,55 +334,3 @@ class _ZippedMapping(Mapping[str, _V]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._mapping()!r})"
-
-
-def _one_row_each(
-    rows: list[int],
-    names: list[str],
-    keys: FloatArray,
-    turns: npt.NDArray[np.uint64],
-    ties: TieBook,
-) -> tuple[list[int], list[float]]:
-    """The heap's order when every account has one row in the tie (`rows[k]` of `names[k]`, its
-    tie wins `keys[k]` and rotation key `turns[k]`; a tie of many accounts, the usual case): one
-    sort by the heap's key (wins, rotation key, name); every account placed but the last wins once."""
-    order = np.lexsort((turns, keys))
-    ordered_keys, ordered_turns = keys[order], turns[order]
-    if ((ordered_keys[1:] == ordered_keys[:-1]) & (ordered_turns[1:] == ordered_turns[:-1])).any():
-        # Two rotation keys alike (2**-64 a pair): the name decides, as in the heap.
-        order = np.array(sorted(range(len(names)), key=lambda k: (keys[k], turns[k], names[k])), dtype=np.int64)
-        ordered_keys = keys[order]
-    placed: list[int] = order.tolist()
-    winners = list(map(names.__getitem__, placed[:-1]))
-    ties.win_each(winners, ordered_keys[:-1])
-    return list(map(rows.__getitem__, placed)), ordered_keys.tolist()
-
-
-def _by_heap(
-    queues: dict[int, list[int]],
-    account_names: Sequence[str],
-    rotation: Mapping[str, int],
-    ties: TieBook,
-) -> tuple[list[int], list[float]]:
-    """The tie rule's heap: the account of fewest wins (then rotation key) places its next row."""
-    for queue in queues.values():
-        queue.reverse()  # pop() takes the next row
-
-    def entry(account: int) -> tuple[float, int, str, int]:
-        name = account_names[account]
-        return (ties.count(name), rotation[name], name, account)
-
-    heap = [entry(account) for account in queues]
-    heapq.heapify(heap)
-    out: list[int] = []
-    placed_wins: list[float] = []
-    while heap:
-        key, *_, account = heapq.heappop(heap)
-        placed_wins.append(key)
-        if heap:
-            ties.win(account_names[account])
-        queue = queues[account]
-        out.append(queue.pop())
-        if queue:
-            heapq.heappush(heap, entry(account))
-    return out, placed_wins

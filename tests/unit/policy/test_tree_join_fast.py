@@ -317,26 +317,42 @@ def test_leaf_shares_are_leaf_share_in_int64_and_beyond() -> None:
 
 
 @pytest.mark.parametrize("size", [3, 63, 64, 500])
-def test_tie_ranking_at_once_is_ranking_by_sorting(size: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_tie_of_one_turn_each_is_taken_in_rank_order(size: int, monkeypatch: pytest.MonkeyPatch) -> None:
     rng = random.Random(size)
     keys = [f"k{i}/{rng.random()}" for i in range(size)]
     wins = {key: float(rng.choice([0, 0, 1, 2.5])) for key in keys if rng.random() < 0.5}
     book = TieBook(7, dict(wins))
-    assert book.ranked(keys) == sorted(range(size), key=lambda i: book.rank(keys[i]))
+    expected = sorted(range(size), key=lambda i: book.rank(keys[i]))
+    placed, held = book.take_one_each(keys)
+    assert placed == expected and held == [wins.get(keys[i], 0.0) for i in expected]
+    # Each placed while another waits won one tie; the last did not.
+    assert book.wins == {**wins, **{keys[i]: wins.get(keys[i], 0.0) + 1.0 for i in expected[:-1]}}
     # Two rotation keys alike (a 2**-64 event): the key decides, as `rank` says.
     monkeypatch.setattr("slurm_drf.policy.state.rotation_key_list", lambda epoch, names: [1] * len(names))
     monkeypatch.setattr("slurm_drf.policy.state.rotation_key", lambda epoch, name: 1)
     alike = TieBook(8, dict(wins))
-    assert alike.ranked(keys) == sorted(range(size), key=lambda i: alike.rank(keys[i]))
+    by_rank = sorted(range(size), key=lambda i: alike.rank(keys[i]))  # before the tie is taken: it counts wins
+    assert alike.take_one_each(keys)[0] == by_rank
 
 
-def test_winning_all_at_once_is_winning_each() -> None:
-    keys = ["b", "a", "c"]
-    one, each = TieBook(1, {"a": 2.0}, {"a": 1.0}), TieBook(1, {"a": 2.0}, {"a": 1.0})
-    one.win_all(keys)
-    for key in keys:
-        each.win(key)
+def test_taking_one_each_at_once_is_taking_turns_one_by_one() -> None:
+    keys = ["b", "a", "c", "d"]
+    one, each = TieBook(1, {"a": 2.0, "d": 1.0}, {"a": 1.0}), TieBook(1, {"a": 2.0, "d": 1.0}, {"a": 1.0})
+    placed, held = one.take_one_each(keys)
+    turns, turn_held, won = each.take_turns({k: [i] for i, k in enumerate(keys)}, {k: k for k in keys})
+    assert [keys[i] for i in placed] == [keys[t] for t in turns] and held == turn_held and won == len(keys) - 1
     assert one.wins == each.wins and list(one.plan_wins.items()) == list(each.plan_wins.items())
+
+
+def test_taking_turns_serves_the_fewest_wins_and_counts_each_tie_won() -> None:
+    book = TieBook(3, {"x": 1.0})
+    turns, held, won = book.take_turns({"x": ["x1", "x2"], "y": ["y1", "y2", "y3"]}, {"x": "x", "y": "y"})
+    # y (no wins) goes first; both at one win, the rotation key decides; the last left takes the rest.
+    assert turns[0] == "y1" and held[0] == 0.0 and sorted(turns) == ["x1", "x2", "y1", "y2", "y3"]
+    assert [t for t in turns if t[0] == "x"] == ["x1", "x2"] and [t for t in turns if t[0] == "y"] == ["y1", "y2", "y3"]
+    # A tie is won by each turn taken while the other queue still waited.
+    last_other = max(i for i, t in enumerate(turns) if t[0] != turns[-1][0])
+    assert won == last_other + 1 and book.wins["x"] + book.wins["y"] == 1.0 + won
 
 
 def test_kinds_read_every_node_name_back() -> None:

@@ -15,8 +15,9 @@ The cases are the README's figures that the policy's code decides:
 `plan --format json` over the engine benchmark's snapshot (100,000 pending,
 50,000 running, 2,000 accounts; bench_engine.py) and over an account tree
 with 1-8 users per account (bench_hierarchy.py --cli's), `simulate` on its
-default scenario and `simulate --scenario tree`, each with named policies
-through the plan's engine (`--engine plan`), so both sides do the same work.
+default scenario, `simulate --scenario tree` and `--scenario tie` (where
+ties are the rule), each with named policies through the plan's engine
+(`--engine plan`), so both sides do the same work.
 """
 
 from __future__ import annotations
@@ -74,6 +75,8 @@ def cases(folder: Path) -> list[Case]:
         # engine for a scenario may change, and the comparison would no longer be like with like.
         Case("simulate", [*cli, "simulate", "--policies", "fifo,multifactor,drf,drf-labels", "--engine", "plan"]),
         Case("simulate-tree", [*cli, "simulate", "--scenario", "tree", "--policies", "drf,hdrf", "--engine", "plan"]),
+        # Where ties are the rule: every account's jobs alike (the tie rule's takers, flat and tree).
+        Case("simulate-tie", [*cli, "simulate", "--scenario", "tie", "--policies", "drf,hdrf", "--engine", "plan"]),
     ]
 
 

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from fractions import Fraction
+from unittest import mock
 
-import numpy as np
 import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import slurm_drf.policy.engine.order as order_module
 from slurm_drf.config.settings import Config, PoolConfig
 from slurm_drf.policy.plan import Plan, compute_plan
 from slurm_drf.policy.plan_columns import AccountColumns, AccountShare, PlanAccounts
@@ -126,20 +126,22 @@ def _tie_inputs(draw: st.DrawFn) -> tuple[list[int], list[str], dict[str, float]
 @settings(max_examples=200, deadline=None)
 @given(data=st.data(), collide=st.booleans())
 def test_a_tie_of_one_job_per_account_is_the_heaps_order(data: st.DataObject, collide: bool) -> None:
+    """TieBook.take_one_each (one sort) takes a tie as take_turns (the heap) would, wins counted alike."""
     rows, names, committed = data.draw(_tie_inputs())
-    # With every rotation key alike, the names decide.
-    keys = [7] * len(names) if collide else rotation_key_list(3, names)
-    rotation = dict(zip(names, keys, strict=True))
-    record = {name: committed.get(name, 0.0) for name in names}
     earlier = {name: 1.0 for name in names[::2]}  # wins of an earlier tie of this plan
     sorted_wins, sorted_plan = dict(committed), dict(earlier)
-    held = np.array([record[name] for name in names], dtype=np.float64)
-    turns = np.array([rotation[name] for name in names], dtype=np.uint64)
-    out = order_module._one_row_each(rows, names, held, turns, TieBook(3, sorted_wins, sorted_plan))
     heap_wins, heap_plan = dict(committed), dict(earlier)
-    queues = {row: [row] for row in rows}
-    expected = order_module._by_heap(queues, names, rotation, TieBook(3, heap_wins, heap_plan))
-    assert out == expected
+    with contextlib.ExitStack() as stack:
+        if collide:  # with every rotation key alike, the names decide
+            stack.enter_context(mock.patch("slurm_drf.policy.state.rotation_key", lambda epoch, name: 7))
+            stack.enter_context(
+                mock.patch("slurm_drf.policy.state.rotation_key_list", lambda epoch, keys: [7] * len(keys))
+            )
+        placed, held = TieBook(3, sorted_wins, sorted_plan).take_one_each(names)
+        turns, turn_held, won = TieBook(3, heap_wins, heap_plan).take_turns(
+            {row: [row] for row in rows}, dict(zip(rows, names, strict=True))
+        )
+    assert [rows[i] for i in placed] == turns and held == turn_held and won == len(rows) - 1
     assert sorted_wins == heap_wins and list(sorted_plan.items()) == list(heap_plan.items())
 
 

@@ -386,8 +386,30 @@ def slurmctld_pid(slurm: SlurmSandbox) -> int | None:
     return pid if comm.startswith("slurmctld") else None
 
 
+def wait_recorded(slurm: SlurmSandbox) -> None:
+    """Waits until slurmdbd lists every job slurmctld holds (sacct), so that slurmctld has each one's
+    database index before a test stops it.
+
+    slurmctld sends a new job to slurmdbd a few seconds after the submission
+    and refuses updates to it until the answer is in ("Job update not
+    available right now, the DB index is being set": scontrol retries on its
+    own). A job saved without its index is sent again after the restart, and
+    on a loaded machine the first write after it waited more than a minute.
+    """
+
+    def all_listed() -> bool:
+        held = set(slurm.run("squeue", "-h", "-t", "all", "-o", "%A").stdout.split())
+        if not held:
+            return True
+        listed = slurm.run("sacct", "-n", "-X", "-P", "-o", "JobIDRaw", "-j", ",".join(sorted(held)), check=False)
+        return held <= set(listed.stdout.split())
+
+    wait_for(all_listed, START_TIMEOUT_S, "slurmdbd to list every job slurmctld holds")
+
+
 def stop_slurmctld(slurm: SlurmSandbox) -> None:
-    """Stops slurmctld only (slurmd, slurmdbd and the jobs keep running)."""
+    """Stops slurmctld only (slurmd, slurmdbd and the jobs keep running), once slurmdbd has every job."""
+    wait_recorded(slurm)
     pid = slurmctld_pid(slurm)
     assert pid is not None, "slurmctld is not running"
     os.kill(pid, signal.SIGTERM)

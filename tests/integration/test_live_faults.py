@@ -46,6 +46,7 @@ from tests.integration.live_helpers import (
     start_slurmctld,
     stop_slurmctld,
     wait_in_sprio,
+    wait_recorded,
     write_config,
 )
 from tests.polling import wait_for
@@ -95,7 +96,8 @@ def state_save_location(slurm: SlurmSandbox) -> Path:
 
 
 def kill_slurmctld(slurm: SlurmSandbox) -> None:
-    """SIGKILL, as an OOM kill or a lost node does: no state save."""
+    """SIGKILL, as an OOM kill or a lost node does: no state save (once slurmdbd has every job)."""
+    wait_recorded(slurm)
     pid = slurmctld_pid(slurm)
     assert pid is not None, "slurmctld is not running"
     os.kill(pid, signal.SIGKILL)

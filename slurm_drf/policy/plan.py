@@ -10,13 +10,12 @@ pending job is the account's weighted dominant share over its running
 usage plus the demand of its first k-1 pending jobs. Progressive filling
 always serves the account with the lowest current share, so the DRF order
 of all pending jobs is the order of their levels: one exclusive cumulative
-sum per account and one sort, vectorised with numpy. Floats only find the
-candidates for a tie: runs of levels within a relative 1e-9 of each other
-are re-sorted with exact fractions, and exactly equal levels go to the tie
-rule. The textbook heap loop on exact fractions, which the order must
-equal, is the rule itself (`policy.rule.flat_order`).
+sum per account and one sort, vectorised with numpy, of the levels as
+whole numbers of 2**-30 of the pool (`policy.engine.fixed_point`, a tree's
+arithmetic too); equal levels go to the tie rule. The textbook heap loop,
+which the order must equal, is the rule itself (`policy.rule.flat_order`).
 
-The tie rule, applied to exactly equal levels, in turn: the accounts'
+The tie rule, applied to equal levels, in turn: the accounts'
 weighted share vectors sorted largest first (lexicographically, smaller
 first); fewer remembered tie wins first; a key that rotates with the
 epoch. An account wins a tie when it is placed while another account waits

@@ -117,16 +117,17 @@ class PoolOrder:
         return tuple(int(x) for x in self.before[self.ordering.order[position]])
 
     def level_exact(self, position: int) -> Fraction:
-        """The job's level as the engine compared it (exactly)."""
+        """The job's level, exactly (the engine compared it rounded down to whole 2**-SHARE_BITS)."""
         weight = self.weights[int(self.account_of[self.ordering.order[position]])]
         return weighted_share(self.usage_before(position), self.capacity, weight)
 
     def level_start(self, position: int) -> int:
-        """The first position whose exact level equals this one's; every job before it has a lower level."""
+        """The first position whose level (as the engine compared it) equals this one's; every job before it
+        has a lower level."""
         return int(np.flatnonzero(self.ordering.new_level[: position + 1])[-1])
 
     def vector_start(self, position: int) -> int:
-        """The first position whose exact (level, share vector) equals this one's."""
+        """The first position whose (level, share vector), as the engine compared them, equals this one's."""
         return int(np.flatnonzero(self.ordering.new_vector[: position + 1])[-1])
 
     def tie(self, position: int) -> TieRecord | None:

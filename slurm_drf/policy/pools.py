@@ -64,8 +64,9 @@ def weighted_shares(
 
     The weight of row i is `fractions[i]`, or `fractions[of[i]]` when `of`
     maps the rows to the weights (each account's, say). One correctly
-    rounded division per share (u*q / (c*p)): equal shares compare equal,
-    as `policy.engine.order` sorts them.
+    rounded division per share (u*q / (c*p)): shares equal as fractions
+    are equal floats. What is shown; the order compares whole numbers
+    (`policy.engine.fixed_point`).
     """
     usable = capacity > 0
     rows = len(fractions) if of is None else len(of)

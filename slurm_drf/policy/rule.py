@@ -22,10 +22,14 @@ an account over its users sums them as they are (none rescaled: how many
 users share an account's work buys it nothing). The walk goes from the root
 to a leaf, taking the child of least share.
 
-Equality. A flat pool compares exact fractions. A tree compares whole
-numbers of 2**-SHARE_BITS of share, each rounded down once where it is
-made (docs/rule.md §7, "Fixed point"): two of a tree's nodes whose exact
-shares differ by less than 2**-30 are a tie. A flat tree is the flat rule.
+Equality: one for both. The loops compare shares as whole numbers of
+2**-SHARE_BITS of the pool (`leaf_share`, `inner_share`), each rounded down
+once where it is made (docs/rule.md §2, "Equal shares"): two accounts or
+tree nodes whose exact shares differ by less than 2**-30 are a tie, which
+the tie rule breaks by wins and rotation, not by a billionth of a share
+(less than one GPU in a billion). A flat tree is the flat rule, position by
+position. `weighted_share` is the exact fraction, for what is shown and
+for reclaim.
 """
 
 from __future__ import annotations
@@ -46,13 +50,10 @@ except ImportError:  # a Python without CPython's _blake2 module
 
 
 def weighted_share(usage: Sequence[int], capacity: Sequence[int], weight: Fraction) -> Fraction:
-    """s_i / w_i = max_j(u_ij / R_j) / w_i over the resources of R_j > 0 (0 when there is none)."""
+    """s_i / w_i = max_j(u_ij / R_j) / w_i over the resources of R_j > 0 (0 when there is none), exactly.
+
+    What a plan shows and reclaim compares; the loops compare `leaf_share`'s whole numbers."""
     return max((Fraction(u, c) for u, c in zip(usage, capacity, strict=True) if c > 0), default=Fraction(0)) / weight
-
-
-def share_vector(usage: Sequence[int], capacity: Sequence[int], weight: Fraction) -> tuple[Fraction, ...]:
-    """Every u_ij / (R_j · w_i), largest first: the tie rule's first key (its head is the weighted share)."""
-    return tuple(sorted((Fraction(u, c) / weight for u, c in zip(usage, capacity, strict=True) if c > 0), reverse=True))
 
 
 # -------------------------------------------------------------------------
@@ -113,10 +114,12 @@ def flat_order(
     held = {a: [int(x) for x in usage.get(a, [0] * len(capacity))] for a in pending}
     served = dict.fromkeys(pending, 0)
 
+    usable = [k for k, c in enumerate(capacity) if c > 0]
+    caps = [capacity[k] for k in usable]
+
     def entry(account: str) -> tuple[TieKey, str]:
-        weight, at = weights.get(account, Fraction(1)), held[account]
-        share, vector = weighted_share(at, capacity, weight), share_vector(at, capacity, weight)
-        return tie_key(share, vector, tie_wins.get(account, Fraction(0)), epoch, account), account
+        at = leaf_share([held[account][k] for k in usable], caps, weights.get(account, Fraction(1)))
+        return tie_key(at.share, at.vector, tie_wins.get(account, Fraction(0)), epoch, account), account
 
     heap = [entry(a) for a, jobs in pending.items() if jobs]
     heapq.heapify(heap)

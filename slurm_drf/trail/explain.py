@@ -8,7 +8,8 @@ usage plus the demand of the account's earlier pending jobs), the level,
 and for every job ahead of it in the pool the rule that put it there:
 
 - `own_queue`: an earlier job of the same account (Slurm's own order);
-- `lower_level`: a strictly lower level (exact fractions decide);
+- `lower_level`: a strictly lower level (in whole numbers of 2**-30 of
+  the pool, as the order compares them: docs/rule.md §2, "Equal shares");
 - `share_vector`: an equal level, but a smaller sorted share vector;
 - `tie_wins` / `rotation`: equal level and share vector, a tie the
   account won through fewer recent tie wins, or through the per-cycle
@@ -83,7 +84,7 @@ class AheadCount:
 
 @dataclass(frozen=True, slots=True)
 class TieDetail:
-    """The group of exactly equal (level, share vector) the job was ordered in."""
+    """The group of equal (level, share vector) the job was ordered in."""
 
     accounts: tuple[str, ...]
     jobs: int

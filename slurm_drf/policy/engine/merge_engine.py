@@ -30,22 +30,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, Final
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 
 from slurm_drf.model.types import IntArray
+from slurm_drf.policy.engine.fixed_point import SAFE, Amounts, descending, mul_shift, shift_div
 from slurm_drf.policy.engine.hierarchy import CompiledTree, HierarchyOrdering, TreeNode, compile_tree, order_flat
 from slurm_drf.policy.rule import DIRECTION_BITS, SHARE_BITS, SHARE_ONE
 from slurm_drf.policy.state import TieBook
 
-# Every amount stays below this in int64 (checked before), where floats hold it exactly.
-_SAFE: Final = 1 << 52
 ONE: Final = Fraction(1)
-
-# Whole numbers: int64, or Python integers (dtype object) where a pool's amounts do not fit.
-Amounts = npt.NDArray[Any]
 
 
 def order_online(root: TreeNode, capacity: Sequence[int], ties: TieBook) -> HierarchyOrdering:
@@ -134,39 +130,6 @@ class _Turns:
     jobs: IntArray
 
 
-def _shift_div(a: Amounts, shift: int, b: Amounts) -> Amounts:
-    """floor(a · 2**shift / b), exactly, for 0 <= a, 0 < b and a result below 2**52.
-
-    int64: the float quotient is within 1/2 of the exact one, so its floor
-    is at most 1 off; the remainder a · 2**shift - q · b, computed modulo
-    2**64 (numpy's int64 wraps), is then small and exact, and says which.
-    """
-    if a.dtype == object:
-        return (a << shift) // b
-    estimate = a / b
-    estimate *= float(1 << shift)
-    quotient = np.floor(estimate, out=estimate).astype(np.int64)
-    rest = a << shift
-    rest -= quotient * b
-    quotient += rest >= b
-    quotient -= rest < 0
-    return quotient
-
-
-def _mul_shift(m: Amounts, y: Amounts, shift: int) -> Amounts:
-    """floor(m · y / 2**shift), exactly, for 0 <= m, y below 2**53 and a result below 2**52 (as `_shift_div`)."""
-    if m.dtype == object:
-        return (m * y) >> shift
-    estimate = y.astype(np.float64)
-    estimate *= m.astype(np.float64) * (1.0 / (1 << shift))
-    product = np.floor(estimate, out=estimate).astype(np.int64)
-    rest = m * y
-    rest -= product << shift
-    product += rest >= 1 << shift
-    product -= rest < 0
-    return product
-
-
 def _lexicographic(keys: Amounts) -> tuple[IntArray, npt.NDArray[np.bool_]]:
     """The stable lexicographic order of int64 rows of two or three columns below 2**53, and where a new key begins.
 
@@ -218,21 +181,6 @@ def _weight_sum(weights: list[Fraction]) -> Fraction:
     return sum(weights, Fraction(0))
 
 
-def _descending(values: Amounts) -> Amounts:
-    """Each row sorted largest first (three columns, the usual cpu, mem, gpu, by a sorting network)."""
-    if values.shape[1] != 3:
-        ordered: Amounts = np.sort(values, axis=1)[:, ::-1]
-        return ordered
-    a, b, c = values[:, 0], values[:, 1], values[:, 2]
-    network: Amounts = np.empty_like(values)
-    high, low = np.maximum(a, b), np.minimum(a, b)
-    np.maximum(high, c, out=network[:, 0])
-    rest = np.minimum(high, c, out=high)  # two columns' worth of room besides the result
-    np.maximum(low, rest, out=network[:, 1])
-    np.minimum(low, rest, out=network[:, 2])
-    return network
-
-
 def _leaf_block(
     tree: CompiledTree, leaves: list[int], raw: Amounts, usable: list[int], merges: type, jobs: int
 ) -> tuple[_Leaves, npt.NDArray[np.float64]]:
@@ -247,13 +195,13 @@ def _leaf_block(
     sums = np.cumsum(steps, axis=0)
     amounts = sums - np.repeat(sums[starts] - steps[starts], lengths, axis=0)
     caps: Amounts = np.array([tree.capacity[r] for r in usable] or [1], dtype=dtype)
-    units = _shift_div(amounts, SHARE_BITS, np.broadcast_to(caps, amounts.shape))
+    units = shift_div(amounts, SHARE_BITS, np.broadcast_to(caps, amounts.shape))
     if all(tree.weight[n] == 1 for n in leaves):
-        vector = _descending(units)  # weight 1: the shares are the units
+        vector = descending(units)  # weight 1: the shares are the units
     else:
         p: Amounts = np.array([tree.weight[n].numerator for n in leaves], dtype=dtype)[segment][:, None]
         q: Amounts = np.array([tree.weight[n].denominator for n in leaves], dtype=dtype)[segment][:, None]
-        vector = _descending(_shift_div(amounts * q, SHARE_BITS, caps[None, :] * p))
+        vector = descending(shift_div(amounts * q, SHARE_BITS, caps[None, :] * p))
     if not usable:
         units, vector = units * 0, vector * 0
     if dtype is not merges:  # the same whole numbers, as the merges' Python integers
@@ -311,7 +259,7 @@ class _Merge:
         q = self._weight_parts[1]
         siblings = max((_weight_sum([tree.weight[c] for c in kids]) for kids in tree.children if kids), default=ONE)
         directions = (2 << DIRECTION_BITS) * (int(siblings * q) + 1)
-        return self._leaves_fit() and directions < _SAFE
+        return self._leaves_fit() and directions < SAFE
 
     def _leaves_fit(self) -> bool:
         """Whether the leaves' amounts, consumption and shares (`_leaves`) stay below 2**52, as `_fits`."""
@@ -323,7 +271,7 @@ class _Merge:
         most = [int(v) * 2 + 1 for v in sums.tolist()]  # a float sum, with room for its rounding
         p, q = self._weight_parts
         units = max((m << SHARE_BITS) // c + 1 for m, c in zip(most, caps, strict=True))
-        return max(most) * q < _SAFE and max(caps) * p < _SAFE and units * q < _SAFE
+        return max(most) * q < SAFE and max(caps) * p < SAFE and units * q < SAFE
 
     # ---- the internal nodes of one height, all at once
 
@@ -445,7 +393,7 @@ class _Merge:
 def _rank(keys: Amounts) -> IntArray:
     """Each key's place among the distinct keys (lexicographic, largest share first in each)."""
     count = len(keys)
-    if keys.dtype == object and count and int(keys.max()) < _SAFE:
+    if keys.dtype == object and count and int(keys.max()) < SAFE:
         keys = keys.astype(np.int64)  # shares (>= 0) that int64 holds: ranked the same, faster
     if keys.dtype != object and keys.shape[1] in (2, 3):
         by_key, new = _lexicographic(keys)
@@ -524,7 +472,7 @@ def _states(
         waiting &= ~np.repeat(np.array(summed)[node_of], lengths + 1)
     # Per child state: its direction where it waits with a share > 0, else its consumption as it is
     # (`rest`). Where it does not wait, a divisor of 2**52 keeps the unused quotient small.
-    direction = _shift_div(units, DIRECTION_BITS, np.where(waiting, share, _SAFE)[:, None])
+    direction = shift_div(units, DIRECTION_BITS, np.where(waiting, share, SAFE)[:, None])
     idle = np.flatnonzero(~waiting)  # few: each child's last state, and states of share 0
     direction[idle] = 0
     rest = np.zeros_like(units)
@@ -550,7 +498,7 @@ def _states(
     least = np.zeros((count, 1), dtype=dtype)  # M before each turn; 0 once nothing waits
     least[position - 1, 0] = share[row]
     del share
-    total = _mul_shift(least, sums[0], DIRECTION_BITS)
+    total = mul_shift(least, sums[0], DIRECTION_BITS)
     total += sums[1]
     del sums, least
     q = [tree.weight[n].denominator for n in nodes]
@@ -558,7 +506,7 @@ def _states(
     scaled = total if max(q) == 1 else total * np.repeat(np.array(q, dtype=dtype), turns + 1)[:, None]
     if max(p) != 1:
         scaled = scaled // np.repeat(np.array(p, dtype=dtype), turns + 1)[:, None]
-    vector = _descending(scaled)
+    vector = descending(scaled)
     start = vector[node_start, 0].astype(np.float64) / SHARE_ONE
     bounds = np.r_[node_start, count].tolist()
     done = np.r_[0, np.cumsum(turns)].tolist()

@@ -20,8 +20,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slurm_drf.policy.engine import merge_engine
+from slurm_drf.policy.engine.fixed_point import mul_shift, shift_div
 from slurm_drf.policy.engine.hierarchy import TreeNode, compile_tree
-from slurm_drf.policy.engine.merge_engine import _lexicographic, _mul_shift, _shift_div, order_online
+from slurm_drf.policy.engine.merge_engine import _lexicographic, order_online
 from slurm_drf.policy.engine.tree_order import start_shares
 from slurm_drf.policy.rule import hdrf_order
 from slurm_drf.policy.state import TieBook
@@ -114,7 +115,7 @@ TOP = (1 << 52) - 1  # the engine keeps every amount below 2**52
 
 @st.composite
 def quotients(draw: st.DrawFn) -> tuple[int, int, int]:
-    """(a, shift, b) with floor(a · 2**shift / b) below 2**52, as the engine calls `_shift_div`."""
+    """(a, shift, b) with floor(a · 2**shift / b) below 2**52, as the engine calls `shift_div`."""
     b = draw(st.integers(1, TOP))
     shift = draw(st.integers(0, 40))
     return draw(st.integers(0, min(TOP, (TOP * b) >> shift))), shift, b
@@ -122,7 +123,7 @@ def quotients(draw: st.DrawFn) -> tuple[int, int, int]:
 
 @st.composite
 def products(draw: st.DrawFn) -> tuple[int, int, int]:
-    """(m, y, shift) with floor(m · y / 2**shift) below 2**52, as the engine calls `_mul_shift`."""
+    """(m, y, shift) with floor(m · y / 2**shift) below 2**52, as the engine calls `mul_shift`."""
     m = draw(st.integers(0, TOP))
     shift = draw(st.integers(0, 52))
     return m, draw(st.integers(0, min(TOP, (TOP << shift) // max(m, 1)))), shift
@@ -135,7 +136,7 @@ def test_shift_div_is_exact_in_int64(cases: list[tuple[int, int, int]]) -> None:
         rows = [(a, b) for a, s, b in cases if s == shift]
         a = np.array([x for x, _ in rows], dtype=np.int64)
         b = np.array([y for _, y in rows], dtype=np.int64)
-        assert _shift_div(a, shift, b).tolist() == [(x << shift) // y for x, y in rows]
+        assert shift_div(a, shift, b).tolist() == [(x << shift) // y for x, y in rows]
 
 
 @settings(max_examples=500, deadline=None)
@@ -145,7 +146,7 @@ def test_mul_shift_is_exact_in_int64(cases: list[tuple[int, int, int]]) -> None:
         rows = [(m, y) for m, y, s in cases if s == shift]
         m = np.array([x for x, _ in rows], dtype=np.int64)
         y = np.array([v for _, v in rows], dtype=np.int64)
-        assert _mul_shift(m, y, shift).tolist() == [(x * v) >> shift for x, v in rows]
+        assert mul_shift(m, y, shift).tolist() == [(x * v) >> shift for x, v in rows]
 
 
 @settings(max_examples=300, deadline=None)

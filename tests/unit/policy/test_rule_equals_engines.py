@@ -1,7 +1,7 @@
 """The fast engines equal the rule (`policy.rule`), position by position, tie wins included.
 
 Flat: `policy.engine.order.order_pending` (after `compute_before`), the engine of a
-flat pool, against `rule.flat_order`, the greedy loop on exact fractions.
+flat pool, against `rule.flat_order`, the greedy loop on the rule's fixed point.
 Tree: `policy.engine.merge_engine.order_online`, the engine of a pool with Slurm's
 account tree (a flat tree goes through `hierarchy.order_flat` to
 `order_pending`), against `rule.hdrf_order` with occupied = capacity, the
@@ -10,8 +10,8 @@ walk on the rule's fixed point; and `compute_plan`'s own tree orders
 against the walk on the very tree the plan built. Random pools heavy on ties: cloned accounts
 and subtrees, zero usage, zero demands, equal weights, users in accounts,
 remembered (decayed) tie wins, resources of capacity 0, and amounts near
-each other at large capacities (shares closer than the engines' float
-filter or the tree's 2**-30).
+each other at large capacities (shares closer than 2**-30, the rule's one
+notion of equality, and just that far apart).
 """
 
 from __future__ import annotations
@@ -227,6 +227,43 @@ def test_users_of_cloned_accounts_tie_at_every_level() -> None:
     assert_same_wins(book, {}, rule)
     assert len(rule.jobs) == 12 and sum(rule.wins.values()) >= 6
     assert {key for key, _ in rule.jobs[:4]} == {"a0/user=u0", "a0/user=u1", "a1/user=u0", "a1/user=u1"}
+
+
+# --------------------------------------------------------------------------
+# One notion of equality, flat and tree: whole numbers of 2**-30 of share
+
+HALF = 1 << 39  # half of a capacity of 2**40
+APART = {"a hair": 1, "2**-30": 1 << 10}  # how much more b holds than a, in units of 2**-40 of the pool
+
+
+def firsts(orders: list[Placed], of: set[str]) -> set[str]:
+    """The key among `of` that each order places first."""
+    return {next(key for key, _ in jobs if key in of) for jobs in orders}
+
+
+@pytest.mark.parametrize("apart", APART)
+def test_shares_a_hair_apart_are_one_tie_in_a_flat_pool_and_in_a_tree(apart: str) -> None:
+    """b holds 2**-40 of the pool more than a: less than 2**-30, a tie in both, which the rotation
+    settles both ways over the epochs (and every engine the same way as the rule). 2**-30 more: a
+    first, always, in both."""
+    capacity = (1 << 40,)
+    usage = {"a": (HALF,), "b": (HALF + APART[apart],)}
+    pending: dict[str, list[Vector]] = {"a": [(1,)], "b": [(1,)]}
+    weights = {"a": Fraction(1), "b": Fraction(1)}
+    flat, tree = [], []
+    for epoch in range(16):
+        rule = flat_order(pending, usage, capacity, weights, epoch)
+        assert_same_order(engine_flat_order(pending, usage, capacity, weights, TieBook(epoch)), rule.jobs)
+        flat.append(rule.jobs)
+        # The same two as the users of one account, beside another account: compared at that account.
+        users = tuple(TreeNode(f"user={k}", usage=usage[k], jobs=tuple(pending[k])) for k in ("a", "b"))
+        root = TreeNode("root", children=(TreeNode("g", children=users), TreeNode("h", jobs=((1,),))))
+        walk = hdrf_order(root, capacity, epoch, occupied=capacity)
+        assert_same_order(order_online(root, capacity, TieBook(epoch)).pairs(), walk.jobs)
+        tree.append(walk.jobs)
+    expected = {"a", "b"} if apart == "a hair" else {"a"}
+    assert firsts(flat, {"a", "b"}) == expected
+    assert firsts(tree, {"g/user=a", "g/user=b"}) == {f"g/user={k}" for k in expected}
 
 
 @pytest.mark.parametrize("seed", range(60))

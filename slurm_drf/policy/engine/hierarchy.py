@@ -28,7 +28,6 @@ import numpy.typing as npt
 from slurm_drf.errors import InputError
 from slurm_drf.model.types import FloatArray, IntArray
 from slurm_drf.policy.engine.order import compute_before, order_pending
-from slurm_drf.policy.rule import SHARE_BITS, leaf_share
 from slurm_drf.policy.state import TieBook
 
 # A leaf's pending jobs: demand vectors as tuples of ints, or one (jobs, resources) integer array.
@@ -272,32 +271,6 @@ def _amounts(values: Sequence[int], width: int, what: str) -> list[int]:
 
 
 # --------------------------------------------------------------------------
-# The rule at one node (docs/rule.md §7) is `policy.rule`'s (`leaf_share`, `inner_share`); in numpy:
-
-
-def leaf_shares(
-    usage: Sequence[Sequence[int]] | IntArray, caps: Sequence[int], weights: Sequence[Fraction]
-) -> list[int]:
-    """`leaf_share(usage[k], caps, weights[k]).share` of every leaf k, in numpy where int64 holds every amount.
-
-    The same whole numbers: each share is floor(u·q · 2**SHARE_BITS / (c·p)),
-    exact in int64 while u·q stays below 2**32 and c·p below 2**62 (checked
-    first); otherwise leaf by leaf, on Python integers.
-    """
-    if not len(usage) or not caps:
-        return [0] * len(usage)
-    numerators = [w.numerator for w in weights]
-    denominators = [w.denominator for w in weights]
-    amounts = np.array(usage, dtype=np.int64).reshape(len(usage), len(caps))
-    if int(amounts.max()) * max(denominators) >= 1 << 32 or max(caps) * max(numerators) >= 1 << 62:
-        return [leaf_share(row, caps, w).share for row, w in zip(amounts.tolist(), weights, strict=True)]
-    p = np.array(numerators, dtype=np.int64)[:, None]
-    q = np.array(denominators, dtype=np.int64)[:, None]
-    shares = ((amounts * q) << SHARE_BITS) // (np.array(caps, dtype=np.int64)[None, :] * p)
-    top: list[int] = shares.max(axis=1).tolist()
-    return top
-
-
 # --------------------------------------------------------------------------
 # The engine
 

@@ -61,7 +61,8 @@ import numpy.typing as npt
 from slurm_drf.config.settings import WithinAccount
 from slurm_drf.model.account_tree import PATH_SEPARATOR, AccountTree
 from slurm_drf.model.types import FloatArray, IntArray, LazyRows
-from slurm_drf.policy.engine.hierarchy import SEPARATOR, CompiledTree, HierarchyOrdering, TreeLayout, leaf_shares
+from slurm_drf.policy.engine.fixed_point import share_vectors
+from slurm_drf.policy.engine.hierarchy import SEPARATOR, CompiledTree, HierarchyOrdering, TreeLayout
 from slurm_drf.policy.engine.merge_engine import order_compiled
 from slurm_drf.policy.engine.order import Ordering, compute_before
 from slurm_drf.policy.pools import weighted_shares
@@ -439,7 +440,8 @@ def start_shares(tree: CompiledTree, start: FloatArray | None = None) -> tuple[l
         # Every node but the root a leaf, none blocked but for want of jobs: the leaves' shares at once.
         leaves = tree.children[0]
         usage = np.array([tree.usage[n] for n in leaves], dtype=np.int64).reshape(len(leaves), len(tree.capacity))
-        found = leaf_shares(usage[:, list(usable)], caps, [tree.weight[n] for n in leaves])
+        weights, of = [tree.weight[n] for n in leaves], np.arange(len(leaves), dtype=np.int64)
+        found = share_vectors(usage[:, list(usable)], caps, weights, of)[:, 0].tolist()
         flat_shares, flat_blocked = [0.0] * count, [True] * count
         for n, share in zip(leaves, found, strict=True):
             flat_shares[n] = share / SHARE_ONE

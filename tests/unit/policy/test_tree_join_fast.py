@@ -27,7 +27,8 @@ import slurm_drf.policy.engine.tree_order as tree_order
 from slurm_drf.config.settings import Config, HistoryConfig, PoolConfig
 from slurm_drf.model.codec import parse_snapshot
 from slurm_drf.model.types import Snapshot
-from slurm_drf.policy.engine.hierarchy import CompiledTree, TreeNode, compile_tree, leaf_shares
+from slurm_drf.policy.engine.fixed_point import share_vectors
+from slurm_drf.policy.engine.hierarchy import CompiledTree, TreeNode, compile_tree
 from slurm_drf.policy.engine.tree_order import (
     JOBS_LEAF,
     PAST_LEAF,
@@ -303,17 +304,21 @@ def test_a_flat_trees_start_shares_are_each_leafs_share() -> None:
         assert blocked == [True] + [not len(tree.jobs[n]) for n in range(1, len(tree.parent))]
 
 
-def test_leaf_shares_are_leaf_share_in_int64_and_beyond() -> None:
+def test_share_vectors_are_leaf_share_in_int64_and_beyond() -> None:
+    """Both engines' shares (`fixed_point.share_vectors`) are the rule's `leaf_share` vectors, whole
+    number for whole number, where int64 holds them and where Python integers must."""
     rng = random.Random(5)
     for _ in range(300):
         width = rng.randint(1, 3)
         caps = [rng.choice([1, 7, 64, 2**40, 2**62]) for _ in range(width)]
         usage = [[rng.choice([0, 1, 5, 2**31, 2**40]) for _ in range(width)] for _ in range(rng.randint(1, 5))]
-        weights = [Fraction(rng.randint(1, 9), rng.choice([1, 3, 2**20])) for _ in usage]
-        assert leaf_shares(usage, caps, weights) == [
-            leaf_share(u, caps, w).share for u, w in zip(usage, weights, strict=True)
-        ]
-    assert leaf_shares([], [], []) == [] and leaf_shares([[]], [], [ONE]) == [0]
+        weights = [Fraction(rng.randint(1, 9), rng.choice([1, 3, 2**20])) for _ in range(3)]
+        of = [rng.randrange(3) for _ in usage]
+        found = share_vectors(np.array(usage, dtype=np.int64), caps, weights, np.array(of, dtype=np.int64))
+        assert found.tolist() == [list(leaf_share(u, caps, weights[k]).vector) for u, k in zip(usage, of, strict=True)]
+    none = np.zeros((0, 2), dtype=np.int64)
+    assert share_vectors(none, [4, 4], [ONE], np.zeros(0, dtype=np.int64)).shape == (0, 2)
+    assert share_vectors(np.zeros((1, 0), dtype=np.int64), [], [ONE], np.zeros(1, dtype=np.int64)).tolist() == [[0]]
 
 
 @pytest.mark.parametrize("size", [3, 63, 64, 500])

@@ -246,8 +246,8 @@ def test_shares_a_hair_apart_are_one_tie_in_a_flat_pool_and_in_a_tree(apart: str
     """b holds 2**-40 of the pool more than a: less than 2**-30, a tie in both, which the rotation
     settles both ways over the epochs (and every engine the same way as the rule). 2**-30 more: a
     first, always, in both."""
-    capacity = (1 << 40,)
-    usage = {"a": (HALF,), "b": (HALF + APART[apart],)}
+    capacity: Vector = (1 << 40,)
+    usage: dict[str, Vector] = {"a": (HALF,), "b": (HALF + APART[apart],)}
     pending: dict[str, list[Vector]] = {"a": [(1,)], "b": [(1,)]}
     weights = {"a": Fraction(1), "b": Fraction(1)}
     flat, tree = [], []

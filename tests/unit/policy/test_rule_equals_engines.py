@@ -266,6 +266,22 @@ def test_shares_a_hair_apart_are_one_tie_in_a_flat_pool_and_in_a_tree(apart: str
     assert firsts(tree, {"g/user=a", "g/user=b"}) == {f"g/user={k}" for k in expected}
 
 
+def test_a_flat_pool_beyond_int64_is_ordered_on_python_integers_as_the_rule() -> None:
+    """Capacities of 2**62 (shares past int64's checked bounds): the engine's Python-integer path gives
+    the rule's order and wins, a tie of clones and a near tie included."""
+    big = 1 << 62
+    capacity: Vector = (big, 7)
+    usage: dict[str, Vector] = {"a": (big // 3, 0), "b": (big // 3, 0), "c": (big // 3 + 1, 1), "d": (0, 0)}
+    pending: dict[str, list[Vector]] = {k: [(big // 5, 1), (big // 7, 0)] for k in usage}
+    weights = {"a": Fraction(1), "b": Fraction(1), "c": Fraction(3, 10), "d": Fraction(2)}
+    for epoch in range(8):
+        rule = flat_order(pending, usage, capacity, weights, epoch)
+        book = TieBook(epoch)
+        assert_same_order(engine_flat_order(pending, usage, capacity, weights, book), rule.jobs)
+        assert_same_wins(book, {}, rule)
+        assert sum(rule.wins.values()) >= 1
+
+
 @pytest.mark.parametrize("seed", range(60))
 def test_the_plans_tree_order_is_the_hdrf_walk(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """`compute_plan` over Slurm's tree: each pool's order is the walk's on the tree the plan built

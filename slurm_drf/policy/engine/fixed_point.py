@@ -24,6 +24,14 @@ SAFE: Final = 1 << 52
 Amounts = npt.NDArray[Any]
 
 
+def fits_int64(most: Sequence[int], caps: Sequence[int], p: int, q: int) -> bool:
+    """Whether shares of amounts up to `most[r]` of each capacity `caps[r]` (every one > 0), under
+    weights of numerators up to `p` and denominators up to `q`, stay below 2**52 in int64 (`shift_div`'s
+    bound), the products that make them too."""
+    units = max((m << SHARE_BITS) // c + 1 for m, c in zip(most, caps, strict=True))
+    return max(most) * q < SAFE and max(caps) * p < SAFE and units * q < SAFE
+
+
 def shift_div(a: Amounts, shift: int, b: Amounts) -> Amounts:
     """floor(a · 2**shift / b), exactly, for 0 <= a, 0 < b and a result below 2**52.
 
@@ -82,12 +90,7 @@ def share_vectors(
         return np.zeros((rows, max(width, 1)), dtype=np.int64)
     by_object = {id(w): w for w in weights}.values()  # accounts share a few weight objects
     most_p, most_q = max(w.numerator for w in by_object), max(w.denominator for w in by_object)
-    largest, least = int(amounts.max(initial=0)), min(caps)
-    fits = (
-        max(largest, 1) * most_q < SAFE
-        and max(caps) * most_p < SAFE
-        and (largest * most_q << SHARE_BITS) < least * SAFE
-    )
+    fits = fits_int64(amounts.max(axis=0).tolist(), caps, most_p, most_q)
     dtype: Any = np.int64 if fits else object
     p = np.array([w.numerator for w in weights], dtype=dtype)[of][:, None]
     q = np.array([w.denominator for w in weights], dtype=dtype)[of][:, None]

@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from slurm_drf.model.types import IntArray
-from slurm_drf.policy.engine.fixed_point import SAFE, Amounts, descending, mul_shift, shift_div
+from slurm_drf.policy.engine.fixed_point import SAFE, Amounts, descending, fits_int64, mul_shift, shift_div
 from slurm_drf.policy.engine.hierarchy import CompiledTree, HierarchyOrdering, TreeNode, compile_tree, order_flat
 from slurm_drf.policy.rule import DIRECTION_BITS, SHARE_BITS, SHARE_ONE
 from slurm_drf.policy.state import TieBook
@@ -269,9 +269,7 @@ class _Merge:
             return True
         sums = self.raw[:, self.usable].sum(axis=0, dtype=np.float64)
         most = [int(v) * 2 + 1 for v in sums.tolist()]  # a float sum, with room for its rounding
-        p, q = self._weight_parts
-        units = max((m << SHARE_BITS) // c + 1 for m, c in zip(most, caps, strict=True))
-        return max(most) * q < SAFE and max(caps) * p < SAFE and units * q < SAFE
+        return fits_int64(most, caps, *self._weight_parts)
 
     # ---- the internal nodes of one height, all at once
 

@@ -23,7 +23,8 @@ a batch that runs four times slower than the ones it was sized from
 margin (`Batch.until`): the writers send nothing after it (they stop
 scontrol, or pyslurm's updates, there; a scontrol that started after it,
 the daemon paused between its look at the clock and the start, is stopped
-before it reads a line). When not even one write fits in
+before it reads a line; one running while the daemon is paused is stopped
+there by timeout(1), execute.run_process_by). When not even one write fits in
 what is left of a fresh hold (a renewal slower than an interval, or one
 write that takes longer), the rest wait for the next cycle, said in one
 line.

@@ -101,6 +101,7 @@ class JobTimes:
     submit: float
     start: float  # nan: never started
     end: float  # nan: never ended
+    nodes: str = ""  # the nodes it ran on, as Slurm's host list (drfnode[1-2]); "": none assigned
 
 
 def _epoch(text: str) -> float:
@@ -108,18 +109,20 @@ def _epoch(text: str) -> float:
 
 
 def fetch_job_times(job_ids: Sequence[str]) -> dict[str, JobTimes]:
-    """Submit, start and end (seconds since the epoch) of these jobs, from sacct."""
+    """Submit, start and end (seconds since the epoch) and the nodes of these jobs, from sacct."""
     env = dict(os.environ)
     env["SLURM_TIME_FORMAT"] = "%s"
     out: dict[str, JobTimes] = {}
     for chunk in _chunks(list(job_ids)):
         # --allusers: the jobs of every user the replay submitted as, not only the invoking user's.
-        argv = ["sacct", "-X", "-n", "-P", "--allusers", "-j", ",".join(chunk), "-o", "JobIDRaw,Submit,Start,End"]
+        fields = "JobIDRaw,Submit,Start,End,NodeList"
+        argv = ["sacct", "-X", "-n", "-P", "--allusers", "-j", ",".join(chunk), "-o", fields]
         text = run_command(argv, TIMEOUT, env=env)
         for line in records(text):
-            fields = line.split("|")
-            if len(fields) == 4 and fields[0] in chunk:
-                out[fields[0]] = JobTimes(_epoch(fields[1]), _epoch(fields[2]), _epoch(fields[3]))
+            row = line.split("|")
+            if len(row) == 5 and row[0] in chunk:
+                nodes = "" if row[4] in ("", "None assigned") else row[4]
+                out[row[0]] = JobTimes(_epoch(row[1]), _epoch(row[2]), _epoch(row[3]), nodes)
     return out
 
 

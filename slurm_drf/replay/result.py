@@ -86,6 +86,8 @@ class ReplayResult:
     reclaims: tuple[ReplayReclaim, ...] = ()
     # What one account played (`--game`); None: the workload as it is (and in files of before).
     game: ReplayGame | None = None
+    # The nodes each job ran on, Slurm's host list ("" never started; empty in files of before).
+    node_lists: tuple[str, ...] = ()
 
     @property
     def interval(self) -> float:
@@ -240,6 +242,7 @@ def render_result(
             **({"submitted_as": submitted_as[index]} if index < len(submitted_as) else {}),
             "start_s": None if not math.isfinite(start) else round(start, 3),
             "end_s": None if not math.isfinite(end) else round(end, 3),
+            **({"node_list": result.node_lists[index]} if index < len(result.node_lists) else {}),
         }
         for index, (job, job_id, start, end) in enumerate(
             zip(result.workload.jobs, result.job_ids, result.start, result.end, strict=True)
@@ -347,6 +350,9 @@ def parse_result(data: Any, source: str) -> ReplayResult:
             if data["jobs"] and "submitted_as" in data["jobs"][0]
             else (),
             users=str(data.get("users", "")),
+            node_lists=tuple(str(j["node_list"]) for j in data["jobs"])
+            if data["jobs"] and "node_list" in data["jobs"][0]
+            else (),
             reclaims=tuple(
                 ReplayReclaim(
                     job_id=str(r["job_id"]),

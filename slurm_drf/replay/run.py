@@ -521,6 +521,7 @@ def _measure(ready: _Arm, player: _Player, origin_epoch: float, wall: float, res
         workload=replayed,
         job_ids=tuple(job_id for _, job_id in player.submitted),
         submitted_as=tuple(ready.users.submitter(sub.job) for sub, _ in player.submitted),
+        node_lists=tuple(times[job_id].nodes if job_id in times else "" for _, job_id in player.submitted),
         users=ready.users.mode,
         start=tuple(starts),
         end=tuple(ends),

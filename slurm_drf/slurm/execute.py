@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import codecs
 import logging
+import os
 import shlex
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -142,13 +144,24 @@ def run_process_by(
     """run_process, with no process alive after `deadline` (time.monotonic()) either. The time left is
     judged once the process exists, before its input is sent: when the deadline has passed by then, it is
     stopped unread (DeadlinePassed). A timeout alone counts from the start, so that a pause before it (a
-    SIGSTOP, a stalled machine) would push the end past the deadline."""
+    SIGSTOP, a stalled machine) would push the end past the deadline.
+
+    The deadline is kept by a process of its own as well, coreutils' timeout(1), started with the
+    command and given the time then left: a caller paused while the command runs (SIGSTOP, a stalled
+    machine) cannot stop it, and timeout does, at the deadline. A command stopped so fails as one that
+    did not answer in time (error_class)."""
     if not argv:
         raise ValueError("run_process_by needs a command")
     command = shlex.join(argv)
+    path = (env if env is not None else os.environ).get("PATH", os.defpath)
+    if shutil.which(argv[0], path=path) is None:  # said as run_process says it, not as timeout would
+        raise _cannot_run(command, argv[0], FileNotFoundError(), error_class)
+    guard = deadline - time.monotonic()
+    if guard <= 0:
+        raise DeadlinePassed(f"{command}: not started: its deadline had passed")
     try:
         proc = subprocess.Popen(
-            list(argv),
+            [*build_guard_argv(guard), *argv],
             stdin=subprocess.PIPE if input_text is not None else None,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -158,7 +171,7 @@ def run_process_by(
             env=dict(env) if env is not None else None,
         )
     except OSError as error:
-        raise _cannot_run(command, argv[0], error, error_class) from error
+        raise _cannot_run(command, GUARD[0], error, error_class) from error
     with proc:
         left = min(timeout, deadline - time.monotonic())
         if left <= 0:
@@ -171,7 +184,21 @@ def run_process_by(
             proc.kill()
             _, stderr = proc.communicate()
             raise _no_answer(command, left, stderr, error_class) from error
+    if proc.returncode in GUARD_KILLED and time.monotonic() >= deadline:
+        raise _no_answer(command, guard, stderr, error_class)
     return subprocess.CompletedProcess(list(argv), proc.returncode, stdout, stderr)
+
+
+# The deadline's own keeper: coreutils' timeout, which kills the command (and itself: its process group)
+# with SIGKILL when the time given ends.
+GUARD: Final = ("timeout", "--signal=KILL")
+# What the caller sees then: killed by SIGKILL (timeout's group), or timeout's exit for a child so killed.
+GUARD_KILLED: Final = frozenset({-9, 128 + 9})
+
+
+def build_guard_argv(seconds: float) -> list[str]:
+    """timeout(1)'s argv for a command that must not outlive `seconds` (at least a millisecond)."""
+    return [*GUARD, f"{max(seconds, 0.001):.3f}s"]
 
 
 def _cannot_run(command: str, program: str, error: OSError, error_class: type[SlurmError]) -> SlurmError:

@@ -16,7 +16,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import stat
+import subprocess
+import sys
 import time
 import types
 from collections.abc import Sequence
@@ -37,10 +40,11 @@ from slurm_drf.errors import SlurmWriteError, StateError
 from slurm_drf.files import MIN_FREE_BYTES, UnsafePathError, check_directory
 from slurm_drf.model.types import Snapshot
 from slurm_drf.service.loop import Service, ServiceParts
-from slurm_drf.slurm import pyslurm_write, write
+from slurm_drf.slurm import execute, pyslurm_write, write
 from slurm_drf.slurm.execute import DeadlinePassed, run_process_by
 from slurm_drf.slurm.pyslurm_write import PyslurmWriter
 from slurm_drf.slurm.write import HoldEnded, ScontrolWriter, Write, WriteResult
+from tests.polling import wait_for
 from tests.unit.builders import job, node, snapshot
 
 # --------------------------------------------------------------------------
@@ -285,18 +289,75 @@ def test_scontrol_stopped_at_the_end_of_the_hold_says_so(monkeypatch: pytest.Mon
     )
 
 
-def test_a_process_that_starts_after_its_deadline_is_stopped_before_it_reads_its_input(tmp_path: Path) -> None:
+def test_a_process_that_starts_after_its_deadline_is_stopped_before_it_reads_its_input(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A daemon paused between its last look at the clock and scontrol's start (SIGSTOP, a stalled machine)
     must not send the batch once it runs again: the hold it was sized for has ended. A timeout alone
     would count from the start and give the process its whole time after the pause."""
     received = tmp_path / "received"
     cat = ["sh", "-c", f'cat > "{received}"']
-    with pytest.raises(DeadlinePassed, match="stopped before its input was sent"):
+    with pytest.raises(DeadlinePassed, match="not started: its deadline had passed"):
         run_process_by(cat, 60.0, time.monotonic() - 1.0, input_text="update JobId=7 Nice=5\n")
+    assert not received.exists()
+    # Paused (two minutes) once the process exists: it is stopped before it reads a line.
+    looks = iter([0.0, 120.0])
+    clock = types.SimpleNamespace(monotonic=lambda: time.monotonic() + next(looks, 120.0))
+    monkeypatch.setattr(execute, "time", clock)
+    with pytest.raises(DeadlinePassed, match="stopped before its input was sent"):
+        run_process_by(cat, 60.0, time.monotonic() + 60.0, input_text="update JobId=7 Nice=5\n")
     assert not received.exists() or received.read_text() == ""
+    monkeypatch.undo()
     # Before its deadline it runs as without one.
     done = run_process_by(cat, 60.0, time.monotonic() + 60.0, input_text="update JobId=7 Nice=5\n")
     assert done.returncode == 0 and received.read_text() == "update JobId=7 Nice=5\n"
+
+
+def test_a_paused_caller_cannot_keep_its_process_alive_past_the_deadline(tmp_path: Path) -> None:
+    """The holder stopped (SIGSTOP) while its scontrol runs: nothing of the daemon's can stop scontrol at
+    the end of the hold, so the deadline has a keeper of its own (timeout(1)). A process that would write
+    after 3 s, its deadline in 0.5 s, its caller stopped meanwhile: it is gone, and never wrote."""
+    pid_file, late = tmp_path / "pid", tmp_path / "late"
+    command = ["sh", "-c", f'echo $$ > "{pid_file}"; sleep 3; echo late > "{late}"']
+    caller = subprocess.Popen(
+        [sys.executable, "-c", CALLER, json.dumps(command)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        wait_for(lambda: pid_file.exists() and pid_file.read_text().strip(), 30, "the process to start")
+        caller.send_signal(signal.SIGSTOP)
+        pid = int(pid_file.read_text())
+        wait_for(lambda: not _alive(pid), 30, "the process to be stopped")
+        assert not late.exists()
+        caller.send_signal(signal.SIGCONT)
+        _, err = caller.communicate(timeout=30)
+        # The caller, resumed, says it as a process that did not answer in time.
+        assert caller.returncode == 3, err
+        assert b"no answer within" in err, err
+    finally:
+        caller.kill()
+        caller.wait()
+
+
+# Runs run_process_by on the argv given, with half a second to its deadline; exits 3 on SlurmWriteError.
+CALLER = """
+import json, sys, time
+from slurm_drf.errors import SlurmWriteError
+from slurm_drf.slurm.execute import run_process_by
+try:
+    run_process_by(json.loads(sys.argv[1]), 60.0, time.monotonic() + 0.5, error_class=SlurmWriteError)
+except SlurmWriteError as error:
+    print(error, file=sys.stderr)
+    sys.exit(3)
+"""
+
+
+def _alive(pid: int) -> bool:
+    """Whether the process runs (a zombie, ended and not yet reaped, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
 
 
 def test_a_part_whose_scontrol_started_after_the_hold_is_not_sent(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -656,6 +656,16 @@ def test_the_result_file_reads_back_to_the_same_figures() -> None:
     back = parse_result(data, "r.json")
     assert render_metrics(compute_metrics(to_sim_result(back))) == metrics
     assert back.rpcs_total == 34 and back.rpcs_per_cycle() == pytest.approx(34 / 3)
+    assert back.node_lists == () and "node_list" not in data["jobs"][0]  # a file of before has none
+
+
+def test_the_result_file_keeps_the_nodes_each_job_ran_on() -> None:
+    workload = build_scenario("gpu-newcomer", 1, nodes=4, jobs=60)
+    result = _replayed(simulate(workload, build_policy("drf", engine="fast")))
+    nodes = tuple("" if i % 7 == 0 else f"drfnode[{i % 4 + 1}-4]" for i in range(len(workload.jobs)))
+    data = orjson.loads(orjson.dumps(render_result(replace(result, node_lists=nodes), {}, None)))
+    assert [j["node_list"] for j in data["jobs"]] == list(nodes)
+    assert parse_result(data, "r.json").node_lists == nodes
 
 
 @pytest.mark.parametrize(

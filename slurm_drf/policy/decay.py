@@ -12,10 +12,20 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+import numpy.typing as npt
+
 
 def decay_factor(elapsed: float, half_life: float) -> float:
     """What a quantity keeps of itself after `elapsed`: 2^(-elapsed / half_life), both in one unit."""
     return float(2.0 ** (-elapsed / half_life))
+
+
+def decay_factors(elapsed: npt.NDArray[np.float64], half_life: float) -> npt.NDArray[np.float64]:
+    """`decay_factor` of each element, for a whole array at once (numpy's exp2, whose last bit may
+    differ from the scalar's pow); a negative `elapsed` grows a quantity instead."""
+    factors: npt.NDArray[np.float64] = np.exp2(-elapsed / half_life)
+    return factors
 
 
 def decay_weight(start: float, stop: float, now: float, half_life: float) -> float:

@@ -41,7 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from slurm_drf.config.settings import Config
-from slurm_drf.policy.decay import decay_factor, decay_weight
+from slurm_drf.policy.decay import decay_factor, decay_factors, decay_weight
 from slurm_drf.policy.pools import DEFAULT_POOL
 
 # pool -> account -> resource -> amount
@@ -350,9 +350,8 @@ class StretchSum:
         if held is None:
             held = self._groups[group.key] = (np.zeros(usage.shape), np.zeros(usage.shape, dtype=bool), group)
         sums, seen, _ = held
-        # The decay of policy/decay.py run backwards (a row later than the reference grows), for a whole
-        # array at once: numpy's exp2, whose last bit may differ from the scalar's pow.
-        sums += np.where(present, usage, 0.0) * np.exp2((start + centre - self._reference) / self.half_life)
+        # Decayed back to the reference: a row later than it grows (elapsed below zero).
+        sums += np.where(present, usage, 0.0) * decay_factors(self._reference - (start + centre), self.half_life)
         seen |= present
         self._stop = max(self._stop, stop)
 

@@ -9,10 +9,12 @@ on, naming the command and the first line of what it printed on stderr.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import logging
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -160,6 +162,7 @@ def run_process_by(
     if guard <= 0:
         raise DeadlinePassed(f"{command}: not started: its deadline had passed")
     try:
+        # A process group of its own (timeout's and the command's): stopping it stops both.
         proc = subprocess.Popen(
             [*build_guard_argv(guard), *argv],
             stdin=subprocess.PIPE if input_text is not None else None,
@@ -169,19 +172,20 @@ def run_process_by(
             encoding="utf-8",
             errors="replace",
             env=dict(env) if env is not None else None,
+            process_group=0,
         )
     except OSError as error:
         raise _cannot_run(command, GUARD[0], error, error_class) from error
     with proc:
         left = min(timeout, deadline - time.monotonic())
         if left <= 0:
-            proc.kill()
+            _kill_group(proc)
             proc.communicate()
             raise DeadlinePassed(f"{command}: stopped before its input was sent: it started after its deadline")
         try:
             stdout, stderr = proc.communicate(input_text, timeout=left)
         except subprocess.TimeoutExpired as error:
-            proc.kill()
+            _kill_group(proc)
             _, stderr = proc.communicate()
             raise _no_answer(command, left, stderr, error_class) from error
     if proc.returncode in GUARD_KILLED and time.monotonic() >= deadline:
@@ -194,6 +198,13 @@ def run_process_by(
 GUARD: Final = ("timeout", "--signal=KILL")
 # What the caller sees then: killed by SIGKILL (timeout's group), or timeout's exit for a child so killed.
 GUARD_KILLED: Final = frozenset({-9, 128 + 9})
+
+
+def _kill_group(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL to the process's group (its own: timeout and the command under it); killing timeout alone
+    would leave the command running, with nothing left to stop it."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def build_guard_argv(seconds: float) -> list[str]:

@@ -338,6 +338,18 @@ def test_a_paused_caller_cannot_keep_its_process_alive_past_the_deadline(tmp_pat
         caller.wait()
 
 
+def test_a_process_stopped_at_its_timeout_is_stopped_whole(tmp_path: Path) -> None:
+    """Stopping the command at its timeout (the caller running) stops what runs under timeout(1) too:
+    killing timeout alone would leave the command running with nothing left to stop it."""
+    pid_file, late = tmp_path / "pid", tmp_path / "late"
+    command = ["sh", "-c", f'echo $$ > "{pid_file}"; sleep 3; echo late > "{late}"']
+    with pytest.raises(SlurmWriteError, match="no answer within"):
+        run_process_by(command, 0.5, time.monotonic() + 60.0, error_class=SlurmWriteError)
+    pid = int(pid_file.read_text())
+    wait_for(lambda: not _alive(pid), 30, "the process to be stopped")
+    assert not late.exists()
+
+
 # Runs run_process_by on the argv given, with half a second to its deadline; exits 3 on SlurmWriteError.
 CALLER = """
 import json, sys, time

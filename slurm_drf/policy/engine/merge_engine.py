@@ -36,7 +36,15 @@ import numpy as np
 import numpy.typing as npt
 
 from slurm_drf.model.types import IntArray
-from slurm_drf.policy.engine.fixed_point import SAFE, Amounts, descending, fits_int64, mul_shift, shift_div
+from slurm_drf.policy.engine.fixed_point import (
+    SAFE,
+    Amounts,
+    descending,
+    fits_int64,
+    mul_shift,
+    share_vectors,
+    shift_div,
+)
 from slurm_drf.policy.engine.hierarchy import CompiledTree, HierarchyOrdering, TreeNode, compile_tree, order_flat
 from slurm_drf.policy.rule import DIRECTION_BITS, SHARE_BITS, SHARE_ONE
 from slurm_drf.policy.state import TieBook
@@ -198,10 +206,8 @@ def _leaf_block(
     units = shift_div(amounts, SHARE_BITS, np.broadcast_to(caps, amounts.shape))
     if all(tree.weight[n] == 1 for n in leaves):
         vector = descending(units)  # weight 1: the shares are the units
-    else:
-        p: Amounts = np.array([tree.weight[n].numerator for n in leaves], dtype=dtype)[segment][:, None]
-        q: Amounts = np.array([tree.weight[n].denominator for n in leaves], dtype=dtype)[segment][:, None]
-        vector = descending(shift_div(amounts * q, SHARE_BITS, caps[None, :] * p))
+    else:  # the engines' one weighted share; int64 where `_leaves_fit` said so (its bound is the larger)
+        vector = share_vectors(amounts, caps.tolist(), [tree.weight[n] for n in leaves], segment)
     if not usable:
         units, vector = units * 0, vector * 0
     if dtype is not merges:  # the same whole numbers, as the merges' Python integers

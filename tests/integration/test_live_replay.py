@@ -254,7 +254,7 @@ def test_two_arms_measure_every_figure_and_leave_nothing_behind(
     # and Slurm had room for it. The rule had it first while the newcomer's weighted dominant share was
     # below the other account's (at the two samples before the other started: the cycle that ordered them
     # saw it so); once the newcomer's running jobs hold more than that, the other account's job is
-    # rightly ahead (CI's failure of one run: a genomics job that started ahead of a vision job is
+    # rightly ahead (CI's failure of one run: a climate job that started ahead of a vision job is
     # allowed then). Room: the other job needs at least as many CPUs, as much memory and as many nodes,
     # and on the nodes it started on the newcomer's running jobs left GPUs enough for it (the newcomer
     # alone asks for GPUs, and all of its jobs at once fit the cluster's, checked first; a node's GPUs

@@ -166,6 +166,10 @@ def screenshot(tmp_path_factory: pytest.TempPathFactory) -> npt.NDArray[np.uint8
             "--no-first-run",
             "--hide-scrollbars",
             "--force-device-scale-factor=1",
+            # The whole page painted before the screenshot is taken: on a loaded machine chromium took
+            # one with the second pool's chart not yet drawn (CI's pyslurm tier; the CLI tier's passed).
+            "--run-all-compositor-stages-before-draw",
+            "--virtual-time-budget=10000",
             f"--user-data-dir={directory / 'profile'}",
             f"--screenshot={png}",
             "--window-size=1200,900",

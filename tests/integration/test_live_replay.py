@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ import pytest
 
 from slurm_drf.model.types import Node, freeze_tres
 from slurm_drf.replay.arms import build_billing_weights, build_slurm_lines
+from slurm_drf.replay.result import parse_result, to_sim_result
 from slurm_drf.replay.trace import JOB_NAME_PREFIX
 from tests.paths import SANDBOX_SCRIPT
 from tests.polling import wait_for
@@ -275,19 +275,6 @@ def test_two_arms_measure_every_figure_and_leave_nothing_behind(
     assert _started_ahead(placed, NEWCOMER, hosts) == []
 
 
-def _shares(data: dict[str, Any]) -> tuple[list[float], dict[str, list[float]]]:
-    """The samples' times and each account's weighted dominant share at each (its running cpu, mem and
-    gres/gpu over the pool's, the largest, over its weight)."""
-    capacity = [data["capacity"][r] for r in ("cpu", "mem", "gres/gpu")]
-    weights = {a: float(Fraction(w)) for a, w in data["workload"]["weights"].items()}
-    shares: dict[str, list[float]] = {a: [] for a in data["accounts"]}
-    for sample in data["samples"]["used"]:
-        for account, used in zip(data["accounts"], sample, strict=True):
-            dominant = max(u / c for u, c in zip(used, capacity, strict=True) if c)
-            shares[account].append(dominant / weights.get(account, 1.0))
-    return data["samples"]["time_s"], shares
-
-
 def _started_ahead(data: dict[str, Any], account: str, hosts: dict[str, list[str]]) -> list[tuple[str, str]]:
     """(the account's job, the other job) for each job of another account that was waiting when one of
     the account's jobs was submitted, started more than one sample before it (or while it never started)
@@ -297,7 +284,10 @@ def _started_ahead(data: dict[str, Any], account: str, hosts: dict[str, list[str
     sacct's times are whole seconds) counted against them. A job ran when it has nodes (`node_list`)."""
     jobs, sample = data["jobs"], data["interval_trace_s"]
     node_gpus = int(data["workload"]["node_tres"]["gres/gpu"])
-    times, shares = _shares(data)
+    # Each account's weighted dominant share at each sample, as the replay's figures take it.
+    measured = to_sim_result(parse_result(data, "drf-placed"))
+    times = measured.sample_time.tolist()
+    shares = {a: measured.sample_share[:, k].tolist() for k, a in enumerate(measured.accounts)}
     ours = [j for j in jobs if j["account"] == account and j["node_list"]]
 
     def gpus_free(node: str, at: float) -> int:

@@ -317,8 +317,7 @@ def test_a_paused_caller_cannot_keep_its_process_alive_past_the_deadline(tmp_pat
     """The holder stopped (SIGSTOP) while its scontrol runs: nothing of the daemon's can stop scontrol at
     the end of the hold, so the deadline has a keeper of its own (timeout(1)). A process that would write
     after 3 s, its deadline in 0.5 s, its caller stopped meanwhile: it is gone, and never wrote."""
-    pid_file, late = tmp_path / "pid", tmp_path / "late"
-    command = ["sh", "-c", f'echo $$ > "{pid_file}"; sleep 3; echo late > "{late}"']
+    command, pid_file, late = _late_writer(tmp_path)
     caller = subprocess.Popen(
         [sys.executable, "-c", CALLER, json.dumps(command)], stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
@@ -341,8 +340,7 @@ def test_a_paused_caller_cannot_keep_its_process_alive_past_the_deadline(tmp_pat
 def test_a_process_stopped_at_its_timeout_is_stopped_whole(tmp_path: Path) -> None:
     """Stopping the command at its timeout (the caller running) stops what runs under timeout(1) too:
     killing timeout alone would leave the command running with nothing left to stop it."""
-    pid_file, late = tmp_path / "pid", tmp_path / "late"
-    command = ["sh", "-c", f'echo $$ > "{pid_file}"; sleep 3; echo late > "{late}"']
+    command, pid_file, late = _late_writer(tmp_path)
     with pytest.raises(SlurmWriteError, match="no answer within"):
         run_process_by(command, 0.5, time.monotonic() + 60.0, error_class=SlurmWriteError)
     pid = int(pid_file.read_text())
@@ -361,6 +359,12 @@ except SlurmWriteError as error:
     print(error, file=sys.stderr)
     sys.exit(3)
 """
+
+
+def _late_writer(tmp_path: Path) -> tuple[list[str], Path, Path]:
+    """A command that says its pid (in the first file), then writes the second file 3 s later."""
+    pid_file, late = tmp_path / "pid", tmp_path / "late"
+    return ["sh", "-c", f'echo $$ > "{pid_file}"; sleep 3; echo late > "{late}"'], pid_file, late
 
 
 def _alive(pid: int) -> bool:

@@ -58,7 +58,7 @@ DAY = 86400.0
 NOW = 1_800_000_000.0  # 2027-01-15
 RESOURCES = ("cpu", "mem", "gres/gpu")
 POOL = "default"
-CONFIG = Config(interval=60.0, resources=RESOURCES, history=HistoryConfig(half_life=14 * DAY, weight=0.5))
+CONFIG = Config(interval=60.0, resources=RESOURCES, history=HistoryConfig(half_life_s=14 * DAY, weight=0.5))
 # An account present in a cycle stays present for this many cycles, then its slot moves on.
 SESSION_CYCLES = 240
 BATCH_CYCLES = 500

@@ -285,8 +285,8 @@ def default_policies(args: argparse.Namespace) -> tuple[str, ...]:
 def cmd_simulate(args: argparse.Namespace) -> int:
     policies = parse_policies(args.policies) if args.policies else default_policies(args)
     interval = parse_duration(args.interval)
-    half_life = parse_duration(args.half_life)
-    if interval <= 0 or half_life <= 0:
+    half_life_s = parse_duration(args.half_life)
+    if interval <= 0 or half_life_s <= 0:
         raise WorkloadError("--interval and --half-life must be > 0")
     if args.plot or args.html:
         # Before the simulation, not after minutes of it.
@@ -300,7 +300,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     slurm = build_slurm_side(args)
     progress = ProgressLine(sys.stderr)
     try:
-        settings = PolicySettings(config, half_life, args.engine, slurm)
+        settings = PolicySettings(config, half_life_s, args.engine, slurm)
         comparison = run_comparison(workload, policies, options, settings, progress)
     finally:
         progress.close()

@@ -181,7 +181,7 @@ def history_warnings(config: Config) -> list[str]:
     history = config.history
     if history is None or not history.active or config.retention_days is None:
         return []
-    wanted = HISTORY_KEPT_HALF_LIVES * history.half_life / 86400.0
+    wanted = HISTORY_KEPT_HALF_LIVES * history.half_life_s / 86400.0
     if config.retention_days >= wanted:
         return []
     # The key as the file writes it (perhaps by its old name), or the one to add.
@@ -209,9 +209,9 @@ def _placement_config(placement: dict[str, Any] | None) -> PlacementConfig | Non
 def _history_config(history: dict[str, Any] | None) -> HistoryConfig | None:
     if history is None:
         return None
-    half_life = history.get("half_life")
+    given = history.get("half_life")
     return HistoryConfig(
-        half_life=DEFAULT_HISTORY_HALF_LIFE if half_life is None else parse_duration(half_life),
+        half_life_s=DEFAULT_HISTORY_HALF_LIFE if given is None else parse_duration(given),
         weight=float(history.get("weight", DEFAULT_HISTORY_WEIGHT)),
     )
 

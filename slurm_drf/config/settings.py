@@ -84,7 +84,7 @@ class HistoryConfig:
     """How much an account's decayed past usage adds to its running usage (docs/rule.md §6)."""
 
     # Seconds after which a past allocation counts half.
-    half_life: float = DEFAULT_HISTORY_HALF_LIFE
+    half_life_s: float = DEFAULT_HISTORY_HALF_LIFE
     # usage = running + weight x decayed average; 0 is pure DRF.
     weight: float = DEFAULT_HISTORY_WEIGHT
 

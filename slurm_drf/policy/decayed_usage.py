@@ -7,10 +7,10 @@ Each record is what one cycle saw running: per pool, per account, the
 allocation of each resource. A record holds from its time until the next
 record's; a gap longer than `max_gap` is unknown and counts in neither the
 sum nor its weight (not as zero use). The last record holds until `now`
-when `now` is within `max_gap` of it. With decay 2^(-age/half_life), the
+when `now` is within `max_gap` of it. With decay 2^(-age/half_life_s), the
 weight of an interval [a, b) at time `now` is its integral
 
-    D(a, b) = half_life / ln 2 x (2^(-(now-b)/half_life) - 2^(-(now-a)/half_life))
+    D(a, b) = half_life_s / ln 2 x (2^(-(now-b)/half_life_s) - 2^(-(now-a)/half_life_s))
 
 and an account's decayed average allocation of r is
 
@@ -77,10 +77,10 @@ class DecayedUsage:
     with the records and with `past_at(now)`.
     """
 
-    def __init__(self, half_life: float, max_gap: float) -> None:
-        if half_life <= 0 or max_gap <= 0:
+    def __init__(self, half_life_s: float, max_gap: float) -> None:
+        if half_life_s <= 0 or max_gap <= 0:
             raise ValueError("half_life and max_gap must be > 0")
-        self.half_life = half_life
+        self.half_life_s = half_life_s
         self.max_gap = max_gap
         self.last_time: float | None = None
         self._last: UsageByPool = EMPTY_PAST
@@ -91,10 +91,10 @@ class DecayedUsage:
         """The interval from the last record to this one (unless it is a gap), then this record."""
         if self.last_time is not None:
             elapsed = max(0.0, record.time - self.last_time)
-            factor = decay_factor(elapsed, self.half_life)
+            factor = decay_factor(elapsed, self.half_life_s)
             self._decay(factor)
             if elapsed <= self.max_gap:
-                weight = decay_weight(0.0, elapsed, elapsed, self.half_life)
+                weight = decay_weight(0.0, elapsed, elapsed, self.half_life_s)
                 self._accumulate(self._last, weight)
         if self.last_time is None or record.time >= self.last_time:
             self.last_time = record.time
@@ -108,12 +108,12 @@ class DecayedUsage:
         weight, and `span.running` then holds from its end like a record's
         usage.
         """
-        if span.half_life != self.half_life:
+        if span.half_life_s != self.half_life_s:
             raise ValueError("the span was integrated with another half-life")
         self.add(UsageRecord(span.start, EMPTY_PAST))
         length = max(0.0, span.stop - span.start)
-        self._decay(decay_factor(length, self.half_life))
-        self._weight += decay_weight(0.0, length, length, self.half_life)
+        self._decay(decay_factor(length, self.half_life_s))
+        self._weight += decay_weight(0.0, length, length, self.half_life_s)
         self._add_sums(span.integrals, 1.0)
         self.last_time = span.start + length
         self._last = span.running
@@ -128,7 +128,7 @@ class DecayedUsage:
         """
         self.add(UsageRecord(stretch.start, EMPTY_PAST))
         length = max(0.0, stretch.stop - stretch.start)
-        self._decay(decay_factor(length, self.half_life))
+        self._decay(decay_factor(length, self.half_life_s))
         self._weight += stretch.weight
         self._add_sums(stretch.integrals, 1.0)
         self.last_time = stretch.start + length
@@ -143,8 +143,8 @@ class DecayedUsage:
         if self.last_time is None:
             return EMPTY_PAST
         elapsed = max(0.0, now - self.last_time)
-        factor = decay_factor(elapsed, self.half_life)
-        open_weight = decay_weight(0.0, elapsed, elapsed, self.half_life) if elapsed <= self.max_gap else 0.0
+        factor = decay_factor(elapsed, self.half_life_s)
+        open_weight = decay_weight(0.0, elapsed, elapsed, self.half_life_s) if elapsed <= self.max_gap else 0.0
         total = self._weight * factor + open_weight
         if total <= 0.0:
             return EMPTY_PAST
@@ -166,7 +166,7 @@ class DecayedUsage:
     def render_state(self) -> dict[str, object]:
         """What `from_state` needs to go on exactly from here: both sums, the last record's usage and time."""
         return {
-            "half_life": self.half_life,
+            "half_life": self.half_life_s,
             "max_gap": self.max_gap,
             "last_time": self.last_time,
             "weight": self._weight,
@@ -183,12 +183,12 @@ class DecayedUsage:
         """
         if not isinstance(data, Mapping):
             raise ValueError("not an object")
-        half_life, max_gap, last_time, weight = (data.get(k) for k in ("half_life", "max_gap", "last_time", "weight"))
-        if not (_is_amount(half_life) and _is_amount(max_gap) and _is_amount(weight)):
+        half_life_s, max_gap, last_time, weight = (data.get(k) for k in ("half_life", "max_gap", "last_time", "weight"))
+        if not (_is_amount(half_life_s) and _is_amount(max_gap) and _is_amount(weight)):
             raise ValueError("half_life, max_gap or weight is not a number >= 0")
         if last_time is not None and not (_is_number(last_time) and math.isfinite(last_time)):
             raise ValueError("last_time is not a time")
-        usage = cls(float(half_life), float(max_gap))
+        usage = cls(float(half_life_s), float(max_gap))
         usage.last_time = None if last_time is None else float(last_time)
         usage._weight = float(weight)
         usage._sums = _parse_amounts(data.get("sums"), "sums")
@@ -261,14 +261,14 @@ class UsageSpan:
 
     `integrals` is, per pool, account and resource, the sum over the
     allocations of amount x D over their part of the span, decayed to
-    `stop` (with `half_life`): exactly what the span's step function of
+    `stop` (with `half_life_s`): exactly what the span's step function of
     usage adds, however many jobs started and ended in it. `running` is
     what still ran at `stop`.
     """
 
     start: float
     stop: float
-    half_life: float
+    half_life_s: float
     integrals: UsageByPool
     running: UsageByPool
 
@@ -316,8 +316,8 @@ class StretchSum:
     second. trail.past reads the hours from history.sqlite.
     """
 
-    def __init__(self, half_life: float, max_gap: float) -> None:
-        self.half_life = half_life
+    def __init__(self, half_life_s: float, max_gap: float) -> None:
+        self.half_life_s = half_life_s
         self.max_gap = max_gap
         self._groups: dict[Hashable, tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_], StretchGroup]] = {}
         self.done: list[UsageStretch] = []
@@ -340,23 +340,23 @@ class StretchSum:
             self._flush()
         if self._stop is None:
             self._start = self._stop = self._reference = start
-        if (stop - self._reference) / self.half_life > _RESCALE_EXPONENT:
+        if (stop - self._reference) / self.half_life_s > _RESCALE_EXPONENT:
             self._rescale(stop)
         # The pause before this row (none between hours of a running daemon) held no
         # record: known idle time when it is short, as `DecayedUsage.add` counts it.
-        self._weight += decay_weight(min(self._stop, start), stop, self._reference, self.half_life)
+        self._weight += decay_weight(min(self._stop, start), stop, self._reference, self.half_life_s)
         present = ~np.isnan(usage)
         held = self._groups.get(group.key)
         if held is None:
             held = self._groups[group.key] = (np.zeros(usage.shape), np.zeros(usage.shape, dtype=bool), group)
         sums, seen, _ = held
         # Decayed back to the reference: a row later than it grows (elapsed below zero).
-        sums += np.where(present, usage, 0.0) * decay_factors(self._reference - (start + centre), self.half_life)
+        sums += np.where(present, usage, 0.0) * decay_factors(self._reference - (start + centre), self.half_life_s)
         seen |= present
         self._stop = max(self._stop, stop)
 
     def _rescale(self, reference: float) -> None:
-        factor = decay_factor(reference - self._reference, self.half_life)
+        factor = decay_factor(reference - self._reference, self.half_life_s)
         for sums, _, _ in self._groups.values():
             np.multiply(sums, factor, out=sums)
         self._weight *= factor
@@ -389,7 +389,7 @@ def build_usage_span(
     allocations: Iterable[Allocation],
     start: float,
     stop: float,
-    half_life: float,
+    half_life_s: float,
     pool_of: Callable[[str], str | None],
     resources: Sequence[str],
     exclude: frozenset[str] = frozenset(),
@@ -411,7 +411,7 @@ def build_usage_span(
         end = stop if allocation.end is None else min(allocation.end, stop)
         if end <= begin:
             continue
-        weight = decay_weight(begin, end, stop, half_life)
+        weight = decay_weight(begin, end, stop, half_life_s)
         sums = integrals.setdefault(pool, {}).setdefault(allocation.account, dict.fromkeys(resources, 0.0))
         held = running.setdefault(pool, {}).setdefault(allocation.account, dict.fromkeys(resources, 0.0))
         for resource in resources:
@@ -420,12 +420,12 @@ def build_usage_span(
             if still_running:
                 held[resource] += amount
     running = {p: {a: h for a, h in accounts.items() if any(h.values())} for p, accounts in running.items()}
-    return UsageSpan(start, stop, half_life, integrals, running)
+    return UsageSpan(start, stop, half_life_s, integrals, running)
 
 
-def decayed_past(records: Iterable[UsageRecord], now: float, half_life: float, max_gap: float) -> UsageByPool:
+def decayed_past(records: Iterable[UsageRecord], now: float, half_life_s: float, max_gap: float) -> UsageByPool:
     """The decayed average allocation at `now` over `records` (oldest first)."""
-    usage = DecayedUsage(half_life, max_gap)
+    usage = DecayedUsage(half_life_s, max_gap)
     usage.extend(records)
     return usage.past_at(now)
 

@@ -168,11 +168,11 @@ def build_reclaim_keys(compression: float) -> dict[str, Any]:
 def _compressed_history(given: Any, compression: float) -> dict[str, Any]:
     """drf-history's `history:`: the user's weight and half-life (in trace time), defaults 0.5 and 14 days."""
     given = given if isinstance(given, Mapping) else {}
-    half_life = given.get("half_life")
-    trace_half_life = DEFAULT_HISTORY_HALF_LIFE if half_life is None else parse_duration(half_life)
+    raw = given.get("half_life")
+    trace_half_life_s = DEFAULT_HISTORY_HALF_LIFE if raw is None else parse_duration(raw)
     weight = given.get("weight")
     return {
-        "half_life": _duration(trace_half_life / compression),
+        "half_life": _duration(trace_half_life_s / compression),
         "weight": DEFAULT_HISTORY_WEIGHT if weight is None else weight,
     }
 

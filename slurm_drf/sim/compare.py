@@ -56,7 +56,7 @@ class PolicySettings:
     """What every policy of a comparison is built with (`build_policy`)."""
 
     config: Config | None = None
-    half_life: float = DEFAULT_HALF_LIFE
+    half_life_s: float = DEFAULT_HALF_LIFE
     engine: str = "auto"
     slurm: SlurmSide | None = None
 
@@ -75,7 +75,7 @@ def run_comparison(
     config, slurm = settings.config, settings.slurm
     chosen = choose_engine(settings.engine)
     for name in policies:
-        policy = build_policy(name, config, settings.half_life, chosen, slurm)
+        policy = build_policy(name, config, settings.half_life_s, chosen, slurm)
         began = time.perf_counter()
         callback = (lambda fraction, name=name: progress(name, fraction)) if progress else None
         result = simulate(workload, policy, options, callback)

@@ -224,16 +224,16 @@ class MultifactorPolicy(Policy):
     name = "multifactor"
 
     def __init__(
-        self, half_life: float = DEFAULT_HALF_LIFE, calc_period: float = 0.0, site: SlurmSide | None = None
+        self, half_life_s: float = DEFAULT_HALF_LIFE, calc_period: float = 0.0, site: SlurmSide | None = None
     ) -> None:
         """`calc_period`: Slurm's PriorityCalcPeriod, the time between recalculations of usage and
         factors (0: at every tick); jobs submitted between two take the factors of the last."""
         super().__init__(site)
-        if not half_life > 0:
-            raise SimulationError(f"half-life must be > 0 seconds, got {half_life}")
+        if not half_life_s > 0:
+            raise SimulationError(f"half-life must be > 0 seconds, got {half_life_s}")
         if not 0 <= calc_period < math.inf:
             raise SimulationError(f"calc period must be >= 0 seconds, got {calc_period}")
-        self.half_life = half_life
+        self.half_life_s = half_life_s
         self.calc_period = calc_period
         self.factor: list[float] = []
 
@@ -285,7 +285,7 @@ class MultifactorPolicy(Policy):
         self._accrue(now)
         self.age(now)
         if now - self.last_tick >= self.calc_period:
-            decay = decay_factor(now - self.last_tick, self.half_life)
+            decay = decay_factor(now - self.last_tick, self.half_life_s)
             self.last_tick = now
             self.usage = [u * decay + f for u, f in zip(self.usage, self.fresh, strict=True)]
             self.fresh = [0.0] * len(self.fresh)
@@ -547,7 +547,7 @@ class HistoryDrfPolicy(DrfPolicy):
         history = self.config.history or HistoryConfig()
         self.config = replace(self.config, history=history)
         # The simulation knows every moment of its run: no time is unknown, so no gap.
-        self.decayed = DecayedUsage(history.half_life, math.inf)
+        self.decayed = DecayedUsage(history.half_life_s, math.inf)
         # Running allocation per account as of the last change, in the simulator's RESOURCES.
         self.running = np.zeros((len(sim.table.accounts), len(RESOURCES)), dtype=np.int64)
         self.recorded = [r for r in self.config.resources if r in RESOURCES]
@@ -754,7 +754,7 @@ class LoopDrfPolicy(DrfPolicy):
 def build_policy(
     name: str,
     config: Config | None = None,
-    half_life: float = DEFAULT_HALF_LIFE,
+    half_life_s: float = DEFAULT_HALF_LIFE,
     engine: str = "plan",
     slurm: SlurmSide | None = None,
     track_minimum: bool = False,
@@ -763,7 +763,7 @@ def build_policy(
     if name == "fifo":
         return FifoPolicy(slurm)
     if name == "multifactor":
-        return MultifactorPolicy(half_life, site=slurm)
+        return MultifactorPolicy(half_life_s, site=slurm)
     if name == "drf":
         return DrfPolicy(config, engine, slurm)
     if name == "drf-history":

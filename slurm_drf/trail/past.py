@@ -148,7 +148,7 @@ class Stretches:
 
 
 def read_stretches(
-    connection: sqlite3.Connection, *, since: float, until: float, half_life: float, max_gap: float
+    connection: sqlite3.Connection, *, since: float, until: float, half_life_s: float, max_gap: float
 ) -> Stretches:
     """The compacted hours from `since` on, integrated against the decay, as few stretches as the gaps allow.
 
@@ -166,7 +166,7 @@ def read_stretches(
         "SELECT id, start, stop, keys_id, resources, usage, moment FROM hours WHERE start >= ? ORDER BY start, id",
         (since,),
     ).fetchall()
-    summing = StretchSum(half_life, max_gap)
+    summing = StretchSum(half_life_s, max_gap)
     names = _Names(connection)
     skipped: list[str] = []
     for row in rows:
@@ -386,15 +386,15 @@ class HistoryPast:
         max_gap = GAP_INTERVALS * config.interval
         usage = self._usage
         retry = self._sacct_failed is not None and now - self._sacct_failed >= SACCT_RETRY_INTERVALS * config.interval
-        if retry or usage is None or usage.half_life != history.half_life or usage.max_gap != max_gap:
-            restored = None if retry else self._restore(history.half_life, max_gap, now)
-            usage = self._usage = restored or self._fresh(history.half_life, max_gap, now)
-        records = self._read(now, history.half_life, max_gap)
+        if retry or usage is None or usage.half_life_s != history.half_life_s or usage.max_gap != max_gap:
+            restored = None if retry else self._restore(history.half_life_s, max_gap, now)
+            usage = self._usage = restored or self._fresh(history.half_life_s, max_gap, now)
+        records = self._read(now, history.half_life_s, max_gap)
         if records is None:  # the history compacted cycles this reader had not read yet: read it afresh
-            usage = self._usage = self._fresh(history.half_life, max_gap, now)
-            records = self._read(now, history.half_life, max_gap) or []
+            usage = self._usage = self._fresh(history.half_life_s, max_gap, now)
+            records = self._read(now, history.half_life_s, max_gap) or []
         spans = self._unknown_spans(records, now, max_gap)
-        fills = self._fill(spans, config, history.half_life, now)
+        fills = self._fill(spans, config, history.half_life_s, now)
         self._add(usage, records, fills)
         if not self._started:
             self._started, self._checked = True, now
@@ -420,15 +420,15 @@ class HistoryPast:
         for span in fills.get(len(records), ()):
             usage.add_span(span)
 
-    def _fresh(self, half_life: float, max_gap: float, now: float) -> DecayedUsage:
+    def _fresh(self, half_life_s: float, max_gap: float, now: float) -> DecayedUsage:
         """A past to read from the start of the window: nothing read yet."""
-        self._since = now - LOOKBACK_HALF_LIVES * half_life
+        self._since = now - LOOKBACK_HALF_LIVES * half_life_s
         self._last_id = 0
         self._last_time = None
         self._last_cycle = None
         self._started = False
         self._checked = None
-        return DecayedUsage(half_life, max_gap)
+        return DecayedUsage(half_life_s, max_gap)
 
     def _save(self, usage: DecayedUsage) -> None:
         """PAST_FILE: where a later start goes on from. Not while sacct fails (its spans are missing then)."""
@@ -454,7 +454,7 @@ class HistoryPast:
             return
         self._save_warned = False
 
-    def _restore(self, half_life: float, max_gap: float, now: float) -> DecayedUsage | None:
+    def _restore(self, half_life_s: float, max_gap: float, now: float) -> DecayedUsage | None:
         """The past PAST_FILE kept, when it fits this config and this history; None (said why) otherwise."""
         try:
             raw = read_private(self.past_file, "the kept past", StateError, MAX_PAST_FILE_BYTES)
@@ -470,7 +470,7 @@ class HistoryPast:
             logger.warning("%s: not a past slurm-drf kept (%s); reading the history", self.past_file, error)
             return None
         usage = kept.usage
-        if usage.half_life != half_life or usage.max_gap != max_gap:
+        if usage.half_life_s != half_life_s or usage.max_gap != max_gap:
             logger.info("%s: kept for another half_life or interval; reading the history", self.past_file)
             return None
         if usage.last_time is not None and usage.last_time > now:
@@ -504,7 +504,7 @@ class HistoryPast:
             return False
         return row is not None and _is_number(row[0]) and float(row[0]) == cycle[1]
 
-    def _read(self, now: float, half_life: float, max_gap: float) -> list[UsageRecord | UsageStretch] | None:
+    def _read(self, now: float, half_life_s: float, max_gap: float) -> list[UsageRecord | UsageStretch] | None:
         """What the history holds after what was read: at the first read its compacted hours, then cycles.
 
         None when cycles this reader has not read yet were thinned
@@ -520,7 +520,7 @@ class HistoryPast:
                 if schema_version(connection) >= HOURS_VERSION:
                     if self._last_id == 0 and not self._started:
                         read = read_stretches(
-                            connection, since=self._since, until=now, half_life=half_life, max_gap=max_gap
+                            connection, since=self._since, until=now, half_life_s=half_life_s, max_gap=max_gap
                         )
                         stretches, after = read.stretches, read.last_cycle
                         self._report_skipped(read.skipped)
@@ -572,9 +572,11 @@ class HistoryPast:
             spans.append(_Span(previous, now, len(records)))
         return spans
 
-    def _fill(self, spans: Sequence[_Span], config: Config, half_life: float, now: float) -> dict[int, list[UsageSpan]]:
+    def _fill(
+        self, spans: Sequence[_Span], config: Config, half_life_s: float, now: float
+    ) -> dict[int, list[UsageSpan]]:
         """What sacct knows of each span inside the window, by the index of the record it goes before."""
-        earliest = now - SACCT_HALF_LIVES * half_life
+        earliest = now - SACCT_HALF_LIVES * half_life_s
         wanted = [span for span in spans if span.stop > max(earliest, span.start or earliest)]
         if not wanted or self.fetch is None:
             return {}
@@ -601,7 +603,7 @@ class HistoryPast:
                 continue
             fills.setdefault(span.before, []).append(
                 build_usage_span(
-                    allocations, start, span.stop, half_life, pool_of, config.resources, config.exclude_accounts
+                    allocations, start, span.stop, half_life_s, pool_of, config.resources, config.exclude_accounts
                 )
             )
         return fills

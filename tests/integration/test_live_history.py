@@ -60,7 +60,7 @@ def test_a_fresh_install_sees_the_past_from_sacct(slurm: SlurmSandbox, tmp_path:
     slurm.wait_for(lambda: _state(slurm, job_id) == "COMPLETED", 120, f"sacct to show job {job_id} COMPLETED")
     state_dir = tmp_path / "state"
     state_dir.mkdir(mode=0o700)
-    config = Config(interval=60.0, history=HistoryConfig(half_life=HALF_LIFE, weight=1.0))
+    config = Config(interval=60.0, history=HistoryConfig(half_life_s=HALF_LIFE, weight=1.0))
     reader = HistoryPast(state_dir, fetch=fetch_allocations)
     now = time.time()
     past = reader.past(config)

@@ -15,7 +15,7 @@ from slurm_drf.policy.decayed_usage import UsageByPool, UsageRecord, decayed_pas
 from tests.unit.builders import job, node, snapshot
 
 DAY = 86400.0
-HISTORY = HistoryConfig(half_life=DAY, weight=0.5)
+HISTORY = HistoryConfig(half_life_s=DAY, weight=0.5)
 CONFIG = Config(resources=("cpu", "gres/gpu"), history=HISTORY)
 PURE = Config(resources=("cpu", "gres/gpu"))
 # What the past adds to physics (docs/rule.md §6), and the share it gives: max(11/64, 1/8).

@@ -147,7 +147,7 @@ def test_every_maximum_at_once_loads_and_check_config_passes(tmp_path: Path) -> 
     path.chmod(0o600)
     config = load_config(path, private=True)
     assert (config.interval, config.slurm_timeout) == (MAX_INTERVAL, MAX_SLURM_TIMEOUT)
-    assert config.history is not None and config.history.half_life == MAX_HISTORY_HALF_LIFE
+    assert config.history is not None and config.history.half_life_s == MAX_HISTORY_HALF_LIFE
     assert (config.horizon, config.retention_days, config.max_writes_per_cycle) == (2147483645, 36500, 4294967293)
     assert main(["check-config", str(path)]) == 0
 

@@ -41,7 +41,9 @@ from tests.unit.service.test_service import FakeSource, make_service
 
 NOW = 1_796_000_000.0  # 2026-11-30
 HOUR = 3600.0
-CONFIG = Config(interval=60.0, resources=("cpu", "mem", "gres/gpu"), history=HistoryConfig(half_life=HOUR, weight=1.0))
+CONFIG = Config(
+    interval=60.0, resources=("cpu", "mem", "gres/gpu"), history=HistoryConfig(half_life_s=HOUR, weight=1.0)
+)
 CYCLES = 30
 BAD_CYCLE = 12  # the cycle the tests damage
 
@@ -175,7 +177,7 @@ def test_a_bad_usage_is_left_out_once_and_the_past_goes_on(
     # Once per process: not again next cycle, nor when a new half-life reads the file afresh.
     caplog.clear()
     reader.past(CONFIG)
-    reader.past(replace(CONFIG, history=HistoryConfig(half_life=2 * HOUR, weight=1.0)))
+    reader.past(replace(CONFIG, history=HistoryConfig(half_life_s=2 * HOUR, weight=1.0)))
     assert _warnings(caplog) == []
 
 

@@ -90,7 +90,7 @@ def planned(name: str, position: str, within: WithinAccount) -> tuple[Plan, Snap
     config = dataclasses.replace(
         Config(resources=("cpu",)),
         fairness_within_account=within,
-        history=HistoryConfig(half_life=86400.0, weight=1.0),
+        history=HistoryConfig(half_life_s=86400.0, weight=1.0),
     )
     accounts = {a.account for a in associations}
     past = {DEFAULT_POOL: {account: {"cpu": 1.0} for account in accounts}}
@@ -168,7 +168,7 @@ def test_sibling_accounts_named_after_every_leaf_kind_are_all_kept(prefix: str) 
         config = dataclasses.replace(
             Config(resources=("cpu",)),
             fairness_within_account=within,
-            history=HistoryConfig(half_life=86400.0, weight=1.0),
+            history=HistoryConfig(half_life_s=86400.0, weight=1.0),
         )
         plan = compute_plan(snap, config, past={DEFAULT_POOL: {a: {"cpu": 2.0} for a in ["x", *names]}})
         assert sorted(j.job_id for j in plan.jobs if j.order is not None) == sorted(j.job_id for j in jobs)
@@ -199,7 +199,9 @@ def test_a_tree_as_deep_as_the_limit_is_planned_reported_and_explained(
     associations, jobs = chain(MAX_TREE_DEPTH, every_level)
     snap = dataclasses.replace(snapshot([node(cpu=8)], jobs), associations=tuple(associations))
     config = dataclasses.replace(
-        Config(resources=("cpu",)), fairness_within_account=within, history=HistoryConfig(half_life=86400.0, weight=1.0)
+        Config(resources=("cpu",)),
+        fairness_within_account=within,
+        history=HistoryConfig(half_life_s=86400.0, weight=1.0),
     )
     plan = compute_plan(snap, config, past={DEFAULT_POOL: {"a0": {"cpu": 1.0}, f"a{MAX_TREE_DEPTH - 1}": {"cpu": 1.0}}})
     pending = sorted(j.job_id for j in jobs if j.state == "PENDING")

@@ -1037,7 +1037,7 @@ def test_history_with_weight_zero_is_todays_plan(instance: Instance, scale: floa
             for i, a in enumerate(instance.accounts)
         }
     }
-    off = dataclasses.replace(built.config, history=HistoryConfig(half_life=86400.0, weight=0.0))
+    off = dataclasses.replace(built.config, history=HistoryConfig(half_life_s=86400.0, weight=0.0))
     for plan in (compute_plan(built.snapshot, off, past=past), compute_plan(built.snapshot, built.config, past=past)):
         assert list(plan.jobs) == list(base.jobs)
         assert plan.accounts == base.accounts

@@ -259,7 +259,7 @@ def test_the_past_counts_at_the_account_not_against_one_user() -> None:
     """history: the past of physics holds physics back against chemistry, and alice and bob stay equal inside it."""
     jobs = cpus("physics", 4, "alice") + cpus("physics", 4, "bob") + cpus("chemistry", 4, "carol")
     tree = assoc("root", None) + assoc("physics", "root", "alice", "bob") + assoc("chemistry", "root", "carol")
-    cfg = config(history=HistoryConfig(half_life=86400.0, weight=1.0))
+    cfg = config(history=HistoryConfig(half_life_s=86400.0, weight=1.0))
     past = {DEFAULT_POOL: {"physics": {"cpu": 3.0}}}
     plan = compute_plan(with_tree(snapshot([node(cpu=16)], jobs), tree), cfg, past=past)
     placed = accounts_in_order(plan, jobs)

@@ -470,9 +470,9 @@ def test_drf_history_arm_takes_the_users_history_weight_and_compresses_its_half_
     base = {"history": {"weight": 1, "half_life": "7d"}}
     parsed = parse_config_text(yaml.safe_dump(build_daemon_config(ARMS["drf-history"], 60, "/s", base)), "arm")
     assert parsed.history is not None and parsed.history.weight == 1
-    assert parsed.history.half_life == 7 * 86400 / 60
+    assert parsed.history.half_life_s == 7 * 86400 / 60
     plain = parse_config_text(yaml.safe_dump(build_daemon_config(ARMS["drf-history"], 60, "/s", {})), "arm")
-    assert plain.history is not None and (plain.history.weight, plain.history.half_life) == (0.5, 14 * 86400 / 60)
+    assert plain.history is not None and (plain.history.weight, plain.history.half_life_s) == (0.5, 14 * 86400 / 60)
     # The other arms never carry the user's history: they are the arms without it.
     drf = parse_config_text(yaml.safe_dump(build_daemon_config(ARMS["drf"], 60, "/s", base)), "arm")
     assert drf.history is None or not drf.history.active

@@ -126,14 +126,14 @@ def records_from_result(result: SimResult, resources: tuple[str, ...]) -> list[U
 
 def test_the_decayed_past_is_decayed_past_over_the_runs_records() -> None:
     workload = small_burst()
-    history = HistoryConfig(half_life=6 * 3600.0, weight=0.5)
+    history = HistoryConfig(half_life_s=6 * 3600.0, weight=0.5)
     policy = HistoryDrfPolicy(Config(history=history), keep_records=True)
     result = simulate(workload, policy, SimOptions(interval=300))
     assert policy.pasts is not None and len(policy.pasts) > 20
     records = records_from_result(result, ("cpu", "mem", "gres/gpu"))
     checked = 0
     for now, past in policy.pasts[:: max(1, len(policy.pasts) // 25)]:
-        expected = decayed_past([r for r in records if r.time <= now], now, history.half_life, math.inf)
+        expected = decayed_past([r for r in records if r.time <= now], now, history.half_life_s, math.inf)
         assert set(past) == set(expected)
         for pool, accounts in expected.items():
             assert set(past[pool]) == set(accounts)

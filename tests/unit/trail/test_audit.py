@@ -86,7 +86,7 @@ def test_a_version_2_history_is_read_before_and_after_its_migration(
 
     path = tmp_path / HISTORY_FILE
     _version_2_history(path, planned)
-    config = Config(history=HistoryConfig(half_life=DAY, weight=1.0))
+    config = Config(history=HistoryConfig(half_life_s=DAY, weight=1.0))
     # Version 3 only adds an index, 4 the compacted hours, 5 the reclaims: audit, the past and the ledger read
     # version 2 alike.
     before = open_history_readonly(path)

@@ -39,8 +39,8 @@ MINUTE = 60.0
 ACCOUNTS = ("physics", "chemistry", "biology")
 
 
-def _config(half_life: float) -> Config:
-    return Config(interval=MINUTE, history=HistoryConfig(half_life=half_life, weight=1.0))
+def _config(half_life_s: float) -> Config:
+    return Config(interval=MINUTE, history=HistoryConfig(half_life_s=half_life_s, weight=1.0))
 
 
 def _usage(step: int, account: int) -> dict[str, int]:
@@ -93,10 +93,10 @@ def history(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _bound(half_life: float) -> float:
+def _bound(half_life_s: float) -> float:
     """docs/rule.md §6: the past of compacted hours is within exp((ln 2 x L / H)^2 / 8) of the exact one,
     L the longest stretch (an hour and the interval to the next hour's first cycle, under two intervals)."""
-    return math.expm1((math.log(2.0) * (HOUR + 2 * MINUTE) / half_life) ** 2 / 8.0)
+    return math.expm1((math.log(2.0) * (HOUR + 2 * MINUTE) / half_life_s) ** 2 / 8.0)
 
 
 def _relative_gap(exact: UsageByPool | None, compacted: UsageByPool | None) -> float:
@@ -135,9 +135,9 @@ def _compact_all(directory: Path, now: float) -> tuple[int, int]:
 NOW = START + 5 * HOUR + 30.0
 
 
-@pytest.mark.parametrize("half_life", [HOUR, 6 * HOUR, 86400.0, 14 * 86400.0])
-def test_the_past_of_compacted_hours_agrees_within_the_bound(history: Path, half_life: float) -> None:
-    config = _config(half_life)
+@pytest.mark.parametrize("half_life_s", [HOUR, 6 * HOUR, 86400.0, 14 * 86400.0])
+def test_the_past_of_compacted_hours_agrees_within_the_bound(history: Path, half_life_s: float) -> None:
+    config = _config(half_life_s)
     exact = HistoryPast(history, clock=lambda: NOW).past(config)
     compacted, _ = _compact_all(history, NOW)
     # Hours 0, 1 and 2; hour 3 has no cycles, and hour 4 waits for the cycle after its last.
@@ -153,7 +153,7 @@ def test_the_past_of_compacted_hours_agrees_within_the_bound(history: Path, half
     ]
     again = HistoryPast(history, clock=lambda: NOW).past(config)
     gap = _relative_gap(exact, again)
-    assert gap <= _bound(half_life)
+    assert gap <= _bound(half_life_s)
     assert _never_above(exact, again)  # the centre of mass only ever places use a little too far back
     assert gap > 0.0  # it did read the compacted hours, not every cycle
 

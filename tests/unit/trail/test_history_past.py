@@ -28,7 +28,7 @@ from tests.paths import FIXTURES
 from tests.unit.builders import job, node, snapshot
 
 DAY = 86400.0
-ON = HistoryConfig(half_life=DAY, weight=0.5)
+ON = HistoryConfig(half_life_s=DAY, weight=0.5)
 
 
 # --- the decay, by hand -----------------------------------------------------------
@@ -145,7 +145,7 @@ def test_history_off_or_weight_zero_is_todays_plan(case: int) -> None:
     base = compute_plan(snap, config)
     assert base.jobs, "the fixture has pending jobs"
     past = _heavy_past(snap, base)
-    off = dataclasses.replace(config, history=HistoryConfig(half_life=DAY, weight=0.0))
+    off = dataclasses.replace(config, history=HistoryConfig(half_life_s=DAY, weight=0.0))
     _same_plan(base, compute_plan(snap, config, past=past))  # history absent: the past is ignored
     _same_plan(base, compute_plan(snap, off, past=past))  # weight 0
     _same_plan(base, compute_plan(snap, dataclasses.replace(config, history=ON)))  # no past known
@@ -216,7 +216,7 @@ def _cycle(clock: Clock, recorder: AuditRecorder, running_gpus: int) -> None:
 
 
 def test_a_restart_in_the_middle_gives_the_same_decayed_totals(tmp_path: Path) -> None:
-    config = Config(interval=60.0, history=HistoryConfig(half_life=3600.0, weight=1.0))
+    config = Config(interval=60.0, history=HistoryConfig(half_life_s=3600.0, weight=1.0))
     clock = Clock(1_800_000_000.0)
     recorder = AuditRecorder(tmp_path, None, clock=clock)
     live = HistoryPast(tmp_path, clock=clock)

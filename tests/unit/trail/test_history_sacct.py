@@ -247,11 +247,11 @@ def test_a_span_adds_the_exact_integral_of_its_step_function() -> None:
 # --- the bootstrap, by hand ----------------------------------------------------------------
 
 
-def _hand_integral(intervals: Sequence[tuple[float, float, float]], now: float, half_life: float) -> float:
+def _hand_integral(intervals: Sequence[tuple[float, float, float]], now: float, half_life_s: float) -> float:
     """sum u x D / sum D with D = H/ln 2 (2^-(now-b)/H - 2^-(now-a)/H), written out."""
 
     def weight(a: float, b: float) -> float:
-        return half_life / math.log(2) * (2 ** (-(now - b) / half_life) - 2 ** (-(now - a) / half_life))
+        return half_life_s / math.log(2) * (2 ** (-(now - b) / half_life_s) - 2 ** (-(now - a) / half_life_s))
 
     return sum(u * weight(a, b) for a, b, u in intervals) / sum(weight(a, b) for a, b, _ in intervals)
 
@@ -278,7 +278,7 @@ def test_a_fresh_install_starts_from_the_captured_sacct(tmp_path: Path) -> None:
     def fetch(start: float) -> list[Allocation]:
         return fetch_allocations(start, runner=replay, environ={})
 
-    config = Config(interval=60.0, history=HistoryConfig(half_life=HOUR, weight=1.0))
+    config = Config(interval=60.0, history=HistoryConfig(half_life_s=HOUR, weight=1.0))
     past = HistoryPast(tmp_path, clock=Clock(now), fetch=fetch).past(config)
     assert asked == [build_sacct_argv(now - SACCT_HALF_LIVES * HOUR)]
     assert past is not None
@@ -316,7 +316,7 @@ def test_a_fresh_install_starts_from_the_captured_sacct(tmp_path: Path) -> None:
 
 # --- with the daemon's own record --------------------------------------------------------------
 
-CONFIG = Config(interval=60.0, history=HistoryConfig(half_life=HOUR, weight=1.0))
+CONFIG = Config(interval=60.0, history=HistoryConfig(half_life_s=HOUR, weight=1.0))
 
 
 def _cycle(recorder: AuditRecorder, gpus: int) -> None:

@@ -30,7 +30,7 @@ from tests.unit.builders import job, node, snapshot
 
 HOUR = 3600.0
 START = 1_800_000_000.0
-CONFIG = Config(interval=60.0, history=HistoryConfig(half_life=HOUR, weight=1.0))
+CONFIG = Config(interval=60.0, history=HistoryConfig(half_life_s=HOUR, weight=1.0))
 
 
 class Clock:
@@ -121,8 +121,8 @@ def test_the_kept_past_equals_reading_the_whole_history(kept: tuple[Path, Clock,
 @pytest.mark.parametrize(
     "config",
     [
-        Config(interval=60.0, history=HistoryConfig(half_life=2 * HOUR, weight=1.0)),
-        Config(interval=30.0, history=HistoryConfig(half_life=HOUR, weight=1.0)),
+        Config(interval=60.0, history=HistoryConfig(half_life_s=2 * HOUR, weight=1.0)),
+        Config(interval=30.0, history=HistoryConfig(half_life_s=HOUR, weight=1.0)),
     ],
     ids=["half_life", "interval"],
 )

@@ -123,7 +123,7 @@ def test_plan_json_has_the_tree_rows_with_hand_checked_numbers() -> None:
 
 def test_the_past_is_a_row_of_its_account() -> None:
     snap = physics_snapshot()
-    cfg = dataclasses.replace(config(), history=HistoryConfig(half_life=86400.0, weight=1.0))
+    cfg = dataclasses.replace(config(), history=HistoryConfig(half_life_s=86400.0, weight=1.0))
     plan = compute_plan(snap, cfg, past={"default": {"chem": {"cpu": 4.0}}})
     rows = {row.path: row for row in plan.pools[0].tree}
     assert rows["chem/past="].kind == "past" and rows["chem/past="].usage["cpu"] == 4

@@ -289,11 +289,11 @@ def _started_ahead(
 ) -> list[tuple[str, str]]:
     """(the account's job, the other job) for each job of another account that was waiting when one of
     the account's jobs had its place (`placed_after` trace seconds after its submission), started more
-    than one sample before it (or while it never started)
-    though the account's share was below the other's at the two samples before, and started where the
-    account's job had room: as many CPUs, as much memory and as many nodes, and GPUs enough on as many
-    of those nodes as it needs, the account's jobs running then (start to end, both included, for
-    sacct's times are whole seconds) counted against them. A job ran when it has nodes (`node_list`)."""
+    than one sample before it (or while it never started) though the account's share was below the
+    other's at the two samples before, and started where the account's job had room: as many CPUs,
+    as much memory and as many nodes, and GPUs enough on as many of those nodes as it needs, the
+    account's jobs running then (start to end, both included, for sacct's times are whole seconds)
+    counted against them. A job ran when it has nodes (`node_list`)."""
     jobs, sample = data["jobs"], data["interval_trace_s"]
     node_gpus = int(data["workload"]["node_tres"]["gres/gpu"])
     # Each account's weighted dominant share at each sample, as the replay's figures take it.

@@ -27,7 +27,9 @@ before it reads a line; one running while the daemon is paused is stopped
 there by timeout(1), execute.run_process_by). When not even one write fits in
 what is left of a fresh hold (a renewal slower than an interval, or one
 write that takes longer), the rest wait for the next cycle, said in one
-line.
+line. `reset` has no next cycle: it renews again, up to RESET_TRIES fresh
+holds in a row (a renewal slowed by a busy disk is seldom slow twice),
+before it leaves the rest for another reset.
 
 What no client of Slurm can bound: a write already sent when slurmctld
 stalls lands when slurmctld answers, which may be after the hold ended.
@@ -59,6 +61,9 @@ BATCH_INTERVALS: Final = 0.25
 MARGIN_INTERVALS: Final = 0.5
 # A batch is at most this many times the last one.
 GROWTH: Final = 4
+# How many fresh holds in a row `reset` tries when one leaves no room for a write (a cycle tries one:
+# its next cycle tries again).
+RESET_TRIES: Final = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,11 +113,17 @@ class HoldFence:
         renew: Callable[[], None] | None,
         interval: float,
         *,
+        tries: int = 1,
+        then: str = "wait for the next cycle",
         wall: Callable[[], float] | None = None,
         monotonic: Callable[[], float] | None = None,
     ) -> None:
+        """`tries`: how many fresh holds in a row may leave no room for one write before the rest are
+        given up on; `then`: what becomes of those, as the warning says it."""
         self.renew = renew
         self.interval = interval
+        self.tries = tries
+        self.then = then
         # The lease's clock and the process's (tests pass fakes).
         self.wall = wall or time.time
         self.monotonic = monotonic or time.monotonic
@@ -140,13 +151,19 @@ class HoldFence:
         sent = 0
         last: tuple[int, float] | None = None
         rate: Rate | None = None
+        misses = 0  # fresh holds in a row that left no room
         while sent < len(items):
             renewal = self._renew(renew, sent, len(items))
             left = usable - renewal  # the hold runs from before the renewal
             size = self._size(last[0] if last else 0, rate, left)
             if size < 1:
+                misses += 1
+                if misses < self.tries:
+                    logger.info("the lease's hold left no room for a write (%.3f s): renewed again", max(0.0, left))
+                    continue
                 self._say_deferred(len(items) - sent, len(items), rate, renewal, left)
                 return
+            misses = 0
             began = self.monotonic()
             batch = Batch(items[sent : sent + size], began + left)
             yield batch
@@ -184,10 +201,11 @@ class HoldFence:
     def _say_deferred(self, rest: int, total: int, rate: Rate | None, renewal: float, left: float) -> None:
         why = f"one write takes about {rate.seconds(1):.3f} s" if rate else f"the renewal took {renewal:.3f} s"
         logger.warning(
-            "%d of %d write(s) wait for the next cycle: %s, and the lease's hold leaves %.3f s for it "
+            "%d of %d write(s) %s: %s, and the lease's hold leaves %.3f s for it "
             "(%g intervals of %g s, less half an interval for the heads' clocks, less the renewal)",
             rest,
             total,
+            self.then,
             why,
             max(0.0, left),
             LEASE_INTERVALS,

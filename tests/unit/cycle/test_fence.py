@@ -18,7 +18,16 @@ from pathlib import Path
 
 import pytest
 
-from slurm_drf.cycle.fence import BATCH_INTERVALS, GROWTH, MARGIN_INTERVALS, Batch, HoldFence, Rate, estimate_rate
+from slurm_drf.cycle.fence import (
+    BATCH_INTERVALS,
+    GROWTH,
+    MARGIN_INTERVALS,
+    RESET_TRIES,
+    Batch,
+    HoldFence,
+    Rate,
+    estimate_rate,
+)
 from slurm_drf.cycle.lease import LEASE_FILE, LEASE_INTERVALS, Lease, LeaseLost
 from slurm_drf.cycle.run import apply_writes
 from slurm_drf.slurm.write import HoldEnded, Write, WriteResult
@@ -297,6 +306,58 @@ def test_when_no_write_fits_in_the_hold_the_rest_wait_for_the_next_cycle_in_one_
     messages = [r.getMessage() for r in caplog.records if r.name in ("slurm_drf.cycle.run", "slurm_drf.cycle.fence")]
     assert len(messages) == 1, messages
     assert messages[0].startswith(f"{waiting} of 2000 write(s) wait for the next cycle: {why}, ")
+
+
+class SlowRenewals(Heads):
+    """head1's renewals take `slow` seconds at the renewals numbered in `at` (1-based), RENEWAL otherwise."""
+
+    def __init__(self, directory: Path, slow: float, at: Callable[[int], bool]) -> None:
+        super().__init__(directory)
+        self.slow, self.at = slow, at
+
+    def renew(self) -> None:
+        self.renewals += 1
+        self.holder.confirm()
+        self.advance(self.slow if self.at(self.renewals) else RENEWAL)
+
+
+def test_reset_renews_again_when_one_slow_renewal_leaves_no_room_and_sends_every_write(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    # CI's case: reset on a loaded machine, renewals of 0.965 s (here 1 s, twice) in the middle of 2,000 writes.
+    heads = SlowRenewals(tmp_path, slow=1.0, at=lambda n: n in (5, 6))
+    slurm = DeadlineSlurm(heads)
+    fence = HoldFence(heads.renew, INTERVAL, tries=RESET_TRIES, wall=heads.clock, monotonic=heads.clock)
+    with caplog.at_level(logging.WARNING, logger="slurm_drf.cycle"):
+        result = apply_writes(slurm, fence, writes())
+    assert len(result.applied) == 2000
+    assert [r for r in caplog.records if r.name in ("slurm_drf.cycle.run", "slurm_drf.cycle.fence")] == []
+    assert all(sent.end <= sent.hold_end - MARGIN_INTERVALS * INTERVAL for sent in slurm.sent)
+    # A cycle's fence, the same renewals: the rest wait for the next cycle.
+    cycle_heads = SlowRenewals(tmp_path / "cycle", slow=1.0, at=lambda n: n == 5)
+    cycle = apply_writes(DeadlineSlurm(cycle_heads), cycle_heads.fence(), writes())
+    assert 0 < len(cycle.applied) < 2000
+
+
+def test_reset_gives_up_after_its_tries_and_says_what_is_left_for_another_reset(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    heads = SlowRenewals(tmp_path, slow=1.2, at=lambda n: True)  # a hung NFS server
+    fence = HoldFence(
+        heads.renew,
+        INTERVAL,
+        tries=RESET_TRIES,
+        then="are left for another reset",
+        wall=heads.clock,
+        monotonic=heads.clock,
+    )
+    with caplog.at_level(logging.WARNING, logger="slurm_drf.cycle"):
+        result = apply_writes(DeadlineSlurm(heads), fence, writes())
+    assert result.applied == ()
+    assert heads.renewals == RESET_TRIES
+    assert [r.getMessage()[:70] for r in caplog.records if r.name == "slurm_drf.cycle.fence"] == [
+        "2000 of 2000 write(s) are left for another reset: the renewal took 1.2"
+    ]
 
 
 def test_without_a_lease_every_write_is_one_batch(tmp_path: Path) -> None:

@@ -219,7 +219,7 @@ def _once_cycle(config: Config, store: StateStore, dry_run: bool, guard: Callabl
 def cmd_reset(args: argparse.Namespace) -> int:
     from slurm_drf.config.load import resolve_config
     from slurm_drf.cycle.backends import make_source, make_writer
-    from slurm_drf.cycle.fence import RESET_TRIES, HoldFence
+    from slurm_drf.cycle.fence import reset_fence
     from slurm_drf.cycle.recall import Recall
     from slurm_drf.cycle.reset import reset_jobs
     from slurm_drf.trail.history_db import HistoryLedger
@@ -231,9 +231,8 @@ def cmd_reset(args: argparse.Namespace) -> int:
     source = make_source(config)
     recall = Recall(HistoryLedger(store.directory))
     with _lease(config, not args.dry_run) as guard:
-        # With a lease, every batch of writes (and the state's save) is sent inside the hold, as a cycle's are;
-        # with no next cycle to leave the rest to, a hold that leaves no room is renewed again.
-        fence = HoldFence(guard, config.interval, tries=RESET_TRIES, then="are left for another reset")
+        # With a lease, every batch of writes (and the state's save) is sent inside the hold, as a cycle's are.
+        fence = reset_fence(guard, config.interval)
         report = reset_jobs(
             source,
             make_writer(source),

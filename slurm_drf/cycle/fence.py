@@ -211,3 +211,17 @@ class HoldFence:
             LEASE_INTERVALS,
             self.interval,
         )
+
+
+def reset_fence(
+    renew: Callable[[], None] | None,
+    interval: float,
+    *,
+    wall: Callable[[], float] | None = None,
+    monotonic: Callable[[], float] | None = None,
+) -> HoldFence:
+    """`reset`'s fence: with no next cycle to leave the rest to, a hold that leaves no room is renewed
+    again, up to RESET_TRIES in a row, before the rest are left for another reset."""
+    return HoldFence(
+        renew, interval, tries=RESET_TRIES, then="are left for another reset", wall=wall, monotonic=monotonic
+    )

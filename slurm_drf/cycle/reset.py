@@ -42,10 +42,10 @@ def reset_jobs(
     Whose value a job holds is decided as in a cycle (`cycle.recall`): the
     state, the record of writes, labels. A job whose own nice no record
     holds is left alone unless `assume_own` says what to give it. `fence`:
-    with a lease, `HoldFence(lease.confirm, config.interval, tries=RESET_TRIES)`,
-    which renews it before the state is saved and before every batch of
-    writes; a job no hold left time for keeps its memory, and the next reset
-    gives it its value back.
+    with a lease, `reset_fence(lease.confirm, config.interval)`, which
+    renews it before the state is saved and before every batch of writes; a
+    job no hold left time for keeps its memory, and the next reset gives it
+    its value back.
     """
     store.check()  # what the run needs of the state directory, refused in a dry run too
     snapshot = source.fetch_snapshot()

@@ -27,6 +27,7 @@ from slurm_drf.cycle.fence import (
     HoldFence,
     Rate,
     estimate_rate,
+    reset_fence,
 )
 from slurm_drf.cycle.lease import LEASE_FILE, LEASE_INTERVALS, Lease, LeaseLost
 from slurm_drf.cycle.run import apply_writes
@@ -78,10 +79,14 @@ class Heads:
         self.clock.now = end
 
     def renew(self) -> None:
-        """head1's fence: Lease.confirm, which takes `renewal` seconds."""
+        """head1's fence: Lease.confirm, which takes `renewal_seconds` of it."""
         self.renewals += 1
         self.holder.confirm()
-        self.advance(self.renewal)
+        self.advance(self.renewal_seconds(self.renewals))
+
+    def renewal_seconds(self, renewal: int) -> float:
+        """How long the `renewal`-th renewal (1-based) takes."""
+        return self.renewal
 
     def hold_end(self) -> float:
         """When head1's hold ends, as the lease file says now (-inf when it is not head1's)."""
@@ -315,10 +320,8 @@ class SlowRenewals(Heads):
         super().__init__(directory)
         self.slow, self.at = slow, at
 
-    def renew(self) -> None:
-        self.renewals += 1
-        self.holder.confirm()
-        self.advance(self.slow if self.at(self.renewals) else RENEWAL)
+    def renewal_seconds(self, renewal: int) -> float:
+        return self.slow if self.at(renewal) else RENEWAL
 
 
 def test_reset_renews_again_when_one_slow_renewal_leaves_no_room_and_sends_every_write(
@@ -327,13 +330,13 @@ def test_reset_renews_again_when_one_slow_renewal_leaves_no_room_and_sends_every
     # CI's case: reset on a loaded machine, renewals of 0.965 s (here 1 s, twice) in the middle of 2,000 writes.
     heads = SlowRenewals(tmp_path, slow=1.0, at=lambda n: n in (5, 6))
     slurm = DeadlineSlurm(heads)
-    fence = HoldFence(heads.renew, INTERVAL, tries=RESET_TRIES, wall=heads.clock, monotonic=heads.clock)
+    fence = reset_fence(heads.renew, INTERVAL, wall=heads.clock, monotonic=heads.clock)
     with caplog.at_level(logging.WARNING, logger="slurm_drf.cycle"):
         result = apply_writes(slurm, fence, writes())
     assert len(result.applied) == 2000
     assert [r for r in caplog.records if r.name in ("slurm_drf.cycle.run", "slurm_drf.cycle.fence")] == []
     assert all(sent.end <= sent.hold_end - MARGIN_INTERVALS * INTERVAL for sent in slurm.sent)
-    # A cycle's fence, the same renewals: the rest wait for the next cycle.
+    # A cycle's fence, one such renewal: the rest wait for the next cycle.
     cycle_heads = SlowRenewals(tmp_path / "cycle", slow=1.0, at=lambda n: n == 5)
     cycle = apply_writes(DeadlineSlurm(cycle_heads), cycle_heads.fence(), writes())
     assert 0 < len(cycle.applied) < 2000
@@ -343,14 +346,7 @@ def test_reset_gives_up_after_its_tries_and_says_what_is_left_for_another_reset(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     heads = SlowRenewals(tmp_path, slow=1.2, at=lambda n: True)  # a hung NFS server
-    fence = HoldFence(
-        heads.renew,
-        INTERVAL,
-        tries=RESET_TRIES,
-        then="are left for another reset",
-        wall=heads.clock,
-        monotonic=heads.clock,
-    )
+    fence = reset_fence(heads.renew, INTERVAL, wall=heads.clock, monotonic=heads.clock)
     with caplog.at_level(logging.WARNING, logger="slurm_drf.cycle"):
         result = apply_writes(DeadlineSlurm(heads), fence, writes())
     assert result.applied == ()
